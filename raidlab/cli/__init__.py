@@ -1,0 +1,66 @@
+"""The `raidlab` command.
+
+Parsing lives here and in the sibling modules (one per command group); actions live in the
+library modules they call. Every RaidlabError becomes one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+from rich.console import Console
+
+from raidlab import __version__
+from raidlab.errors import RaidlabError
+
+err_console = Console(stderr=True, highlight=False)
+
+# Command modules: each defines `register(main)`. Listed here so that a module can be added
+# without touching the others.
+_COMMAND_MODULES = [
+    "raidlab.cli.doctor",
+    "raidlab.cli.disk",
+    "raidlab.cli.export",
+    "raidlab.cli.vm",
+]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="raidlab")
+def cli() -> None:
+    """raidlab: classic software-RAID research systems over loop devices."""
+
+
+for _name in _COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(_name)
+    except ModuleNotFoundError as exc:  # a command group not written yet
+        if exc.name != _name:
+            raise
+        continue
+    _mod.register(cli)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry: run the CLI, turning user errors into one line + exit 2."""
+    try:
+        rv = cli.main(args=argv, standalone_mode=False)
+    except RaidlabError as exc:
+        err_console.print(f"raidlab: error: {exc}", markup=False)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        err_console.print("raidlab: interrupted", markup=False)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("raidlab: interrupted", markup=False)
+        return 130
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

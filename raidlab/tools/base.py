@@ -1,0 +1,157 @@
+"""Run external programs: locate, record, fail clearly.
+
+Why one function: results must record the exact command lines that produced them
+(DESIGN.md "Experiments and reports"), and a missing program must become one actionable
+line (MissingToolError names the Debian package). Wrappers in this package call `run`
+and never `subprocess` directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+
+from raidlab.errors import MissingToolError, ToolFailedError
+
+# Program -> Debian package that provides it (for install hints and `raidlab doctor`).
+PACKAGES: dict[str, str] = {
+    "losetup": "util-linux",
+    "mount": "mount",
+    "umount": "mount",
+    "blkid": "util-linux",
+    "wipefs": "util-linux",
+    "fusermount3": "fuse3",
+    "mkfs.ext4": "e2fsprogs",
+    "e2fsck": "e2fsprogs",
+    "mkfs.xfs": "xfsprogs",
+    "mdadm": "mdadm",
+    "fio": "fio",
+    "bonnie++": "bonnie++",
+    "bon_csv2html": "bonnie++",
+    "postmark": "postmark",
+    "nbdkit": "nbdkit",
+    "nbdfuse": "libnbd-bin",
+    "nbdinfo": "libnbd-bin",
+    "qemu-system-x86_64": "qemu-system-x86",
+    "qemu-img": "qemu-utils",
+    "busybox": "busybox-static",
+    "cpio": "cpio",
+    "depmod": "kmod",
+    "tar": "tar",
+    "udevadm": "udev",
+}
+
+
+@dataclasses.dataclass
+class CommandRecord:
+    argv: list[str]
+    returncode: int | None
+    seconds: float
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+
+class CommandLog:
+    """Collects the command lines run while it is active (see `recording`)."""
+
+    def __init__(self) -> None:
+        self.records: list[CommandRecord] = []
+
+    def as_json(self) -> list[dict]:
+        return [
+            {"cmd": r.command_line, "returncode": r.returncode, "seconds": round(r.seconds, 6)}
+            for r in self.records
+        ]
+
+
+_active_log: contextvars.ContextVar[CommandLog | None] = contextvars.ContextVar(
+    "raidlab_command_log", default=None
+)
+
+
+@contextlib.contextmanager
+def recording(log: CommandLog | None = None) -> Iterator[CommandLog]:
+    """Record every `run` inside the block into `log` (a new one if not given)."""
+    log = log or CommandLog()
+    token = _active_log.set(log)
+    try:
+        yield log
+    finally:
+        _active_log.reset(token)
+
+
+def which(program: str) -> str | None:
+    found = shutil.which(program)
+    if found is None:
+        for d in ("/usr/sbin", "/sbin", "/usr/bin", "/bin"):
+            cand = shutil.which(program, path=d)
+            if cand:
+                return cand
+    return found
+
+
+def require(program: str) -> str:
+    """Return the path of `program` or raise MissingToolError naming its package."""
+    path = which(program)
+    if path is None:
+        raise MissingToolError(program, PACKAGES.get(program))
+    return path
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    input: bytes | str | None = None,
+    timeout: float | None = None,
+    capture: bool = True,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> subprocess.CompletedProcess:
+    """Run a program (blocking). Output is captured as text unless capture=False."""
+    argv = [str(a) for a in argv]
+    exe = require(argv[0])
+    start = time.monotonic()
+    rc: int | None = None
+    try:
+        proc = subprocess.run(
+            [exe, *argv[1:]],
+            input=input.encode() if isinstance(input, str) else input,
+            stdout=subprocess.PIPE if capture else None,
+            stderr=subprocess.PIPE if capture else None,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+        )
+        rc = proc.returncode
+    finally:
+        log = _active_log.get()
+        if log is not None:
+            log.records.append(CommandRecord(argv, rc, time.monotonic() - start))
+    out = proc.stdout.decode(errors="replace") if proc.stdout is not None else ""
+    err = proc.stderr.decode(errors="replace") if proc.stderr is not None else ""
+    result = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    if check and proc.returncode != 0:
+        raise ToolFailedError(argv, proc.returncode, err or out)
+    return result
+
+
+def version_of(program: str, args: Sequence[str] = ("--version",)) -> str | None:
+    """First line of `program --version` (or the given args), None if not installed."""
+    path = which(program)
+    if path is None:
+        return None
+    try:
+        proc = subprocess.run([path, *args], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    text = (proc.stdout or proc.stderr).decode(errors="replace").strip()
+    return text.splitlines()[0] if text else "unknown"
