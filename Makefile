@@ -23,8 +23,10 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	./scripts/demo.sh
 
+# pytest exits 5 when it collected no test: treat that as a failure, not a pass.
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: no tests collected" >&2; exit 1; fi; exit $$rc
 
 test-unit: venv
 	$(PY) -m pytest -m 'not root and not live and not vm' $(PYTEST_ARGS)

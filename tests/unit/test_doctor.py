@@ -1,0 +1,56 @@
+"""`raidlab doctor`: its answers match the host, and its exit code follows the runners."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from raidlab import doctor
+from raidlab.cli import main
+
+
+def test_doctor_json_matches_host(raidlab_cmd):
+    proc = subprocess.run([*raidlab_cmd, "doctor", "--json"], capture_output=True, text=True)
+    report = json.loads(proc.stdout)
+    assert report["root"] == (os.geteuid() == 0)
+    caps = report["capabilities"]
+    assert caps["loop"]["ok"] == os.path.exists("/dev/loop-control")
+    assert caps["md"]["ok"] == os.path.exists("/proc/mdstat")
+    assert caps["fuse"]["ok"] == os.path.exists("/dev/fuse")
+    for name, tool in report["tools"].items():
+        if tool["found"]:
+            assert tool["path"] and tool["version"], name
+            assert tool["install_hint"] is None
+        else:
+            assert tool["install_hint"] == f"apt-get install {tool['package']}"
+    assert set(report["runners"]) == {"native-engine", "native-md", "vm"}
+    assert proc.returncode == (0 if report["ok"] else 1)
+    assert report["ok"] == any(r["usable"] for r in report["runners"].values())
+
+
+def test_missing_tool_gives_install_hint(monkeypatch):
+    real_which = doctor.which
+    monkeypatch.setattr(doctor, "which", lambda name: None if name == "postmark" else real_which(name))
+    report = doctor.collect()
+    status = {t.name: t for t in report.tools}["postmark"]
+    assert not status.found
+    assert status.hint == "apt-get install postmark"
+
+
+def test_no_runner_exits_one(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "which", lambda name: None)
+    monkeypatch.setattr(doctor.os, "geteuid", lambda: 1000)
+    report = doctor.collect()
+    assert not report.any_runner
+    assert main(["doctor"]) == 1
+    assert "no runner can work" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["doctor", "--bogus"], ["no-such-command"]])
+def test_bad_cli_usage_exits_two_without_traceback(raidlab_cmd, argv):
+    proc = subprocess.run([*raidlab_cmd, *argv], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
