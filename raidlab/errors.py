@@ -89,3 +89,18 @@ class LabError(RaidlabError):
 
 class VMError(RaidlabError):
     """The lab VM could not be built, booted, or did not answer in time."""
+
+
+class LabInterrupted(LabError):
+    """A lab run stopped by a signal (SIGINT, SIGTERM, SIGHUP) after releasing everything.
+
+    Fields: signal (its name). The exit code is the shell's convention, 128 + signal number.
+    """
+
+    def __init__(self, signum: int):
+        import signal as _signal
+
+        name = _signal.Signals(signum).name
+        super().__init__(f"interrupted by {name}; every loop device, mount and process "
+                         f"of the lab was released", signal=name)
+        self.exit_code = 128 + signum
