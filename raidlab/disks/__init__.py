@@ -1,0 +1,14 @@
+"""Emulated member disks: a backing store plus a timing model, as trio BlockTargets.
+
+model.py      the timing model (pure arithmetic: seek curve, rotation, zones, buffers)
+catalog.py    the papers' drives and their sources (data/catalog.toml)
+scheduler.py  queue disciplines (FIFO, SSTF, SCAN)
+backend.py    where the bytes live (memory, sparse image file, real block device)
+disk.py       EmulatedDisk and its partitions: the service task, one request at a time
+bench.py      `raidlab disk bench`: what a user can ask of a model
+"""
+
+from raidlab.disks.backend import BlockDeviceBackend, ImageBackend, MemoryBackend
+from raidlab.disks.disk import EmulatedDisk, Partition
+
+__all__ = ["EmulatedDisk", "Partition", "MemoryBackend", "ImageBackend", "BlockDeviceBackend"]

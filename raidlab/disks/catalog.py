@@ -1,0 +1,170 @@
+"""The drive catalog: data/catalog.toml -> DriveSpec, every number with its provenance.
+
+Why a data file: the papers' drives are facts to be checked, not code. Each parameter in
+catalog.toml is a table with a `value` and either a `source` (paper table, specification
+sheet, measurement) or an `assumed` text saying what was assumed and why (issue 2: "where a
+paper lacks a parameter, say what you assumed and why"). The loader refuses a parameter
+that has neither, so an unexplained number cannot enter the catalog.
+
+Two kinds of derived parameters keep the file close to what the sources print:
+* `seek = { fit = { track_to_track_ms, average_ms, full_stroke_ms }, ... }`: a
+  Ruemmler-Wilkes curve through the three figures a spec sheet gives
+  (raidlab.disks.model.fit_seek_curve);
+* `zones = { derive = { count, outer_mb_s, inner_mb_s }, ... }`: equal-width zones whose
+  sectors per track fall linearly from the outer to the inner media rate (sectors per
+  track are proportional to the radius, and equal-width zones are equally spaced in
+  radius), with as many cylinders as the capacity needs.
+Published figures that the model must reproduce live apart, in data/expectations/<name>.toml
+(tests/unit/test_disk_expectations.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from importlib import resources
+from typing import Any
+
+from raidlab.disks.model import DriveSpec, SeekCurve, Zone, fit_seek_curve
+from raidlab.errors import UnknownModelError
+
+_SCALAR_FIELDS = {
+    "capacity_bytes": int,
+    "rpm": float,
+    "sector_bytes": int,
+    "heads": int,
+    "head_switch_ms": float,
+    "cylinder_switch_ms": float,
+    "track_skew": bool,
+    "controller_read_ms": float,
+    "controller_write_ms": float,
+    "bus_mb_s": float,
+    "readahead_bytes": int,
+    "write_cache_bytes": int,
+    "write_cache_default": bool,
+    "read_latency_ms": float,
+    "write_latency_ms": float,
+    "read_mb_s": float,
+    "write_mb_s": float,
+}
+
+
+class CatalogError(ValueError):
+    """catalog.toml is malformed (a bug in the data file, not a user mistake)."""
+
+
+def _provenance(name: str, key: str, entry: Any) -> str:
+    if not isinstance(entry, dict) or "value" not in entry and "fit" not in entry and "derive" not in entry:
+        raise CatalogError(f"{name}.{key}: expected a table with value and source/assumed")
+    if "source" in entry:
+        return str(entry["source"])
+    if "assumed" in entry:
+        return "assumed: " + str(entry["assumed"])
+    raise CatalogError(f"{name}.{key}: a number without `source` or `assumed`")
+
+
+def derive_zones(rpm: float, sector_bytes: int, heads: int, capacity_bytes: int,
+                 count: int, outer_mb_s: float, inner_mb_s: float) -> tuple[Zone, ...]:
+    """Equal-width zones, sectors per track linear from outer to inner media rate."""
+    rev = 60.0 / rpm
+    spt_outer = outer_mb_s * 1e6 * rev / sector_bytes
+    spt_inner = inner_mb_s * 1e6 * rev / sector_bytes
+    spts = [
+        round(spt_outer + (spt_inner - spt_outer) * (i / (count - 1) if count > 1 else 0.0))
+        for i in range(count)
+    ]
+    mean_track = sum(spts) / count * sector_bytes
+    cylinders = math.ceil(capacity_bytes / (heads * mean_track))
+    per_zone = math.ceil(cylinders / count)
+    return tuple(Zone(per_zone, s) for s in spts)
+
+
+def _build(name: str, entry: dict) -> DriveSpec:
+    kind = entry.get("kind")
+    if kind not in ("hdd", "ssd", "none"):
+        raise CatalogError(f"{name}: kind must be hdd, ssd or none")
+    params = entry.get("params", {})
+    sources: dict[str, str] = {}
+    fields: dict[str, Any] = {}
+    for key, spec in params.items():
+        sources[key] = _provenance(name, key, spec)
+        if key in _SCALAR_FIELDS:
+            fields[key] = _SCALAR_FIELDS[key](spec["value"])
+        elif key not in ("zones", "seek"):
+            raise CatalogError(f"{name}: unknown parameter {key}")
+    if kind == "hdd":
+        for need in ("rpm", "heads", "zones", "seek", "capacity_bytes"):
+            if need not in params:
+                raise CatalogError(f"{name}: hdd needs {need}")
+        z = params["zones"]
+        if "derive" in z:
+            d = z["derive"]
+            fields["zones"] = derive_zones(
+                fields["rpm"], fields.get("sector_bytes", 512), fields["heads"],
+                fields["capacity_bytes"], int(d["count"]), float(d["outer_mb_s"]), float(d["inner_mb_s"]),
+            )
+        else:
+            fields["zones"] = tuple(Zone(int(c), int(s)) for c, s in z["value"])
+        s = params["seek"]
+        cylinders = sum(zz.cylinders for zz in fields["zones"])
+        if "fit" in s:
+            f = s["fit"]
+            fields["seek"] = fit_seek_curve(
+                cylinders, float(f["track_to_track_ms"]), float(f["average_ms"]),
+                float(f["full_stroke_ms"]), float(f.get("boundary_fraction", 0.3)),
+            )
+        else:
+            v = s["value"]
+            fields["seek"] = SeekCurve(float(v["short_a"]), float(v["short_b"]), float(v["boundary"]),
+                                       float(v["long_a"]), float(v["long_b"]))
+    elif kind == "ssd":
+        for need in ("read_latency_ms", "write_latency_ms", "read_mb_s", "write_mb_s"):
+            if need not in params:
+                raise CatalogError(f"{name}: ssd needs {need}")
+    return DriveSpec(
+        name=name,
+        kind=kind,
+        description=str(entry.get("description", "")),
+        sources=sources,
+        **fields,
+    )
+
+
+@functools.cache
+def _load() -> dict[str, DriveSpec]:
+    text = resources.files("raidlab.disks").joinpath("data/catalog.toml").read_text()
+    data = tomllib.loads(text)
+    drives = {}
+    for name, entry in data.get("drives", {}).items():
+        drives[name] = _build(name, entry)
+    return drives
+
+
+def raw_entry(name: str) -> dict:
+    """The catalog's text for one drive (papers, notes, sources) as parsed TOML."""
+    text = resources.files("raidlab.disks").joinpath("data/catalog.toml").read_text()
+    return tomllib.loads(text)["drives"][name]
+
+
+def names() -> list[str]:
+    return list(_load())
+
+
+def all_models() -> list[DriveSpec]:
+    return list(_load().values())
+
+
+def get(name: str) -> DriveSpec:
+    """The DriveSpec called `name`, or UnknownModelError listing the known names."""
+    drives = _load()
+    try:
+        return drives[name]
+    except KeyError:
+        known = ", ".join(drives)
+        raise UnknownModelError(
+            f"unknown disk model {name!r}",
+            hint=f"known models: {known} (see: raidlab disk models)",
+            model=name,
+            known=list(drives),
+        ) from None

@@ -1,0 +1,418 @@
+"""An emulated member disk: a backing store plus a timing model, as a trio BlockTarget.
+
+Why built this way (DESIGN.md "Member disks and timing models", "One engine, two clocks"):
+
+* One service task per disk takes requests from a queue discipline (raidlab.disks.scheduler)
+  and serves exactly one at a time, like a drive with one arm. The mechanism's arithmetic
+  (raidlab.disks.model) says when each request would end on the modelled drive; the task
+  sleeps until then with `trio.sleep_until`, so the same code is a discrete-event simulation
+  under `trio.testing.MockClock(autojump_threshold=0)` and a real-time emulation under trio's
+  real clock.
+* Virtual mode (io_in_thread=False): the backend I/O is synchronous and happens when the
+  request enters service, so MockClock cannot jump while data moves.
+* Live mode (io_in_thread=True): the real I/O runs in a worker thread (trio.to_thread) while
+  the task waits for the model's end time; the request completes at max(model end, I/O done).
+  Lateness = actual completion - model completion is recorded per request: the answer to
+  "does this host deliver the model's timing" (ublk-disksim's validation question).
+* The model clock of a request starts at max(its arrival, the previous request's *model*
+  end), not at the moment the task got round to it. A host hiccup therefore shows up as
+  lateness of every request it delays, instead of silently stretching the drive.
+* Partitions (`EmulatedDisk.partition`) are windows on the same disk: they enqueue on the
+  parent's queue, so they share its arm, and their offsets keep their place on the drive,
+  so a partition in the inner zones is slow (the SA-RAID paper's b1 ... b8).
+* The `none` model bypasses the queue entirely: no service task hop, no sleep, the request
+  does its I/O inline (in a thread in live mode). It exists for engine throughput runs.
+* Fault injection: `disk.failed = True` makes every request (queued or new) raise
+  OSError(EIO), as a dead member does under md.
+
+Data is written to the backend when a write is serviced, also when the modelled drive
+reports it from its write cache: the emulation does not lose acknowledged writes on a
+crash of the drive model (a crash of the *engine* is a different matter, tested there).
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import itertools
+from typing import Any, Callable
+
+import trio
+
+from raidlab.blockdev import SECTOR, check_aligned
+from raidlab.disks.backend import Backend
+from raidlab.disks.model import DiskMechanism, DriveSpec, Plan, percentile
+from raidlab.disks.scheduler import DISCIPLINES, make_discipline
+from raidlab.errors import UsageError
+
+READ, WRITE, FLUSH, TRIM = "read", "write", "flush", "trim"
+LATENESS_SAMPLES = 1 << 17  # most recent lateness samples kept per disk
+
+
+class _Counters:
+    """I/O counters kept for a disk and for each of its partitions."""
+
+    __slots__ = ("reads", "writes", "flushes", "trims", "bytes_read", "bytes_written", "errors")
+
+    def __init__(self) -> None:
+        self.reads = self.writes = self.flushes = self.trims = 0
+        self.bytes_read = self.bytes_written = self.errors = 0
+
+    def count(self, op: str, nbytes: int) -> None:
+        if op == READ:
+            self.reads += 1
+            self.bytes_read += nbytes
+        elif op == WRITE:
+            self.writes += 1
+            self.bytes_written += nbytes
+        elif op == FLUSH:
+            self.flushes += 1
+        else:
+            self.trims += 1
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "reads": self.reads,
+            "writes": self.writes,
+            "ios": self.reads + self.writes,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "flushes": self.flushes,
+            "trims": self.trims,
+            "errors": self.errors,
+        }
+
+
+class _Request:
+    __slots__ = ("op", "offset", "length", "data", "fua", "cylinder", "seq", "arrival",
+                 "done", "result", "error", "owner")
+
+    def __init__(self, op, offset, length, data, fua, cylinder, seq, arrival, owner):
+        self.op, self.offset, self.length, self.data, self.fua = op, offset, length, data, fua
+        self.cylinder, self.seq, self.arrival, self.owner = cylinder, seq, arrival, owner
+        self.done = trio.Event()
+        self.result: bytes | None = None
+        self.error: BaseException | None = None
+
+
+def _eio(name: str) -> OSError:
+    return OSError(errno.EIO, f"emulated disk {name} has failed")
+
+
+class EmulatedDisk:
+    """A member disk: BlockTarget over `backend`, timed by `model` (see module doc).
+
+    model: a DriveSpec or a catalog name ("hp-c2200a", "none", ...).
+    discipline: "fifo", "sstf" or "scan".
+    io_in_thread: live mode (real I/O in a worker thread, overlapped with the model's wait).
+    span: how the image maps onto the drive's cylinders ("full" or "start"; see
+      raidlab.disks.model.Geometry). write_cache: override the model's default.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: DriveSpec | str,
+        backend: Backend,
+        *,
+        discipline: str = "fifo",
+        io_in_thread: bool = False,
+        span: str = "full",
+        write_cache: bool | None = None,
+    ):
+        if isinstance(model, str):
+            from raidlab.disks import catalog
+
+            model = catalog.get(model)
+        if discipline not in DISCIPLINES:
+            raise UsageError(
+                f"unknown queue discipline {discipline!r}",
+                hint=f"use one of: {', '.join(DISCIPLINES)}",
+                discipline=discipline,
+            )
+        if span not in ("full", "start"):
+            raise UsageError(f"unknown span {span!r}", hint="use 'full' or 'start'", span=span)
+        if backend.size % SECTOR:
+            raise UsageError(f"disk size {backend.size} is not a multiple of {SECTOR}")
+        self.name = name
+        self.model = model
+        self.backend = backend
+        self.discipline = discipline
+        self.io_in_thread = io_in_thread
+        self.failed = False
+        try:
+            self.mechanism = DiskMechanism(model, backend.size, span=span, write_cache=write_cache)
+        except ValueError as exc:
+            raise UsageError(str(exc), model=model.name) from None
+        self._bypass = model.kind == "none"
+        self._queue = make_discipline(discipline)
+        self._seq = itertools.count()
+        self._wake = trio.Event()
+        self._started = False
+        self._in_service = False
+        self._model_free_at = float("-inf")
+        self._counters = _Counters()
+        self._busy = 0.0
+        self._services = 0
+        self._service_sum = 0.0
+        self._cache_hits = 0
+        self._destaged = 0
+        self._max_queue = 0
+        self._lateness: collections.deque[float] = collections.deque(maxlen=LATENESS_SAMPLES)
+
+    # -- BlockTarget ------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.backend.size
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """Start the disk's service task in `nursery` (the disk lives as long as it)."""
+        if self._started:
+            raise RuntimeError(f"disk {self.name} already started")
+        self._started = True
+        if not self._bypass:
+            nursery.start_soon(self._serve, name=f"disk-{self.name}")
+
+    async def read(self, offset: int, length: int) -> bytes:
+        return await self._submit(READ, offset, length, None, False, self, self.failed)
+
+    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
+        await self._submit(WRITE, offset, len(data), bytes(data), fua, self, self.failed)
+
+    async def flush(self) -> None:
+        await self._submit(FLUSH, 0, 0, None, False, self, self.failed)
+
+    async def trim(self, offset: int, length: int) -> None:
+        await self._submit(TRIM, offset, length, None, False, self, self.failed)
+
+    def partition(self, start: int, size: int, name: str | None = None) -> "Partition":
+        """A BlockTarget over bytes [start, start+size) of this disk, sharing its arm."""
+        check_aligned(start, size, self.size)
+        if size <= 0:
+            raise UsageError(f"partition size must be positive, not {size}")
+        return Partition(self, start, size, name or f"{self.name}p@{start}")
+
+    def close(self) -> None:
+        self.backend.close()
+
+    # -- submission -------------------------------------------------------------------
+
+    async def _submit(self, op, offset, length, data, fua, owner, owner_failed, base=0):
+        if op in (READ, WRITE, TRIM):
+            check_aligned(offset, length, owner.size)
+        offset += base
+        if owner_failed or self.failed:
+            owner._counters.errors += 1
+            await trio.lowlevel.checkpoint()
+            raise _eio(owner.name)
+        if not self._started:
+            raise RuntimeError(f"disk {self.name} is not started (call disk.start(nursery))")
+        if self._bypass:
+            return await self._bypass_io(op, offset, length, data, fua, owner)
+        req = _Request(op, offset, length, data, fua, self.mechanism.cylinder_of(offset),
+                       next(self._seq), trio.current_time(), owner)
+        self._queue.push(req)
+        depth = len(self._queue) + self._in_service
+        if depth > self._max_queue:
+            self._max_queue = depth
+        self._wake.set()
+        await req.done.wait()
+        if req.error is not None:
+            raise req.error
+        return req.result
+
+    async def _bypass_io(self, op, offset, length, data, fua, owner):
+        """The `none` model: no queue, no delay; the I/O itself is all the cost."""
+        io = self._io_function(op, offset, length, data, fua)
+        if self.io_in_thread:
+            result = await trio.to_thread.run_sync(io)
+        else:
+            result = io()
+            await trio.lowlevel.checkpoint()
+        self._counters.count(op, length)
+        if owner is not self:
+            owner._counters.count(op, length)
+        return result
+
+    def _io_function(self, op, offset, length, data, fua) -> Callable[[], Any]:
+        b = self.backend
+        if op == READ:
+            return lambda: b.pread(offset, length)
+        if op == WRITE:
+            if fua:
+                def write_through():
+                    b.pwrite(offset, data)
+                    b.flush()
+                return write_through
+            return lambda: b.pwrite(offset, data)
+        if op == FLUSH:
+            return b.flush
+        return lambda: b.trim(offset, length)
+
+    # -- service ----------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        mech = self.mechanism
+        while True:
+            if not len(self._queue):
+                if mech.dirty and not self.failed:
+                    # Idle: the drive destages its write cache, one extent at a time, so a
+                    # new request waits for at most one destage.
+                    await self._destage_one()
+                    continue
+                self._wake = trio.Event()
+                await self._wake.wait()
+                continue
+            req = self._queue.pop(mech.cylinder)
+            self._in_service = True
+            try:
+                await self._service(req)
+            finally:
+                self._in_service = False
+            req.done.set()
+
+    def _model_start(self, arrival: float) -> float:
+        return max(arrival, self._model_free_at)
+
+    async def _destage_one(self) -> None:
+        start = self._model_start(trio.current_time())
+        plan = self.mechanism.plan_destage(start)
+        if plan is None:
+            return
+        self._destaged += plan.destaged_bytes
+        self._account(plan)
+        await trio.sleep_until(plan.end)
+
+    async def _service(self, req: _Request) -> None:
+        if self.failed or getattr(req.owner, "failed", False):
+            req.error = _eio(req.owner.name)
+            req.owner._counters.errors += 1
+            return
+        mech = self.mechanism
+        start = self._model_start(req.arrival)
+        if req.op == READ:
+            plan = mech.plan_read(start, req.offset, req.length)
+        elif req.op == WRITE:
+            if mech.write_cache_enabled and not req.fua:
+                while not mech.write_cache_room(req.length) and mech.dirty:
+                    await self._destage_one()
+                    start = self._model_free_at
+            elif mech.write_cache_enabled and mech.dirty:
+                pass  # FUA goes straight to the media; buffered data stays buffered
+            plan = mech.plan_write(start, req.offset, req.length, fua=req.fua)
+        elif req.op == FLUSH:
+            while mech.dirty:
+                await self._destage_one()
+            start = max(start, self._model_free_at)
+            plan = Plan(start, start)
+        else:
+            plan = mech.plan_trim(start, req.offset, req.length)
+        io = self._io_function(req.op, req.offset, req.length, req.data, req.fua)
+        self._account(plan)
+        if plan.cache_hit:
+            self._cache_hits += 1
+        try:
+            if self.io_in_thread:
+                box: dict[str, Any] = {}
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._thread_io, io, box)
+                    await trio.sleep_until(plan.end)
+                if "error" in box:
+                    raise box["error"]
+                req.result = box.get("result")
+            else:
+                req.result = io()
+                await trio.sleep_until(plan.end)
+        except OSError as exc:
+            req.error = exc
+            req.owner._counters.errors += 1
+            return
+        self._lateness.append(trio.current_time() - plan.end)
+        self._counters.count(req.op, req.length)
+        if req.owner is not self:
+            req.owner._counters.count(req.op, req.length)
+
+    @staticmethod
+    async def _thread_io(io: Callable[[], Any], box: dict) -> None:
+        try:
+            box["result"] = await trio.to_thread.run_sync(io)
+        except OSError as exc:
+            box["error"] = exc
+
+    def _account(self, plan: Plan) -> None:
+        self._model_free_at = plan.end
+        self._busy += plan.service
+        self._services += 1
+        self._service_sum += plan.service
+
+    # -- statistics -------------------------------------------------------------------
+
+    def lateness_samples(self) -> list[float]:
+        """Seconds by which recent requests completed after the model said they would."""
+        return list(self._lateness)
+
+    def statistics(self) -> dict[str, Any]:
+        stats: dict[str, Any] = {
+            "name": self.name,
+            "model": self.model.name,
+            "size": self.size,
+            "discipline": self.discipline,
+            "mode": "live" if self.io_in_thread else "virtual",
+            "failed": self.failed,
+            **self._counters.as_dict(),
+            "busy_time": self._busy,
+            "queue_length": len(self._queue) + self._in_service,
+            "max_queue_length": self._max_queue,
+            "mean_service_ms": (self._service_sum / self._services * 1e3) if self._services else 0.0,
+            "cache_hits": self._cache_hits,
+            "destaged_bytes": self._destaged,
+            "dirty_bytes": self.mechanism.dirty_bytes,
+        }
+        if self._lateness:
+            lat = self._lateness
+            stats["lateness"] = {
+                "samples": len(lat),
+                "p50_ms": percentile(lat, 50) * 1e3,
+                "p99_ms": percentile(lat, 99) * 1e3,
+                "max_ms": max(lat) * 1e3,
+            }
+        return stats
+
+
+class Partition:
+    """Bytes [start, start+size) of an EmulatedDisk; same queue, same arm, same zones."""
+
+    def __init__(self, disk: EmulatedDisk, start: int, size: int, name: str):
+        self.disk = disk
+        self.start = start
+        self._size = size
+        self.name = name
+        self.failed = False
+        self._counters = _Counters()
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    async def read(self, offset: int, length: int) -> bytes:
+        return await self.disk._submit(READ, offset, length, None, False, self, self.failed, self.start)
+
+    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
+        await self.disk._submit(WRITE, offset, len(data), bytes(data), fua, self, self.failed, self.start)
+
+    async def flush(self) -> None:
+        await self.disk._submit(FLUSH, 0, 0, None, False, self, self.failed, 0)
+
+    async def trim(self, offset: int, length: int) -> None:
+        await self.disk._submit(TRIM, offset, length, None, False, self, self.failed, self.start)
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "disk": self.disk.name,
+            "start": self.start,
+            "size": self._size,
+            "failed": self.failed or self.disk.failed,
+            **self._counters.as_dict(),
+        }
