@@ -1,0 +1,79 @@
+"""Export block targets as block devices: one FUSE mount per lab, loop devices over its files.
+
+    fs = BlockExportFS(); fs.add("disks/d0", disk0) ...
+    export = await mount_export(session, fs)              # <lab>/mnt, served by this trio run
+    dev = await attach_loop(session, export, "disks/d0")  # /dev/loopN, direct I/O
+
+Both register their release on the lab session's cleanup stack and record the kernel object
+in the lab's state file (raidlab.lab), so they are released on success, failure, signals,
+and -- after a SIGKILL -- by the next run or `raidlab lab cleanup`.
+
+Blocking steps (losetup, mount) run in worker threads: losetup opens a file that this very
+trio run serves, so blocking the loop there would deadlock.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from raidlab.export.fuse import BlockExportFS, FuseExport, tune_connection
+from raidlab.export.loop import attach_and_wait, detach_and_wait
+from raidlab.export.passthrough import ImageFileTarget, create_sparse_image
+from raidlab.lab import LabSession, unmount_users_of
+from raidlab.tools.losetup import LoopDevice
+
+__all__ = ["BlockExportFS", "FuseExport", "ImageFileTarget", "LoopDevice", "attach_loop",
+           "create_sparse_image", "mount_export"]
+
+
+async def mount_export(session: LabSession, fs: BlockExportFS, *,
+                       tune: bool = True) -> FuseExport:
+    """Mount `fs` at the lab's mount point and serve it in the session's nursery."""
+    lab = session.lab
+    export = FuseExport(fs, lab.mountpoint, fsname=f"raidlab:{lab.name}")
+    resource = lab.record("fuse_mount", path=str(lab.mountpoint), pid=_pid())
+    try:
+        await session.nursery.start(export.serve)
+    except BaseException:
+        lab.forget(resource)
+        raise
+
+    async def release():
+        if await export.stop_and_wait():
+            return "unmounted"
+        # The server did not stop (a handler stuck in a target): abort and lazy-unmount.
+        from raidlab.lab import release_fuse_mount
+
+        return await trio.to_thread.run_sync(release_fuse_mount, str(lab.mountpoint),
+                                             str(lab.fusectl_dir))
+
+    session.push(f"FUSE mount {lab.mountpoint}", release, resource)
+    if tune:
+        export.tuning = await trio.to_thread.run_sync(tune_connection, lab.mountpoint,
+                                                      lab.fusectl_dir)
+    await session.checkpoint("fuse-mounted")
+    return export
+
+
+async def attach_loop(session: LabSession, export: FuseExport, relpath: str) -> LoopDevice:
+    """losetup --direct-io=on the exported file `relpath`; wait until the device is ready."""
+    path = export.mountpoint / relpath
+    device, _wait = await trio.to_thread.run_sync(attach_and_wait, path)
+    resource = session.lab.record("loop", device=device.device, backing_file=str(path))
+
+    def release():
+        unmounted = unmount_users_of(device.device)
+        released = detach_and_wait(device.device)
+        note = f"unmounted {', '.join(unmounted)}; " if unmounted else ""
+        if not released:
+            raise RuntimeError(f"{device.device} is still open (autoclear pending)")
+        return note + "detached"
+
+    session.push_sync(f"loop device {device.device}", release, resource)
+    return device
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()

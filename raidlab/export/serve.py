@@ -1,0 +1,168 @@
+"""`raidlab disk serve`: N emulated disks as loop devices, for a command or until a signal.
+
+The action behind the CLI command (parsing lives in raidlab.cli.export). It is the smallest
+complete use of the lab runtime, in the order every lab builds itself and the reverse of the
+order it is released in:
+
+    sparse images -> EmulatedDisks (service tasks in the lab nursery) -> FUSE mount
+    -> one loop device per disks/dK (direct I/O) -> COMMAND, or wait for Ctrl-C / SIGTERM
+
+The COMMAND sees RAIDLAB_DISKS="/dev/loopX /dev/loopY ...", RAIDLAB_DISK0 ..., RAIDLAB_MOUNT
+(the FUSE mount), RAIDLAB_LAB and RAIDLAB_LAB_DIR; its exit status becomes ours.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from raidlab.blockdev import SECTOR
+from raidlab.errors import NeedsRootError, UsageError
+from raidlab.export import BlockExportFS, attach_loop, mount_export
+from raidlab.lab import LabSession, open_lab
+from raidlab.tools.base import require
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'64M', '1G', '1.5GiB', '4096' -> bytes (binary units). Must be a sector multiple."""
+    match = _SIZE_RE.match(str(text))
+    if not match:
+        raise UsageError(f"cannot read size {text!r}", hint="write it like 512M or 2G")
+    value = float(match.group(1)) * _UNITS[match.group(2).upper()]
+    if value != int(value) or int(value) <= 0 or int(value) % SECTOR:
+        raise UsageError(f"size {text!r} is not a positive multiple of {SECTOR} bytes",
+                         hint="write it like 512M or 2G")
+    return int(value)
+
+
+@dataclass
+class ServedDisk:
+    index: int
+    name: str
+    model: str
+    size: int
+    image: str
+    file: str
+    device: str
+    direct_io: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ServeRequest:
+    disks: int
+    model: str
+    size: int
+    name: str = "serve"
+    discipline: str = "fifo"
+    command: list[str] | None = None
+    keep_images: bool = False
+    home: str | None = None
+
+    def check(self) -> None:
+        from raidlab.disks import catalog
+        from raidlab.disks.scheduler import DISCIPLINES
+
+        if self.disks < 1:
+            raise UsageError(f"--disks must be at least 1, not {self.disks}")
+        catalog.get(self.model)  # UnknownModelError names the known models
+        if self.discipline not in DISCIPLINES:
+            raise UsageError(f"unknown queue discipline {self.discipline!r}",
+                             hint=f"use one of: {', '.join(DISCIPLINES)}")
+        if self.size % SECTOR or self.size <= 0:
+            raise UsageError(f"disk size {self.size} is not a positive multiple of {SECTOR}")
+
+
+def check_live_prerequisites(operation: str) -> None:
+    """Root and the programs a live lab needs; raise before anything is created."""
+    if os.geteuid() != 0:
+        raise NeedsRootError(operation)
+    for prog in ("losetup", "mount", "umount"):
+        require(prog)
+    if not Path("/dev/fuse").exists():
+        from raidlab.errors import CapabilityError
+
+        raise CapabilityError("/dev/fuse is missing: the kernel has no FUSE",
+                              hint="load the fuse module (modprobe fuse)", capability="fuse")
+
+
+async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
+                      ) -> list[tuple[str, Any, Path]]:
+    """Create the images and EmulatedDisks, add them to `fs` as disks/dK."""
+    from raidlab.disks import EmulatedDisk, ImageBackend
+
+    lab = session.lab
+    lab.images_dir.mkdir(parents=True, exist_ok=True)
+    made = []
+    for k in range(req.disks):
+        image = lab.images_dir / f"d{k}.img"
+        resource = lab.record("image", path=str(image), keep=req.keep_images)
+        backend = ImageBackend(image, req.size)
+        disk = EmulatedDisk(f"d{k}", req.model, backend, discipline=req.discipline,
+                            io_in_thread=True)
+        disk.start(session.nursery)
+
+        def release(disk=disk, image=image):
+            disk.close()
+            if req.keep_images:
+                return "image kept"
+            image.unlink(missing_ok=True)
+            return "image removed"
+
+        session.push_sync(f"disk d{k}", release, resource)
+        relpath = f"disks/d{k}"
+        fs.add(relpath, disk)
+        made.append((relpath, disk, image))
+    await session.checkpoint("images-created")
+    return made
+
+
+async def serve_disks(req: ServeRequest, *, status: Callable[[str], None] | None = None,
+                      on_ready: Callable[[list[ServedDisk], LabSession], None] | None = None
+                      ) -> int:
+    """Build the lab, call on_ready(disks), run the command or wait; always release.
+
+    Returns the command's exit status (0 without a command). Raises LabInterrupted after a
+    signal, LabError (or another RaidlabError) on failure -- in every case after releasing.
+    """
+    req.check()
+    check_live_prerequisites("raidlab disk serve")
+    async with open_lab(req.name, home=req.home, status=status) as session:
+        fs = BlockExportFS()
+        made = await build_disks(session, fs, req)
+        export = await mount_export(session, fs)
+        session.status(f"FUSE mount {export.mountpoint}"
+                       + (f" (max_background {export.tuning.max_background})"
+                          if export.tuning and export.tuning.max_background else ""))
+        served = []
+        for k, (relpath, disk, image) in enumerate(made):
+            dev = await attach_loop(session, export, relpath)
+            served.append(ServedDisk(k, disk.name, req.model, disk.size, str(image),
+                                     str(export.mountpoint / relpath), dev.device,
+                                     dev.direct_io))
+            if k == 0:
+                await session.checkpoint("loop-attached")
+        await session.checkpoint("loops-attached")
+        if on_ready is not None:
+            on_ready(served, session)
+        if req.command:
+            env = {"RAIDLAB_DISKS": " ".join(d.device for d in served),
+                   "RAIDLAB_MOUNT": str(export.mountpoint)}
+            env.update({f"RAIDLAB_DISK{d.index}": d.device for d in served})
+            rc = await session.run_command(req.command, env)
+            session.status(f"command exited with status {rc}")
+            return rc
+        session.status("serving; press Ctrl-C (or send SIGTERM) to release the disks")
+        await trio.sleep_forever()
+    return 0  # reached only if the wait was cancelled without a signal
