@@ -1,0 +1,298 @@
+"""The engine's request path: one architecture over member block targets, as a BlockTarget.
+
+Why built this way (DESIGN.md "One engine, two clocks", STYLE.md "layout math is pure
+functions, I/O sits around them"):
+
+* The layout (raidlab.engine.layouts) answers every question of placement and parity as a
+  plan; `Array` only executes plans: issue the plan's reads concurrently, let the plan
+  assemble / compute payloads, issue the writes concurrently. So md-compatible raid5, the
+  mirrors, chained declustering, RAID-x and the SA-RAID layouts share one request path.
+* Everything is trio code that never blocks and never reads the wall clock, so the same
+  Array serves the live FUSE volume and a virtual-time trace replay.
+* Parity layouts serialise writes per stripe (a read-modify-write must not interleave with
+  another write of the same stripe); stripe locks are taken in ascending order, so two
+  writes spanning several stripes cannot deadlock. Mirror layouts need no lock: a block
+  device user (the filesystem, the page cache) does not issue overlapping writes at once.
+* A member that answers EIO is marked failed, like md kicks a faulty member; the request
+  is retried on the degraded plan when the layout survives the failure set, and fails with
+  EIO when it does not. `on_failure` lets the owner persist the new failure set (a
+  generation bump in every surviving superblock) before the request is acknowledged.
+* Trim: non-parity layouts trim every copy; parity layouts ignore it (a discarded range
+  would otherwise leave parity inconsistent with what reads return), which the BlockTarget
+  contract allows ("zeros or old data").
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import trio
+
+from raidlab.blockdev import check_aligned
+from raidlab.engine.layouts.base import DataUnavailableError, DiskRange, Layout, WritePlan
+
+
+class _StripeLocks:
+    """Per-stripe trio locks, created on demand and dropped when nobody holds or waits."""
+
+    def __init__(self) -> None:
+        self._locks: dict[int, tuple[trio.Lock, int]] = {}
+        self.waits = 0
+
+    async def acquire(self, stripes: Sequence[int]) -> None:
+        for stripe in sorted(set(stripes)):
+            lock, users = self._locks.get(stripe, (None, 0))
+            if lock is None:
+                lock = trio.Lock()
+            self._locks[stripe] = (lock, users + 1)
+            if lock.locked():
+                self.waits += 1
+            await lock.acquire()
+
+    def release(self, stripes: Sequence[int]) -> None:
+        for stripe in sorted(set(stripes)):
+            lock, users = self._locks[stripe]
+            lock.release()
+            if users == 1:
+                del self._locks[stripe]
+            else:
+                self._locks[stripe] = (lock, users - 1)
+
+
+class Array:
+    """An architecture (a layout) over its members, served as a BlockTarget."""
+
+    def __init__(
+        self,
+        name: str,
+        layout: Layout,
+        members: Sequence[Any],
+        *,
+        failed: Sequence[int] = (),
+        on_failure: Callable[[frozenset[int]], Awaitable[None]] | None = None,
+    ) -> None:
+        if len(members) != layout.n_disks:
+            raise ValueError(f"{name}: layout wants {layout.n_disks} members, got {len(members)}")
+        self.name = name
+        self.layout = layout
+        self.members = list(members)
+        self.failed: frozenset[int] = frozenset(failed)
+        self.on_failure = on_failure
+        self._stripe_locks = _StripeLocks()
+        self._parity = bool(getattr(layout.redundancy, "parity", False))
+        self.counters = {
+            "reads": 0, "writes": 0, "flushes": 0, "trims": 0,
+            "bytes_read": 0, "bytes_written": 0,
+            "member_reads": 0, "member_writes": 0,
+            "member_read_bytes": 0, "member_write_bytes": 0,
+            "degraded_reads": 0, "reconstructed_reads": 0, "degraded_writes": 0,
+            "full_stripe_writes": 0, "rmw_stripes": 0, "rcw_stripes": 0,
+            "member_errors": 0,
+        }
+
+    # ------------------------------------------------------------------ BlockTarget
+
+    @property
+    def size(self) -> int:
+        return self.layout.capacity
+
+    async def read(self, offset: int, length: int) -> bytes:
+        check_aligned(offset, length, self.size)
+        if length == 0:
+            return b""
+        while True:
+            failed = self.failed
+            plan = self._read_plan(offset, length, failed)
+            try:
+                buffers = await self._read_ranges(plan.reads)
+            except _MemberFailed:
+                continue  # the failure set changed: plan again (raises EIO if unsurvivable)
+            self.counters["reads"] += 1
+            self.counters["bytes_read"] += length
+            if failed:
+                self.counters["degraded_reads"] += 1
+            if plan.reconstructs:
+                self.counters["reconstructed_reads"] += 1
+            return plan.assemble(buffers)
+
+    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
+        length = len(data)
+        check_aligned(offset, length, self.size)
+        if length == 0:
+            return
+        plan = self._write_plan(offset, length, self.failed)
+        stripes = [s.stripe for s in plan.stripes]
+        await self._stripe_locks.acquire(stripes)
+        try:
+            while True:
+                failed = self.failed
+                plan = self._write_plan(offset, length, failed)
+                try:
+                    buffers = await self._read_ranges(plan.reads)
+                    payloads = plan.payloads(data, buffers)
+                    await self._write_extents(plan, payloads, fua)
+                except _MemberFailed:
+                    continue
+                break
+        finally:
+            self._stripe_locks.release(stripes)
+        self._count_write(plan, length)
+
+    async def flush(self) -> None:
+        self.counters["flushes"] += 1
+        calls = [
+            (self._member_call, index, member.flush)
+            for index, member in enumerate(self.members)
+            if index not in self.failed
+        ]
+        try:
+            await self._gather(calls)
+        except _MemberFailed:
+            pass  # the member is marked failed; what it held survives on the others
+
+    async def trim(self, offset: int, length: int) -> None:
+        check_aligned(offset, length, self.size)
+        self.counters["trims"] += 1
+        if self._parity or length == 0:
+            return
+        calls = [
+            (self._member_call, ext.disk, self.members[ext.disk].trim, ext.disk_offset, ext.length)
+            for piece in self.layout.copies(offset, length)
+            for ext in piece
+            if ext.disk not in self.failed
+        ]
+        try:
+            await self._gather(calls)
+        except _MemberFailed:
+            pass
+
+    def statistics(self) -> dict[str, Any]:
+        stats: dict[str, Any] = {
+            "arch": self.layout.name,
+            "capacity": self.size,
+            "failed_members": sorted(self.failed),
+            "state": self.state,
+            "stripe_lock_waits": self._stripe_locks.waits,
+            **self.counters,
+        }
+        stats["members"] = [
+            {"index": i, "failed": i in self.failed, **member.statistics()}
+            for i, member in enumerate(self.members)
+        ]
+        return stats
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def state(self) -> str:
+        if not self.failed:
+            return "optimal"
+        return "degraded" if self.layout.survives(self.failed) else "failed"
+
+    async def fail_member(self, index: int) -> None:
+        """Mark member `index` failed (fault injection or an EIO it returned)."""
+        if index in self.failed:
+            return
+        self.failed = self.failed | {index}
+        if self.on_failure is not None:
+            await self.on_failure(self.failed)
+
+    # ------------------------------------------------------------------ plan execution
+
+    def _read_plan(self, offset: int, length: int, failed: frozenset[int]):
+        try:
+            if failed:
+                return self.layout.degraded_read_plan(offset, length, failed)
+            return self.layout.read_plan(offset, length)
+        except DataUnavailableError as exc:
+            raise OSError(errno.EIO, f"{self.name}: {exc.strerror}") from exc
+
+    def _write_plan(self, offset: int, length: int, failed: frozenset[int]) -> WritePlan:
+        try:
+            return self.layout.write_plan(offset, length, failed)
+        except DataUnavailableError as exc:
+            raise OSError(errno.EIO, f"{self.name}: {exc.strerror}") from exc
+
+    async def _read_ranges(self, ranges: Sequence[DiskRange]) -> list[bytes]:
+        self.counters["member_reads"] += len(ranges)
+        self.counters["member_read_bytes"] += sum(r.length for r in ranges)
+        if len(ranges) == 1:
+            rng = ranges[0]
+            return [await self._member_call(rng.disk, self.members[rng.disk].read, rng.disk_offset, rng.length)]
+        results: list[bytes | None] = [None] * len(ranges)
+
+        async def one(i: int, rng: DiskRange) -> None:
+            results[i] = await self._member_call(rng.disk, self.members[rng.disk].read, rng.disk_offset, rng.length)
+
+        await self._gather([(one, i, rng) for i, rng in enumerate(ranges)])
+        return results  # type: ignore[return-value]
+
+    async def _write_extents(self, plan: WritePlan, payloads: list[bytes], fua: bool) -> None:
+        self.counters["member_writes"] += len(plan.writes)
+        self.counters["member_write_bytes"] += sum(w.length for w in plan.writes)
+
+        async def one(ext, payload) -> None:
+            await self._member_call(ext.disk, self.members[ext.disk].write, ext.disk_offset, payload, fua=fua)
+
+        if len(plan.writes) == 1:
+            await one(plan.writes[0], payloads[0])
+            return
+        await self._gather([(one, ext, payload) for ext, payload in zip(plan.writes, payloads)])
+
+    async def _gather(self, calls) -> None:
+        """Run the calls concurrently. Errors are re-raised as themselves (not as an
+        ExceptionGroup): a fatal OSError first, otherwise one _MemberFailed."""
+        fatal: list[OSError] = []
+        failures: list[_MemberFailed] = []
+
+        async def guarded(fn, *args) -> None:
+            try:
+                await fn(*args)
+            except _MemberFailed as exc:
+                failures.append(exc)
+            except OSError as exc:
+                fatal.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for fn, *args in calls:
+                nursery.start_soon(guarded, fn, *args)
+        if fatal:
+            raise fatal[0]
+        if failures:
+            raise failures[0]
+
+    async def _member_call(self, index: int, fn, *args, **kwargs):
+        try:
+            return await fn(*args, **kwargs)
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            self.counters["member_errors"] += 1
+            await self.fail_member(index)
+            if not self.layout.survives(self.failed):
+                raise OSError(errno.EIO, f"{self.name}: member {index} failed and the array cannot survive it "
+                                         f"(failed members {sorted(self.failed)})") from exc
+            raise _MemberFailed(index) from exc
+
+    def _count_write(self, plan: WritePlan, length: int) -> None:
+        self.counters["writes"] += 1
+        self.counters["bytes_written"] += length
+        if plan.skipped:
+            self.counters["degraded_writes"] += 1
+        for stripe in plan.stripes:
+            if stripe.method == "full-stripe":
+                self.counters["full_stripe_writes"] += 1
+            elif stripe.method.startswith("rmw"):
+                self.counters["rmw_stripes"] += 1
+            elif stripe.method == "rcw":
+                self.counters["rcw_stripes"] += 1
+
+
+class _MemberFailed(Exception):
+    """Internal: a member just failed and the array survives; re-plan the request."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
