@@ -505,6 +505,7 @@ class LabSession:
         self.signal_received: int | None = None
         self._stack: list[_CleanupEntry] = []
         self.cleanup_failures: list[str] = []
+        self.fuse_export: Any = None  # the lab's FuseExport once mounted (raidlab.export)
 
     # cleanup stack
     def push(self, label: str, release: Callable[[], Awaitable[Any]],

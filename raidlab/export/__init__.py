@@ -48,6 +48,7 @@ async def mount_export(session: LabSession, fs: BlockExportFS, *,
                                              str(lab.fusectl_dir))
 
     session.push(f"FUSE mount {lab.mountpoint}", release, resource)
+    session.fuse_export = export
     if tune:
         export.tuning = await trio.to_thread.run_sync(tune_connection, lab.mountpoint,
                                                       lab.fusectl_dir)

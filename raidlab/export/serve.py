@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +54,10 @@ class ServedDisk:
     file: str
     device: str
     direct_io: bool
+    target: Any = field(default=None, repr=False, compare=False)  # the EmulatedDisk
 
     def as_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "target"}
 
 
 @dataclass
@@ -129,8 +130,8 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
 
 
 async def serve_disks(req: ServeRequest, *, status: Callable[[str], None] | None = None,
-                      on_ready: Callable[[list[ServedDisk], LabSession], None] | None = None
-                      ) -> int:
+                      on_ready: Callable[[list[ServedDisk], LabSession], None] | None = None,
+                      handle_signals: bool = True) -> int:
     """Build the lab, call on_ready(disks), run the command or wait; always release.
 
     Returns the command's exit status (0 without a command). Raises LabInterrupted after a
@@ -138,7 +139,8 @@ async def serve_disks(req: ServeRequest, *, status: Callable[[str], None] | None
     """
     req.check()
     check_live_prerequisites("raidlab disk serve")
-    async with open_lab(req.name, home=req.home, status=status) as session:
+    async with open_lab(req.name, home=req.home, status=status,
+                        handle_signals=handle_signals) as session:
         fs = BlockExportFS()
         made = await build_disks(session, fs, req)
         export = await mount_export(session, fs)
@@ -150,7 +152,7 @@ async def serve_disks(req: ServeRequest, *, status: Callable[[str], None] | None
             dev = await attach_loop(session, export, relpath)
             served.append(ServedDisk(k, disk.name, req.model, disk.size, str(image),
                                      str(export.mountpoint / relpath), dev.device,
-                                     dev.direct_io))
+                                     dev.direct_io, target=disk))
             if k == 0:
                 await session.checkpoint("loop-attached")
         await session.checkpoint("loops-attached")
