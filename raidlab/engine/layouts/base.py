@@ -190,7 +190,9 @@ class StripeWrite:
     "rcw" (reconstruct-write: the data not being written), "rmw+rcw" (degraded: each part
     of the stripe uses the only method that avoids the failed disk), "no-parity" (the
     parity disk is failed: data is written, parity is not). rmw_reads / rcw_reads are the
-    read requests each method would need (None when impossible with the failed disk).
+    read requests each method would need (None when impossible with the failed disk), and
+    rmw_read_bytes / rcw_read_bytes their bytes; the planner picks the fewer requests, then
+    the fewer bytes, then RMW.
     """
 
     stripe: int
@@ -199,6 +201,8 @@ class StripeWrite:
     writes: int
     rmw_reads: int | None
     rcw_reads: int | None
+    rmw_read_bytes: int | None = None
+    rcw_read_bytes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

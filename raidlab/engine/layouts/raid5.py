@@ -227,7 +227,7 @@ class Raid5Layout(Layout):
         data_writes: list[Extent] = []
         parity_writes: list[tuple[Extent, list[tuple[int, int, str, list]]]] = []
         skipped: list[Extent] = []
-        summaries: list[tuple[int, str, int | None, int | None, int]] = []
+        summaries: list[StripeWrite] = []
 
         for stripe, written in by_stripe.items():
             parity = self.parity_disk(stripe)
@@ -305,12 +305,12 @@ class Raid5Layout(Layout):
 
             stripe_writes = sum(1 for d in written if self.data_disk(stripe, d) not in failed_set)
             stripe_writes += len(_union(segments)) if method != "no-parity" else 0
-            summaries.append((
-                stripe, method,
-                rmw_cost[0] if rmw_possible else None,
-                rcw_cost[0] if rcw_possible else None,
-                stripe_writes,
-                stripe_reads.count()[0],
+            summaries.append(StripeWrite(
+                stripe=stripe, method=method, reads=stripe_reads.count()[0], writes=stripe_writes,
+                rmw_reads=rmw_cost[0] if rmw_possible else None,
+                rcw_reads=rcw_cost[0] if rcw_possible else None,
+                rmw_read_bytes=rmw_cost[1] if rmw_possible else None,
+                rcw_read_bytes=rcw_cost[1] if rcw_possible else None,
             ))
 
         reads = collector.build()
@@ -322,11 +322,7 @@ class Raid5Layout(Layout):
                 ParitySegment(rel, n, tuple(new_offsets), tuple(collector.source(t) for t in tokens))
                 for rel, n, new_offsets, tokens in segs
             ))
-        stripes = tuple(
-            StripeWrite(stripe=s, method=m, reads=r, writes=w, rmw_reads=rmw, rcw_reads=rcw)
-            for s, m, rmw, rcw, w, r in summaries
-        )
-        return WritePlan(offset, length, tuple(writes), reads, tuple(skipped), tuple(recipes), stripes)
+        return WritePlan(offset, length, tuple(writes), reads, tuple(skipped), tuple(recipes), tuple(summaries))
 
 
 def _segments(written: dict[int, tuple[int, int, int]]) -> list[tuple[int, int, frozenset[int]]]:

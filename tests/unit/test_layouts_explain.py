@@ -1,0 +1,86 @@
+"""OSTEP-style teaching output: forward and reverse questions, answers on request."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raidlab.engine.layouts import create_layout, layout_names
+from raidlab.engine.layouts.explain import draw_layout, explain_physical, explain_request
+
+K = 1024
+
+
+def _raid5(n=4):
+    return create_layout("raid5", n_disks=n, disk_size=8 * 4 * K, chunk_bytes=4 * K)
+
+
+def test_raid5_small_write_is_explained_as_read_modify_write():
+    text = explain_request(_raid5(), 4 * 4 * K, 4 * K, write=True)
+    lines = text.splitlines()
+    assert lines[1] == "LOGICAL WRITE from addr:4 size:4096"
+    assert "stripe 1: read-modify-write (rmw needs 2 reads, rcw needs 2 reads)" in lines[2]
+    # chunk 4: stripe 1, data on disk 0, parity on disk 2 (md left-symmetric)
+    assert [line.split()[0:4] for line in lines[3:]] == [
+        ["read", "[disk", "0,", "offset"], ["read", "[disk", "2,", "offset"],
+        ["write", "[disk", "0,", "offset"], ["write", "[disk", "2,", "offset"]]
+    assert lines[3].endswith("old data") and lines[4].endswith("old parity") and lines[6].endswith("parity")
+
+
+def test_answers_hidden_on_request_in_both_directions():
+    layout = _raid5()
+    forward = explain_request(layout, 0, 12 * K, write=True, show_answers=False)
+    assert forward.splitlines()[-1] == "  Physical reads/writes?" and "disk" not in forward.split("\n", 1)[1]
+    reverse = explain_request(layout, 0, 12 * K, write=True, reverse=True, show_answers=False)
+    assert reverse.splitlines()[-1] == "LOGICAL WRITE from addr:? size:?"
+    assert "full-stripe write (no reads)" in reverse and reverse.count("  write ") == 4
+    answered = explain_request(layout, 0, 12 * K, write=True, reverse=True)
+    assert answered.splitlines()[-1] == "LOGICAL WRITE from addr:0 size:12288"
+
+
+def test_degraded_read_shows_the_reconstruction():
+    text = explain_request(_raid5(), 5 * 4 * K, 4 * K, failed=[1])
+    assert "failed disks: 1" in text
+    assert "addr 5+1 rebuilt as XOR of disk 0, disk 2, disk 3" in text
+    assert "[disk 1," not in text
+
+
+def test_reverse_question_for_one_member_address():
+    layout = _raid5()
+    assert explain_physical(layout, 3, 0) == "disk 3, offset 0: parity of stripe 0"
+    assert explain_physical(layout, 3, 4 * K) == "disk 3, offset 1: data of logical addr 3"
+    raidx = create_layout("raidx", n_disks=4, disk_size=24 * 4 * K, chunk_bytes=4 * K)
+    assert explain_physical(raidx, 3, 12 * 4 * K) == "disk 3, offset 12: image of logical addr 0 (copy 1)"
+    assert explain_physical(raidx, 0, 30 * 4 * K) == "disk 0, offset 30: reserved"
+
+
+def test_drawing_of_raidx_matches_figure_2a():
+    raidx = create_layout("raidx", n_disks=4, disk_size=6 * 4 * K, chunk_bytes=4 * K)
+    assert draw_layout(raidx).splitlines() == [
+        "row   disk 0 disk 1 disk 2 disk 3",
+        "0         B0     B1     B2     B3",
+        "1         B4     B5     B6     B7",
+        "2         B8     B9    B10    B11",
+        "3         M9     M6     M3     M0",
+        "4        M10     M7     M4     M1",
+        "5        M11     M8     M5     M2",
+    ]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(layout_names()), st.integers(3, 5), st.data())
+def test_every_layout_explains_every_request_consistently(name, n, data):
+    opts = {"bandwidths": tuple(range(10, 10 + n))} if name.startswith("sa") else {}
+    layout = create_layout(name, n_disks=n, disk_size=200 * 4 * K, chunk_bytes=4 * K, **opts)
+    blocks = layout.capacity // (4 * K)
+    start = data.draw(st.integers(0, blocks - 1))
+    count = data.draw(st.integers(1, min(8, blocks - start)))
+    write = data.draw(st.booleans())
+    text = explain_request(layout, start * 4 * K, count * 4 * K, write=write)
+    plan = layout.write_plan(start * 4 * K, count * 4 * K) if write else layout.read_plan(start * 4 * K, count * 4 * K)
+    assert text.count("  write ") == (len(plan.writes) if write else 0)
+    assert text.count("  read  ") == len(plan.reads)
+    # every physical address named answers the reverse question with the right logical addr
+    for ext in layout.map(start * 4 * K, count * 4 * K):
+        answer = explain_physical(layout, ext.disk, ext.disk_offset)
+        assert answer.endswith(f"data of logical addr {ext.logical_offset // (4 * K)}")

@@ -1,0 +1,218 @@
+"""RAID5 left-symmetric: md's mapping for every sector, write costs, parity, degraded plans.
+
+The md reference below transliterates raid5_compute_sector() (ALGORITHM_LEFT_SYMMETRIC,
+level 5) from Linux drivers/md/raid5.c (torvalds/linux at commit
+0021b7bc045e4b0b85d8c53614342aaf84ca96a5), keeping its variable names and sector_div()
+semantics (divide in place, return the remainder), so the layout is checked against md's
+code and not only against the issue's formula.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raidlab.engine.layouts import DataUnavailableError, create_layout
+from raidlab.engine.layouts.raid5 import Raid5Layout
+from raidlab.engine.layouts.reference import MemoryArray
+from raidlab.engine.layouts.xor import xor_blocks, xor_bytes
+
+SECTOR = 512
+KiB = 1024
+
+
+def md_raid5_compute_sector(r_sector: int, raid_disks: int, sectors_per_chunk: int) -> tuple[int, int, int]:
+    """(new_sector, dd_idx, pd_idx) exactly as md computes them for left-symmetric RAID5."""
+
+    def sector_div(value: int, divisor: int) -> tuple[int, int]:  # (quotient, remainder)
+        return value // divisor, value % divisor
+
+    max_degraded = 1
+    data_disks = raid_disks - max_degraded
+    r_sector, chunk_offset = sector_div(r_sector, sectors_per_chunk)
+    chunk_number = r_sector
+    stripe = chunk_number
+    stripe, dd_idx = sector_div(stripe, data_disks)
+    stripe2 = stripe
+    # case 5: case ALGORITHM_LEFT_SYMMETRIC:
+    _q, rem = sector_div(stripe2, raid_disks)
+    pd_idx = data_disks - rem
+    dd_idx = (pd_idx + 1 + dd_idx) % raid_disks
+    new_sector = stripe * sectors_per_chunk + chunk_offset
+    return new_sector, dd_idx, pd_idx
+
+
+GEOMETRIES = [  # (disks, chunk bytes, chunks per disk, data offset)
+    (3, 4 * KiB, 12, 0),
+    (4, 4 * KiB, 9, 0),
+    (5, 64 * KiB, 6, 1 << 20),
+    (6, 512, 14, 4096),
+    (7, 32 * KiB, 8, 8192),
+]
+
+
+@pytest.mark.parametrize("n, chunk, rows, data_offset", GEOMETRIES)
+def test_every_sector_matches_md_and_the_issue_formula(n, chunk, rows, data_offset):
+    layout = Raid5Layout(n_disks=n, disk_size=data_offset + rows * chunk, chunk_bytes=chunk, data_offset=data_offset)
+    assert layout.capacity == rows * (n - 1) * chunk
+    spc = chunk // SECTOR
+    for sector in range(layout.capacity // SECTOR):
+        (ext,) = layout.map(sector * SECTOR, SECTOR)
+        new_sector, dd_idx, pd_idx = md_raid5_compute_sector(sector, n, spc)
+        assert (ext.disk, ext.disk_offset) == (dd_idx, data_offset + new_sector * SECTOR)
+        stripe = new_sector // spc
+        d = (sector // spc) % (n - 1)
+        assert layout.parity_disk(stripe) == pd_idx == (n - 1) - (stripe % n)
+        assert ext.disk == (pd_idx + 1 + d) % n
+        loc = layout.locate(pd_idx, data_offset + new_sector * SECTOR)
+        assert loc.role == "parity" and loc.stripe == stripe
+
+
+def test_picture_matches_md_left_symmetric_on_four_disks():
+    # md's left-symmetric, 4 disks (rows = stripes; Pn = parity; numbers = chunks):
+    #   0  1  2  P      stripe 0: parity on disk 3
+    #   4  5  P  3      stripe 1: parity on disk 2, data continues after it and wraps
+    #   8  P  6  7
+    #   P  9 10 11
+    layout = Raid5Layout(n_disks=4, disk_size=4 * 4096, chunk_bytes=4096)
+    grid = [[None] * 4 for _ in range(4)]
+    for chunk in range(12):
+        (ext,) = layout.map(chunk * 4096, 4096)
+        grid[ext.disk_offset // 4096][ext.disk] = chunk
+    assert grid == [[0, 1, 2, None], [4, 5, None, 3], [8, None, 6, 7], [None, 9, 10, 11]]
+
+
+def _layout(n, chunk=4 * KiB, rows=8):
+    return Raid5Layout(n_disks=n, disk_size=rows * chunk, chunk_bytes=chunk)
+
+
+@pytest.mark.parametrize("n", [4, 5, 6, 8])
+def test_small_write_costs_two_reads_and_two_writes(n):
+    layout = _layout(n)
+    for chunk in range(layout.capacity // layout.chunk_bytes):
+        for offset, length in ((chunk * 4096, 4096), (chunk * 4096 + 1024, 512)):
+            plan = layout.write_plan(offset, length)
+            counts = plan.io_counts()
+            assert (counts["reads"], counts["writes"]) == (2, 2)
+            assert [s.method for s in plan.stripes] == ["rmw"]
+            (data,) = layout.map(offset, length)
+            parity = layout.parity_disk(offset // 4096 // (n - 1))
+            assert {(r.disk, r.disk_offset, r.length) for r in plan.reads} == {
+                (data.disk, data.disk_offset, length), (parity, data.disk_offset, length)}
+            assert {w.role for w in plan.writes} == {"data", "parity"}
+            assert not plan.full_stripe
+
+
+def test_small_write_on_three_disks_is_reconstruct_write_with_one_read():
+    layout = _layout(3)
+    plan = layout.write_plan(4096, 4096)
+    assert plan.stripes[0].method == "rcw"
+    assert (plan.stripes[0].rmw_reads, plan.stripes[0].rcw_reads) == (2, 1)
+    assert plan.io_counts()["reads"] == 1 and plan.io_counts()["writes"] == 2
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 7])
+def test_full_stripe_write_costs_no_reads(n):
+    layout = _layout(n)
+    stripe_bytes = (n - 1) * layout.chunk_bytes
+    plan = layout.write_plan(stripe_bytes, 2 * stripe_bytes)
+    assert plan.full_stripe and plan.reads == ()
+    assert [s.method for s in plan.stripes] == ["full-stripe", "full-stripe"]
+    assert plan.io_counts()["writes"] == 2 * n
+    partial = layout.write_plan(stripe_bytes, stripe_bytes + 4096)
+    assert not partial.full_stripe
+    assert [s.method for s in partial.stripes][0] == "full-stripe"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(3, 7), st.sampled_from([512, 2048, 4096]), st.integers(0, 2**32))
+def test_planner_picks_the_cheaper_method_and_parity_stays_consistent(n, chunk, seed):
+    rnd = random.Random(seed)
+    layout = _layout(n, chunk=chunk, rows=6)
+    array = MemoryArray(layout)
+    model = bytearray(layout.capacity)
+    sectors = layout.capacity // SECTOR
+    for _ in range(15):
+        start = rnd.randrange(sectors)
+        count = rnd.randint(1, min(sectors - start, (n + 1) * chunk // SECTOR))
+        data = rnd.randbytes(count * SECTOR)
+        plan = array.write(start * SECTOR, data)
+        model[start * SECTOR : (start + count) * SECTOR] = data
+        for s in plan.stripes:
+            if s.method == "full-stripe":
+                assert s.reads == 0
+            else:
+                assert s.method in ("rmw", "rcw")
+                rmw, rcw = (s.rmw_reads, s.rmw_read_bytes), (s.rcw_reads, s.rcw_read_bytes)
+                assert s.reads == min(s.rmw_reads, s.rcw_reads)
+                assert s.method == ("rmw" if rmw <= rcw else "rcw")
+        assert sum(s.writes for s in plan.stripes) == len(plan.writes)
+    # parity invariant: every stripe XORs to zero; data reads back
+    for stripe in range(layout.stripes):
+        parity, data_exts = layout.stripe_members(stripe)
+        blocks = [array.disks[e.disk][e.disk_offset : e.end] for e in (parity, *data_exts)]
+        assert xor_blocks(blocks) == bytes(layout.chunk_bytes)
+    assert array.read(0, layout.capacity) == bytes(model)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 6), st.integers(0, 2**32))
+def test_degraded_reads_reconstruct_random_data(n, seed):
+    rnd = random.Random(seed)
+    layout = _layout(n, chunk=2048, rows=5)
+    array = MemoryArray(layout)
+    model = rnd.randbytes(layout.capacity)
+    array.write(0, model)
+    for failed in range(n):
+        victim = MemoryArray(layout)
+        victim.disks = [bytearray(d) for d in array.disks]
+        victim.fail([failed])
+        for _ in range(10):
+            start = rnd.randrange(layout.capacity // SECTOR)
+            count = rnd.randint(1, min(layout.capacity // SECTOR - start, 3 * 2048 // SECTOR))
+            plan = layout.degraded_read_plan(start * SECTOR, count * SECTOR, [failed])
+            assert all(r.disk != failed for r in plan.reads)
+            touched = {e.disk for e in layout.map(start * SECTOR, count * SECTOR)}
+            assert plan.reconstructs == (failed in touched)
+            assert victim.execute_read(plan) == model[start * SECTOR : (start + count) * SECTOR]
+
+
+def test_degraded_write_methods_avoid_the_failed_disk():
+    layout = _layout(4)
+    # chunk 4 is stripe 1, data index 1, on disk 0; parity of stripe 1 on disk 2
+    plan = layout.write_plan(4 * 4096, 4096, [0])
+    assert plan.stripes[0].method == "rcw" and plan.stripes[0].rmw_reads is None
+    assert all(r.disk != 0 for r in plan.reads) and [e.disk for e in plan.skipped] == [0]
+    plan = layout.write_plan(4 * 4096, 4096, [3])  # failed disk holds unwritten data
+    assert plan.stripes[0].method == "rmw" and plan.stripes[0].rcw_reads is None
+    plan = layout.write_plan(4 * 4096, 4096, [2])  # parity disk failed
+    assert plan.stripes[0].method == "no-parity" and plan.reads == ()
+    assert [e.role for e in plan.skipped] == ["parity"]
+    # spanning the failed chunk and a healthy one in the same stripe: both methods
+    plan = layout.write_plan(3 * 4096 + 2048, 4096, [3])
+    assert plan.stripes[0].method == "rmw+rcw"
+    with pytest.raises(DataUnavailableError):
+        layout.write_plan(0, 4096, [0, 1])
+    with pytest.raises(DataUnavailableError):
+        layout.degraded_read_plan(0, 3 * 4096, [0, 1])
+
+
+def test_xor_helpers():
+    rnd = random.Random(7)
+    a, b, c = (rnd.randbytes(40000) for _ in range(3))
+    expected = bytes(x ^ y ^ z for x, y, z in zip(a, b, c))
+    assert xor_blocks([a, b, c]) == expected
+    assert xor_bytes(xor_bytes(a, b), b) == a
+    assert xor_blocks([a]) == a
+    with pytest.raises(ValueError):
+        xor_blocks([a, b[:-1]])
+    with pytest.raises(ValueError):
+        xor_blocks([])
+
+
+def test_registry_builds_md_default_chunk():
+    layout = create_layout("raid5", n_disks=3, disk_size=8 << 20)
+    assert layout.chunk_bytes == 512 * KiB and layout.capacity == 2 * (8 << 20)
