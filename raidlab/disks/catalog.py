@@ -64,12 +64,28 @@ def _provenance(name: str, key: str, entry: Any) -> str:
     raise CatalogError(f"{name}.{key}: a number without `source` or `assumed`")
 
 
+def media_spt_for_sustained(sustained_mb_s: float, rpm: float, sector_bytes: int, heads: int,
+                            head_switch_ms: float, cylinder_switch_ms: float) -> float:
+    """Sectors per track whose *sustained* rate (a cylinder = `heads` revolutions plus
+    heads-1 head switches and one cylinder switch, the formula IBM/Hitachi specifications
+    print) equals `sustained_mb_s`. Spec sheets often quote sustained, not media, rates."""
+    rev_ms = 60e3 / rpm
+    per_cylinder_ms = heads * rev_ms + (heads - 1) * head_switch_ms + cylinder_switch_ms
+    bytes_per_track = sustained_mb_s * 1e3 * per_cylinder_ms / heads  # MB/s * ms = kB
+    return bytes_per_track / sector_bytes
+
+
 def derive_zones(rpm: float, sector_bytes: int, heads: int, capacity_bytes: int,
                  count: int, outer_mb_s: float, inner_mb_s: float) -> tuple[Zone, ...]:
     """Equal-width zones, sectors per track linear from outer to inner media rate."""
     rev = 60.0 / rpm
     spt_outer = outer_mb_s * 1e6 * rev / sector_bytes
     spt_inner = inner_mb_s * 1e6 * rev / sector_bytes
+    return _zones_from_spt(spt_outer, spt_inner, count, sector_bytes, heads, capacity_bytes)
+
+
+def _zones_from_spt(spt_outer: float, spt_inner: float, count: int, sector_bytes: int,
+                    heads: int, capacity_bytes: int) -> tuple[Zone, ...]:
     spts = [
         round(spt_outer + (spt_inner - spt_outer) * (i / (count - 1) if count > 1 else 0.0))
         for i in range(count)
@@ -100,10 +116,21 @@ def _build(name: str, entry: dict) -> DriveSpec:
         z = params["zones"]
         if "derive" in z:
             d = z["derive"]
-            fields["zones"] = derive_zones(
-                fields["rpm"], fields.get("sector_bytes", 512), fields["heads"],
-                fields["capacity_bytes"], int(d["count"]), float(d["outer_mb_s"]), float(d["inner_mb_s"]),
-            )
+            sector = fields.get("sector_bytes", 512)
+            if "outer_sustained_mb_s" in d:
+                cyl_switch = fields.get("cylinder_switch_ms", fields.get("head_switch_ms", 0.0))
+                spts = [
+                    media_spt_for_sustained(float(d[k]), fields["rpm"], sector, fields["heads"],
+                                            fields.get("head_switch_ms", 0.0), cyl_switch)
+                    for k in ("outer_sustained_mb_s", "inner_sustained_mb_s")
+                ]
+                fields["zones"] = _zones_from_spt(spts[0], spts[1], int(d["count"]), sector,
+                                                  fields["heads"], fields["capacity_bytes"])
+            else:
+                fields["zones"] = derive_zones(
+                    fields["rpm"], sector, fields["heads"], fields["capacity_bytes"],
+                    int(d["count"]), float(d["outer_mb_s"]), float(d["inner_mb_s"]),
+                )
         else:
             fields["zones"] = tuple(Zone(int(c), int(s)) for c, s in z["value"])
         s = params["seek"]

@@ -156,7 +156,6 @@ class EmulatedDisk:
         self._services = 0
         self._service_sum = 0.0
         self._cache_hits = 0
-        self._destaged = 0
         self._max_queue = 0
         self._lateness: collections.deque[float] = collections.deque(maxlen=LATENESS_SAMPLES)
 
@@ -253,18 +252,12 @@ class EmulatedDisk:
     # -- service ----------------------------------------------------------------------
 
     async def _serve(self) -> None:
-        mech = self.mechanism
         while True:
             if not len(self._queue):
-                if mech.dirty and not self.failed:
-                    # Idle: the drive destages its write cache, one extent at a time, so a
-                    # new request waits for at most one destage.
-                    await self._destage_one()
-                    continue
                 self._wake = trio.Event()
                 await self._wake.wait()
                 continue
-            req = self._queue.pop(mech.cylinder)
+            req = self._queue.pop(self.mechanism.cylinder)
             self._in_service = True
             try:
                 await self._service(req)
@@ -274,15 +267,6 @@ class EmulatedDisk:
 
     def _model_start(self, arrival: float) -> float:
         return max(arrival, self._model_free_at)
-
-    async def _destage_one(self) -> None:
-        start = self._model_start(trio.current_time())
-        plan = self.mechanism.plan_destage(start)
-        if plan is None:
-            return
-        self._destaged += plan.destaged_bytes
-        self._account(plan)
-        await trio.sleep_until(plan.end)
 
     async def _service(self, req: _Request) -> None:
         if self.failed or getattr(req.owner, "failed", False):
@@ -294,18 +278,9 @@ class EmulatedDisk:
         if req.op == READ:
             plan = mech.plan_read(start, req.offset, req.length)
         elif req.op == WRITE:
-            if mech.write_cache_enabled and not req.fua:
-                while not mech.write_cache_room(req.length) and mech.dirty:
-                    await self._destage_one()
-                    start = self._model_free_at
-            elif mech.write_cache_enabled and mech.dirty:
-                pass  # FUA goes straight to the media; buffered data stays buffered
             plan = mech.plan_write(start, req.offset, req.length, fua=req.fua)
         elif req.op == FLUSH:
-            while mech.dirty:
-                await self._destage_one()
-            start = max(start, self._model_free_at)
-            plan = Plan(start, start)
+            plan = mech.plan_flush(start)
         else:
             plan = mech.plan_trim(start, req.offset, req.length)
         io = self._io_function(req.op, req.offset, req.length, req.data, req.fua)
@@ -366,7 +341,7 @@ class EmulatedDisk:
             "max_queue_length": self._max_queue,
             "mean_service_ms": (self._service_sum / self._services * 1e3) if self._services else 0.0,
             "cache_hits": self._cache_hits,
-            "destaged_bytes": self._destaged,
+            "destaged_bytes": self.mechanism.destaged_bytes,
             "dirty_bytes": self.mechanism.dirty_bytes,
         }
         if self._lateness:

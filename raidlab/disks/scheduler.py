@@ -26,6 +26,8 @@ from __future__ import annotations
 import collections
 from typing import Protocol
 
+from raidlab.errors import UsageError
+
 
 class Queued(Protocol):
     cylinder: int
@@ -110,4 +112,8 @@ def make_discipline(name: str) -> Discipline:
     try:
         return DISCIPLINES[name]()
     except KeyError:
-        raise ValueError(f"unknown queue discipline {name!r}; known: {', '.join(DISCIPLINES)}") from None
+        raise UsageError(
+            f"unknown queue discipline {name!r}",
+            hint=f"use one of: {', '.join(DISCIPLINES)}",
+            discipline=name,
+        ) from None
