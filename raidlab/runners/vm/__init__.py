@@ -1,0 +1,30 @@
+"""The lab VM runner: md and the workloads inside a small QEMU VM, for hosts without md.
+
+Why it exists: many hosts (containers, minimal VMs, this project's CI machines) run a kernel
+without md and without loadable modules, yet the papers' baselines must be the real kernel
+md driver. The lab VM boots the distribution's stock kernel package with an initramfs the
+toolkit builds, attaches the lab's emulated disk files as virtio disks, and runs commands in
+it over a framed channel (DESIGN.md "Where md is missing: the lab VM"; issue 4).
+
+Parts, each with its own header explaining its choices:
+    kernel.py     fetch and cache the kernel package (apt-get download, dpkg-deb -x, depmod -b)
+    modules.py    module load order from modules.dep / modules.softdep (pure)
+    elf.py        shared-library closure of host programs (pure ELF reading)
+    cpio.py       newc archive writer (pure)
+    protocol.py   the command channel framing, host and guest halves
+    initramfs.py  assemble and cache the initramfs
+    qemu.py       LabVM: boot, run, put/get/fetch, shutdown, kill
+
+Typical use:
+
+    from raidlab.runners.vm import LabVM, VMDisk, build_vm_image
+    image = build_vm_image()                    # cached after the first call
+    with LabVM(image, [VMDisk("d0.img")]) as vm:
+        print(vm.run("mdadm --version").stderr_text)
+"""
+
+from raidlab.runners.vm.initramfs import WANTED_MODULES, VMImage, build_vm_image
+from raidlab.runners.vm.qemu import CommandResult, LabVM, VMDisk, guest_device
+
+__all__ = ["WANTED_MODULES", "CommandResult", "LabVM", "VMDisk", "VMImage", "build_vm_image",
+           "guest_device"]

@@ -1,0 +1,196 @@
+"""qemu-system-x86_64: find it, build its argv from a description, start it, record it.
+
+Why a spawn function next to `base.run`: QEMU is the one external program raidlab keeps
+running while it talks to it, so `base.run` (run to completion) does not fit. `spawn` still
+goes through `require` (MissingToolError names the package) and records the exact command
+line in the active CommandLog, updating the record's exit code when the process is reaped.
+
+Why `build_argv` is a pure function of a `QemuMachine`: the argv is what a result records
+and what a test can check without booting anything. The lab VM runner
+(raidlab/runners/vm/qemu.py) decides *what* machine to build; this module only spells it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+
+from raidlab.tools.base import CommandRecord, _active_log, require, run, version_of
+
+QEMU = "qemu-system-x86_64"
+
+
+@dataclasses.dataclass(frozen=True)
+class QemuDrive:
+    """One virtio-blk disk. `source` is a host file path, or an NBD URL (nbd://, nbd+unix://)."""
+
+    source: str
+    serial: str
+    cache: str = "none"          # none (O_DIRECT on the host) | writeback | directsync
+    read_only: bool = False
+
+    @property
+    def is_nbd(self) -> bool:
+        return self.source.startswith("nbd:") or self.source.startswith("nbd+")
+
+
+@dataclasses.dataclass(frozen=True)
+class QemuMachine:
+    kernel: str
+    initrd: str | None
+    append: str
+    accel: str = "tcg"           # tcg | kvm
+    memory_mib: int = 1024
+    cpus: int = 2
+    console_log: str | None = None       # the guest's ttyS0 goes to this file
+    channel_socket: str | None = None    # host unix socket (listening) for the virtio-serial port
+    channel_name: str = "raidlab.cmd"
+    drives: tuple[QemuDrive, ...] = ()
+    name: str = "raidlab-vm"
+
+
+def find() -> str:
+    return require(QEMU)
+
+
+def version() -> str | None:
+    return version_of(QEMU)
+
+
+def _drive_option(index: int, drive: QemuDrive) -> str:
+    def esc(value: str) -> str:  # QEMU option syntax: a comma in a value is written twice
+        return value.replace(",", ",,")
+
+    parts = [f"file={esc(drive.source)}", "if=none", f"id=disk{index}", "format=raw"]
+    if not drive.is_nbd:
+        parts.append(f"cache={drive.cache}")
+        parts.append("aio=threads")
+    if drive.read_only:
+        parts.append("readonly=on")
+    return ",".join(parts)
+
+
+def build_argv(machine: QemuMachine, qemu: str = QEMU) -> list[str]:
+    """The full argv for `machine` (pure: no file is touched)."""
+    if machine.accel == "kvm":
+        accel, cpu = ["-accel", "kvm"], "host"
+    elif machine.accel == "tcg":
+        # Multi-threaded TCG: one host thread per guest CPU (x86 on x86_64 supports it).
+        accel, cpu = ["-accel", "tcg,thread=multi"], "max"
+    else:
+        raise ValueError(f"unknown accelerator {machine.accel!r}")
+    argv = [
+        qemu, "-name", machine.name,
+        "-nodefaults", "-no-user-config", "-display", "none",
+        "-machine", "q35", *accel, "-cpu", cpu,
+        "-smp", str(machine.cpus), "-m", str(machine.memory_mib),
+        "-no-reboot",  # a guest panic (panic=-1) or reboot ends QEMU instead of looping
+        "-kernel", machine.kernel,
+    ]
+    if machine.initrd:
+        argv += ["-initrd", machine.initrd]
+    argv += ["-append", machine.append]
+    if machine.console_log:
+        argv += ["-chardev", f"file,id=console,path={machine.console_log}", "-serial", "chardev:console"]
+    else:
+        argv += ["-serial", "none"]
+    # Disks first, so that their PCI slots (and so /dev/vda, vdb, ...) follow the given order.
+    for i, drive in enumerate(machine.drives):
+        argv += ["-drive", _drive_option(i, drive),
+                 "-device", f"virtio-blk-pci,drive=disk{i},serial={drive.serial}"]
+    if machine.channel_socket:
+        argv += [
+            "-device", "virtio-serial-pci,id=vser0",
+            "-chardev", f"socket,id=channel,path={machine.channel_socket},server=off",
+            "-device", f"virtserialport,bus=vser0.0,chardev=channel,name={machine.channel_name}",
+        ]
+    argv += ["-monitor", "none"]
+    return argv
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class QemuProcess:
+    """A running QEMU. `kill()` is idempotent; `wait()` reaps it and records the exit code."""
+
+    def __init__(self, popen: subprocess.Popen, record: CommandRecord | None, started: float):
+        self.popen = popen
+        self._record = record
+        self._started = started
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        rc = self.popen.poll()
+        if rc is not None:
+            self._note_exit(rc)
+        return rc
+
+    def wait(self, timeout: float | None = None) -> int:
+        rc = self.popen.wait(timeout)
+        self._note_exit(rc)
+        return rc
+
+    def kill(self) -> int:
+        if self.popen.poll() is None:
+            try:
+                self.popen.kill()
+            except ProcessLookupError:
+                pass
+        return self.wait()
+
+    def _note_exit(self, rc: int) -> None:
+        if self._record is not None and self._record.returncode is None:
+            self._record.returncode = rc
+            self._record.seconds = time.monotonic() - self._started
+
+
+def spawn(argv: Sequence[str], *, stderr_path: str) -> QemuProcess:
+    """Start QEMU in its own session; it gets SIGKILL if the starting thread dies.
+
+    The death signal is set only when called from the main thread: Linux delivers it when the
+    *thread* that forked exits, and a worker thread (trio.to_thread) may exit long before the
+    VM should. Other exits are covered by the runner's own cleanup.
+    """
+    argv = [str(a) for a in argv]
+    exe = require(argv[0])
+    in_main = threading.current_thread() is threading.main_thread()
+    started = time.monotonic()
+    with open(stderr_path, "ab") as err:
+        popen = subprocess.Popen(
+            [exe, *argv[1:]],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+            start_new_session=True,  # a terminal's Ctrl-C reaches raidlab, which then kills QEMU
+            preexec_fn=_die_with_parent if in_main else None,
+            close_fds=True,
+        )
+    record = None
+    log = _active_log.get()
+    if log is not None:
+        record = CommandRecord(argv, None, 0.0)
+        log.records.append(record)
+    return QemuProcess(popen, record, started)
+
+
+def accelerators() -> set[str]:
+    """Accelerators this QEMU build knows (`-accel help`)."""
+    out = run([QEMU, "-accel", "help"], timeout=30).stdout
+    return {w for w in out.split() if w.isalnum() and w.islower()} - {"accelerators", "supported"}
+
+
+def kvm_accessible() -> bool:
+    return os.access("/dev/kvm", os.R_OK | os.W_OK)
