@@ -45,6 +45,9 @@ PACKAGES: dict[str, str] = {
     "depmod": "kmod",
     "tar": "tar",
     "udevadm": "udev",
+    "apt-get": "apt",
+    "apt-cache": "apt",
+    "dpkg-deb": "dpkg",
 }
 
 
