@@ -96,10 +96,25 @@ def process_start_time(pid: int) -> int | None:
         return None
 
 
+def process_state(pid: int) -> str | None:
+    """The one-letter state of /proc/<pid>/stat (R, S, D, Z, ...), None if no such pid."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:][:1] or None
+
+
 def same_process(pid: int, start_time: int | None) -> bool:
-    """True if `pid` is alive and is the process that had `start_time` (not a reused pid)."""
+    """True if `pid` is alive (not a zombie) and is the process that had `start_time`.
+
+    A zombie counts as gone: it holds no resources, and an orphan's zombie waits for the
+    host's init to reap it, which may take its time.
+    """
     now = process_start_time(pid)
-    return now is not None and (start_time is None or now == start_time)
+    if now is None or (start_time is not None and now != start_time):
+        return False
+    return process_state(pid) != "Z"
 
 
 def parse_environ(data: bytes) -> dict[str, str]:

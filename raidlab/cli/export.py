@@ -22,7 +22,7 @@ _err = Console(stderr=True, highlight=False)
 
 
 def _status(message: str) -> None:
-    _err.print(f"[dim]raidlab:[/dim] {message}")
+    _err.print(f"[dim]raidlab:[/dim] {message}", soft_wrap=True)
 
 
 def run_trio(async_fn, *args):
