@@ -81,6 +81,7 @@ mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/shm /dev/pts /run /tmp /root /mnt
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 ln -sf /proc/self/fd /dev/fd
+hostname raidlab-vm
 kver=$(uname -r)
 failed=
 while read -r name path; do
