@@ -859,10 +859,11 @@ def expected_random_read_s(spec: DriveSpec, image_bytes: int, request_bytes: int
                            span: str = "full") -> dict[str, float]:
     """Closed-form mean of an isolated random read (QD1) on an image, by component.
 
-    mean seek (cylinders weighted by bytes) + half a revolution + transfer at the mean
-    track size of the zones the offsets fall in + read controller overhead. Head switches
-    inside the request are ignored here (with track skew they cost about one switch each,
-    and only requests that cross a track boundary pay it).
+    mean seek (cylinders weighted by bytes) + half a revolution + transfer at the track
+    size of the zones the offsets fall in + read controller overhead + the track switches
+    inside the request (a request of L bytes crosses L / track-bytes track boundaries on
+    average; each costs a head switch, or a cylinder switch once per cylinder, rounded up
+    to whole sectors by the track skew, or a full revolution on a drive without skew).
     """
     if spec.kind == "none":
         return {"total": 0.0}
@@ -874,18 +875,24 @@ def expected_random_read_s(spec: DriveSpec, image_bytes: int, request_bytes: int
     seek = g.mean_random_seek_s(request_bytes)
     # transfer: byte-weighted mean of (request / track bytes) revolutions
     usable = image_bytes - request_bytes
-    xfer = 0.0
+    xfer = switches = 0.0
     for z in g.used_zones:
         share = max(0, min(z.byte_end, usable) - z.byte_start) / usable
         xfer += share * request_bytes / z.track_bytes * rev
+        if spec.track_skew:
+            per_switch = ((spec.heads - 1) * z.head_skew + z.cylinder_skew) / spec.heads * rev
+        else:
+            per_switch = rev
+        switches += share * request_bytes / z.track_bytes * per_switch
     controller = spec.controller_read_ms * MS
     half = rev / 2
     return {
         "seek": seek,
         "rotation": half,
         "transfer": xfer,
+        "switches": switches,
         "controller": controller,
-        "total": seek + half + xfer + controller,
+        "total": seek + half + xfer + switches + controller,
     }
 
 
