@@ -8,6 +8,7 @@ the result (the table of loop devices, or with --json one JSON object) to stdout
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -53,12 +54,14 @@ def _print_ready(disks, session, as_json: bool) -> None:
                "disks": [d.as_json() for d in disks]}
         print(json.dumps(obj), flush=True)
         return
-    table = Table(title=f"lab {session.lab.name}: {len(disks)} emulated disks")
+    mount = session.lab.mountpoint
+    table = Table(title=f"lab {session.lab.name}: {len(disks)} emulated disks, "
+                        f"files in {mount}")
     for col in ("disk", "loop device", "model", "size", "direct I/O", "file"):
         table.add_column(col)
     for d in disks:
         table.add_row(d.name, d.device, d.model, f"{d.size / 2**20:.0f} MiB",
-                      "on" if d.direct_io else "OFF", d.file)
+                      "on" if d.direct_io else "OFF", os.path.relpath(d.file, mount))
     _out.print(table)
     sys.stdout.flush()
 

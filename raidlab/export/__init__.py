@@ -59,8 +59,11 @@ async def mount_export(session: LabSession, fs: BlockExportFS, *,
 async def attach_loop(session: LabSession, export: FuseExport, relpath: str) -> LoopDevice:
     """losetup --direct-io=on the exported file `relpath`; wait until the device is ready."""
     path = export.mountpoint / relpath
-    device, _wait = await trio.to_thread.run_sync(attach_and_wait, path)
+    device, wait = await trio.to_thread.run_sync(attach_and_wait, path)
     resource = session.lab.record("loop", device=device.device, backing_file=str(path))
+    session.status(f"{device.device} -> {relpath}: ready after {wait.seconds * 1000:.0f} ms "
+                   f"({wait.events_seen} {wait.source} event(s)), direct I/O "
+                   f"{'on' if device.direct_io else 'OFF'}")
 
     def release():
         unmounted = unmount_users_of(device.device)
