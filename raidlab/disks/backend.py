@@ -184,7 +184,7 @@ class ImageBackend(_FileBackend):
         except OSError as exc:
             raise UsageError(
                 f"cannot open disk image {self.path}: {exc.strerror}",
-                hint="choose a writable path (--image / a directory you can write to)",
+                hint="choose a path in a directory you can write to",
                 path=str(self.path),
             ) from None
         try:
