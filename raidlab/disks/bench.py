@@ -149,8 +149,8 @@ async def _bench(disk: EmulatedDisk, samples: int, seq_bytes: int, seed: int, li
         out["random_read_4k"] = _summary(await random_qd1(disk, "read", 4096, samples, rng))
         out["random_read_8k"] = _summary(await random_qd1(disk, "read", 8192, samples, rng))
         out["random_write_4k"] = _summary(await random_qd1(disk, "write", 4096, samples, rng))
+        qd1_lateness = disk.lateness_samples()[mark:]  # reads and writes, not the flush
         await disk.flush()
-        qd1_lateness = disk.lateness_samples()[mark:]
         outer, inner = zone_ranges(disk)
         seq: dict[str, float | None] = {}
         for label, (lo, hi) in (("outer", outer), ("inner", inner)):
