@@ -217,6 +217,48 @@ def choose_accelerator(image: VMImage, requested: str | None = None) -> tuple[st
     return "tcg", f"KVM probe failed ({probe['reason']}; cached in {_probe_cache()})"
 
 
+# ---- per-VM working directories ----
+
+WORKDIR_PREFIX = "raidlab-vm-"
+
+
+def _process_start(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time in clock ticks
+
+
+def _make_workdir() -> Path:
+    """A private directory for the socket, console log and QEMU's stderr.
+
+    It records its owner (pid + process start time), so that a later boot can remove the
+    directories of raidlab processes that were SIGKILLed (their QEMU died with them, through
+    PDEATHSIG, but nobody was left to delete the directory).
+    """
+    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+    (workdir / "owner").write_text(f"{os.getpid()} {_process_start(os.getpid())}\n")
+    return workdir
+
+
+def sweep_stale_workdirs() -> list[Path]:
+    """Remove this user's VM directories whose owning process is gone. Returns them."""
+    removed = []
+    for workdir in Path(tempfile.gettempdir()).glob(WORKDIR_PREFIX + "*"):
+        try:
+            if workdir.stat().st_uid != os.getuid():
+                continue
+            pid_text, _, start = (workdir / "owner").read_text().strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if _process_start(pid) != start:
+            shutil.rmtree(workdir, ignore_errors=True)
+            removed.append(workdir)
+    return removed
+
+
 # ---- the VM ----
 
 _live_vms: weakref.WeakSet[LabVM] = weakref.WeakSet()
@@ -332,8 +374,9 @@ class LabVM:
             raise VMError("this LabVM was already booted")
         drives = tuple(d.drive(i) for i, d in enumerate(self.disks))
         self.accel, self.accel_reason = choose_accelerator(self.image, self.requested_accel)
+        sweep_stale_workdirs()
         # Short path: unix socket paths are limited to 107 bytes.
-        self._workdir = Path(tempfile.mkdtemp(prefix="raidlab-vm-"))
+        self._workdir = _make_workdir()
         channel = self._workdir / "channel.sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(str(channel))

@@ -1,0 +1,318 @@
+"""The lab VM boots, runs commands exactly, moves files, and never leaves QEMU behind.
+
+One VM is booted for the module (fixture `vm`); tests that must kill or break a VM boot
+their own. Everything is real: the Debian kernel package, the built initramfs, QEMU (TCG
+here), host image files as virtio disks. Boot time is recorded (record_property), not
+asserted; `raidlab vm bench` measures it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from raidlab.errors import VMError
+from raidlab.runners.vm import LabVM, VMDisk, build_vm_image
+from raidlab.runners.vm.cpio import CpioEntry, write_newc
+from raidlab.runners.vm.initramfs import VMImage
+from raidlab.runners.vm.kernel import vm_cache_dir
+from raidlab.runners.vm.qemu import sweep_stale_workdirs
+
+pytestmark = pytest.mark.vm
+
+
+@pytest.fixture(scope="module")
+def vm_image() -> VMImage:
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
+    try:
+        return build_vm_image()
+    except VMError as exc:
+        if exc.fields.get("missing"):
+            pytest.skip(f"no lab-VM kernel reachable: {exc}")
+        raise
+
+
+@pytest.fixture(scope="module")
+def disk_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("vmdisk") / "d0.img"
+    with open(path, "wb") as f:
+        f.truncate(16 * 2**20)
+    return path
+
+
+@pytest.fixture(scope="module")
+def vm(vm_image, disk_file):
+    with LabVM(vm_image, [VMDisk(str(disk_file), serial="scratch")]) as machine:
+        yield machine
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def test_boot_reports_kernel_release_and_boot_time(vm, vm_image, record_property):
+    record_property("boot_seconds", round(vm.boot_seconds, 2))
+    record_property("accel", vm.accel)
+    assert vm.boot_seconds > 0 and vm.guest_uptime_at_ready > 0
+    assert vm.guest["kver"] == vm_image.kernel.release
+    result = vm.run("uname -r; hostname")
+    assert result.returncode == 0
+    assert result.stdout_text.split() == [vm_image.kernel.release, "raidlab-vm"]
+    assert vm.accel in ("tcg", "kvm") and vm.accel_reason
+
+
+def test_modules_were_loaded_in_the_planned_order(vm, vm_image):
+    # /proc/modules lists the most recently loaded module first.
+    loaded = [line.split()[0] for line in vm.run("cat /proc/modules", check=True).stdout_text.splitlines()]
+    assert list(reversed(loaded)) == vm_image.module_order
+    mdstat = vm.run("cat /proc/mdstat", check=True).stdout_text
+    for personality in ("[raid0]", "[raid1]", "[raid10]", "[raid5]", "[raid6]"):
+        assert personality in mdstat
+
+
+def test_exit_code_stdout_and_stderr_come_back_separately(vm):
+    result = vm.run("printf 'to stdout'; printf 'to stderr' >&2; exit 7")
+    assert (result.returncode, result.stdout, result.stderr) == (7, b"to stdout", b"to stderr")
+    with pytest.raises(VMError, match=r"exit 7.*: to stderr"):
+        result.check()
+    assert vm.run("false").returncode == 1
+    assert vm.run("kill -9 $$").returncode == 137
+
+
+def test_binary_and_large_output_is_exact(vm):
+    tricky = vm.run(r"printf '\000\377\n@@RAIDLAB DONE 1 0 0 0\n'").stdout
+    assert tricky == b"\x00\xff\n@@RAIDLAB DONE 1 0 0 0\n"
+    result = vm.run("head -c 3000000 /dev/urandom > /run/big; sha256sum /run/big >&2; cat /run/big",
+                    timeout=120, check=True)
+    assert len(result.stdout) == 3000000
+    assert result.stderr_text.split()[0] == hashlib.sha256(result.stdout).hexdigest()
+
+
+def test_put_and_get_round_trip_files(vm):
+    payload = os.urandom(1 << 20) + b"\n@@RAIDLAB BYE 1\n" + b"\0" * 100
+    vm.put("/root/in/payload.bin", payload)
+    digest = vm.run("sha256sum /root/in/payload.bin", check=True).stdout_text.split()[0]
+    assert digest == hashlib.sha256(payload).hexdigest()
+    assert vm.get("/root/in/payload.bin") == payload
+    vm.put("/root/hello.sh", "#!/bin/sh\necho hello from $0\n".encode(), mode=0o755)
+    assert vm.run("/root/hello.sh", check=True).stdout_text == "hello from /root/hello.sh\n"
+    vm.put("/root/empty", b"")
+    assert vm.get("/root/empty") == b""
+    with pytest.raises(VMError, match="not a readable regular file"):
+        vm.get("/root/no-such-file")
+    assert vm.run("echo still here").stdout_text == "still here\n"  # channel still in step
+
+
+def test_fetch_brings_a_result_directory_back(vm, tmp_path):
+    vm.run("mkdir -p /root/results/sub && echo 42 > /root/results/a.txt && "
+           "head -c 5000 /dev/zero > /root/results/sub/zeros", check=True)
+    target = vm.fetch("/root/results", tmp_path / "results")
+    assert (target / "a.txt").read_text() == "42\n"
+    assert (target / "sub" / "zeros").read_bytes() == b"\0" * 5000
+    single = vm.fetch("/root/results/a.txt", tmp_path / "a.txt")
+    assert single.read_text() == "42\n"
+
+
+def test_disk_is_the_host_file_with_direct_io(vm, disk_file):
+    drive_options = [vm.argv[i + 1] for i, a in enumerate(vm.argv) if a == "-drive"]
+    assert "cache=none" in drive_options[0]  # the tmp dir is on a disk filesystem
+    assert vm.run("readlink /dev/raidlab/scratch", check=True).stdout_text.strip() == "/dev/vda"
+    size = vm.run("blockdev --getsize64 /dev/vda", check=True).stdout_text.strip()
+    assert int(size) == disk_file.stat().st_size
+    marker = b"raidlab-marker-" + os.urandom(8).hex().encode()
+    vm.put("/run/marker", marker.ljust(4096, b"\0"))
+    vm.run("dd if=/run/marker of=/dev/vda bs=4096 seek=3 oflag=direct conv=notrunc", check=True)
+    with open(disk_file, "rb") as f:
+        f.seek(3 * 4096)
+        assert f.read(len(marker)) == marker
+
+
+def test_clean_shutdown_powers_the_guest_off(vm_image):
+    machine = LabVM(vm_image)
+    machine.boot()
+    pid = machine.pid
+    machine.close()
+    assert not machine.running and _gone_within(pid, 5)
+    assert "reboot: Power down" in machine.console_text()  # poweroff, not a kill
+
+
+def test_hung_command_is_killed_at_its_timeout(vm_image):
+    machine = LabVM(vm_image)
+    machine.boot()
+    pid = machine.pid
+    started = time.monotonic()
+    with pytest.raises(VMError, match=r"timed out waiting for command 'sleep 600' \(timeout 3 s\); "
+                                      r"the VM was killed") as info:
+        machine.run("sleep 600", timeout=3)
+    waited = time.monotonic() - started
+    assert info.value.fields["timed_out"] is True
+    assert "\n" not in str(info.value)
+    assert 3 <= waited < 60
+    assert not machine.running
+    assert _gone_within(pid, 5), "QEMU still running after the timeout"
+    with pytest.raises(VMError, match="not running"):
+        machine.run("true")
+    machine.close()  # idempotent after a kill
+
+
+def test_vm_that_does_not_boot_gives_one_clear_line(vm_image, tmp_path):
+    # An initramfs whose /init cannot run: the kernel panics, QEMU exits (-no-reboot).
+    broken = tmp_path / "broken.cpio"
+    with open(broken, "wb") as f:
+        write_newc([CpioEntry("init", "file", 0o755, data=b"#!/bin/sh\nexit 0\n")], f)
+    machine = LabVM(VMImage(vm_image.kernel, broken, {}), boot_timeout=120)
+    with pytest.raises(VMError) as info:
+        machine.boot()
+    text = str(info.value)
+    assert "\n" not in text and text.startswith("lab VM: ")
+    assert "Kernel panic" in info.value.fields["console_tail"]
+    assert not machine.running and _gone_within(machine._proc.pid, 5)
+
+
+def test_boot_timeout_kills_the_vm(vm_image):
+    machine = LabVM(vm_image, boot_timeout=0.5)
+    with pytest.raises(VMError, match="timed out waiting for the guest to boot|did not connect its command channel"):
+        machine.boot()
+    assert _gone_within(machine._proc.pid, 5)
+
+
+def _copy_cache_for(user_home: Path, image: VMImage) -> None:
+    cache = user_home / "cache" / "raidlab" / "vm"
+    kernel_dir = image.kernel.root.parent
+    target = cache / "kernel" / kernel_dir.name
+    target.mkdir(parents=True)
+    shutil.copytree(kernel_dir / "tree", target / "tree")
+    shutil.copy2(kernel_dir / "tree.json", target / "tree.json")
+    (cache / "initramfs").mkdir()
+    shutil.copy2(image.initramfs, cache / "initramfs" / image.initramfs.name)
+    shutil.copy2(image.initramfs.with_suffix(".json"), cache / "initramfs" / image.initramfs.with_suffix(".json").name)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chown(dirpath, uid, gid)
+        for name in filenames:
+            os.chown(os.path.join(dirpath, name), uid, gid)
+
+
+def test_vm_exec_works_as_an_unprivileged_user(vm_image, raidlab_cmd):
+    """`raidlab vm exec -- uname -r` as nobody, with its own cache and an image it owns."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("setpriv not installed (util-linux)")
+        import pwd
+
+        nobody = pwd.getpwnam("nobody")
+        prefix = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups", "--"]
+    home = Path(tempfile.mkdtemp(prefix="raidlab-unpriv-"))
+    try:
+        _copy_cache_for(home, vm_image)
+        disk = home / "d0.img"
+        with open(disk, "wb") as f:
+            f.truncate(4 * 2**20)
+        if prefix:
+            _chown_tree(home, nobody.pw_uid, nobody.pw_gid)
+            os.chmod(home, 0o755)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+               "XDG_CACHE_HOME": str(home / "cache"), "LANG": "C.UTF-8"}
+        proc = subprocess.run(
+            [*prefix, *raidlab_cmd, "vm", "exec", "--disk", str(disk), "--",
+             "uname -r; echo unprivileged | dd of=/dev/vda oflag=direct conv=sync bs=512 2>/dev/null"],
+            env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == vm_image.kernel.release
+        assert "booted in" in proc.stderr
+        assert disk.read_bytes()[:13] == b"unprivileged\n"
+        if prefix:
+            assert disk.stat().st_uid == nobody.pw_uid
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _qemu_children(parent: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and comm.startswith("qemu-system"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _read_stderr_until(proc: subprocess.Popen, needle: bytes, seconds: float) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while needle not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
+        if ready:
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+@pytest.mark.parametrize("sig, expected_rc", [
+    (signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL)])
+def test_host_process_signal_takes_the_vm_down(vm_image, raidlab_cmd, sig, expected_rc):
+    proc = subprocess.Popen([*raidlab_cmd, "vm", "exec", "--", "sleep 600"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        seen = _read_stderr_until(proc, b"booted in", 180)
+        assert b"booted in" in seen, seen.decode(errors="replace")
+        qemus = _qemu_children(proc.pid)
+        assert len(qemus) == 1
+        cmdline = Path(f"/proc/{qemus[0]}/cmdline").read_bytes().decode()
+        workdir = Path(re.search(r"path=(/[^,\0]*/raidlab-vm-[^/,\0]+)/console\.log", cmdline).group(1))
+        assert workdir.is_dir()
+        os.kill(proc.pid, sig)
+        assert proc.wait(30) == expected_rc
+        assert _gone_within(qemus[0], 10), f"QEMU {qemus[0]} survived {sig.name} of raidlab"
+        if sig == signal.SIGKILL:
+            # nobody was left to clean up; the next boot's sweep removes the directory
+            assert workdir.is_dir()
+            assert workdir in sweep_stale_workdirs()
+        assert not workdir.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_cache_is_reused_without_rebuilding(vm_image):
+    again = build_vm_image()
+    assert again.initramfs == vm_image.initramfs
+    assert again.manifest["key"] == vm_image.manifest["key"]
+    assert str(again.initramfs).startswith(str(vm_cache_dir()))
