@@ -24,6 +24,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.disk",
     "raidlab.cli.export",
     "raidlab.cli.vm",
+    "raidlab.cli.demo",
 ]
 
 
