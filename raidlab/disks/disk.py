@@ -7,7 +7,7 @@ Why built this way (DESIGN.md "Member disks and timing models", "One engine, two
   (raidlab.disks.model) says when each request would end on the modelled drive; the task
   sleeps until then with `trio.sleep_until`, so the same code is a discrete-event simulation
   under `trio.testing.MockClock(autojump_threshold=0)` and a real-time emulation under trio's
-  real clock.
+  real clock (where the last 1.5 ms are waited with checkpoints, see SPIN_WINDOW).
 * Virtual mode (io_in_thread=False): the backend I/O is synchronous and happens when the
   request enters service, so MockClock cannot jump while data moves.
 * Live mode (io_in_thread=True): the real I/O runs in a worker thread (trio.to_thread) while
@@ -360,6 +360,7 @@ class EmulatedDisk:
             "mean_service_ms": (self._service_sum / self._services * 1e3) if self._services else 0.0,
             "cache_hits": self._cache_hits,
             "destaged_bytes": self.mechanism.destaged_bytes,
+            "destage_time": self.mechanism.destage_time,
             "dirty_bytes": self.mechanism.dirty_bytes,
         }
         if self._lateness:

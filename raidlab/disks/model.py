@@ -21,7 +21,19 @@ Where we depart from Ruemmler & Wilkes, and why:
   read curves); write cost differs by its controller overhead only.
 * Spare sectors and slipping are not modelled: every zone is a clean run of cylinders.
 * The drive's byte range may be emulated by a smaller (or larger) image. See `Geometry`
-  for how an image is mapped onto the drive ("span").
+  for how an image is mapped onto the drive ("span"). With very small images of very large
+  drives (fewer than ~1000 mapped cylinders, e.g. 256 MiB of a 2 TB drive) each mapped
+  cylinder stands for a wide band of the stroke and random seeks come out about 1% short;
+  give such disks more bytes (images are sparse) when seek accuracy matters.
+* Read-ahead: after a read the drive keeps reading into its buffer (up to
+  `readahead_bytes` ahead of the host) until the next request needs the arm; a read that
+  continues the stream waits only for the media, so QD1 sequential reads run at the zone
+  rate. Writes and destages stop it. Buffer segmentation is not modelled.
+* Write cache ("immediate report", DCD's term): a write is reported after controller
+  overhead + bus transfer and reaches the media in the background, the extent nearest the
+  arm first, coalesced with extents that continue it; a flush (SYNCHRONIZE CACHE) ends when
+  all of it is on the media; a read miss waits for at most the destage in progress. R&W
+  model write-behind the same way.
 
 Time is in seconds throughout (trio's unit); the catalog gives milliseconds.
 """

@@ -271,6 +271,16 @@ def test_span_full_keeps_the_drive_stroke_span_start_does_not():
     assert start < 0.5 * full
 
 
+def test_image_larger_than_the_drive_keeps_its_seek_and_rotation():
+    """A 1 GiB image of the 335 MB HP C2200A: more mapped cylinders than the drive has,
+    same stroke, so the same average seek."""
+    spec = catalog.get("hp-c2200a")
+    g = Geometry(spec, GiB)
+    assert g.cylinders > spec.cylinders
+    assert g.mean_random_seek_s() == pytest.approx(
+        manufacturer_average_seek_ms(spec.seek, spec.cylinders) * MS, rel=0.02)
+
+
 def test_image_maps_proportionally_onto_zones():
     spec = catalog.get("ibm-ultrastar-9lzx")
     g = Geometry(spec, 256 * MiB)
