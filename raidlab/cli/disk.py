@@ -164,7 +164,8 @@ def _print_bench(r: dict) -> None:
         late = Table(title="lateness = actual completion - model completion (ms)", box=box.SIMPLE_HEAD)
         for col in ("queue depth", "p50", "p99", "max", "samples"):
             late.add_column(col, justify="right")
-        for key, label in (("lateness_qd1", "1"), ("lateness_qd16", "16")):
+        for key, label in (("lateness_qd1", "1 (random)"), ("lateness_sequential", "1 (sequential)"),
+                           ("lateness_qd16", "16 (random)")):
             x = r[key]
             late.add_row(label, f"{x['p50_ms']:.3f}", f"{x['p99_ms']:.3f}", f"{x['max_ms']:.3f}", str(x["samples"]))
         _out.print(late)

@@ -152,6 +152,7 @@ async def _bench(disk: EmulatedDisk, samples: int, seq_bytes: int, seed: int, li
         qd1_lateness = disk.lateness_samples()[mark:]  # reads and writes, not the flush
         await disk.flush()
         outer, inner = zone_ranges(disk)
+        seq_mark = len(disk.lateness_samples())
         seq: dict[str, float | None] = {}
         for label, (lo, hi) in (("outer", outer), ("inner", inner)):
             n = min(seq_bytes, hi - lo) // SEQ_REQUEST * SEQ_REQUEST
@@ -160,13 +161,17 @@ async def _bench(disk: EmulatedDisk, samples: int, seq_bytes: int, seed: int, li
                 rate = await sequential_rate(disk, op, start, n)
                 seq[f"{op}_{label}_mb_s"] = rate / 1e6 if rate is not None else None
         out["sequential"] = seq
+        seq_lateness = disk.lateness_samples()[seq_mark:]
         if live:
             out["lateness_qd1"] = _lateness(qd1_lateness)
+            out["lateness_sequential"] = _lateness(seq_lateness)
             before = len(disk.lateness_samples())
             elapsed = await random_qd(disk, 16, 4096, max(16, samples), rng)
             qd16 = disk.lateness_samples()[before:]
             out["lateness_qd16"] = _lateness(qd16)
             out["qd16_random_read_4k_iops"] = max(16, samples) / elapsed
+            if "flush_lateness" in disk.statistics():
+                out["flush_lateness"] = disk.statistics()["flush_lateness"]
         nursery.cancel_scope.cancel()
     return out
 
