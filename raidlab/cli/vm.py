@@ -191,12 +191,15 @@ def measure_slowdown(size_mib: int, accel: str | None) -> dict:
     busybox = require("busybox")
     loop_count = 20000 * max(1, size_mib // 16)
     tests = [
-        ("dd zero -> null, 1 MiB blocks", "dd if=/dev/zero of=/dev/null bs=1M count={n}"),
+        ("dd zero -> null, 1 MiB blocks, 16x size", "dd if=/dev/zero of=/dev/null bs=1M count={n16}"),
         ("sha256sum of zeros", "dd if=/dev/zero bs=1M count={n} 2>/dev/null | sha256sum"),
         (f"sh loop, {loop_count} iterations",
          f"i=0; while [ $i -lt {loop_count} ]; do i=$((i+1)); done"),
         ("dd write to disk, O_DIRECT", "dd if=/dev/zero of={disk} bs=1M count={n} oflag=direct"),
         ("dd read from disk, O_DIRECT", "dd if={disk} of=/dev/null bs=1M count={n} iflag=direct"),
+        ("fio 4 KiB random reads (4096), O_DIRECT",
+         "fio --name=r --filename={disk} --rw=randread --bs=4k --size={n}M --io_size=16M "
+         "--direct=1 --ioengine=psync --randrepeat=1 --output-format=terse >/dev/null"),
     ]
     image = build_vm_image(progress=_progress)
     with tempfile.TemporaryDirectory(prefix="raidlab-vm-bench-", dir=os.path.expanduser("~")) as tmp:
@@ -216,8 +219,8 @@ def measure_slowdown(size_mib: int, accel: str | None) -> dict:
             round_trip = _median([vm.run("true").seconds for _ in range(5)])
             host_round_trip = _median([host_time("true") for _ in range(5)])
             for name, template in tests:
-                vm_cmd = template.format(n=size_mib, disk=guest_device(0))
-                host_cmd = template.format(n=size_mib, disk=host_disk)
+                vm_cmd = template.format(n=size_mib, n16=16 * size_mib, disk=guest_device(0))
+                host_cmd = template.format(n=size_mib, n16=16 * size_mib, disk=host_disk)
                 vm_seconds = _median([vm.run(vm_cmd, timeout=600, check=True).seconds - round_trip
                                       for _ in range(3)])
                 host_seconds = _median([host_time(host_cmd) - host_round_trip for _ in range(3)])

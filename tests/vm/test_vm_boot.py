@@ -15,6 +15,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +30,8 @@ from raidlab.runners.vm.kernel import vm_cache_dir
 from raidlab.runners.vm.qemu import sweep_stale_workdirs
 
 pytestmark = pytest.mark.vm
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -220,6 +223,30 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
             os.chown(os.path.join(dirpath, name), uid, gid)
 
 
+def _raidlab_argv_for(prefix: list[str], raidlab_cmd: list[str]) -> tuple[list[str], dict[str, str]]:
+    """A way to start raidlab that the unprivileged user can execute.
+
+    The venv's interpreter may live where `nobody` cannot enter (a pyenv Python under a
+    0700 /root); then the system Python of the same version runs raidlab from this source
+    tree and the venv's site-packages. Skips, saying why, if neither can.
+    """
+    probe = "import raidlab.cli"
+    if subprocess.run([*prefix, sys.executable, "-c", probe], capture_output=True,
+                      cwd="/").returncode == 0:
+        return raidlab_cmd, {}
+    system = "/usr/bin/python3"
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    env = {"PYTHONPATH": f"{REPO}:{site}"}
+    same_version = os.path.exists(system) and subprocess.run(
+        [system, "-c", f"import sys; sys.exit(sys.version_info[:2] != {tuple(sys.version_info[:2])})"]
+    ).returncode == 0
+    if same_version and subprocess.run([*prefix, "env", f"PYTHONPATH={env['PYTHONPATH']}", system,
+                                        "-c", probe], capture_output=True, cwd="/").returncode == 0:
+        return [system, "-c", "import sys; from raidlab.cli import main; sys.exit(main())"], env
+    pytest.skip(f"the unprivileged user cannot run this test's Python ({os.path.realpath(sys.executable)} "
+                f"is not accessible to it, and {system} is missing or another version)")
+
+
 def test_vm_exec_works_as_an_unprivileged_user(vm_image, raidlab_cmd):
     """`raidlab vm exec -- uname -r` as nobody, with its own cache and an image it owns."""
     prefix: list[str] = []
@@ -230,6 +257,7 @@ def test_vm_exec_works_as_an_unprivileged_user(vm_image, raidlab_cmd):
 
         nobody = pwd.getpwnam("nobody")
         prefix = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups", "--"]
+    command, extra_env = _raidlab_argv_for(prefix, raidlab_cmd)
     home = Path(tempfile.mkdtemp(prefix="raidlab-unpriv-"))
     try:
         _copy_cache_for(home, vm_image)
@@ -240,11 +268,11 @@ def test_vm_exec_works_as_an_unprivileged_user(vm_image, raidlab_cmd):
             _chown_tree(home, nobody.pw_uid, nobody.pw_gid)
             os.chmod(home, 0o755)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-               "XDG_CACHE_HOME": str(home / "cache"), "LANG": "C.UTF-8"}
+               "XDG_CACHE_HOME": str(home / "cache"), "LANG": "C.UTF-8", **extra_env}
         proc = subprocess.run(
-            [*prefix, *raidlab_cmd, "vm", "exec", "--disk", str(disk), "--",
+            [*prefix, *command, "vm", "exec", "--disk", str(disk), "--",
              "uname -r; echo unprivileged | dd of=/dev/vda oflag=direct conv=sync bs=512 2>/dev/null"],
-            env=env, capture_output=True, text=True, timeout=300)
+            env=env, capture_output=True, text=True, timeout=300, cwd=home)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == vm_image.kernel.release
         assert "booted in" in proc.stderr

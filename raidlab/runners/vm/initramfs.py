@@ -27,6 +27,7 @@ script, the format version). Same inputs, same file, no rebuild.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -323,10 +324,19 @@ def build_initramfs(
 
 def build_vm_image(progress: Progress | None = None, force: bool = False,
                    modules: Iterable[str] = WANTED_MODULES) -> VMImage:
-    """Kernel (fetched and cached) plus initramfs (built and cached): ready to boot."""
+    """Kernel (fetched and cached) plus initramfs (built and cached): ready to boot.
+
+    Holds an exclusive lock on the cache while it works, so that concurrent runs (parallel
+    test sessions, two users of one cache) neither download twice nor replace a tree the
+    other is reading.
+    """
     modules = tuple(modules)
-    kernel = prepare_kernel(modules, progress)
-    return build_initramfs(kernel, modules, progress=progress, force=force)
+    cache = vm_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kernel = prepare_kernel(modules, progress)
+        return build_initramfs(kernel, modules, progress=progress, force=force)
 
 
 def cached_images() -> list[Path]:
