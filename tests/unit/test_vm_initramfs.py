@@ -444,3 +444,39 @@ def test_guest_device_names():
     assert [guest_device(i) for i in (0, 1, 25)] == ["/dev/vda", "/dev/vdb", "/dev/vdz"]
     with pytest.raises(ValueError):
         guest_device(26)
+
+
+def _fake_cached_tree(cache_home, modules_kept):
+    import json
+
+    tree_dir = cache_home / "raidlab" / "vm" / "kernel" / "linux-image-6.1.0-99-amd64_6.1.999-1"
+    (tree_dir / "tree" / "boot").mkdir(parents=True)
+    (tree_dir / "tree" / "boot" / "vmlinuz-6.1.0-99-amd64").write_bytes(b"bzImage")
+    (tree_dir / "tree.json").write_text(json.dumps({
+        "format": kernel.TREE_FORMAT, "package": "linux-image-6.1.0-99-amd64", "version": "6.1.999-1",
+        "release": "6.1.0-99-amd64", "modules": list(modules_kept)}))
+
+
+def test_without_apt_the_newest_complete_cached_kernel_is_used(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(kernel.KERNEL_DEB_ENV, raising=False)
+
+    def no_apt(*_a, **_k):
+        raise kernel._no_kernel_error("apt-cache does not know linux-image-amd64")
+
+    monkeypatch.setattr(kernel, "resolve_package", no_apt)
+    with pytest.raises(VMError, match="apt-get update"):
+        kernel.prepare_kernel(["md_mod"])  # nothing cached yet
+    _fake_cached_tree(tmp_path, ["md_mod", "raid456"])
+    tree = kernel.prepare_kernel(["md_mod"])
+    assert tree.release == "6.1.0-99-amd64" and tree.boot_image.name == "vmlinuz-6.1.0-99-amd64"
+    assert kernel.availability()[0] is True
+    with pytest.raises(VMError, match="no kernel package for the lab VM"):
+        kernel.prepare_kernel(["md_mod", "ext4"])  # the cached tree lacks ext4
+
+
+def test_kernel_deb_override_must_be_a_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(kernel.KERNEL_DEB_ENV, str(tmp_path / "missing.deb"))
+    with pytest.raises(VMError, match="is not a file"):
+        kernel.prepare_kernel(["md_mod"])

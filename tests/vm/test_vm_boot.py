@@ -55,8 +55,35 @@ def disk_file(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def vm(vm_image, disk_file):
-    with LabVM(vm_image, [VMDisk(str(disk_file), serial="scratch")]) as machine:
+def nbd_export(tmp_path_factory):
+    """A host file served by nbdkit on a unix socket (None when nbdkit is not installed)."""
+    if shutil.which("nbdkit") is None:
+        yield None
+        return
+    base = tmp_path_factory.mktemp("nbd")
+    backing = base / "nbd.img"
+    with open(backing, "wb") as f:
+        f.truncate(8 * 2**20)
+    sock = base / "nbd.sock"
+    server = subprocess.Popen(["nbdkit", "--unix", str(sock), "--foreground", "--exit-with-parent",
+                               "file", str(backing)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not sock.exists() and server.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sock.exists(), server.stderr.read().decode(errors="replace") if server.poll() is not None else "no socket"
+    try:
+        yield backing, f"nbd+unix:///?socket={sock}"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@pytest.fixture(scope="module")
+def vm(vm_image, disk_file, nbd_export):
+    disks = [VMDisk(str(disk_file), serial="scratch")]
+    if nbd_export is not None:
+        disks.append(VMDisk(nbd_export[1], serial="nbd"))
+    with LabVM(vm_image, disks) as machine:
         yield machine
 
 
@@ -152,6 +179,21 @@ def test_disk_is_the_host_file_with_direct_io(vm, disk_file):
     vm.run("dd if=/run/marker of=/dev/vda bs=4096 seek=3 oflag=direct conv=notrunc", check=True)
     with open(disk_file, "rb") as f:
         f.seek(3 * 4096)
+        assert f.read(len(marker)) == marker
+
+
+def test_nbd_export_is_a_virtio_disk_through_qemus_own_client(vm, nbd_export):
+    if nbd_export is None:
+        pytest.skip("nbdkit not installed (apt-get install nbdkit)")
+    backing, url = nbd_export
+    assert any(a.startswith("file=nbd+unix://") for a in vm.argv)
+    assert vm.run("readlink /dev/raidlab/nbd", check=True).stdout_text.strip() == "/dev/vdb"
+    assert int(vm.run("blockdev --getsize64 /dev/vdb", check=True).stdout_text) == backing.stat().st_size
+    marker = b"through-nbd-" + os.urandom(8).hex().encode()
+    vm.put("/run/nbd-marker", marker.ljust(4096, b"\0"))
+    vm.run("dd if=/run/nbd-marker of=/dev/vdb bs=4096 seek=5 oflag=direct conv=fsync", check=True)
+    with open(backing, "rb") as f:
+        f.seek(5 * 4096)
         assert f.read(len(marker)) == marker
 
 
