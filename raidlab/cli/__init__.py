@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = cli.main(args=argv, standalone_mode=False)
     except RaidlabError as exc:
-        err_console.print(f"raidlab: error: {exc}", markup=False)
+        err_console.print(f"raidlab: error: {exc}", markup=False, soft_wrap=True)
         return exc.exit_code
     except click.exceptions.Abort:
         err_console.print("raidlab: interrupted", markup=False)
