@@ -132,9 +132,11 @@ def lab_list(as_json):
 def lab_cleanup(name):
     """Release what a killed run of lab NAME left: processes, mounts, loop devices, its
     FUSE mount, scratch images. Refused while the lab is running."""
-    from raidlab.errors import LabError
+    from raidlab.errors import LabError, NeedsRootError
     from raidlab.lab import cleanup_lab
 
+    if os.geteuid() != 0:
+        raise NeedsRootError("raidlab lab cleanup")
     report = cleanup_lab(name)
     if report.nothing_to_do:
         _out.print(f"lab {name}: nothing to release")

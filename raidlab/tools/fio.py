@@ -40,7 +40,10 @@ class FioJob:
                f"--bs={self.bs}", f"--size={self.size}", f"--iodepth={self.iodepth}",
                f"--ioengine={self.ioengine}", f"--direct={1 if self.direct else 0}"]
         if self.verify:
-            out += [f"--verify={self.verify}", "--verify_fatal=1", "--do_verify=1"]
+            # verify_state_save=0: fio would otherwise leave *-verify.state files in the
+            # working directory after a failed verify
+            out += [f"--verify={self.verify}", "--verify_fatal=1", "--do_verify=1",
+                    "--verify_state_save=0"]
         if self.runtime is not None:
             out += [f"--runtime={self.runtime:g}", "--time_based=1"]
         if self.seed is not None:

@@ -182,3 +182,21 @@ def test_discard_on_the_loop_device_keeps_data_and_zeroout_writes_zeros(tmp_path
         subprocess.run(["blkdiscard", "-z", "-o", "0", "-l", "65536", d0.device], check=True)
         assert _odirect_pread(d0.device, 0, 4096) == bytes(4096)
         assert lab.fuse_statistics()["disks/d0"]["write_bytes"] >= written + 65536
+
+
+def test_a_failed_disk_answers_eio_and_the_export_keeps_serving(tmp_path):
+    """EmulatedDisk.failed (fault injection) -> OSError(EIO) in the handler -> EIO on the
+    loop device; the FUSE server stays up for the other disk and for the repaired one."""
+    req = ServeRequest(disks=2, model="none", size=4 * MiB, name="eio", home=str(tmp_path))
+    with serve_in_background(req) as lab:
+        d0, d1 = lab.disks
+        payload = os.urandom(4096)
+        _odirect_pwrite(d1.device, 0, payload)
+        lab.call(setattr, d0.target, "failed", True)
+        with pytest.raises(OSError) as info:
+            _odirect_pread(d0.device, 0, 4096)
+        assert info.value.errno == 5  # EIO
+        assert _odirect_pread(d1.device, 0, 4096) == payload
+        lab.call(setattr, d0.target, "failed", False)
+        assert _odirect_pread(d0.device, 0, 4096) == bytes(4096)
+        assert lab.fuse_statistics()["disks/d0"]["errors"] >= 1
