@@ -15,6 +15,17 @@ Parts, each with its own header explaining its choices:
     initramfs.py  assemble and cache the initramfs
     qemu.py       LabVM: boot, run, put/get/fetch, shutdown, kill
 
+What it costs (measured with `raidlab vm bench` on the 2-core development host, TCG because
+KVM does not boot there, other jobs running): boot to a ready command channel 4.9-6.4 s
+(PVH vmlinux, 90 MiB initramfs); about 80 ms per command round trip; CPU-bound work 10-18x
+slower than the host (busybox sh loop, sha256sum), memory copies ~80-95x, O_DIRECT disk I/O
+2-7x, fio 4 KiB random reads ~4.7x. Disk timing is therefore far closer to native than CPU
+timing; a TCG run's CPU-heavy numbers must not be compared with native ones.
+
+Needs: qemu-system-x86, busybox-static, kmod (depmod), dpkg and apt (apt lists present, or
+RAIDLAB_VM_KERNEL_DEB), and ~240 MiB in ${XDG_CACHE_HOME:-~/.cache}/raidlab/vm. No root:
+QEMU runs as the calling user on image files that user can read and write.
+
 Typical use:
 
     from raidlab.runners.vm import LabVM, VMDisk, build_vm_image

@@ -214,7 +214,7 @@ def choose_accelerator(image: VMImage, requested: str | None = None) -> tuple[st
     probe = cached_kvm_probe(image) or probe_kvm(image)
     if probe["kvm_works"]:
         return "kvm", "KVM probe booted"
-    return "tcg", f"KVM probe failed ({probe['reason']}; cached in {_probe_cache()})"
+    return "tcg", "KVM probe failed; `raidlab vm info` says why"
 
 
 # ---- per-VM working directories ----
@@ -570,7 +570,7 @@ class LabVM:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._fail(f"timed out waiting for {what}; the VM was killed",
-                           timed_out=True)
+                           console_hint=not self.guest, timed_out=True)
             readable, _, _ = select.select([self._sock], [], [], min(remaining, 0.5))
             if not readable:
                 if self._proc.poll() is not None:
@@ -592,8 +592,12 @@ class LabVM:
                 self._fail(f"protocol error from the lab VM: {exc}")
         return self._frames.pop(0)
 
-    def _fail(self, message: str, **fields) -> None:
-        """Kill the VM, then raise VMError with the end of the guest console."""
+    def _fail(self, message: str, console_hint: bool = True, **fields) -> None:
+        """Kill the VM, then raise VMError with the end of the guest console.
+
+        The console's last line goes into the message only while booting (console_hint):
+        after READY it holds boot messages that say nothing about a command's failure.
+        """
         stderr_text = ""
         if self._workdir is not None and (self._workdir / "qemu.stderr").exists():
             stderr_text = (self._workdir / "qemu.stderr").read_text(errors="replace").strip()
@@ -601,7 +605,7 @@ class LabVM:
         self.kill()
         tail = console.strip().splitlines()[-CONSOLE_TAIL_LINES:]
         last = next((line for line in reversed(tail) if line.strip()), "")
-        hint = f"guest console ends with: {last.strip()}" if last else None
+        hint = f"guest console ends with: {last.strip()}" if last and console_hint else None
         if stderr_text:
             hint = f"QEMU says: {stderr_text.splitlines()[-1]}" + (f"; {hint}" if hint else "")
         raise VMError(f"lab VM: {message}", hint=hint, console_tail="\n".join(tail),
