@@ -81,6 +81,12 @@ class Array:
         self.failed: frozenset[int] = frozenset(failed)
         self.on_failure = on_failure
         self._stripe_locks = _StripeLocks()
+        # Rebuild (replace) state: while a member is rebuilt, writes pass one at a time
+        # through _write_gate, alternating with the rebuild's segment copies (see rebuild).
+        self._rebuild: _RebuildState | None = None
+        self._write_gate = trio.Lock()
+        self._ungated_writes = 0
+        self._ungated_drained = trio.Event()
         self._parity = bool(getattr(layout.redundancy, "parity", False))
         self.counters = {
             "reads": 0, "writes": 0, "flushes": 0, "trims": 0,
@@ -122,6 +128,22 @@ class Array:
         check_aligned(offset, length, self.size)
         if length == 0:
             return
+        if self._rebuild is not None:
+            async with self._write_gate:
+                await self._write(offset, data, fua)
+                if self._rebuild is not None:  # it may have finished while we waited
+                    await self._refresh_rebuilt(offset, length)
+            return
+        self._ungated_writes += 1
+        try:
+            await self._write(offset, data, fua)
+        finally:
+            self._ungated_writes -= 1
+            if self._ungated_writes == 0:
+                self._ungated_drained.set()
+
+    async def _write(self, offset: int, data: bytes, fua: bool) -> None:
+        length = len(data)
         plan = self._write_plan(offset, length, self.failed)
         stripes = [s.stripe for s in plan.stripes]
         await self._stripe_locks.acquire(stripes)
@@ -198,6 +220,103 @@ class Array:
         self.failed = self.failed | {index}
         if self.on_failure is not None:
             await self.on_failure(self.failed)
+
+    # ------------------------------------------------------------------ repair
+
+    async def rebuild(self, index: int, replacement, *, segment: int = 1 << 20,
+                      progress: Callable[[int, int], None] | None = None) -> None:
+        """Rebuild failed member `index` onto `replacement` (a blank BlockTarget of the
+        member's size) from the surviving members, then put it in service.
+
+        Reads keep being served (degraded) throughout. Writes are let through one at a
+        time between segment copies; a write that touches bytes of the member below the
+        rebuild watermark has those bytes recomputed onto the replacement right after it
+        (from the survivors, which now hold the write), so nothing the rebuild already
+        copied goes stale. Writes in flight when the rebuild starts are waited for.
+        """
+        if index not in self.failed:
+            raise ValueError(f"{self.name}: member {index} is not failed")
+        if replacement.size != self.members[index].size:
+            raise ValueError(f"{self.name}: replacement has {replacement.size} bytes, member has "
+                             f"{self.members[index].size}")
+        others = self.failed - {index}
+        if not self.layout.survives(self.failed):
+            raise OSError(errno.EIO, f"{self.name}: cannot rebuild member {index}: data is lost "
+                                     f"(failed members {sorted(self.failed)})")
+        start = self.layout.data_offset
+        end = start + self.layout.member_data_size
+        self._rebuild = _RebuildState(index, replacement, others, watermark=start)
+        try:
+            if self._ungated_writes:
+                self._ungated_drained = trio.Event()
+                await self._ungated_drained.wait()
+            pos = start
+            while pos < end:
+                n = min(segment, end - pos)
+                async with self._write_gate:
+                    await self._rebuild_range(pos, n)
+                    self._rebuild.watermark = pos + n
+                pos += n
+                if progress is not None:
+                    progress(pos - start, end - start)
+            async with self._write_gate:
+                await replacement.flush()
+                self.members[index] = replacement
+                self.failed = others
+                self.counters["rebuilds"] = self.counters.get("rebuilds", 0) + 1
+                if self.on_failure is not None:
+                    await self.on_failure(self.failed)
+        finally:
+            self._rebuild = None
+
+    async def _rebuild_range(self, disk_offset: int, length: int) -> None:
+        state = self._rebuild
+        assert state is not None
+        plan = self.layout.rebuild_plan(state.index, disk_offset, length, state.others)
+        buffers = await self._read_ranges(plan.reads)
+        await state.replacement.write(disk_offset, plan.assemble(buffers))
+
+    async def _refresh_rebuilt(self, offset: int, length: int) -> None:
+        """After a write during a rebuild: recompute the replacement's bytes it touched
+        below the watermark."""
+        state = self._rebuild
+        assert state is not None
+        healthy = self.layout.write_plan(offset, length, state.others)
+        for ext in healthy.writes:
+            if ext.disk != state.index:
+                continue
+            lo, hi = ext.disk_offset, min(ext.end, state.watermark)
+            if lo < hi:
+                await self._rebuild_range(lo, hi - lo)
+
+    async def scrub(self, *, segment: int = 1 << 20,
+                    progress: Callable[[int, int], None] | None = None) -> list[dict[str, int]]:
+        """Compare every healthy member's data area with what the other members say it
+        must hold (mirror copy or parity reconstruction). Returns the mismatching ranges
+        as [{"disk", "offset", "length"}]. Needs a redundant layout and no failed member."""
+        if self.failed:
+            raise OSError(errno.EIO, f"{self.name}: cannot check with failed members {sorted(self.failed)}")
+        start = self.layout.data_offset
+        end = start + self.layout.member_data_size
+        mismatches: list[dict[str, int]] = []
+        total = (end - start) * len(self.members)
+        done = 0
+        for index in range(len(self.members)):
+            pos = start
+            while pos < end:
+                n = min(segment, end - pos)
+                async with self._write_gate:  # no write may land between the two reads
+                    plan = self.layout.rebuild_plan(index, pos, n, ())
+                    expected = plan.assemble(await self._read_ranges(plan.reads))
+                    actual = await self._member_call(index, self.members[index].read, pos, n)
+                if expected != actual:
+                    mismatches.extend(_diff_ranges(index, pos, expected, actual))
+                pos += n
+                done += n
+                if progress is not None:
+                    progress(done, total)
+        self.counters["scrubs"] = self.counters.get("scrubs", 0) + 1
+        return mismatches
 
     # ------------------------------------------------------------------ plan execution
 
@@ -288,6 +407,27 @@ class Array:
                 self.counters["rmw_stripes"] += 1
             elif stripe.method == "rcw":
                 self.counters["rcw_stripes"] += 1
+
+
+class _RebuildState:
+    def __init__(self, index: int, replacement, others: frozenset[int], watermark: int) -> None:
+        self.index = index
+        self.replacement = replacement
+        self.others = others
+        self.watermark = watermark
+
+
+def _diff_ranges(disk: int, base: int, expected: bytes, actual: bytes, grain: int = 4096):
+    """Coalesced [offset, length) ranges (in `grain` units) where the two buffers differ."""
+    out: list[dict[str, int]] = []
+    for pos in range(0, len(expected), grain):
+        if expected[pos : pos + grain] != actual[pos : pos + grain]:
+            n = min(grain, len(expected) - pos)
+            if out and out[-1]["offset"] + out[-1]["length"] == base + pos:
+                out[-1]["length"] += n
+            else:
+                out.append({"disk": disk, "offset": base + pos, "length": n})
+    return out
 
 
 class _MemberFailed(Exception):

@@ -199,3 +199,46 @@ def test_concurrent_writes_to_one_stripe_keep_parity_consistent():
     got, array = in_nursery(main)
     assert got == [bytes([i + 1]) * (4 * KiB) for i in range(3)]
     assert array.statistics()["stripe_lock_waits"] >= 1
+
+
+@pytest.mark.parametrize("arch", REDUNDANT)
+def test_rebuild_with_concurrent_writes_then_scrub_is_clean(arch):
+    layout = LAYOUTS[arch]()
+    steps = list(script(layout.capacity, seed=5, count=90))
+
+    async def main(nursery):
+        disks, array = build(layout, nursery, model="hp-c2200a")
+        reference = bytearray(array.size)
+        await replay(array, reference, steps[:30])
+        disks[1].failed = True
+        await replay(array, reference, steps[30:50])
+        blank = EmulatedDisk("new1", "hp-c2200a", MemoryBackend(DISK))
+        blank.start(nursery)
+        seen = []
+        async with trio.open_nursery() as inner:
+            inner.start_soon(lambda: array.rebuild(1, blank, segment=256 * KiB,
+                                                   progress=lambda d, t: seen.append((d, t))))
+            await replay(array, reference, steps[50:])  # writes and reads during the rebuild
+        assert array.failed == frozenset() and array.members[1] is blank
+        assert seen[-1][0] == seen[-1][1]
+        assert await array.read(0, array.size) == bytes(reference)
+        return await array.scrub()
+
+    assert in_nursery(main) == []
+
+
+def test_scrub_finds_a_corrupted_mirror_and_parity():
+    for arch in ("raid1", "raid5"):
+        layout = LAYOUTS[arch]()
+
+        async def main(nursery):
+            disks, array = build(layout, nursery)
+            await array.write(0, b"\x33" * (256 * KiB))
+            # Flip bytes behind the array's back on member 0's data area.
+            await disks[0].write(OFFSET + 8 * KiB, b"\xff" * 512)
+            return await array.scrub()
+
+        found = in_nursery(main)
+        assert found == [{"disk": 0, "offset": OFFSET + 8 * KiB, "length": 4096}] or any(
+            f["offset"] <= OFFSET + 8 * KiB < f["offset"] + f["length"] for f in found
+        ), (arch, found)
