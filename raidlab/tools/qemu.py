@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from raidlab.errors import VMError
 from raidlab.tools.base import CommandRecord, _active_log, require, run, version_of
 
 QEMU = "qemu-system-x86_64"
@@ -145,13 +146,21 @@ class QemuProcess:
         self._note_exit(rc)
         return rc
 
-    def kill(self) -> int:
+    def kill(self, grace: float = 30.0) -> int:
+        """SIGKILL and reap. A QEMU blocked in uninterruptible I/O (e.g. on the file of a hung
+        FUSE server) cannot die until that I/O returns; after `grace` seconds that becomes a
+        VMError naming the pid instead of a hang."""
         if self.popen.poll() is None:
             try:
                 self.popen.kill()
             except ProcessLookupError:
                 pass
-        return self.wait()
+        try:
+            return self.wait(grace)
+        except subprocess.TimeoutExpired:
+            raise VMError(f"QEMU (pid {self.pid}) did not exit {grace:g} s after SIGKILL",
+                          hint="it is blocked in I/O on a disk file; is the server of a FUSE or NBD disk hung?",
+                          pid=self.pid) from None
 
     def _note_exit(self, rc: int) -> None:
         if self._record is not None and self._record.returncode is None:

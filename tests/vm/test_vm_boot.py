@@ -239,6 +239,17 @@ def test_vm_that_does_not_boot_gives_one_clear_line(vm_image, tmp_path):
     assert not machine.running and _gone_within(machine._proc.pid, 5)
 
 
+def test_qemu_refusing_its_disks_is_reported_with_qemus_reason(vm_image, tmp_path):
+    image = tmp_path / "twice.img"
+    image.write_bytes(b"\0" * 2**20)
+    machine = LabVM(vm_image, [VMDisk(str(image)), VMDisk(str(image))])  # same file twice: lock conflict
+    with pytest.raises(VMError) as info:
+        machine.boot()
+    text = str(info.value)
+    assert "\n" not in text and "QEMU says:" in text and "lock" in text
+    assert not machine.running
+
+
 def test_boot_timeout_kills_the_vm(vm_image):
     machine = LabVM(vm_image, boot_timeout=0.5)
     with pytest.raises(VMError, match="timed out waiting for the guest to boot|did not connect its command channel"):

@@ -584,8 +584,10 @@ class LabVM:
                 with contextlib.suppress(Exception):
                     self._proc.wait(2)
                 status = self._proc.poll()
+                if status:
+                    self._fail(f"QEMU exited with status {status} while waiting for {what}")
                 self._fail(f"the lab VM closed its command channel while waiting for {what}"
-                           + (f" (QEMU exit status {status})" if status is not None else ""))
+                           + (" (the guest powered off or panicked)" if status == 0 else ""))
             try:
                 self._frames.extend(self._reader.feed(data))
             except protocol.ProtocolError as exc:
@@ -607,7 +609,9 @@ class LabVM:
         last = next((line for line in reversed(tail) if line.strip()), "")
         hint = f"guest console ends with: {last.strip()}" if last and console_hint else None
         if stderr_text:
-            hint = f"QEMU says: {stderr_text.splitlines()[-1]}" + (f"; {hint}" if hint else "")
+            said = " ".join(line.strip().removeprefix("qemu-system-x86_64: ")
+                            for line in stderr_text.splitlines() if line.strip())
+            hint = f"QEMU says: {said[:300]}" + (f"; {hint}" if hint else "")
         raise VMError(f"lab VM: {message}", hint=hint, console_tail="\n".join(tail),
                       qemu_stderr=stderr_text, argv=self.argv, **fields)
 
