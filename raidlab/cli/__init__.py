@@ -25,6 +25,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.export",
     "raidlab.cli.vm",
     "raidlab.cli.demo",
+    "raidlab.cli.array",
 ]
 
 

@@ -1,0 +1,273 @@
+"""Engine arrays: create, list, status, destroy, assemble, fail, replace, check.
+
+Parsing and printing only; the work is done by the array daemon (raidlab.engine.daemon)
+through raidlab.engine.control.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from raidlab.errors import NeedsRootError, UsageError
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+def _lab(name: str, home: str | None, *, create: bool = False):
+    from raidlab.lab import Lab, check_lab_name
+
+    check_lab_name(name)
+    return Lab(name, home=home, create=create)
+
+
+def _need_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise NeedsRootError(what)
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict:
+    options = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UsageError(f"option {pair!r} is not KEY=VALUE", hint="e.g. -o layout=n2")
+        key, value = pair.split("=", 1)
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+        if isinstance(options[key], list):
+            options[key] = tuple(options[key])
+    return options
+
+
+def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
+    """Refuse an impossible geometry before anything is started."""
+    from raidlab.engine.build import SA_ARCHS, engine_archs
+    from raidlab.engine.layouts import create_layout
+    from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
+
+    if arch.startswith("md-"):
+        raise UsageError(f"{arch} is an mdadm baseline, not built by the engine yet",
+                         hint="md baselines run in the lab VM: see `raidlab vm --help`")
+    if arch not in engine_archs():
+        raise UsageError(f"unknown architecture {arch!r}", hint=f"choose one of: {', '.join(engine_archs())}")
+    params = dict(n_disks=disks, disk_size=disk_size, chunk_bytes=chunk, data_offset=DEFAULT_DATA_OFFSET, **options)
+    if arch in SA_ARCHS and "bandwidths" not in params and "virtual_device_array" not in params:
+        params["bandwidths"] = tuple([1.0] * disks)
+    create_layout(arch, **params)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
+                    TimeRemainingColumn(), console=_err, transient=False)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--arch", required=True, help="architecture id (raidlab create --help lists them)")
+@click.option("--disks", type=click.IntRange(1, 64), required=True, help="number of member disks")
+@click.option("--disk-model", default="none", show_default=True, help="catalog model (raidlab disk models)")
+@click.option("--disk-size", default="256M", show_default=True, help="size of each member, e.g. 256M, 1G")
+@click.option("--chunk", default="512K", show_default=True, help="chunk / stripe unit (md default 512K)")
+@click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
+@click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options, home, as_json):
+    """Create engine array NAME and print its block device."""
+    from raidlab.disks import catalog
+    from raidlab.engine import control
+    from raidlab.engine.daemon import SPEC_FILE, ArraySpec
+    from raidlab.export.serve import check_live_prerequisites, parse_size
+
+    size, chunk_bytes = parse_size(disk_size), parse_size(chunk)
+    opts = _parse_options(options)
+    catalog.get(disk_model)
+    _validate(arch, disks, size, chunk_bytes, opts)
+    check_live_prerequisites("raidlab create")
+    lab = _lab(name, home, create=True)
+    if (lab.path / SPEC_FILE).exists():
+        raise UsageError(f"array {name!r} already exists in {lab.path}",
+                         hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
+    ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts).save(lab.path)
+    try:
+        with _err.status(f"creating {name}") as status:
+            ready = control.start_daemon(lab, "create", home=home,
+                                         on_status=lambda m: status.update(f"{name}: {m}"))
+    except BaseException:
+        control.release_leftovers(lab)
+        control.remove_lab(lab, keep_images=False)
+        raise
+    _print_ready(ready, as_json)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--home", envvar="RAIDLAB_HOME")
+@click.option("--json", "as_json", is_flag=True)
+def assemble(name, home, as_json):
+    """Bring array NAME back from its member images (refuses foreign or misordered members)."""
+    from raidlab.engine import control
+    from raidlab.engine.daemon import SPEC_FILE
+
+    _need_root("raidlab assemble")
+    lab = _lab(name, home)
+    if not (lab.path / SPEC_FILE).exists():
+        raise UsageError(f"no array {name!r} in {lab.path}", hint="see `raidlab list`")
+    if lab.in_use():
+        raise UsageError(f"array {name!r} is already running", hint=f"see `raidlab status {name}`")
+    for line in control.release_leftovers(lab):
+        _err.print(f"released leftover of a killed run: {line}")
+    with _err.status(f"assembling {name}") as status:
+        ready = control.start_daemon(lab, "assemble", home=home,
+                                     on_status=lambda m: status.update(f"{name}: {m}"))
+    _print_ready(ready, as_json)
+
+
+def _print_ready(ready: dict, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(ready))
+        return
+    _err.print(f"{ready['arch']}: {ready['capacity'] / 2**20:.1f} MiB, {ready['state']}, daemon pid {ready['pid']}")
+    click.echo(ready["device"])
+
+
+@click.command(name="list")
+@click.option("--home", envvar="RAIDLAB_HOME")
+@click.option("--json", "as_json", is_flag=True)
+def list_cmd(home, as_json):
+    """List engine arrays and their state."""
+    from raidlab.engine import control
+
+    arrays = control.list_arrays(home)
+    if as_json:
+        click.echo(json.dumps(arrays, indent=2))
+        return
+    if not arrays:
+        _err.print("no arrays (create one with `raidlab create`)")
+        return
+    table = Table()
+    for col in ("name", "arch", "disks", "model", "size", "chunk", "status", "device"):
+        table.add_column(col)
+    for a in arrays:
+        table.add_row(a["name"], a["arch"], str(a["disks"]), a["disk_model"], f"{a['disk_size'] >> 20} MiB",
+                      f"{a['chunk'] >> 10} KiB", a["status"], a["device"] or "")
+    _out.print(table)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--home", envvar="RAIDLAB_HOME")
+@click.option("--json", "as_json", is_flag=True)
+def status(name, home, as_json):
+    """Geometry, state and per-member statistics of array NAME."""
+    from raidlab.engine import control
+
+    result = control.request(_lab(name, home), "status")
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    stats = result["statistics"]
+    geo = result["geometry"]
+    _out.print(f"[bold]{name}[/]: {geo['arch']} over {geo['n_disks']} x {result['spec']['disk_model']}, "
+               f"chunk {geo['chunk_bytes'] >> 10} KiB, capacity {stats['capacity'] / 2**20:.1f} MiB, "
+               f"device {result['device']}, state [bold]{stats['state']}[/]"
+               + (" (rebuilding)" if result["rebuilding"] else ""))
+    _out.print(f"redundancy: {result['redundancy']['rule'] or 'none'}; superblock generation {result['generation']}")
+    _out.print(f"array: {stats['reads']} reads ({stats['bytes_read'] >> 10} KiB), {stats['writes']} writes "
+               f"({stats['bytes_written'] >> 10} KiB) -> member reads {stats['member_reads']}, member writes "
+               f"{stats['member_writes']}; full-stripe {stats['full_stripe_writes']}, RMW {stats['rmw_stripes']}, "
+               f"RCW {stats['rcw_stripes']}, degraded reads {stats['degraded_reads']}")
+    table = Table(title="members")
+    for col in ("#", "state", "reads", "writes", "KiB read", "KiB written", "busy s", "queue max"):
+        table.add_column(col)
+    for m in stats["members"]:
+        table.add_row(str(m["index"]), "[red]failed[/]" if m["failed"] else "ok", str(m.get("reads", "")),
+                      str(m.get("writes", "")), str(m.get("bytes_read", 0) >> 10), str(m.get("bytes_written", 0) >> 10),
+                      f"{m.get('busy_time', 0):.3f}", str(m.get("queue_max", m.get("max_queue", ""))))
+    _out.print(table)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--keep-images", is_flag=True, help="keep the member images (for `raidlab assemble`)")
+@click.option("--home", envvar="RAIDLAB_HOME")
+def destroy(name, keep_images, home):
+    """Stop array NAME, release its loop device and mount, delete its images unless kept."""
+    from raidlab.engine import control
+    from raidlab.engine.daemon import SPEC_FILE
+
+    _need_root("raidlab destroy")
+    lab = _lab(name, home)
+    if not (lab.path / SPEC_FILE).exists() and not lab.resources():
+        raise UsageError(f"no array {name!r} in {lab.path}", hint="see `raidlab list`")
+    with _err.status(f"stopping {name}"):
+        stopped = control.stop_daemon(lab)
+    for line in control.release_leftovers(lab):
+        _err.print(f"released leftover of a killed run: {line}")
+    control.remove_lab(lab, keep_images=keep_images)
+    _err.print(f"{name}: {'stopped' if stopped else 'was not running'}; "
+               + ("images kept in " + str(lab.images_dir) if keep_images else "images removed"))
+
+
+@click.command()
+@click.argument("name")
+@click.option("--disk", "disk", type=int, required=True, help="member index")
+@click.option("--force", is_flag=True, help="inject even if the array cannot survive it")
+@click.option("--home", envvar="RAIDLAB_HOME")
+def fail(name, disk, force, home):
+    """Make member DISK of NAME fail (it returns EIO from now on)."""
+    from raidlab.engine import control
+
+    result = control.request(_lab(name, home), "fail", disk=disk, force=force)
+    _err.print(f"{name}: member {disk} failed; state {result['state']}, failed members {result['failed_members']}")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--disk", "disk", type=int, required=True, help="member index")
+@click.option("--home", envvar="RAIDLAB_HOME")
+def replace(name, disk, home):
+    """Rebuild failed member DISK of NAME onto a fresh image (with progress)."""
+    from raidlab.engine import control
+
+    with _progress() as progress:
+        task = progress.add_task(f"rebuilding member {disk}", total=None)
+        result = control.request(_lab(name, home), "replace", disk=disk,
+                                 on_progress=lambda d, t: progress.update(task, completed=d, total=t))
+    _err.print(f"{name}: member {disk} rebuilt ({result['rebuilt_bytes'] >> 20} MiB); state {result['state']}")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--home", envvar="RAIDLAB_HOME")
+@click.option("--json", "as_json", is_flag=True)
+def check(name, home, as_json):
+    """Scrub NAME: compare mirrors and parity; report mismatches (exit 1 if any)."""
+    from raidlab.engine import control
+
+    with _progress() as progress:
+        task = progress.add_task("checking", total=None)
+        result = control.request(_lab(name, home), "check",
+                                 on_progress=lambda d, t: progress.update(task, completed=d, total=t))
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        found = result["mismatches"]
+        _err.print(f"{name}: checked {result['checked_bytes'] >> 20} MiB, "
+                   + ("no mismatch" if not found else f"{len(found)} mismatching ranges"))
+        for m in found[:20]:
+            _err.print(f"  member {m['disk']} bytes {m['offset']}..{m['offset'] + m['length']}")
+    return 1 if result["mismatches"] else 0
+
+
+def register(cli: click.Group) -> None:
+    for command in (create, assemble, list_cmd, status, destroy, fail, replace, check):
+        cli.add_command(command)

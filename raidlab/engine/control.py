@@ -1,0 +1,221 @@
+"""Start, stop and talk to array daemons (raidlab.engine.daemon) from the CLI.
+
+Blocking code on purpose: the CLI is a short-lived client; the daemon is the trio program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from raidlab.engine.daemon import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
+from raidlab.errors import LabError, RaidlabError
+from raidlab.lab import Lab, cleanup_stale
+
+START_TIMEOUT = 600.0  # seconds: the SA-RAID probe on a slow drive model takes a while
+STOP_TIMEOUT = 120.0
+
+
+class DaemonError(RaidlabError):
+    """The array daemon refused or failed an operation (its message is the reason)."""
+
+
+def start_daemon(lab: Lab, mode: str, *, home: str | None,
+                 on_status: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Spawn the daemon for `lab` in `mode` (create | assemble); return its ready record.
+
+    On Ctrl-C while waiting, the daemon is stopped (it releases everything) and
+    KeyboardInterrupt propagates."""
+    read_fd, write_fd = os.pipe()
+    log = open(lab.path / "daemon.log", "ab")
+    argv = [sys.executable, "-m", "raidlab.engine.daemon", str(lab.path), mode, "--ready-fd", str(write_fd)]
+    if home:
+        argv += ["--home", home]
+    try:
+        proc = subprocess.Popen(argv, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=log, start_new_session=True)
+    finally:
+        os.close(write_fd)
+        log.close()
+    ready: dict[str, Any] | None = None
+    error: str | None = None
+    try:
+        with os.fdopen(read_fd, "r") as pipe:
+            for line in pipe:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if "status" in message:
+                    on_status(message["status"])
+                elif "ready" in message:
+                    ready = message["ready"]
+                    break
+                elif "error" in message:
+                    error = message["error"]
+    except KeyboardInterrupt:
+        _terminate(proc)
+        raise
+    if ready is not None:
+        return ready
+    proc.wait(timeout=STOP_TIMEOUT)
+    if error:
+        raise DaemonError(error)
+    tail = _log_tail(lab.path / "daemon.log")
+    raise LabError(f"the array daemon exited (status {proc.returncode}) before it was ready",
+                   hint=f"see {lab.path / 'daemon.log'}" + (f": {tail}" if tail else ""))
+
+
+def _terminate(proc: subprocess.Popen) -> None:
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=STOP_TIMEOUT)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        proc.kill()
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        lines = [l for l in path.read_text(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return ""
+    return lines[-1][-300:] if lines else ""
+
+
+def request(lab: Lab, op: str, *, on_progress: Callable[[int, int], None] | None = None,
+            timeout: float | None = None, **fields: Any) -> Any:
+    """Send one request to the lab's daemon; return its result or raise DaemonError."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(control_address(lab.path))
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        raise LabError(f"array {lab.name!r} is not running",
+                       hint=f"start it with `raidlab assemble {lab.name}`") from None
+    sock.settimeout(timeout)
+    with sock:
+        sock.sendall((json.dumps({"op": op, **fields}) + "\n").encode())
+        for message in _lines(sock):
+            if "progress" in message:
+                if on_progress:
+                    on_progress(*message["progress"])
+                continue
+            if message.get("ok"):
+                return message.get("result")
+            raise DaemonError(message.get("error", "unknown error"))
+    raise LabError(f"array {lab.name!r}: the daemon closed the connection without an answer",
+                   hint=f"see {lab.path / 'daemon.log'}")
+
+
+def _lines(sock: socket.socket) -> Iterator[dict]:
+    buf = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip():
+                yield json.loads(line)
+
+
+def daemon_pid(lab: Lab) -> int | None:
+    owner = lab.read_state().get("owner", {})
+    return owner.get("pid") if lab.in_use() else None
+
+
+def stop_daemon(lab: Lab, *, timeout: float = STOP_TIMEOUT) -> bool:
+    """SIGTERM the running daemon and wait until it released the lab. False if none ran."""
+    pid = daemon_pid(lab)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while lab.in_use():
+        if time.monotonic() > deadline:
+            raise LabError(f"array {lab.name!r} (pid {pid}) did not stop within {timeout:.0f} s",
+                           hint=f"see {lab.path / 'daemon.log'}")
+        time.sleep(0.1)
+    return True
+
+
+def release_leftovers(lab: Lab) -> list[str]:
+    """What a killed daemon left (loop device, FUSE mount): release it."""
+    if lab.in_use() or not lab.resources():
+        return []
+    with lab.owned():
+        report = cleanup_stale(lab)
+    if report.failed:
+        raise LabError(f"lab {lab.name!r}: could not release " + "; ".join(report.failed),
+                       hint=f"see `raidlab lab cleanup {lab.name}`")
+    return list(report.released)
+
+
+def remove_lab(lab: Lab, *, keep_images: bool) -> list[str]:
+    """Delete what `raidlab create` made in the lab directory (not running)."""
+    removed = []
+    if not keep_images:
+        if lab.images_dir.exists():
+            shutil.rmtree(lab.images_dir)
+            removed.append(str(lab.images_dir))
+        for name in (SPEC_FILE, RUNTIME_FILE, "daemon.log", "state.json", "lock"):
+            try:
+                (lab.path / name).unlink()
+                removed.append(name)
+            except FileNotFoundError:
+                pass
+        try:
+            for sub in ("mnt", "fusectl"):
+                d = lab.path / sub
+                if d.is_dir():
+                    d.rmdir()
+            lab.path.rmdir()
+        except OSError:
+            pass
+    else:
+        try:
+            (lab.path / RUNTIME_FILE).unlink()
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def list_arrays(home: str | None) -> list[dict[str, Any]]:
+    from raidlab.lab import labs_dir
+
+    base = (Path(home).absolute() / "labs") if home else labs_dir()
+    out = []
+    if not base.is_dir():
+        return out
+    for entry in sorted(base.iterdir()):
+        if not (entry / SPEC_FILE).exists():
+            continue
+        lab = Lab(entry.name, home=home)
+        spec = ArraySpec.load(entry)
+        running = lab.in_use()
+        runtime = {}
+        if running:
+            try:
+                runtime = json.loads((entry / RUNTIME_FILE).read_text())
+            except (OSError, ValueError):
+                runtime = {}
+        out.append({
+            "name": spec.name, "arch": spec.arch, "disks": spec.disks, "disk_model": spec.disk_model,
+            "disk_size": spec.disk_size, "chunk": spec.chunk,
+            "status": "running" if running else ("stale" if lab.resources() else "stopped"),
+            "device": runtime.get("device"), "pid": runtime.get("pid"),
+        })
+    return out
