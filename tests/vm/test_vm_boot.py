@@ -197,6 +197,38 @@ def test_nbd_export_is_a_virtio_disk_through_qemus_own_client(vm, nbd_export):
         assert f.read(len(marker)) == marker
 
 
+WORKLOAD_SMOKE = r"""
+set -e
+truncate -s 96M /run/fs.img
+dev=$(losetup -f)
+losetup "$dev" /run/fs.img
+mkfs.ext4 -q "$dev"
+mount -t ext4 "$dev" /mnt
+echo "fio: $(fio --name=w --directory=/mnt --rw=randwrite --bs=4k --size=4M --ioengine=psync \
+      --output-format=terse | cut -d';' -f1-3)"
+printf 'set location /mnt\nset number 100\nset transactions 100\nrun\nquit\n' | postmark > /run/pm
+echo "postmark: $(grep -c 'seconds of transactions' /run/pm)"
+echo "bonnie: $(bonnie++ -u root -d /mnt -s 0 -n 1 -q 2>/dev/null | tail -1 | cut -d, -f1-3)"
+mkdir /mnt/src && cp -r /etc /mnt/src/ && tar -C /mnt -cf /mnt/src.tar src && rm -rf /mnt/src
+echo "tar: $(tar -tf /mnt/src.tar | grep -c passwd)"
+umount /mnt
+e2fsck -fn "$dev" > /dev/null && echo "fsck: clean"
+losetup -d "$dev"
+"""
+
+
+def test_workload_programs_run_on_ext4_over_a_guest_loop_device(vm):
+    """The host's fio, postmark, bonnie++, GNU tar and e2fsprogs run in the VM (libraries complete)."""
+    result = vm.run(WORKLOAD_SMOKE, timeout=300)
+    assert result.returncode == 0, result.stderr_text
+    lines = dict(line.split(": ", 1) for line in result.stdout_text.splitlines())
+    assert lines["fio"].startswith("3;fio-") and lines["fio"].endswith(";w")
+    assert lines["postmark"] == "1"
+    assert lines["bonnie"].split(",")[2] == "raidlab-vm"
+    assert lines["tar"] == "1"
+    assert lines["fsck"] == "clean"
+
+
 def test_clean_shutdown_powers_the_guest_off(vm_image):
     machine = LabVM(vm_image)
     machine.boot()
