@@ -379,8 +379,13 @@ class LabVM:
         self._workdir = _make_workdir()
         channel = self._workdir / "channel.sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(channel))
-        listener.listen(1)
+        try:
+            listener.bind(str(channel))
+            listener.listen(1)
+        except OSError as exc:
+            listener.close()
+            self._cleanup()
+            raise VMError(f"cannot create the VM's command socket {channel}: {exc.strerror}") from exc
         append = " ".join(filter(None, [
             "console=ttyS0", "panic=-1", "rdinit=/init", "8250.nr_uarts=1", self.kernel_args]))
         machine = qemu_tool.QemuMachine(
