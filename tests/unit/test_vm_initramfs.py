@@ -480,3 +480,16 @@ def test_kernel_deb_override_must_be_a_file(monkeypatch, tmp_path):
     monkeypatch.setenv(kernel.KERNEL_DEB_ENV, str(tmp_path / "missing.deb"))
     with pytest.raises(VMError, match="is not a file"):
         kernel.prepare_kernel(["md_mod"])
+
+
+def test_old_initramfs_images_are_pruned_per_kernel_release(tmp_path):
+    from raidlab.runners.vm.initramfs import _prune_old_images
+
+    for age, name in enumerate(["r1-aaaa", "r1-bbbb", "r1-cccc", "r2-dddd"]):
+        for suffix in (".cpio", ".json"):
+            path = tmp_path / (name + suffix)
+            path.write_text(name)
+            os.utime(path, (1000 + age, 1000 + age))
+    _prune_old_images(tmp_path, "r1", keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "r1-bbbb.cpio", "r1-bbbb.json", "r1-cccc.cpio", "r1-cccc.json", "r2-dddd.cpio", "r2-dddd.json"]

@@ -319,7 +319,18 @@ def build_initramfs(
         os.replace(partial, target)
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     progress(f"initramfs written: {target} ({size / 2**20:.1f} MiB)")
+    _prune_old_images(out_dir, kernel.release, keep=KEEP_IMAGES)
     return VMImage(kernel, target, manifest)
+
+
+KEEP_IMAGES = 2  # per kernel release: the new one and its predecessor (a VM may be starting from it)
+
+
+def _prune_old_images(out_dir: Path, release: str, keep: int) -> None:
+    images = sorted(out_dir.glob(f"{release}-*.cpio"), key=lambda p: p.stat().st_mtime)
+    for old in images[:-keep]:
+        for path in (old, old.with_suffix(".json")):
+            path.unlink(missing_ok=True)
 
 
 def build_vm_image(progress: Progress | None = None, force: bool = False,
