@@ -27,10 +27,11 @@ from raidlab.engine.layouts import (
     layout_names,
 )
 from raidlab.engine.layouts.reference import MemoryArray
+from raidlab.engine.layouts.sa import bandwidth_shares
 from raidlab.errors import UsageError
 
 SECTOR = 512
-FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 REDUNDANT = ["raid1", "raid10", "raid5", "chained", "raidx"]
 MIN_DISKS = {"raid0": 1, "raid1": 2, "raid10": 2, "raid5": 3, "chained": 2, "raidx": 2,
@@ -54,10 +55,10 @@ def layouts(draw, names=tuple(layout_names()), max_disks=6):
         opts["image_placement"] = draw(st.sampled_from(["interleaved", "halves"]))
     if name.startswith("sa"):
         opts["bandwidths"] = tuple(draw(st.lists(st.integers(1, 40), min_size=n, max_size=n)))
-        # skewed bandwidths need room for a whole cycle on the fast disk
-        rows = draw(st.integers(60, 160))
-        if min(opts["bandwidths"]) * 100 < sum(opts["bandwidths"]) * 0.5:
+        if min(opts["bandwidths"]) * 100 < sum(opts["bandwidths"]) * 0.5:  # no share may round to 0
             opts["bandwidths"] = tuple(b + 10 for b in opts["bandwidths"])
+        widest = max(bandwidth_shares(opts["bandwidths"]))  # members hold at least one cycle
+        rows = draw(st.integers(widest, widest + 120))
     elif name == "raidx":
         rows = draw(st.integers(2 * (n - 1), 2 * (n - 1) + 12))
     else:
@@ -70,9 +71,14 @@ def _all_extents(layout):
     return [ext for piece in layout.copies(0, layout.capacity) for ext in piece]
 
 
+ALL = layout_names()
+
+
+@pytest.mark.parametrize("name", ALL)
 @FAST
-@given(layouts())
-def test_mapping_is_injective_covers_capacity_and_inverts(layout):
+@given(data=st.data())
+def test_mapping_is_injective_covers_capacity_and_inverts(name, data):
+    layout = data.draw(layouts(names=(name,)))
     pieces = layout.copies(0, layout.capacity)
     # logical side: pieces tile [0, capacity) in order
     pos = 0
@@ -100,9 +106,11 @@ def test_mapping_is_injective_covers_capacity_and_inverts(layout):
                 assert (loc.role, loc.logical_offset, loc.copy) == (ext.role, ext.logical_offset + delta, ext.copy)
 
 
+@pytest.mark.parametrize("name", ALL)
 @FAST
-@given(layouts(), st.data())
-def test_map_agrees_with_sector_by_sector_mapping(layout, data):
+@given(data=st.data())
+def test_map_agrees_with_sector_by_sector_mapping(name, data):
+    layout = data.draw(layouts(names=(name,)))
     sectors = layout.capacity // SECTOR
     start = data.draw(st.integers(0, sectors - 1))
     count = data.draw(st.integers(1, min(sectors - start, 64)))
@@ -125,9 +133,11 @@ def test_map_agrees_with_sector_by_sector_mapping(layout, data):
             assert first.disk == ext.disk
 
 
+@pytest.mark.parametrize("name", ALL)
 @FAST
-@given(layouts(), st.integers(0, 2**32))
-def test_random_writes_read_back_and_copies_agree(layout, seed):
+@given(data=st.data(), seed=st.integers(0, 2**32))
+def test_random_writes_read_back_and_copies_agree(name, data, seed):
+    layout = data.draw(layouts(names=(name,)))
     rnd = random.Random(seed)
     array = MemoryArray(layout)
     model = bytearray(layout.capacity)
@@ -154,9 +164,11 @@ def _fill(array, layout, rnd):
     return bytearray(payload)
 
 
-@settings(max_examples=30, deadline=None)
-@given(layouts(names=tuple(REDUNDANT), max_disks=6), st.integers(0, 2**32))
-def test_any_single_failure_is_recoverable_and_rebuild_is_exact(layout, seed):
+@pytest.mark.parametrize("name", REDUNDANT)
+@FAST
+@given(data=st.data(), seed=st.integers(0, 2**32))
+def test_any_single_failure_is_recoverable_and_rebuild_is_exact(name, data, seed):
+    layout = data.draw(layouts(names=(name,)))
     rnd = random.Random(seed)
     assert layout.redundancy.any_failures >= 1
     twin = MemoryArray(layout)
@@ -207,9 +219,11 @@ def _paper_rule(layout, failed: frozenset[int]) -> bool | None:
     return None
 
 
-@settings(max_examples=40, deadline=None)
-@given(layouts(max_disks=6), st.integers(0, 2**32))
-def test_every_failure_set_survives_exactly_when_claimed(layout, seed):
+@pytest.mark.parametrize("name", ALL)
+@FAST
+@given(data=st.data(), seed=st.integers(0, 2**32))
+def test_every_failure_set_survives_exactly_when_claimed(name, data, seed):
+    layout = data.draw(layouts(names=(name,)))
     rnd = random.Random(seed)
     array = MemoryArray(layout)
     model = _fill(array, layout, rnd)
@@ -268,6 +282,7 @@ def test_non_redundant_layouts_report_failure():
         ("sa2", dict(n_disks=2, bandwidths=(10.0,)), "1 bandwidths for 2 disks"),
         ("sa3", dict(n_disks=2, bandwidths=(1000.0, 1.0)), "rounds to 0"),
         ("sa3", dict(n_disks=2, bandwidths=(10.0, -1.0)), "positive"),
+        ("sa1", dict(n_disks=2, bandwidths=(3.0, 1.0), disk_size=70 * 4096), "smaller than one cycle"),
         ("raid6", dict(n_disks=4), "unknown layout"),
         ("raid0", dict(n_disks=2, bogus=1), "bogus"),
     ],
@@ -280,9 +295,11 @@ def test_bad_geometry_is_refused_with_one_clear_line(name, params, words):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("name", ALL)
 @FAST
-@given(layouts())
-def test_geometry_json_round_trip_gives_the_same_mapping(layout):
+@given(data=st.data())
+def test_geometry_json_round_trip_gives_the_same_mapping(name, data):
+    layout = data.draw(layouts(names=(name,)))
     restored = layout_from_geometry(json.loads(json.dumps(layout.geometry())))
     assert restored == layout
     assert restored.capacity == layout.capacity
@@ -290,8 +307,8 @@ def test_geometry_json_round_trip_gives_the_same_mapping(layout):
 
 
 @FAST
-@given(layouts(), st.data())
-def test_requests_outside_or_unaligned_are_programming_errors(layout, data):
+@given(layouts())
+def test_requests_outside_or_unaligned_are_programming_errors(layout):
     with pytest.raises(ValueError):
         layout.map(layout.capacity, SECTOR)
     with pytest.raises(ValueError):

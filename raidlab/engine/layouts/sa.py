@@ -42,6 +42,7 @@ are the 100 smallest of the values k/s_i (k = 1, 2, ...); exactly sum(s_i) = 100
 <= 1, so every disk gets exactly its share. Ties (equal pass values) go to the lower disk.
 
 Capacity: all members have the same size, so the fastest disk (largest share) fills first:
+members must hold at least one complete cycle (else some disk would hold nothing: refused);
 complete cycles = min over disks of floor(chunks_per_disk / share); then the longest prefix
 of one more cycle that still fits on every disk. Space beyond that on slower disks is
 unused (the paper's 128 MB partitions hold a 256 MB file; it never hits this limit).
@@ -171,6 +172,14 @@ class StaticallyAdaptiveLayout(ChunkMappedLayout):
         missing = [d for d in range(self.n_disks) if d not in vda]
         if missing:
             raise UsageError(f"{self.name}: disks {missing} never appear in the virtual device array")
+        widest = max(vda.count(d) for d in range(self.n_disks))
+        if self.chunks_per_disk < widest:
+            # Less than one cycle through the array: some members would hold no data.
+            raise UsageError(
+                f"{self.name}: members of {self.chunks_per_disk} chunks are smaller than one cycle of the "
+                f"virtual device array (the fastest disk takes {widest} chunks per cycle)",
+                hint="use larger disks or a smaller chunk",
+            )
 
     @cached_property
     def shares(self) -> tuple[int, ...]:
