@@ -368,7 +368,7 @@ def release_loop(fields: dict[str, Any]) -> str:
     if not state:
         return "already detached"
     backing = losetup.strip_deleted(state.get("backing_file", ""))
-    if fields.get("backing_file") and backing != fields["backing_file"]:
+    if fields.get("backing_file") and backing not in recorded_backing_names(fields):
         return f"now serves {backing}: left alone"
     unmounted = unmount_users_of(device)
     released = detach_and_wait(device)
@@ -376,10 +376,34 @@ def release_loop(fields: dict[str, Any]) -> str:
     return note + ("detached" if released else "detach pending (still open: autoclear)")
 
 
+def recorded_backing_names(fields: dict[str, Any]) -> set[str]:
+    """The names the kernel may give a recorded loop's backing file: its path, and -- once
+    its FUSE mount was detached while the loop still held the file -- the path relative to
+    that mount ("/disks/d0"), which is how the kernel names a file of a detached mount."""
+    names = {fields["backing_file"]}
+    mount = fields.get("mountpoint")
+    if mount and fields["backing_file"].startswith(mount.rstrip("/") + "/"):
+        names.add(fields["backing_file"][len(mount.rstrip("/")):])
+    return names
+
+
+def detach_loops_under(directory: str | os.PathLike) -> list[str]:
+    """Unmount and detach every loop device backed by a file under `directory` (e.g. loops a
+    COMMAND attached itself to the lab's FUSE files). Blocking; returns what it did."""
+    from raidlab.export.loop import detach_and_wait
+    from raidlab.tools import losetup
+
+    done = []
+    for dev in losetup.devices_backed_under(directory):
+        unmount_users_of(dev.device)
+        released = detach_and_wait(dev.device)
+        done.append(f"{dev.device} {'detached' if released else 'autoclear pending'}")
+    return done
+
+
 def release_fuse_mount(path: str, scratch: str | os.PathLike | None = None) -> str:
-    """Unmount a FUSE mount whose server is gone or hung: abort its connection (so
-    nothing waits on it), then a lazy unmount. Blocking."""
-    from raidlab.export.fuse import abort_connection
+    """Unmount a FUSE mount whose server is gone or hung: abort its connection first when
+    `scratch` is given (so nothing waits on it), then a lazy unmount. Blocking."""
     from raidlab.tools import mount as mount_tool
 
     if not mount_tool.is_mount_point(path):
@@ -388,6 +412,17 @@ def release_fuse_mount(path: str, scratch: str | os.PathLike | None = None) -> s
         abort_connection(path, scratch)
     mount_tool.umount(path, lazy=True, timeout=60)
     return "unmounted (lazy)"
+
+
+def is_fuse_fstype(fstype: str) -> bool:
+    """A FUSE file system ("fuse", "fuse.<subtype>", "fuseblk") -- not "fusectl"."""
+    return fstype in ("fuse", "fuseblk") or fstype.startswith("fuse.")
+
+
+def abort_connection(path: str, scratch: str | os.PathLike) -> bool:
+    from raidlab.export.fuse import abort_connection as abort
+
+    return abort(path, scratch)
 
 
 @dataclass
@@ -434,7 +469,24 @@ def cleanup_stale(lab: Lab) -> StaleReport:
         if pids:
             report.released.append(f"processes of the run {run_id[:8]}: killed {pids}")
 
-    # 2-3. loops: recorded, plus any whose backing file is in the lab's mount
+    # 2. mounts: recorded ones, then every other non-FUSE mount under the lab directory
+    for res in [r for r in resources if r.kind == "mount"]:
+        attempt(res.describe(), lambda f=res.fields: _release_mount(f), res)
+    for entry in mount_tool.mounts_under(lab.path):
+        if not is_fuse_fstype(entry.fstype):
+            attempt(f"mount {entry.mount_point}",
+                    lambda p=entry.mount_point: _release_mount({"target": p}))
+
+    # 3. the lab's FUSE mounts: recorded, plus any under the lab directory. Abort their
+    #    connections first, so detaching the loops below cannot wait on a hung server.
+    fuse_res = [r for r in resources if r.kind == "fuse_mount"]
+    fuse_paths = {r.fields["path"] for r in fuse_res} | {
+        e.mount_point for e in mount_tool.mounts_under(lab.path) if is_fuse_fstype(e.fstype)}
+    for path in fuse_paths:
+        with contextlib.suppress(Exception):
+            abort_connection(path, lab.fusectl_dir)
+
+    # 4. loops: recorded, plus any whose backing file is in the lab's mount
     loops = {r.fields["device"]: r for r in resources if r.kind == "loop"}
     try:
         scanned = losetup.devices_backed_under(lab.mountpoint)
@@ -442,30 +494,19 @@ def cleanup_stale(lab: Lab) -> StaleReport:
         scanned = []
         report.failed.append(f"listing loop devices: {exc}")
     found = {d.device: losetup.strip_deleted(d.backing_file) for d in scanned}
-    # abort the FUSE connection first if its server might still be holding requests
-    for res in [r for r in resources if r.kind == "mount"]:
-        attempt(res.describe(), lambda f=res.fields: _release_mount(f), res)
     for device in sorted(set(loops) | set(found)):
         res = loops.get(device)
         fields = res.fields if res else {"device": device, "backing_file": found[device]}
         attempt(f"loop device {device}", lambda f=fields: release_loop(f), res)
 
-    # 4. every mount under the lab directory (the FUSE mount last: it is the shallowest)
-    for entry in mount_tool.mounts_under(lab.path):
-        if entry.fstype.startswith("fuse"):
-            continue
-        attempt(f"mount {entry.mount_point}",
-                lambda p=entry.mount_point: (mount_tool.umount(p, lazy=True), "unmounted")[1])
-    fuse_res = [r for r in resources if r.kind == "fuse_mount"]
-    fuse_paths = {r.fields["path"] for r in fuse_res} | {
-        e.mount_point for e in mount_tool.mounts_under(lab.path) if e.fstype.startswith("fuse")}
+    # 5. the FUSE mounts themselves (lazy: a dead server's mount cannot be stat'ed)
     for path in sorted(fuse_paths, key=lambda p: -p.count("/")):
-        attempt(f"FUSE mount {path}", lambda p=path: release_fuse_mount(p, lab.fusectl_dir))
+        attempt(f"FUSE mount {path}", lambda p=path: release_fuse_mount(p))
     for res in fuse_res:
         if not mount_tool.is_mount_point(res.fields["path"]):
             lab.forget(res)
 
-    # 5. scratch images of the dead run
+    # 6. scratch images of the dead run
     for res in [r for r in lab.resources() if r.kind == "image"]:
         if res.fields.get("keep"):
             lab.forget(res)

@@ -39,8 +39,14 @@ async def mount_export(session: LabSession, fs: BlockExportFS, *,
         raise
 
     async def release():
+        # Loops over our files that are not on the cleanup stack (a COMMAND may attach its
+        # own): detach them while we still serve, or they would outlive the mount.
+        from raidlab.lab import detach_loops_under
+
+        others = await trio.to_thread.run_sync(detach_loops_under, lab.mountpoint)
+        note = f" after detaching {', '.join(others)}" if others else ""
         if await export.stop_and_wait():
-            return "unmounted"
+            return "unmounted" + note
         # The server did not stop (a handler stuck in a target): abort and lazy-unmount.
         from raidlab.lab import release_fuse_mount
 
@@ -60,7 +66,8 @@ async def attach_loop(session: LabSession, export: FuseExport, relpath: str) -> 
     """losetup --direct-io=on the exported file `relpath`; wait until the device is ready."""
     path = export.mountpoint / relpath
     device, wait = await trio.to_thread.run_sync(attach_and_wait, path)
-    resource = session.lab.record("loop", device=device.device, backing_file=str(path))
+    resource = session.lab.record("loop", device=device.device, backing_file=str(path),
+                                  mountpoint=str(export.mountpoint))
     session.status(f"{device.device} -> {relpath}: ready after {wait.seconds * 1000:.0f} ms "
                    f"({wait.events_seen} {wait.source} event(s)), direct I/O "
                    f"{'on' if device.direct_io else 'OFF'}")

@@ -392,7 +392,8 @@ def fuse_connection_id(mountpoint: str | os.PathLike, mountinfo: str | None = No
     text = mountinfo if mountinfo is not None else Path("/proc/self/mountinfo").read_text()
     wanted = os.path.abspath(mountpoint)
     for entry in reversed(parse_mountinfo(text)):
-        if entry.mount_point == wanted and entry.fstype.startswith("fuse"):
+        if entry.mount_point == wanted and (entry.fstype in ("fuse", "fuseblk")
+                                            or entry.fstype.startswith("fuse.")):
             return entry.minor
     return None
 

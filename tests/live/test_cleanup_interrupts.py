@@ -11,6 +11,7 @@ Stale cleanup: after SIGKILL the leftovers are really there (the test sees them)
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -202,6 +203,70 @@ def test_sigkill_then_next_serve_releases_leftovers_first(raidlab_cmd, tmp_path)
     assert rc == 0, err
     assert "released leftover of a killed run" in err
     assert leftovers(serve.lab_dir, "again") == {}
+
+
+MOUNT_AND_WAIT = ('mkfs.ext4 -q -F -E nodiscard "$RAIDLAB_DISK0" && mkdir -p "$RAIDLAB_LAB_DIR/fs" '
+                  '&& mount "$RAIDLAB_DISK0" "$RAIDLAB_LAB_DIR/fs" && echo data > "$RAIDLAB_LAB_DIR/fs/f" '
+                  '&& touch {marker} && sleep 300')
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_file_system_the_command_left_mounted_is_released(raidlab_cmd, tmp_path, how):
+    """The command mounted ext4 from a lab disk and never unmounts it: SIGTERM releases it
+    live; after SIGKILL, `raidlab lab cleanup` does."""
+    marker = tmp_path / "mounted"
+    serve = Serve(raidlab_cmd, tmp_path, "fs", command=["sh", "-c",
+                                                        MOUNT_AND_WAIT.format(marker=marker)])
+    _wait_until(marker.exists, "the command to mount")
+    assert any("/fs " in line for line in leftovers(serve.lab_dir, "fs")["mounts"])
+    if how == "SIGTERM":
+        serve.proc.send_signal(signal.SIGTERM)
+        rc, err = serve.finish()
+        assert rc == 128 + signal.SIGTERM, err
+    else:
+        serve.proc.kill()
+        serve.finish()
+        env = dict(os.environ, RAIDLAB_HOME=str(tmp_path))
+        proc = subprocess.run([*raidlab_cmd, "lab", "cleanup", "fs"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+    assert leftovers(serve.lab_dir, "fs") == {}
+
+
+def test_loops_the_command_attached_itself_are_released(raidlab_cmd, tmp_path):
+    serve = Serve(raidlab_cmd, tmp_path, "ownloop", command=[
+        "sh", "-c", 'losetup --find --show "$RAIDLAB_MOUNT/disks/d1" > "$RAIDLAB_LAB_DIR/own"'])
+    rc, err = serve.finish()
+    assert rc == 0, err
+    own = (serve.lab_dir / "own").read_text().strip()
+    assert own.startswith("/dev/loop") and own in err  # reported as released
+    assert leftovers(serve.lab_dir, "ownloop") == {}
+    assert not Path(f"/sys/block/{Path(own).name}/loop").exists()
+
+
+def test_stale_loops_of_an_already_detached_fuse_mount(raidlab_cmd, tmp_path):
+    """SIGKILL, then someone lazily unmounts the dead FUSE mount: the kernel now names the
+    loops' files "/disks/dK", no longer under the lab -- the state file still finds them."""
+    marker = tmp_path / "up"
+    serve = Serve(raidlab_cmd, tmp_path, "orphan",
+                  command=["sh", "-c", f"touch {marker}; sleep 300"])
+    _wait_until(marker.exists, "the command to start")
+    devices = [d["device"] for d in json.loads(serve.proc.stdout.readline())["disks"]]
+    serve.proc.kill()
+    serve.finish()
+    subprocess.run(["umount", "--lazy", str(serve.lab_dir / "mnt")], check=True)
+    for dev in devices:
+        name = Path(f"/sys/block/{Path(dev).name}/loop/backing_file").read_text().strip()
+        assert name.startswith("/disks/d")
+    env = dict(os.environ, RAIDLAB_HOME=str(tmp_path))
+    proc = subprocess.run([*raidlab_cmd, "lab", "cleanup", "orphan"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for dev in devices:  # gone (or, if another user grabbed the number since, not ours)
+        backing = Path(f"/sys/block/{Path(dev).name}/loop/backing_file")
+        assert not backing.exists() or not backing.read_text().startswith("/disks/d"), \
+            proc.stdout
+    assert leftovers(serve.lab_dir, "orphan") == {}
 
 
 def test_cleanup_of_a_running_lab_is_refused(raidlab_cmd, tmp_path):

@@ -126,12 +126,13 @@ MOUNTINFO = (
     "raidlab:x rw,user_id=0,group_id=0,default_permissions\n"
     "58 57 7:1 / /run/labs/x/mnt2/deep rw - ext4 /dev/loop1 rw\n"
     "59 22 7:1 / /mnt/other rw - ext4 /dev/loop1 rw\n"
+    "60 22 0:45 / /sys/fs/fuse/connections rw - fusectl fusectl rw\n"
 )
 
 
 def test_mountinfo_fields_and_escapes():
     entries = parse_mountinfo(MOUNTINFO)
-    assert len(entries) == 5
+    assert len(entries) == 6
     spaced = entries[1]
     assert spaced.mount_point == "/tmp/sp ace/mnt pt"
     assert (spaced.major, spaced.minor, spaced.fstype, spaced.source) == (7, 0, "ext4",
@@ -153,6 +154,14 @@ def test_fuse_connection_id_is_read_from_mountinfo():
 
     assert fuse_connection_id("/run/labs/x/mnt", MOUNTINFO) == 39
     assert fuse_connection_id("/tmp/sp ace/mnt pt", MOUNTINFO) is None  # not FUSE
+    assert fuse_connection_id("/sys/fs/fuse/connections", MOUNTINFO) is None  # fusectl
+
+
+def test_fusectl_is_not_a_fuse_mount():
+    from raidlab.lab import is_fuse_fstype
+
+    assert is_fuse_fstype("fuse.raidlab") and is_fuse_fstype("fuse")
+    assert not is_fuse_fstype("fusectl")
 
 
 # --- /proc -----------------------------------------------------------------------------

@@ -194,3 +194,12 @@ def test_command_in_its_own_group_is_terminated_with_its_children(tmp_path):
     state = None if process_start_time(grandchild) is None else \
         open(f"/proc/{grandchild}/stat").read().split(") ")[1][0]
     assert state in (None, "Z")
+
+
+def test_a_loop_of_a_detached_fuse_mount_is_still_recognised():
+    from raidlab.lab import recorded_backing_names
+
+    fields = {"device": "/dev/loop3", "backing_file": "/run/labs/x/mnt/disks/d0",
+              "mountpoint": "/run/labs/x/mnt"}
+    assert recorded_backing_names(fields) == {"/run/labs/x/mnt/disks/d0", "/disks/d0"}
+    assert recorded_backing_names({"backing_file": "/a/b"}) == {"/a/b"}
