@@ -289,13 +289,8 @@ def test_cleanup_of_a_running_lab_is_refused(raidlab_cmd, tmp_path):
 def test_not_root_is_one_line_and_creates_nothing(tmp_path, monkeypatch, capsys):
     from raidlab.cli import main
 
-    import raidlab.cli
-
     monkeypatch.setenv("RAIDLAB_HOME", str(tmp_path))
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    # The shared CLI console wraps at 80 columns when stderr is not a terminal; a terminal
-    # this wide shows the message on one line.
-    monkeypatch.setattr(raidlab.cli.err_console, "width", 300)
     rc = main(["disk", "serve", "--disks", "2", "--disk-model", "none", "--disk-size", "16M"])
     err = capsys.readouterr().err.strip()
     assert rc == 2
