@@ -34,7 +34,6 @@ TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
     "nbdfuse": (("--version",), "reach remote disks (RAID-x cluster)"),
     "qemu-system-x86_64": (("--version",), "the lab VM runner"),
     "busybox": (("--help",), "the lab VM's initramfs"),
-    "cpio": (("--version",), "pack the lab VM's initramfs"),
     "depmod": (("--version",), "module index of the lab VM's kernel"),
     "tar": (("--version",), "untar/copy/remove workload"),
 }
@@ -253,7 +252,7 @@ def collect() -> Report:
         runners.append(Runner("native-md", True, "md driver + mdadm + root"))
 
     kernel_ok, kernel_detail = _vm_kernel_state()
-    vm_missing = [t for t in ("qemu-system-x86_64", "busybox", "cpio", "mdadm") if not have[t]]
+    vm_missing = [t for t in ("qemu-system-x86_64", "busybox", "depmod", "mdadm") if not have[t]]
     if vm_missing:
         runners.append(Runner("vm", False, "missing: " + ", ".join(vm_missing)))
     elif not (ok["qemu-tcg"] or ok["kvm"]):
@@ -261,7 +260,7 @@ def collect() -> Report:
     elif not kernel_ok:
         runners.append(Runner("vm", False, kernel_detail))
     else:
-        accel = "KVM or TCG" if ok["kvm"] else "TCG"
+        accel = "KVM if its boot probe passes, else TCG" if ok["kvm"] else "TCG"
         runners.append(Runner("vm", True, f"QEMU ({accel}); {kernel_detail}"))
 
     return Report(platform.release(), is_root, tools, caps, runners)
