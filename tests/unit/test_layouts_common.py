@@ -54,9 +54,8 @@ def layouts(draw, names=tuple(layout_names()), max_disks=6):
     if name == "chained":
         opts["image_placement"] = draw(st.sampled_from(["interleaved", "halves"]))
     if name.startswith("sa"):
-        opts["bandwidths"] = tuple(draw(st.lists(st.integers(1, 40), min_size=n, max_size=n)))
-        if min(opts["bandwidths"]) * 100 < sum(opts["bandwidths"]) * 0.5:  # no share may round to 0
-            opts["bandwidths"] = tuple(b + 10 for b in opts["bandwidths"])
+        # 10..40 with at most 6 disks: every share is >= 4 entries, none rounds to 0
+        opts["bandwidths"] = tuple(draw(st.lists(st.integers(10, 40), min_size=n, max_size=n)))
         widest = max(bandwidth_shares(opts["bandwidths"]))  # members hold at least one cycle
         rows = draw(st.integers(widest, widest + 120))
     elif name == "raidx":
@@ -324,3 +323,17 @@ def test_rebuild_of_unused_space_is_zeros():
     plan = layout.rebuild_plan(0, 3 * 4096, 4096)
     assert plan.reads == () and plan.assemble([]) == bytes(4096)
     assert layout.locate(0, 9 * 4096).role == "reserved"
+
+
+def test_raid1_member_need_not_be_a_multiple_of_the_chunk():
+    layout = create_layout("raid1", n_disks=3, disk_size=10 * 4096 + 1024, chunk_bytes=4096, data_offset=512)
+    assert layout.capacity == 10 * 4096 + 512
+    array = MemoryArray(layout)
+    payload = random.Random(3).randbytes(layout.capacity)
+    plan = array.write(0, payload)
+    assert [(w.disk, w.length) for w in plan.writes] == [(0, layout.capacity), (1, layout.capacity), (2, layout.capacity)]
+    array.fail([0, 2])
+    assert array.read(0, layout.capacity) == payload
+    array.replace(0)
+    array.replace(2)
+    assert array.disks[0] == array.disks[1] == array.disks[2]
