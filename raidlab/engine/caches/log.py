@@ -1,0 +1,457 @@
+"""The cache-disk log shared by DCD and VC-RAID: records with summary sectors, LWFD pops,
+and the scan that rebuilds the mapping after a crash.
+
+Papers: DCD (Hu & Yang, ISCA 96) §2.1 (log writes at the Current Log Position, CLP), §2.3
+(Last-Write-First-Destage: a destage segment is read back *from the CLP*, holes left by
+overwrites are dropped, the segment is marked blank and the CLP moves back), §2.5 (a summary
+sector with each log write; recovery scans the cache-disk and rebuilds the mapping).
+VC-RAID (He & Yang) §3.2: the cache disk holds "cache disk headers" of cache-disk-block-index
+/ array-LBA pairs, used only for crash recovery; our summary sectors are those headers.
+
+Why one module: both architectures put a log on a disk in front of slower storage and
+destage it last-write-first. Since LWFD moves the CLP *back*, the log is a stack: it grows
+from the start of the log region, and a destage pops records off its top.
+
+On-disk record (sector aligned, written with one FUA write):
+
+    summary sector(s): HEADER | extents (u64 first block address, u32 block count) ...
+    data blocks:       n_blocks x block_size, in extent order
+
+HEADER carries a magic, the log id (from the architecture's uuid, so a record of a former
+architecture on the same disk is never taken), a sequence number, the kind (data or
+tombstone), and two CRC32s (summary, data): a torn log write fails a checksum and ends the
+chain; the scan never goes past it.
+
+Where this departs from the papers, and why:
+
+* Stale records above the top. After a pop the bytes above the CLP still hold old records.
+  Each pop therefore writes a *marker* at the new CLP (the paper's "marked as blank"): a
+  blank sector, or a tombstone record (below). The scan also requires sequence numbers to
+  increase along the chain, and every assembly starts a new epoch (the superblock
+  generation is the high bits of every sequence number), so an old record that happens to
+  sit right after the top can never extend the chain.
+* Tombstones. LWFD destages the *newest* copy of a block first, while older copies of the
+  same block may remain lower in the stack (holes). Replaying the log after a crash would
+  resurrect such an older copy over the newer data already on the data disk; the papers do
+  not discuss this. So a pop (and a large write that bypasses the log) leaves a tombstone
+  record listing every block that has copies in the log but whose current version is on
+  the data disk ("superseded"). Recovery replays records in sequence order: a data record
+  maps its blocks, a tombstone unmaps them. Each tombstone carries the whole superseded set,
+  so popping an older tombstone loses nothing.
+* The paper's LWFD also "picks up the current destage segment from the RAM buffer" when the
+  newest writes are still there; we always read the segment back from the cache-disk (one
+  sequential read) to keep one destage path.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import struct
+import zlib
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import trio
+
+from raidlab.blockdev import SECTOR
+
+MAGIC = b"RLCDLOG1"
+# magic, log id, seq, kind, n_summary_sectors, n_extents, n_blocks, block_size, data_crc, summary_crc
+HEADER = struct.Struct("<8sQQB3xIIIIII")
+EXTENT = struct.Struct("<QI")
+KIND_DATA, KIND_TOMBSTONE = 1, 2
+BLANK_SECTOR = bytes(SECTOR)
+# Default start of the log region on a cache disk: [0, 8 KiB) holds the superblock slots
+# (raidlab.engine.metadata), the rest up to 64 KiB is reserved.
+DEFAULT_LOG_START = 64 * 1024
+EPOCH_SHIFT = 40
+
+
+def extents_of(addresses: Iterable[int]) -> list[tuple[int, int]]:
+    """Runs of consecutive block addresses, in the given order: [(first, count), ...]."""
+    runs: list[tuple[int, int]] = []
+    for addr in addresses:
+        if runs and runs[-1][0] + runs[-1][1] == addr:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((addr, 1))
+    return runs
+
+
+def summary_sectors_for(n_extents: int) -> int:
+    return -(-(HEADER.size + EXTENT.size * n_extents) // SECTOR)
+
+
+def record_bytes(n_extents: int, n_blocks: int, block_size: int) -> int:
+    """Bytes a record with these many extents and blocks occupies on the cache disk."""
+    return summary_sectors_for(n_extents) * SECTOR + n_blocks * block_size
+
+
+def max_record_bytes(n_blocks: int, block_size: int) -> int:
+    """Worst case (no two blocks adjacent) for a log write of n_blocks blocks."""
+    return record_bytes(n_blocks, n_blocks, block_size)
+
+
+def encode_record(log_id: int, seq: int, kind: int, addresses: Sequence[int],
+                  data: bytes, block_size: int) -> bytes:
+    """One record; `addresses` in data order (data records) or any order (tombstones)."""
+    runs = extents_of(addresses)
+    n_summary = summary_sectors_for(len(runs))
+    n_blocks = len(addresses) if kind == KIND_DATA else 0
+    if kind == KIND_DATA and len(data) != n_blocks * block_size:
+        raise ValueError("data does not match the addresses")
+    data_crc = zlib.crc32(data) if kind == KIND_DATA else 0
+    body = b"".join(EXTENT.pack(a, n) for a, n in runs)
+    unsigned = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, len(runs), n_blocks,
+                           block_size, data_crc, 0) + body
+    summary = unsigned.ljust(n_summary * SECTOR, b"\0")
+    crc = zlib.crc32(summary)
+    summary = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, len(runs), n_blocks,
+                          block_size, data_crc, crc) + summary[HEADER.size:]
+    return summary + (data if kind == KIND_DATA else b"")
+
+
+@dataclasses.dataclass
+class ParsedSummary:
+    seq: int
+    kind: int
+    n_summary: int
+    n_blocks: int
+    data_crc: int
+    addresses: list[int]
+
+
+def parse_first_sector(raw: bytes, log_id: int, block_size: int) -> tuple[int, int] | None:
+    """(seq, n_summary_sectors) if `raw` starts a record of this log, else None."""
+    if len(raw) < HEADER.size:
+        return None
+    magic, lid, seq, kind, n_summary, _n_ext, _n_blocks, bsize, _dcrc, _scrc = HEADER.unpack_from(raw)
+    if magic != MAGIC or lid != log_id or bsize != block_size or kind not in (KIND_DATA, KIND_TOMBSTONE):
+        return None
+    if n_summary < 1:
+        return None
+    return seq, n_summary
+
+
+def parse_summary(summary: bytes, log_id: int, block_size: int) -> ParsedSummary | None:
+    """Decode and check the summary sectors of a record (None if torn or foreign)."""
+    first = parse_first_sector(summary, log_id, block_size)
+    if first is None:
+        return None
+    magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, data_crc, crc = HEADER.unpack_from(summary)
+    if len(summary) != n_summary * SECTOR or HEADER.size + n_ext * EXTENT.size > len(summary):
+        return None
+    zeroed = HEADER.pack(magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, data_crc, 0)
+    if zlib.crc32(zeroed + summary[HEADER.size:]) != crc:
+        return None
+    addresses: list[int] = []
+    for i in range(n_ext):
+        first_addr, count = EXTENT.unpack_from(summary, HEADER.size + i * EXTENT.size)
+        addresses.extend(range(first_addr, first_addr + count))
+    if kind == KIND_DATA and len(addresses) != n_blocks:
+        return None
+    return ParsedSummary(seq, kind, n_summary, n_blocks, data_crc, addresses)
+
+
+@dataclasses.dataclass
+class LogRecord:
+    """A record of the chain as kept in memory (its data stays on the cache disk)."""
+
+    seq: int
+    offset: int          # byte offset of its first summary sector on the cache disk
+    kind: int
+    addresses: list[int]
+    summary_bytes: int
+    block_size: int
+
+    @property
+    def length(self) -> int:
+        n = len(self.addresses) if self.kind == KIND_DATA else 0
+        return self.summary_bytes + n * self.block_size
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    def block_offset(self, index: int) -> int:
+        return self.offset + self.summary_bytes + index * self.block_size
+
+
+class CacheDiskLog:
+    """The stack-shaped log on one cache disk: region [start, end) of `target`.
+
+    The caller serialises everything that moves the arm of this cache disk through `lock`
+    (log writes, destage segments, reads of cached blocks): a popped region is rewritten
+    by the next log write, so a read must not overtake it.
+    """
+
+    def __init__(self, target: Any, index: int, start: int, end: int, block_size: int, log_id: int):
+        self.target = target
+        self.index = index
+        self.start = start
+        self.end = end
+        self.block_size = block_size
+        self.log_id = log_id
+        self.records: list[LogRecord] = []
+        self.lock = trio.Lock()
+
+    @property
+    def clp(self) -> int:
+        """Current Log Position: where the next log write goes."""
+        return self.records[-1].end if self.records else self.start
+
+    @property
+    def capacity(self) -> int:
+        return self.end - self.start
+
+    @property
+    def used(self) -> int:
+        return self.clp - self.start
+
+    @property
+    def free(self) -> int:
+        return self.end - self.clp
+
+    async def write_record(self, seq: int, kind: int, addresses: list[int], data: bytes) -> LogRecord:
+        raw = encode_record(self.log_id, seq, kind, addresses, data, self.block_size)
+        if len(raw) > self.free:
+            raise RuntimeError(f"log {self.index}: record of {len(raw)} bytes does not fit ({self.free} free)")
+        offset = self.clp
+        await self.target.write(offset, raw, fua=True)
+        summary_bytes = len(raw) - (len(data) if kind == KIND_DATA else 0)
+        rec = LogRecord(seq, offset, kind, list(addresses), summary_bytes, self.block_size)
+        self.records.append(rec)
+        return rec
+
+    async def write_blank(self, offset: int) -> None:
+        if offset < self.end:
+            await self.target.write(offset, BLANK_SECTOR, fua=True)
+
+    async def scan(self) -> list[LogRecord]:
+        """Walk the chain from the start of the region (DCD §2.5): every record whose
+        checksums hold and whose sequence number is above its predecessor's."""
+        chain: list[LogRecord] = []
+        pos, last_seq = self.start, -1
+        while pos + SECTOR <= self.end:
+            first = parse_first_sector(await self.target.read(pos, SECTOR), self.log_id, self.block_size)
+            if first is None or first[0] <= last_seq:
+                break
+            seq, n_summary = first
+            if pos + n_summary * SECTOR > self.end:
+                break
+            summary = await self.target.read(pos, n_summary * SECTOR)
+            parsed = parse_summary(summary, self.log_id, self.block_size)
+            if parsed is None:
+                break
+            data_len = parsed.n_blocks * self.block_size if parsed.kind == KIND_DATA else 0
+            if pos + n_summary * SECTOR + data_len > self.end:
+                break
+            if data_len:
+                data = await self.target.read(pos + n_summary * SECTOR, data_len)
+                if zlib.crc32(data) != parsed.data_crc:
+                    break  # a torn log write: ignored, the chain ends here
+            rec = LogRecord(seq, pos, parsed.kind, parsed.addresses, n_summary * SECTOR, self.block_size)
+            chain.append(rec)
+            pos, last_seq = rec.end, seq
+        self.records = chain
+        return chain
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """Where the newest logged copy of a block is: log (cache disk) index and byte offset."""
+
+    log: int
+    offset: int
+    seq: int
+
+
+class LogStore:
+    """The mapping block address -> newest copy on a cache disk, over one or more logs.
+
+    Invariant kept for crash recovery: replaying the chains of all logs in sequence order
+    (data records map, tombstones unmap) gives exactly `mapping` as of the last completed
+    log write or pop. `copies[a]` counts the data records holding block a; `superseded` is
+    {a : copies[a] > 0 and a not in mapping} and is what the next tombstone carries.
+    """
+
+    def __init__(self, logs: Sequence[CacheDiskLog], block_size: int, epoch: int) -> None:
+        self.logs = list(logs)
+        self.block_size = block_size
+        self._seq = epoch << EPOCH_SHIFT
+        self.mapping: dict[int, Location] = {}
+        self.copies: collections.Counter[int] = collections.Counter()
+        self.superseded: set[int] = set()
+        self.counters = collections.Counter()
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    @property
+    def used(self) -> int:
+        return sum(log.used for log in self.logs)
+
+    @property
+    def capacity(self) -> int:
+        return sum(log.capacity for log in self.logs)
+
+    def lookup(self, addr: int) -> Location | None:
+        return self.mapping.get(addr)
+
+    async def append(self, log_index: int, items: Sequence[tuple[int, bytes]], seq: int) -> LogRecord:
+        """One log write of `items` (address, block) to log `log_index`; caller holds its lock.
+        A block's mapping moves to this copy unless a newer copy is already mapped."""
+        log = self.logs[log_index]
+        items = sorted(items)
+        addresses = [a for a, _ in items]
+        rec = await log.write_record(seq, KIND_DATA, addresses, b"".join(d for _, d in items))
+        for i, addr in enumerate(addresses):
+            self.copies[addr] += 1
+            current = self.mapping.get(addr)
+            if current is None or current.seq < seq:
+                self.mapping[addr] = Location(log_index, rec.block_offset(i), seq)
+                self.superseded.discard(addr)
+        self.counters["log_writes"] += 1
+        self.counters["log_write_bytes"] += rec.length
+        return rec
+
+    async def read_block(self, loc: Location) -> bytes:
+        return await self.logs[loc.log].target.read(loc.offset, self.block_size)
+
+    def top_segment(self, log_index: int, segment_bytes: int) -> list[LogRecord]:
+        """The records a destage segment pops: from the top (the CLP) down until at least
+        `segment_bytes` of log are covered and at least one data record is taken (so that
+        popping a lone tombstone, which would only be rewritten, never loops)."""
+        records = self.logs[log_index].records
+        taken: list[LogRecord] = []
+        total = 0
+        has_data = False
+        for rec in reversed(records):
+            taken.append(rec)
+            total += rec.length
+            has_data = has_data or rec.kind == KIND_DATA
+            if total >= segment_bytes and has_data:
+                break
+        taken.reverse()
+        return taken
+
+    async def destage_top(
+        self,
+        log_index: int,
+        segment_bytes: int,
+        write_back: Callable[[list[tuple[int, bytes]]], Awaitable[bool]],
+    ) -> int | None:
+        """LWFD (DCD §2.3): pop the top segment of log `log_index`; the caller holds its lock.
+
+        Reads the segment back in one sequential read, drops the holes (blocks whose newest
+        copy is elsewhere), and hands the live blocks to `write_back`, which writes them to
+        their home locations durably and returns False when it was suspended (the segment
+        then stays in the log; its writes were harmless). Then writes the marker at the new
+        CLP and forgets the segment. Returns the live bytes destaged, or None if suspended.
+        """
+        log = self.logs[log_index]
+        segment = self.top_segment(log_index, segment_bytes)
+        if not segment:
+            return 0
+        base = segment[0].offset
+        raw = await log.target.read(base, log.clp - base)
+        live: list[tuple[int, bytes]] = []
+        holes = 0
+        for rec in segment:
+            if rec.kind != KIND_DATA:
+                continue
+            for i, addr in enumerate(rec.addresses):
+                loc = self.mapping.get(addr)
+                if loc is not None and loc.log == log_index and loc.offset == rec.block_offset(i):
+                    start = rec.block_offset(i) - base
+                    live.append((addr, raw[start:start + self.block_size]))
+                else:
+                    holes += 1
+        if not await write_back(live):
+            self.counters["destages_suspended"] += 1
+            return None
+        # The live blocks are durable at home: forget the segment, then mark the new CLP.
+        del log.records[len(log.records) - len(segment):]
+        for addr, _ in live:
+            loc = self.mapping.get(addr)
+            if loc is not None and loc.log == log_index and loc.offset >= base:
+                del self.mapping[addr]
+        for rec in segment:
+            if rec.kind == KIND_DATA:
+                for addr in rec.addresses:
+                    self.copies[addr] -= 1
+                    if self.copies[addr] <= 0:
+                        del self.copies[addr]
+                        self.superseded.discard(addr)
+        for addr, _ in live:
+            if self.copies.get(addr, 0) > 0 and addr not in self.mapping:
+                self.superseded.add(addr)
+        await self._write_marker(log)
+        nbytes = len(live) * self.block_size
+        self.counters["destages"] += 1
+        self.counters["destaged_bytes"] += nbytes
+        self.counters["destage_holes_dropped"] += holes
+        return nbytes
+
+    async def _write_marker(self, log: CacheDiskLog) -> None:
+        """The blank (or tombstone) at the CLP that ends the chain there (module doc)."""
+        if self.superseded:
+            await log.write_record(self.next_seq(), KIND_TOMBSTONE, sorted(self.superseded), b"")
+            self.counters["tombstones"] += 1
+        else:
+            await log.write_blank(log.clp)
+
+    async def forget(self, log_index: int, addresses: Iterable[int]) -> None:
+        """Blocks just written at home by a path around the log (a large write): unmap
+        their logged copies, and record that in a tombstone before the caller acknowledges.
+        Caller holds the lock of log `log_index` and has made the home writes durable."""
+        dropped = False
+        for addr in addresses:
+            if self.mapping.pop(addr, None) is not None:
+                dropped = True
+                if self.copies.get(addr, 0) > 0:
+                    self.superseded.add(addr)
+        if dropped:
+            log = self.logs[log_index]
+            await log.write_record(self.next_seq(), KIND_TOMBSTONE, sorted(self.superseded), b"")
+            self.counters["tombstones"] += 1
+
+    def tombstone_bytes(self) -> int:
+        """Room the next marker may need."""
+        return record_bytes(len(extents_of(sorted(self.superseded))) or 1, 0, self.block_size)
+
+    async def recover(self) -> None:
+        """Scan every log and rebuild mapping, copies and superseded (DCD §2.5)."""
+        records: list[tuple[int, int, LogRecord]] = []
+        for log in self.logs:
+            for rec in await log.scan():
+                records.append((rec.seq, log.index, rec))
+        records.sort(key=lambda r: r[0])
+        self.mapping.clear()
+        self.copies.clear()
+        for seq, log_index, rec in records:
+            if rec.kind == KIND_DATA:
+                for i, addr in enumerate(rec.addresses):
+                    self.copies[addr] += 1
+                    self.mapping[addr] = Location(log_index, rec.block_offset(i), seq)
+            else:
+                for addr in rec.addresses:
+                    loc = self.mapping.get(addr)
+                    if loc is not None and loc.seq < seq:
+                        del self.mapping[addr]
+        self.superseded = {a for a in self.copies if a not in self.mapping}
+        self.counters["recovered_records"] = len(records)
+        self.counters["recovered_blocks"] = len(self.mapping)
+        if records:
+            self._seq = max(self._seq, records[-1][0])
+
+    async def format(self) -> None:
+        """An empty log on every cache disk: a blank sector at each log start."""
+        for log in self.logs:
+            log.records = []
+            await log.write_blank(log.start)
+        self.mapping.clear()
+        self.copies.clear()
+        self.superseded.clear()
