@@ -347,13 +347,16 @@ class DCD:
         first = offset // SECTOR
         sectors = range(first, first + len(data) // SECTOR)
         async with self.log.lock:
+            # Room for the tombstone first: a forced destage writes older copies home, so it
+            # must come before this write, never after it.
+            await self._make_room_locked(lambda: 2 * SECTOR)
             for s in sectors:  # older buffered copies; the in-flight list is empty under the lock
                 self._collecting.pop(s, None)
             logged = any(s in self.store.mapping for s in sectors)
+            # The tombstone must not be durable before the data it stands for.
             durable = fua or self.report == "after-complete" or logged
             await self.data_disk.write(offset, data, fua=durable)
             if logged:
-                await self._make_room_locked(lambda: 2 * SECTOR)
                 await self.store.forget(0, sectors)
         self._notify_progress()
 
