@@ -26,6 +26,8 @@ _COMMAND_MODULES = [
     "raidlab.cli.vm",
     "raidlab.cli.demo",
     "raidlab.cli.array",
+    "raidlab.cli.trace",
+    "raidlab.cli.bench",
 ]
 
 

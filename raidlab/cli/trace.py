@@ -1,0 +1,167 @@
+"""`raidlab trace stats|synth` and `raidlab sim`: parsing and printing only.
+
+The actions live in raidlab.traces (formats, stats, synth, replay). `raidlab sim --json`
+prints only deterministic results on stdout (the same trace, seed and options give the same
+bytes, issue 7); the replay speed, which is wall-clock, goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from raidlab.errors import UsageError
+
+
+def _size(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from raidlab.export.serve import parse_size
+
+    return parse_size(text)
+
+
+def _print_stats(s: dict) -> None:
+    click.echo(f"requests        {s['requests']}  (reads {s['reads']}, writes {s['writes']}, "
+               f"flushes {s['flushes']}, trims {s['trims']})")
+    click.echo(f"duration        {s['duration_s']:.3f} s   rate {s['rate_per_s']:.4g}/s")
+    click.echo(f"write fraction  {s['write_fraction']:.3f}")
+    click.echo(f"sizes           mean {s['size']['mean_bytes'] / 1024:.1f} KiB, max {s['size']['max_bytes'] // 1024} KiB, "
+               f"1-8 KiB {s['size']['fraction_1k_to_8k']:.1%}")
+    click.echo("                " + "  ".join(f"{k}:{v}" for k, v in s["size"]["classes"].items() if v))
+    click.echo(f"inter-arrival   mean {s['interarrival']['mean_s'] * 1e3:.2f} ms, max {s['interarrival']['max_s']:.3f} s")
+    click.echo("                " + "  ".join(f"{k}:{v}" for k, v in s["interarrival"]["classes"].items() if v))
+    idle = s["idle"]
+    click.echo(f"idle            {idle['fraction']:.1%} of the time in {idle['periods']} periods "
+               f"(mean {idle['mean_period_s']:.3f} s, max {idle['max_period_s']:.3f} s); {idle['definition']}")
+    click.echo(f"burstiness      {s['burstiness']:.1%} of requests within {idle['threshold_s'] * 1e3:g} ms of the previous")
+    click.echo(f"overwrites      {s['overwrite_fraction']:.1%} of written sectors were written before")
+
+
+def _print_sim(r: dict) -> None:
+    click.echo(f"{r['arch']} on {r['disks']} x {r['disk_model']} ({r['disk_size']} bytes each), "
+               f"trace {r['trace']['name']} ({r['trace']['requests']} requests, compact {r['compact']:g})")
+    if r["trace"]["skipped_lines"]:
+        click.echo(f"skipped {r['trace']['skipped_lines']} bad lines, first: "
+                   + "; ".join(f"line {b['line']}: {b['reason']}" for b in r["trace"]["bad_lines"][:3]))
+    click.echo(f"virtual time {r['virtual_seconds']:.3f} s; max in flight {r['max_in_flight']}"
+               + (f"; throttled {r['throttled']}" if r["throttled"] else ""))
+    click.echo(f"{'response ms':<12}{'count':>9}{'mean':>10}{'p50':>10}{'p95':>10}{'p99':>10}{'max':>10}")
+    for op in ("read", "write", "all"):
+        s = r["response"][op]
+        if s["count"]:
+            click.echo(f"{op:<12}{s['count']:>9}{s['mean_ms']:>10.2f}{s['p50_ms']:>10.2f}{s['p95_ms']:>10.2f}"
+                       f"{s['p99_ms']:>10.2f}{s['max_ms']:>10.2f}")
+    click.echo(f"{'disk':<8}{'util':>7}{'ios':>9}{'svc ms':>9}{'resp ms':>9}{'wait ms':>9}{'mean q':>8}{'max q':>7}")
+    for d in r["per_disk"]:
+        click.echo(f"{d['name']:<8}{d['utilization']:>7.1%}{d['requests']:>9}{d['mean_service_ms']:>9.2f}"
+                   f"{d['mean_response_ms']:>9.2f}{d['mean_wait_ms']:>9.2f}{d['mean_queue_length']:>8.2f}"
+                   f"{d['max_queue_length']:>7}")
+    arch = {k: v for k, v in r["architecture"].items() if isinstance(v, (int, float)) and not isinstance(v, bool) and v}
+    if arch:
+        click.echo("architecture: " + ", ".join(f"{k}={v}" for k, v in arch.items()))
+
+
+def _speed_line(r: dict) -> str:
+    sp = r["speed"]
+    return (f"replay speed: {sp['requests_per_wall_second']:,.0f} requests/s, "
+            f"{sp['virtual_seconds_per_wall_second']:,.1f} virtual s per wall s ({sp['wall_seconds']:.2f} s wall)")
+
+
+def register(cli: click.Group) -> None:
+    from raidlab.traces.formats import format_names
+    from raidlab.traces.synth import PROFILES
+
+    @cli.group("trace")
+    def trace() -> None:
+        """Block traces: statistics and synthetic office/engineering traces."""
+
+    @trace.command("stats")
+    @click.argument("file", type=click.Path(dir_okay=False))
+    @click.option("--format", "fmt", required=True, help=f"Trace format: {', '.join(format_names())}.")
+    @click.option("--skip-bad", is_flag=True, help="Skip malformed or out-of-order lines (counted) instead of stopping.")
+    @click.option("--idle-threshold", type=float, default=0.050, show_default=True,
+                  help="Seconds without an arrival before the disk counts as idle (DCD §2.3: 50 ms).")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def stats(file: str, fmt: str, skip_bad: bool, idle_threshold: float, as_json: bool) -> int:
+        """Request count, read/write mix, sizes, inter-arrival and idle periods, overwrites."""
+        from raidlab.traces.formats import TraceReader
+        from raidlab.traces.stats import TraceStats
+
+        reader = TraceReader(file, fmt, skip_bad=skip_bad)
+        result = TraceStats(idle_threshold).update(reader).summary()
+        result["skipped_lines"] = reader.skipped
+        if as_json:
+            click.echo(json.dumps(result, indent=2))
+        else:
+            _print_stats(result)
+            if reader.skipped:
+                click.echo(f"skipped {reader.skipped} bad lines")
+        return 0
+
+    @trace.command("synth")
+    @click.option("--profile", "profile_name", required=True, type=click.Choice(list(PROFILES)),
+                  help="Which workload to imitate (parameters and sources: raidlab.traces.synth).")
+    @click.option("--duration", required=True, help="Trace length: 600, 15m, 2h, 3d.")
+    @click.option("--seed", type=int, default=1, show_default=True)
+    @click.option("--device-size", default=None, help="Address space (default: HP C2200A, 335 MB).")
+    @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+                  help="Write to FILE (default: stdout), in raidlab's trace format.")
+    def synth_cmd(profile_name: str, duration: str, seed: int, device_size: str | None, output: str | None) -> int:
+        """A labelled synthetic trace (NOT the real HP trace) in raidlab's format."""
+        from raidlab.traces.formats import write_raidlab
+        from raidlab.traces.synth import HP_C2200A_BYTES, label, parse_duration, synth
+
+        seconds = parse_duration(duration)
+        size = _size(device_size) or HP_C2200A_BYTES
+        stream = synth(profile_name, seconds, seed, device_size=size)
+        comments = label(PROFILES[profile_name], seconds, seed, size)
+        if output is None:
+            write_raidlab(stream, sys.stdout, comments=comments)
+            return 0
+        with open(output, "w", encoding="utf-8") as out:
+            count = write_raidlab(stream, out, comments=comments)
+        click.echo(f"wrote {count} requests to {output}", err=True)
+        return 0
+
+    @cli.command("sim")
+    @click.option("--arch", required=True, help="disk (one traditional disk) or an engine architecture (raid5, ...).")
+    @click.option("--disks", type=click.IntRange(1, 64), default=None, help="Member disks (arrays; default 4).")
+    @click.option("--chunk", default=None, help="Chunk size, e.g. 64K (arrays; default 512K).")
+    @click.option("--disk-model", required=True, help="Catalog drive model (raidlab disk models).")
+    @click.option("--disk-size", default=None, help="Member disk size (default: the drive's capacity).")
+    @click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
+    @click.option("--trace", "trace_file", required=True, type=click.Path(dir_okay=False))
+    @click.option("--format", "fmt", required=True, help=f"Trace format: {', '.join(format_names())}.")
+    @click.option("--compact", type=float, default=1.0, show_default=True,
+                  help="Divide inter-arrival times by FACTOR (TSS paper: 1000).")
+    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of trio's scheduling order.")
+    @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
+    def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, skip_bad,
+            as_json) -> int:
+        """Replay a block trace on an architecture in virtual time (open loop)."""
+        from raidlab.disks import catalog
+        from raidlab.traces.formats import TraceReader
+        from raidlab.traces.replay import SimSpec, arch_names, replay
+
+        if arch not in arch_names():
+            raise UsageError(f"unknown architecture {arch!r}", hint=f"choose one of: {', '.join(arch_names())}")
+        catalog.get(disk_model)  # UnknownModelError (one line) before anything is built
+        if not compact > 0:
+            raise UsageError(f"--compact must be positive, not {compact}")
+        spec = SimSpec(arch=arch, disk_model=disk_model, disks=disks, chunk=_size(chunk),
+                       disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed)
+        reader = TraceReader(trace_file, fmt, skip_bad=skip_bad)
+        report = replay(spec, reader)
+        speed = _speed_line(report)
+        if as_json:
+            report.pop("speed")
+            click.echo(json.dumps(report, indent=2, sort_keys=True))
+            click.echo(speed, err=True)
+        else:
+            _print_sim(report)
+            click.echo(speed)
+        return 0

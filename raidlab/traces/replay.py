@@ -1,0 +1,445 @@
+"""Open-loop trace replay on the virtual clock: `raidlab sim`.
+
+Why built this way (issue 7 "Replay", DESIGN.md "One engine, two clocks"):
+
+* The replay drives the *same* engine code as the live volume (EmulatedDisk, Array) under
+  `run_virtual` (MockClock(autojump_threshold=0) with trio's scheduler RNG seeded), so it is
+  a discrete-event simulation of the real code, byte-for-byte reproducible for a trace,
+  seed and options.
+* Open loop, like the DCD and TSS simulators: request i is issued at t0 + time_i / compact
+  whatever happened to earlier requests, each in its own task, so requests overlap and
+  queue at the disks. `--compact` divides the trace's times (TSS §5 "trace compaction ...
+  by a factor of 1000"). Response time = completion - scheduled issue time.
+* Streaming: the trace is read as a generator and requests are issued as they are read.
+  What grows with the trace is only the response-time record: exact percentiles from a
+  compact array of doubles per operation (8 bytes per request: 80 MB for 10 M requests),
+  sorted by numpy at the end. Chosen over a bounded sketch because the numbers are exact
+  (tests compare them with the model's service time) and the cost is well under the 1 GB
+  budget. In-flight requests are bounded by `max_in_flight` (default 100,000): only a
+  hopelessly saturated device reaches it; then issuing waits for a slot (the wait counts in
+  the response time, and `throttled` in the report says it happened), so memory stays flat.
+* Timing-only data: traces carry no data, so member disks get a DiscardBackend (writes are
+  dropped, reads return zeros). Parity arithmetic still runs on those zeros, so the engine
+  does the same work; memory does not grow with the disk size or with what was written.
+* Each member disk is wrapped in a MeteredTarget that sums the response times the
+  architecture sees from it, giving per-disk mean response, mean wait (response - service)
+  and mean queue length (Little's law: sum of response times / elapsed time).
+* Addresses: offsets/lengths are widened to whole 512-byte sectors (fio and blkparse may
+  give bytes). Traces with several devices (SPC ASUs, MSR disks) are replayed onto the one
+  simulated device, each keeping its offsets. A request past the device's end is a bad
+  line (TraceError naming the line, or skipped and counted with skip_bad).
+
+Architectures: the ARCHITECTURES registry maps an id to an async builder
+`builder(spec, nursery) -> Built`. `disk` is a single EmulatedDisk (the DCD paper's
+"traditional disk"); every engine layout (raid0, raid5, ...) is built by
+raidlab.engine.build.create_array over `spec.disks` member disks. Another architecture
+(dcd, vcraid) is one `register_arch("dcd", build_dcd)` call; its builder can use
+`make_member_disks(spec, n, nursery)` for metered member disks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time as wallclock
+from array import array
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import trio
+
+from raidlab.blockdev import SECTOR
+from raidlab.errors import RaidlabError, UsageError
+from raidlab.traces.formats import FLUSH, READ, TRIM, WRITE, Request, TraceReader
+
+DEFAULT_MAX_IN_FLIGHT = 100_000
+DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY = 1 << 30  # models with no capacity (none, ssd)
+
+
+class DiscardBackend:
+    """A Backend that keeps no data: writes are dropped, reads return zeros (see module doc)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def pread(self, offset: int, length: int) -> bytes:
+        return bytes(length)
+
+    def pwrite(self, offset: int, data: bytes) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def trim(self, offset: int, length: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MeteredTarget:
+    """A BlockTarget proxy that counts requests and sums their response times."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.requests = 0
+        self.response_sum = 0.0
+
+    @property
+    def size(self) -> int:
+        return self.inner.size
+
+    @property
+    def failed(self) -> bool:
+        return getattr(self.inner, "failed", False)
+
+    async def read(self, offset: int, length: int) -> bytes:
+        start = trio.current_time()
+        try:
+            return await self.inner.read(offset, length)
+        finally:
+            self.requests += 1
+            self.response_sum += trio.current_time() - start
+
+    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
+        start = trio.current_time()
+        try:
+            await self.inner.write(offset, data, fua=fua)
+        finally:
+            self.requests += 1
+            self.response_sum += trio.current_time() - start
+
+    async def flush(self) -> None:
+        start = trio.current_time()
+        try:
+            await self.inner.flush()
+        finally:
+            self.requests += 1
+            self.response_sum += trio.current_time() - start
+
+    async def trim(self, offset: int, length: int) -> None:
+        start = trio.current_time()
+        try:
+            await self.inner.trim(offset, length)
+        finally:
+            self.requests += 1
+            self.response_sum += trio.current_time() - start
+
+    def statistics(self) -> dict[str, Any]:
+        return self.inner.statistics()
+
+
+@dataclasses.dataclass
+class SimSpec:
+    """What to build and how to replay (the `raidlab sim` options)."""
+
+    arch: str
+    disk_model: str
+    disks: int | None = None
+    chunk: int | None = None
+    disk_size: int | None = None
+    discipline: str = "fifo"
+    compact: float = 1.0
+    seed: int = 0
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Built:
+    """An architecture ready for replay: the target, its metered member disks, and a
+    callable returning the architecture's own statistics."""
+
+    target: Any
+    members: list[MeteredTarget]
+    statistics: Callable[[], dict[str, Any]]
+
+
+ArchBuilder = Callable[[SimSpec, trio.Nursery], Awaitable[Built]]
+ARCHITECTURES: dict[str, ArchBuilder] = {}
+
+
+def register_arch(name: str, builder: ArchBuilder) -> None:
+    """Make architecture `name` replayable by `raidlab sim --arch name`."""
+    ARCHITECTURES[name] = builder
+
+
+def arch_names() -> list[str]:
+    return list(ARCHITECTURES)
+
+
+def member_disk_size(spec: SimSpec) -> int:
+    if spec.disk_size is not None:
+        return spec.disk_size
+    from raidlab.disks import catalog
+
+    capacity = catalog.get(spec.disk_model).media_capacity_bytes if spec.disk_model != "none" else 0
+    return (capacity // SECTOR * SECTOR) if capacity else DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY
+
+
+def make_member_disks(spec: SimSpec, count: int, nursery: trio.Nursery, *, prefix: str = "d",
+                      size: int | None = None) -> list[MeteredTarget]:
+    """`count` started, metered EmulatedDisks of spec's model, discipline and size
+    (default member_disk_size(spec))."""
+    from raidlab.disks.disk import EmulatedDisk
+
+    size = size or member_disk_size(spec)
+    disks = []
+    for index in range(count):
+        disk = EmulatedDisk(f"{prefix}{index}", spec.disk_model, DiscardBackend(size), discipline=spec.discipline)
+        disk.start(nursery)
+        disks.append(MeteredTarget(disk))
+    return disks
+
+
+async def _build_single_disk(spec: SimSpec, nursery: trio.Nursery) -> Built:
+    if spec.disks not in (None, 1):
+        raise UsageError(f"architecture 'disk' is one disk, not {spec.disks}", hint="drop --disks")
+    (member,) = make_member_disks(spec, 1, nursery)
+    return Built(member, [member], lambda: {"arch": "disk", "model": spec.disk_model})
+
+
+def _engine_builder(arch: str) -> ArchBuilder:
+    async def build(spec: SimSpec, nursery: trio.Nursery) -> Built:
+        from raidlab.engine.build import create_array
+        from raidlab.engine.layouts import DEFAULT_CHUNK
+        from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
+
+        chunk = spec.chunk or DEFAULT_CHUNK
+        size = spec.disk_size
+        if size is None:
+            # The drive's capacity, trimmed so that the data area is whole chunks.
+            size = DEFAULT_DATA_OFFSET + (member_disk_size(spec) - DEFAULT_DATA_OFFSET) // chunk * chunk
+        members = make_member_disks(spec, spec.disks or 4, nursery, size=size)
+        array, _keeper = await create_array(f"sim-{arch}", arch, members, chunk=chunk, options=spec.options)
+
+        def statistics() -> dict[str, Any]:
+            stats = array.statistics()
+            stats.pop("members", None)  # reported per disk by the replay
+            return stats
+
+        return Built(array, members, statistics)
+
+    return build
+
+
+def _register_builtin() -> None:
+    register_arch("disk", _build_single_disk)
+    from raidlab.engine.build import engine_archs
+
+    for arch in engine_archs():
+        register_arch(arch, _engine_builder(arch))
+
+
+_register_builtin()
+
+
+# ------------------------------------------------------------------------------ replay
+
+
+def _summary(samples: array) -> dict[str, Any]:
+    if not samples:
+        return {"count": 0}
+    import numpy
+
+    values = numpy.frombuffer(samples, dtype=numpy.float64)
+    p50, p95, p99 = numpy.percentile(values, [50, 95, 99])
+    return {
+        "count": len(values),
+        "mean_ms": float(values.mean()) * 1e3,
+        "max_ms": float(values.max()) * 1e3,
+        "p50_ms": float(p50) * 1e3,
+        "p95_ms": float(p95) * 1e3,
+        "p99_ms": float(p99) * 1e3,
+    }
+
+
+_BASELINE_KEYS = ("reads", "writes", "ios", "flushes", "busy_time")
+
+
+async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, Any]:
+    if spec.arch not in ARCHITECTURES:
+        raise UsageError(f"unknown architecture {spec.arch!r}", hint=f"choose one of: {', '.join(ARCHITECTURES)}")
+    if not spec.compact > 0:
+        raise UsageError(f"--compact must be positive, not {spec.compact}")
+    samples = {READ: array("d"), WRITE: array("d")}
+    other_ops = {FLUSH: 0, TRIM: 0}
+    zeros: dict[int, bytes] = {}
+    state = {"in_flight": 0, "max_in_flight": 0, "throttled": 0}
+    slot_free = trio.Event()
+
+    async with trio.open_nursery() as disks_nursery:
+        built = await ARCHITECTURES[spec.arch](spec, disks_nursery)
+        target = built.target
+        size = target.size
+        baseline = [{k: m.statistics().get(k, 0) for k in _BASELINE_KEYS} for m in built.members]
+        base_members = [(m.requests, m.response_sum) for m in built.members]
+        t0 = trio.current_time()
+        read, write, flush, trim = target.read, target.write, target.flush, target.trim
+        compact = spec.compact
+        first_time: float | None = None
+
+        async def one(op: str, offset: int, length: int, issue_at: float) -> None:
+            nonlocal slot_free
+            if op == READ:
+                await read(offset, length)
+            elif op == WRITE:
+                data = zeros.get(length)
+                if data is None:
+                    data = zeros[length] = bytes(length)
+                await write(offset, data)
+            elif op == FLUSH:
+                await flush()
+            else:
+                await trim(offset, length)
+            if op in samples:
+                samples[op].append(trio.current_time() - issue_at)
+            else:
+                other_ops[op] += 1
+            state["in_flight"] -= 1
+            if state["in_flight"] == spec.max_in_flight - 1:
+                slot_free.set()
+                slot_free = trio.Event()
+
+        async with trio.open_nursery() as requests_nursery:
+            count = 0
+            for request in reader:
+                if first_time is None:
+                    first_time = request.time
+                op = request.op
+                if op == FLUSH:
+                    offset = length = 0
+                else:
+                    offset = request.offset - request.offset % SECTOR
+                    end = request.offset + request.length
+                    end += -end % SECTOR
+                    length = end - offset
+                    if end > size:
+                        reader.fail(request.line, f"request [{request.offset}, {request.offset + request.length}) "
+                                                  f"is past the end of the device ({size} bytes, arch {spec.arch})")
+                        continue
+                issue_at = t0 + (request.time - first_time) / compact
+                if issue_at > trio.current_time():
+                    await trio.sleep_until(issue_at)
+                while state["in_flight"] >= spec.max_in_flight:
+                    state["throttled"] += 1
+                    await slot_free.wait()
+                state["in_flight"] += 1
+                if state["in_flight"] > state["max_in_flight"]:
+                    state["max_in_flight"] = state["in_flight"]
+                requests_nursery.start_soon(one, op, offset, length, issue_at)
+                count += 1
+                if on_progress is not None and count % 100_000 == 0:
+                    on_progress(count)
+        elapsed = trio.current_time() - t0
+        per_disk = []
+        for member, base, (base_requests, base_sum) in zip(built.members, baseline, base_members):
+            stats = member.statistics()
+            busy = stats.get("busy_time", 0.0) - base["busy_time"]
+            requests = member.requests - base_requests
+            response_sum = member.response_sum - base_sum
+            mean_response = response_sum / requests if requests else 0.0
+            mean_service = stats.get("mean_service_ms", 0.0) / 1e3
+            per_disk.append({
+                "name": member.name,
+                "requests": requests,
+                "reads": stats.get("reads", 0) - base["reads"],
+                "writes": stats.get("writes", 0) - base["writes"],
+                "utilization": busy / elapsed if elapsed > 0 else 0.0,
+                "busy_s": busy,
+                "mean_service_ms": stats.get("mean_service_ms", 0.0),
+                "mean_response_ms": mean_response * 1e3,
+                "mean_wait_ms": max(mean_response - mean_service, 0.0) * 1e3,
+                "mean_queue_length": response_sum / elapsed if elapsed > 0 else 0.0,
+                "max_queue_length": stats.get("max_queue_length", 0),
+            })
+        arch_stats = built.statistics()
+        disks_nursery.cancel_scope.cancel()
+    all_samples = array("d", samples[READ])
+    all_samples.extend(samples[WRITE])
+    return {
+        "arch": spec.arch,
+        "disk_model": spec.disk_model,
+        "disks": len(per_disk),
+        "disk_size": built.members[0].size if built.members else None,
+        "chunk": spec.chunk,
+        "discipline": spec.discipline,
+        "compact": spec.compact,
+        "seed": spec.seed,
+        "trace": {"name": reader.name, "format": reader.format, "requests": reader.requests,
+                  "skipped_lines": reader.skipped,
+                  "bad_lines": [{"line": line, "reason": reason} for line, reason in reader.bad_lines]},
+        "device_size": size,
+        "virtual_seconds": elapsed,
+        "response": {"read": _summary(samples[READ]), "write": _summary(samples[WRITE]),
+                     "all": _summary(all_samples)},
+        "flushes": other_ops[FLUSH],
+        "trims": other_ops[TRIM],
+        "max_in_flight": state["max_in_flight"],
+        "throttled": state["throttled"],
+        "per_disk": per_disk,
+        "architecture": arch_stats,
+    }
+
+
+def _single_user_error(group: BaseExceptionGroup) -> RaidlabError | None:
+    """The RaidlabError inside trio's nested nursery exception groups, if it is the only
+    error there (cancellations of the sibling tasks aside): the CLI then prints one line."""
+    found = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
+    if len(found) == 1 and isinstance(found[0], RaidlabError):
+        return found[0]
+    return None
+
+
+def _leaves(error: BaseException):
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
+
+
+def replay(spec: SimSpec, reader: TraceReader, *, on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
+    report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
+    start = wallclock.perf_counter()
+    from raidlab.engine.virtual import run_virtual
+
+    try:
+        report = run_virtual(_replay, spec, reader, on_progress, seed=spec.seed)
+    except BaseExceptionGroup as group:
+        user_error = _single_user_error(group)
+        if user_error is None:
+            raise
+        raise user_error from None
+    wall = wallclock.perf_counter() - start
+    report["speed"] = {
+        "wall_seconds": wall,
+        "virtual_seconds_per_wall_second": report["virtual_seconds"] / wall if wall > 0 else 0.0,
+        "requests_per_wall_second": report["trace"]["requests"] / wall if wall > 0 else 0.0,
+    }
+    return report
+
+
+def replay_requests(spec: SimSpec, requests: Iterable[Request], **kw) -> dict[str, Any]:
+    """Replay an in-memory or generated request stream (tests, bench): wraps it in a
+    reader-like object with the same bad-line handling."""
+    return replay(spec, _StreamReader(requests), **kw)
+
+
+class _StreamReader(TraceReader):
+    def __init__(self, requests: Iterable[Request]) -> None:
+        self.format = "stream"
+        self.name = "<requests>"
+        self.skip_bad = False
+        self.skipped = 0
+        self.bad_lines = []
+        self.requests = 0
+        self.lines = 0
+        self._stream = requests
+
+    def __iter__(self):
+        for number, request in enumerate(self._stream, 1):
+            self.requests += 1
+            yield request if request.line else request._replace(line=number)
