@@ -11,5 +11,6 @@ idle detector, destage) in the caller's nursery, under the live or the virtual c
 """
 
 from raidlab.engine.caches.dcd import DCD, assemble_dcd, create_dcd
+from raidlab.engine.caches.vcraid import VCRAID, assemble_vcraid, create_vcraid
 
-__all__ = ["DCD", "create_dcd", "assemble_dcd"]
+__all__ = ["DCD", "create_dcd", "assemble_dcd", "VCRAID", "create_vcraid", "assemble_vcraid"]

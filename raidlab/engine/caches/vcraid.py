@@ -1,0 +1,573 @@
+"""VC-RAID, a virtual NVRAM cache for software RAID5 (He & Yang, §2-3), as a BlockTarget.
+
+Structure (§2, Fig. 1): the engine's raid5 (the "data disk array") behind a RAM buffer
+(default 4 MB) and one or more cache disks (default 200 MB in total).
+
+* scd (Fig. 1a): one dedicated cache disk. mcd (Fig. 1b): cache partitions on several
+  disks (the paper: one partition on each of two disks) forming one cache space; log writes
+  go to them round-robin. The caller passes the cache disks as BlockTargets (a separate
+  EmulatedDisk, or `disk.partition(...)` of array disks, which then share their arm).
+* RAM buffer (§3.1, Fig. 3): slots of the block size (1 KB default, the ext2 default the
+  paper keys on), a hash table keyed by block LBA, an LRU list and a free list. A write to
+  a block that has a slot overwrites it in place.
+* Level-1 destage (§3.3.3): RAM buffer -> cache disk, appended in log writes of up to 64 KB,
+  whenever a cache disk is free and the buffer holds dirty blocks (§2: "when the RAM buffer
+  is full or the cache disk is idle"), round-robin over the cache disks. Once started it
+  runs until no dirty block is left and is never interrupted; it has priority over level 2.
+* Level-2 destage (§3.3.3): cache disk -> array, last-write-first-destage in segments of
+  64 KB (configurable), the array computing parity, only when the system is idle (no
+  request for `idle_threshold`) or a cache disk is full; a new request suspends it.
+* Synchronous writes (§3.3.1, O_SYNC; here FUA, or a flush) are acknowledged only when
+  their blocks are on a cache disk.
+* Cache disk headers (§3.2): the summary sectors of raidlab.engine.caches.log (cache block
+  -> array LBA). Crash recovery (§3.4): `assemble_vcraid` scans them and writes everything
+  not yet destaged to the array *before* the volume is used, then starts with empty caches.
+
+Where this departs from the paper, and why:
+
+* "Last-write-first-destage according to the LRU list": within one cache disk the log is
+  a stack and level 2 pops its top (the last write, DCD's LWFD); across cache disks (mcd)
+  it takes the disk whose top segment is oldest, which is where the LRU list's tail is.
+* A level-1 log write takes dirty blocks in the order they became dirty (the LRU list's
+  order of last writes), so the oldest dirty data reaches a disk first.
+* The slot of a block is freed once its log write is done (the block is then IN_CACHE_DISK
+  and is read from the cache disk); the paper does not keep clean copies in RAM either.
+* Immediate report is the paper's default and its reliability argument (§3.4) assumes the
+  RAM buffer survives most crashes; here RAM is lost in a crash, so a write is durable only
+  after a flush or with FUA, as for any disk with a volatile write cache.
+* Requests smaller than a block (or not aligned to it) are read-modify-written, since the
+  paper relies on the filesystem only ever issuing whole blocks.
+* Configurations 1c/1d (per-disk cache disks and RAM buffers) and the mirrored cache disk
+  (§3.4) are not built yet.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from raidlab.blockdev import SECTOR, check_aligned
+from raidlab.engine import build, metadata
+from raidlab.engine.caches.dcd import _runs, log_id_of
+from raidlab.engine.caches.log import DEFAULT_LOG_START, CacheDiskLog, LogStore, max_record_bytes
+from raidlab.errors import UsageError
+
+KiB = 1024
+MiB = 1024 * KiB
+CONFIGS = ("scd", "mcd")
+DEFAULTS = dict(
+    block_size=1 * KiB,
+    ram_buffer=4 * MiB,
+    level1_write=64 * KiB,
+    destage_segment=64 * KiB,
+    idle_threshold=0.050,
+)
+IN_RAM_BUFFER, IN_CACHE_DISK = "IN_RAM_BUFFER", "IN_CACHE_DISK"
+TIMELINE_EVENTS = 4096
+
+
+@dataclasses.dataclass
+class SlotEntry:
+    """A hash-table entry (§3.1) of a block that has a RAM slot."""
+
+    lba: int
+    slot_no: int
+    version: int = 0
+    dirty_since: int | None = None   # write sequence number when it last became dirty
+
+
+@dataclasses.dataclass
+class _Level1Batch:
+    seq: int
+    blocks: dict[int, bytes]
+    versions: dict[int, int]
+    min_write_seq: int
+
+
+def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: int, ram_buffer: int,
+                        level1_write: int, destage_segment: int, idle_threshold: float) -> None:
+    """Raise UsageError (one line) for a configuration that cannot work."""
+    if config not in CONFIGS:
+        raise UsageError(f"unknown VC-RAID configuration {config!r}", hint=f"use one of: {', '.join(CONFIGS)}")
+    if config == "scd" and len(cache_sizes) != 1:
+        raise UsageError(f"scd takes exactly one cache disk, {len(cache_sizes)} given")
+    if config == "mcd" and len(cache_sizes) < 2:
+        raise UsageError(f"mcd needs cache partitions on at least two disks, {len(cache_sizes)} given",
+                         hint="use scd for one cache disk")
+    if block_size < SECTOR or block_size > 64 * KiB or block_size & (block_size - 1):
+        raise UsageError(f"block size {block_size} is not one a filesystem uses",
+                         hint="use a power of two from 512 to 65536 (ext4: 1024, 2048 or 4096)")
+    if ram_buffer <= 0 or ram_buffer % block_size:
+        raise UsageError(f"RAM buffer of {ram_buffer} bytes is not a positive multiple of the block size {block_size}")
+    if level1_write < block_size or destage_segment < block_size:
+        raise UsageError("level-1 write size and destage segment must hold at least one block")
+    if idle_threshold <= 0:
+        raise UsageError(f"idle threshold must be positive, not {idle_threshold}")
+    logs = [size - DEFAULT_LOG_START for size in cache_sizes]
+    if ram_buffer > sum(logs):
+        raise UsageError(f"RAM buffer of {ram_buffer} bytes is larger than the cache disks ({max(sum(logs), 0)} bytes of log)",
+                         hint="use larger cache disks or a smaller RAM buffer")
+    one_log_write = max_record_bytes(level1_write // block_size, block_size)
+    if min(logs) < one_log_write:
+        raise UsageError(f"cache disk log of {min(logs)} bytes is smaller than one log write ({one_log_write} bytes)",
+                         hint="use larger cache disks")
+
+
+class VCRAID:
+    """VC-RAID over a raid5 `array` and `cache_disks` (module doc). Build it with
+    `create_vcraid` / `assemble_vcraid`, then `start(nursery)`."""
+
+    def __init__(self, name: str, array: Any, cache_disks: Sequence[Any], superblock: metadata.Superblock) -> None:
+        g = superblock.geometry
+        self.name = name
+        self.array = array
+        self.cache_disks = list(cache_disks)
+        self.superblock = superblock
+        self.config = g["config"]
+        self.block_size = int(g["block_size"])
+        self.ram_buffer = int(g["ram_buffer"])
+        self.level1_write = int(g["level1_write"])
+        self.destage_segment = int(g["destage_segment"])
+        self.idle_threshold = float(g["idle_threshold"])
+        log_id = log_id_of(superblock.array_uuid)
+        self.logs = [CacheDiskLog(d, i, DEFAULT_LOG_START, d.size, self.block_size, log_id)
+                     for i, d in enumerate(self.cache_disks)]
+        self.store = LogStore(self.logs, self.block_size, epoch=superblock.generation)
+        # RAM buffer (§3.1)
+        self.n_slots = self.ram_buffer // self.block_size
+        self.data_buffer = bytearray(self.ram_buffer)
+        self.free_list: list[int] = list(range(self.n_slots - 1, -1, -1))
+        self.hash_table: dict[int, SlotEntry] = {}
+        self.lru_list: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self._dirty: collections.OrderedDict[int, None] = collections.OrderedDict()  # not yet in a log write
+        self._inflight: list[_Level1Batch] = []
+        self._turn = 0
+        self._level2_lock = trio.Lock()
+        self._write_seq = 0
+        self._changed = trio.Event()
+        self._requests = 0
+        self._outstanding = 0
+        self._last_activity = float("-inf")
+        self._started = False
+        self.keeper: build.MetadataKeeper | None = None  # the raid5's superblock keeper
+        self.timeline: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque(maxlen=TIMELINE_EVENTS)
+        self.counters = collections.Counter()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def size(self) -> int:
+        return self.array.size
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """Start the level-1 writers (one per cache disk) and the level-2 idle detector."""
+        if self._started:
+            raise RuntimeError(f"VC-RAID {self.name} already started")
+        self._started = True
+        self._last_activity = trio.current_time()
+        for log in self.logs:
+            nursery.start_soon(self._level1_writer, log, name=f"vcraid-{self.name}-level1-{log.index}")
+        nursery.start_soon(self._idle_detector, name=f"vcraid-{self.name}-level2")
+
+    # ------------------------------------------------------------------ BlockTarget
+
+    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
+        check_aligned(offset, len(data), self.size)
+        if not data:
+            return
+        self._begin()
+        try:
+            self.counters["writes"] += 1
+            self.counters["bytes_written"] += len(data)
+            bs = self.block_size
+            first, last = offset // bs, (offset + len(data) - 1) // bs
+            for lba in range(first, last + 1):
+                lo, hi = max(offset, lba * bs), min(offset + len(data), (lba + 1) * bs)
+                piece = data[lo - offset:hi - offset]
+                if hi - lo < bs:  # part of a block: read-modify-write
+                    self.counters["partial_block_writes"] += 1
+                    block = bytearray(await self._read_blocks(lba, 1))
+                    block[lo - lba * bs:hi - lba * bs] = piece
+                    piece = bytes(block)
+                await self._put_block(lba, piece)
+            if fua:
+                self.counters["sync_writes"] += 1
+                await self._wait_on_cache_disk(self._write_seq)
+        finally:
+            self._end()
+
+    async def read(self, offset: int, length: int) -> bytes:
+        check_aligned(offset, length, self.size)
+        if not length:
+            return b""
+        self._begin()
+        try:
+            self.counters["reads"] += 1
+            self.counters["bytes_read"] += length
+            bs = self.block_size
+            first, last = offset // bs, (offset + length - 1) // bs
+            blocks = await self._read_blocks(first, last - first + 1)
+            start = offset - first * bs
+            return blocks[start:start + length]
+        finally:
+            self._end()
+
+    async def flush(self) -> None:
+        """Every write acknowledged before the call is on a cache disk (or the array)."""
+        self._begin()
+        try:
+            self.counters["flushes"] += 1
+            await self._wait_on_cache_disk(self._write_seq)
+            await self.array.flush()
+        finally:
+            self._end()
+
+    async def trim(self, offset: int, length: int) -> None:
+        check_aligned(offset, length, self.size)
+        self.counters["trims"] += 1  # raid5 ignores trims (parity); so does the cache
+
+    def statistics(self) -> dict[str, Any]:
+        c, sc = self.counters, self.store.counters
+        used_slots = self.n_slots - len(self.free_list)
+        return {
+            "arch": "vcraid",
+            "name": self.name,
+            "config": self.config,
+            "capacity": self.size,
+            "block_size": self.block_size,
+            "ram_buffer_bytes": self.ram_buffer,
+            "ram_used_bytes": used_slots * self.block_size,
+            "ram_dirty_blocks": len(self._dirty),
+            "cache_disk_bytes": self.store.capacity,
+            "cache_disk_used_bytes": self.store.used,
+            "cache_disk_used_per_disk": [log.used for log in self.logs],
+            "cache_disk_blocks_mapped": len(self.store.mapping),
+            "reads": c["reads"], "writes": c["writes"], "flushes": c["flushes"], "trims": c["trims"],
+            "bytes_read": c["bytes_read"], "bytes_written": c["bytes_written"],
+            "sync_writes": c["sync_writes"], "partial_block_writes": c["partial_block_writes"],
+            "read_hits_ram_blocks": c["hits_ram"],
+            "read_hits_cache_disk_blocks": c["hits_cache_disk"],
+            "read_hits_array_blocks": c["hits_array"],
+            "level1_destages": sc["log_writes"], "level1_bytes": sc["log_write_bytes"],
+            "level1_per_disk": [c[f"level1_disk{i}"] for i in range(len(self.logs))],
+            "level2_destages": sc["destages"], "level2_bytes": sc["destaged_bytes"],
+            "level2_holes_dropped": sc["destage_holes_dropped"],
+            "level2_suspended": sc["destages_suspended"],
+            "level2_forced": c["forced_destages"],
+            "tombstones": sc["tombstones"],
+            "idle_periods_found": c["idle_periods"],
+            "waited_for_full_buffer": c["waited_for_full_buffer"],
+            "recovered_blocks": c["recovered_blocks"],
+            "cache_disks": [d.statistics() for d in self.cache_disks],
+            "array": self.array.statistics(),
+        }
+
+    # ------------------------------------------------------------------ RAM buffer (§3.1, §3.3.1)
+
+    async def _put_block(self, lba: int, block: bytes) -> None:
+        entry = self.hash_table.get(lba)
+        if entry is None:
+            if not self.free_list:
+                self.counters["waited_for_full_buffer"] += 1
+                while not self.free_list:
+                    self._notify()
+                    await self._changed.wait()
+            entry = self.hash_table.get(lba)  # another writer may have made it meanwhile
+            if entry is None:
+                entry = SlotEntry(lba, self.free_list.pop())
+                self.hash_table[lba] = entry
+        bs = self.block_size
+        self.data_buffer[entry.slot_no * bs:(entry.slot_no + 1) * bs] = block
+        self._write_seq += 1
+        entry.version += 1
+        if lba not in self._dirty:
+            entry.dirty_since = self._write_seq
+            self._dirty[lba] = None
+        self.lru_list[lba] = None
+        self.lru_list.move_to_end(lba)
+        self._notify()
+
+    def _oldest_unlogged(self) -> float:
+        candidates = [b.min_write_seq for b in self._inflight]
+        if self._dirty:
+            first = self.hash_table[next(iter(self._dirty))]
+            candidates.append(first.dirty_since or 0)
+        return min(candidates) if candidates else math.inf
+
+    async def _wait_on_cache_disk(self, write_seq: int) -> None:
+        while self._oldest_unlogged() <= write_seq:
+            self._notify()
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    # ------------------------------------------------------------------ reads (§3.3.2)
+
+    async def _read_blocks(self, first: int, count: int) -> bytes:
+        bs = self.block_size
+        out = bytearray(count * bs)
+        while True:
+            plan = [self._where(first + i) for i in range(count)]
+            cached = {loc.log for kind, loc in plan if kind == "cache"}
+            if not cached:
+                break
+            # Hold every cache disk the blocks are on (ascending order), then look again:
+            # a popped region is rewritten by the next log write, so no read may overtake it.
+            async with _locks([self.logs[i].lock for i in sorted(cached)]):
+                plan = [self._where(first + i) for i in range(count)]
+                if not {loc.log for kind, loc in plan if kind == "cache"} <= cached:
+                    continue  # moved to another cache disk while we waited: look again
+                await self._fill_cache(out, plan)
+            break
+        data_runs: list[list[int]] = []
+        for i, (kind, value) in enumerate(plan):
+            if kind == "ram":
+                out[i * bs:(i + 1) * bs] = value
+            elif kind == "array":
+                if data_runs and data_runs[-1][0] + data_runs[-1][1] == i:
+                    data_runs[-1][1] += 1
+                else:
+                    data_runs.append([i, 1])
+        for i, n in data_runs:
+            out[i * bs:(i + n) * bs] = await self.array.read((first + i) * bs, n * bs)
+        self.counters["hits_ram"] += sum(1 for k, _ in plan if k == "ram")
+        self.counters["hits_cache_disk"] += sum(1 for k, _ in plan if k == "cache")
+        self.counters["hits_array"] += sum(1 for k, _ in plan if k == "array")
+        return bytes(out)
+
+    def _where(self, lba: int) -> tuple[str, Any]:
+        entry = self.hash_table.get(lba)
+        if entry is not None:
+            bs = self.block_size
+            return "ram", bytes(self.data_buffer[entry.slot_no * bs:(entry.slot_no + 1) * bs])
+        loc = self.store.mapping.get(lba)
+        if loc is not None:
+            return "cache", loc
+        return "array", None
+
+    async def _fill_cache(self, out: bytearray, plan) -> None:
+        bs = self.block_size
+        for i, (kind, loc) in enumerate(plan):
+            if kind == "cache":
+                out[i * bs:(i + 1) * bs] = await self.store.read_block(loc)
+
+    # ------------------------------------------------------------------ level-1 destage
+
+    async def _level1_writer(self, log: CacheDiskLog) -> None:
+        """Log writes of up to `level1_write` bytes to this cache disk, in its round-robin
+        turn, whenever it is free and dirty blocks wait (uninterruptible)."""
+        n_logs = len(self.logs)
+        per_write = self.level1_write // self.block_size
+        while True:
+            if not self._dirty or self._turn != log.index:
+                await self._changed.wait()
+                continue
+            async with log.lock:
+                if not self._dirty or self._turn != log.index:
+                    continue
+                await self._make_room_locked(log, max_record_bytes(per_write, self.block_size))
+                if not self._dirty or self._turn != log.index:
+                    continue
+                self._turn = (self._turn + 1) % n_logs
+                lbas = []
+                for lba in self._dirty:
+                    lbas.append(lba)
+                    if len(lbas) == per_write:
+                        break
+                bs = self.block_size
+                blocks, versions, since = {}, {}, []
+                for lba in lbas:
+                    del self._dirty[lba]
+                    entry = self.hash_table[lba]
+                    blocks[lba] = bytes(self.data_buffer[entry.slot_no * bs:(entry.slot_no + 1) * bs])
+                    versions[lba] = entry.version
+                    since.append(entry.dirty_since or 0)
+                batch = _Level1Batch(self.store.next_seq(), blocks, versions, min(since))
+                self._inflight.append(batch)
+                self._notify()  # the next cache disk may start its log write now
+                self._note("level1_start", disk=log.index, blocks=len(blocks))
+                try:
+                    await self.store.append(log.index, list(blocks.items()), batch.seq)
+                finally:
+                    self._inflight.remove(batch)
+                self.counters[f"level1_disk{log.index}"] += 1
+                for lba, version in versions.items():
+                    entry = self.hash_table.get(lba)
+                    if entry is not None and entry.version == version and lba not in self._dirty:
+                        # Now IN_CACHE_DISK: the slot goes back to the free list.
+                        del self.hash_table[lba]
+                        self.free_list.append(entry.slot_no)
+                        self.lru_list.pop(lba, None)
+                self._note("level1_done", disk=log.index, blocks=len(blocks))
+            self._notify()
+
+    async def _make_room_locked(self, log: CacheDiskLog, needed: int) -> None:
+        """A full cache disk: level 2 on it at once, not suspended."""
+        while log.free < needed + self.store.tombstone_bytes() and log.records:
+            self.counters["forced_destages"] += 1
+            self._note("level2_forced", disk=log.index)
+            await self.destage_level2(log, interruptible=False)
+
+    # ------------------------------------------------------------------ level-2 destage
+
+    async def destage_level2(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
+        """LWFD one segment of `log` to the array (caller holds log.lock)."""
+        start_requests = self._requests
+        bs = self.block_size
+
+        async def write_home(live: list[tuple[int, bytes]]) -> bool:
+            if interruptible and self._requests != start_requests:
+                return False
+            async with trio.open_nursery() as nursery:  # "written to the disk array in parallel"
+                for lba, data in _runs(live):
+                    nursery.start_soon(self.array.write, lba * bs, data)
+            await self.array.flush()
+            return True
+
+        # One level-2 destage at a time across all cache disks: with mcd, a forced destage
+        # of a newer copy on one disk must not race an idle destage of an older copy on
+        # another to the same array block (the older one could land last).
+        async with self._level2_lock:
+            self._note("level2_start", disk=log.index)
+            done = await self.store.destage_top(log.index, self.destage_segment, write_home)
+        self._note("level2_done" if done is not None else "level2_suspended", disk=log.index, bytes=done or 0)
+        return done
+
+    def _level2_candidate(self) -> CacheDiskLog | None:
+        """The cache disk whose top segment is oldest (the LRU list's end)."""
+        candidates = [log for log in self.logs if log.records]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda log: log.records[-1].seq)
+
+    async def _idle_detector(self) -> None:
+        while True:
+            log = self._level2_candidate()
+            if log is None or self._dirty or self._inflight:
+                await self._changed.wait()
+                continue
+            now = trio.current_time()
+            deadline = self._last_activity + self.idle_threshold
+            if self._outstanding or now < deadline:
+                await trio.sleep_until(deadline if now < deadline else now + self.idle_threshold)
+                continue
+            self.counters["idle_periods"] += 1
+            self._note("idle")
+            while (log := self._level2_candidate()) is not None and not self._dirty:
+                start_requests = self._requests
+                async with log.lock:
+                    if self._requests != start_requests:
+                        break
+                    done = await self.destage_level2(log, interruptible=True)
+                if done is None or self._requests != start_requests:
+                    break
+
+    # ------------------------------------------------------------------ helpers
+
+    def _begin(self) -> None:
+        if not self._started:
+            raise RuntimeError(f"VC-RAID {self.name} is not started (call start(nursery))")
+        self._requests += 1
+        self._outstanding += 1
+        self._last_activity = trio.current_time()
+
+    def _end(self) -> None:
+        self._outstanding -= 1
+        self._last_activity = trio.current_time()
+
+    def _note(self, event: str, **detail: Any) -> None:
+        self.timeline.append((trio.current_time(), event, detail))
+
+
+class _locks:
+    """Hold several trio locks (acquired in the order given)."""
+
+    def __init__(self, locks: Sequence[trio.Lock]) -> None:
+        self.locks = list(locks)
+
+    async def __aenter__(self):
+        for lock in self.locks:
+            await lock.acquire()
+
+    async def __aexit__(self, *exc):
+        for lock in reversed(self.locks):
+            lock.release()
+
+
+def _cache_superblocks(base: metadata.Superblock, cache_disks: Sequence[Any]) -> list[metadata.Superblock]:
+    return [base.for_member(i) for i in range(len(cache_disks))]
+
+
+async def create_vcraid(
+    name: str,
+    array_members: Sequence[Any],
+    cache_disks: Sequence[Any],
+    *,
+    config: str = "scd",
+    block_size: int = DEFAULTS["block_size"],
+    ram_buffer: int = DEFAULTS["ram_buffer"],
+    level1_write: int = DEFAULTS["level1_write"],
+    destage_segment: int = DEFAULTS["destage_segment"],
+    idle_threshold: float = DEFAULTS["idle_threshold"],
+    chunk: int = 64 * KiB,
+) -> VCRAID:
+    """Make a new VC-RAID: a raid5 over `array_members` (build.create_array, superblocks on
+    each), and a superblock plus an empty log on each cache disk. Not yet started."""
+    check_vcraid_config(config, [d.size for d in cache_disks], block_size=block_size, ram_buffer=ram_buffer,
+                        level1_write=level1_write, destage_segment=destage_segment,
+                        idle_threshold=idle_threshold)
+    array, keeper = await build.create_array(name, "raid5", array_members, chunk=chunk)
+    if array.size % block_size:
+        raise UsageError(f"array capacity {array.size} is not a multiple of the block size {block_size}")
+    base = metadata.Superblock(
+        array_uuid=metadata.new_array_uuid(), name=name, arch="vcraid", n_members=len(cache_disks),
+        member_index=0, member_size=cache_disks[0].size, data_offset=DEFAULT_LOG_START,
+        geometry=dict(arch="vcraid", config=config, block_size=block_size, ram_buffer=ram_buffer,
+                      level1_write=level1_write, destage_segment=destage_segment,
+                      idle_threshold=idle_threshold, raid5_uuid=keeper.superblock.array_uuid),
+    )
+    vc = VCRAID(name, array, cache_disks, base)
+    await vc.store.format()
+    for disk, sb in zip(cache_disks, _cache_superblocks(base, cache_disks)):
+        await metadata.write_superblock(disk, sb)
+    vc.keeper = keeper
+    return vc
+
+
+async def assemble_vcraid(array_members: Sequence[Any], cache_disks: Sequence[Any]) -> VCRAID:
+    """Bring a VC-RAID back (§3.4): assemble the raid5 from its superblocks, check the cache
+    disks' superblocks, scan the cache disk headers, write every block not yet destaged to
+    the array, flush it, and start with empty caches. Not yet started."""
+    array, keeper = await build.assemble_array(array_members)
+    found = []
+    for disk in cache_disks:
+        found.append(await metadata.read_superblock(disk))
+    authority = metadata.check_assembly(found, labels=[getattr(d, "name", str(i)) for i, d in enumerate(cache_disks)])
+    if authority.arch != "vcraid" or authority.geometry.get("raid5_uuid") != keeper.superblock.array_uuid:
+        raise metadata.MetadataError(f"the cache disks do not belong to the raid5 of {keeper.superblock.name}",
+                                     hint="give the array members and the cache disks of one VC-RAID")
+    base = dataclasses.replace(authority, generation=authority.generation + 1, state="active")
+    # Recovery reads the logs of the old epoch, then writes a new epoch.
+    old = VCRAID(authority.name, array, cache_disks, authority)
+    await old.store.recover()
+    bs = old.block_size
+    pending = []
+    for lba, loc in sorted(old.store.mapping.items()):
+        pending.append((lba, await old.store.read_block(loc)))
+    for lba, data in _runs(pending):
+        await array.write(lba * bs, data)
+    await array.flush()
+    vc = VCRAID(authority.name, array, cache_disks, base)
+    await vc.store.format()
+    for disk, sb in zip(cache_disks, _cache_superblocks(base, cache_disks)):
+        await metadata.write_superblock(disk, sb)
+    vc.counters["recovered_blocks"] = len(pending)
+    vc.keeper = keeper
+    return vc

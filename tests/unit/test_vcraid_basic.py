@@ -1,0 +1,197 @@
+"""VC-RAID (He & Yang §2-3) on the virtual clock: RAM buffer, level-1 and level-2 destage,
+synchronous writes, scd and mcd, bad configurations."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from raidlab.disks import EmulatedDisk, MemoryBackend
+from raidlab.engine.caches import create_vcraid
+from raidlab.engine.caches.log import DEFAULT_LOG_START
+from raidlab.engine.virtual import run_virtual
+from raidlab.errors import UsageError
+
+KiB, MiB = 1024, 1 << 20
+
+
+def pattern(tag: int, length: int) -> bytes:
+    return (f"<{tag:08d}>".encode() * (length // 10 + 1))[:length]
+
+
+def scd_disks(model="none", cache=1 * MiB):
+    array_disks = [EmulatedDisk(f"d{i}", model, MemoryBackend(8 * MiB)) for i in range(4)]
+    cache_disk = EmulatedDisk("cache", model, MemoryBackend(cache))
+    return array_disks + [cache_disk], array_disks, [cache_disk]
+
+
+def mcd_disks(model="none", cache=1 * MiB):
+    whole = [EmulatedDisk(f"d{i}", model, MemoryBackend(8 * MiB + cache)) for i in range(4)]
+    members = [d.partition(0, 8 * MiB, name=f"d{i}a") for i, d in enumerate(whole)]
+    caches = [whole[i].partition(8 * MiB, cache, name=f"d{i}c") for i in (0, 1)]
+    return whole, members, caches
+
+
+def run(body, disks):
+    async def main():
+        async with trio.open_nursery() as nursery:
+            for d in disks:
+                d.start(nursery)
+            result = await body(nursery)
+            nursery.cancel_scope.cancel()
+        return result
+
+    return run_virtual(main)
+
+
+def test_writes_pass_ram_buffer_cache_disk_and_array_and_read_back_from_each_level():
+    disks, members, caches = scd_disks()
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=64 * KiB, idle_threshold=0.05)
+        vc.start(nursery)
+        await vc.write(10 * KiB, pattern(1, 8 * KiB))
+        assert vc.statistics()["ram_dirty_blocks"] in (0, 8)
+        await vc.write(10 * KiB, pattern(2, 8 * KiB))  # overwrite
+        assert await vc.read(10 * KiB, 8 * KiB) == pattern(2, 8 * KiB)
+        await vc.flush()
+        s = vc.statistics()
+        assert s["ram_dirty_blocks"] == 0 and s["cache_disk_blocks_mapped"] == 8
+        assert await vc.read(10 * KiB, 8 * KiB) == pattern(2, 8 * KiB)
+        assert vc.statistics()["read_hits_cache_disk_blocks"] == 8
+        await trio.sleep(0.2)  # idle: level 2 to the array
+        s = vc.statistics()
+        assert s["cache_disk_used_bytes"] == 0 and s["level2_destages"] >= 1 and s["idle_periods_found"] >= 1
+        assert await vc.array.read(10 * KiB, 8 * KiB) == pattern(2, 8 * KiB)
+        assert await vc.read(10 * KiB, 8 * KiB) == pattern(2, 8 * KiB)
+        assert vc.statistics()["read_hits_array_blocks"] == 8
+        return vc.statistics()
+
+    s = run(body, disks)
+    assert s["read_hits_ram_blocks"] >= 0 and s["level2_bytes"] == 8 * KiB
+
+
+def test_partial_block_writes_are_merged():
+    disks, members, caches = scd_disks()
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, block_size=4 * KiB, ram_buffer=64 * KiB)
+        vc.start(nursery)
+        await vc.write(0, pattern(1, 8 * KiB))
+        await vc.write(1024 + 512, b"x" * 1024)
+        want = bytearray(pattern(1, 8 * KiB))
+        want[1536:2560] = b"x" * 1024
+        assert await vc.read(0, 8 * KiB) == bytes(want)
+        return vc.statistics()["partial_block_writes"]
+
+    assert run(body, disks) == 1
+
+
+def test_a_sync_write_is_acknowledged_only_once_on_the_cache_disk():
+    disks, members, caches = scd_disks(model="hp-c2200a", cache=2 * MiB)
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=256 * KiB, idle_threshold=10.0)
+        vc.start(nursery)
+        t0 = trio.current_time()
+        await vc.write(0, pattern(1, 4 * KiB))
+        assert trio.current_time() == t0  # immediate report
+        before = caches[0].statistics()["writes"]
+        await vc.write(64 * KiB, pattern(2, 4 * KiB), fua=True)
+        assert trio.current_time() > t0 + 0.005
+        assert caches[0].statistics()["writes"] > before
+        assert 64 * KiB // 1024 in vc.store.mapping
+        return True
+
+    assert run(body, disks)
+
+
+def test_level1_writes_are_at_most_64_kb_and_go_round_robin_in_mcd():
+    whole, members, caches = mcd_disks(model="hp-c2200a", cache=2 * MiB)
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, config="mcd", ram_buffer=512 * KiB,
+                                 idle_threshold=10.0)
+        vc.start(nursery)
+        for i in range(64):
+            await vc.write(i * 16 * KiB, pattern(i, 8 * KiB))
+        await vc.flush()
+        for i in range(64):
+            assert await vc.read(i * 16 * KiB, 8 * KiB) == pattern(i, 8 * KiB)
+        return vc.statistics(), list(vc.timeline)
+
+    s, timeline = run(body, whole)
+    starts = [d for t, ev, d in timeline if ev == "level1_start"]
+    assert all(d["blocks"] * KiB <= 64 * KiB for d in starts)
+    assert [d["disk"] for d in starts] == [i % 2 for i in range(len(starts))]
+    assert abs(s["level1_per_disk"][0] - s["level1_per_disk"][1]) <= 1
+    assert sum(d["blocks"] for d in starts) == 64 * 8
+    # The two cache partitions wrote at the same time at least once (parallel log writes).
+    busy = {}
+    overlap = False
+    for t, ev, d in timeline:
+        if ev == "level1_start":
+            busy[d["disk"]] = True
+            overlap = overlap or all(busy.get(k) for k in (0, 1))
+        elif ev == "level1_done":
+            busy[d["disk"]] = False
+    assert overlap
+
+
+def test_a_full_cache_disk_forces_level2_and_a_full_ram_buffer_makes_writes_wait():
+    disks, members, caches = scd_disks(model="hp-c2200a", cache=DEFAULT_LOG_START + 160 * KiB)
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=32 * KiB, idle_threshold=10.0)
+        vc.start(nursery)
+        for i in range(80):
+            await vc.write(i * 12 * KiB, pattern(i, 8 * KiB))
+        await vc.flush()
+        for i in range(80):
+            assert await vc.read(i * 12 * KiB, 8 * KiB) == pattern(i, 8 * KiB)
+        return vc.statistics()
+
+    s = run(body, disks)
+    assert s["waited_for_full_buffer"] > 0 and s["level2_forced"] > 0 and s["idle_periods_found"] == 0
+
+
+def test_level2_waits_for_idle_and_is_suspended_by_a_new_request():
+    disks, members, caches = scd_disks(model="hp-c2200a", cache=4 * MiB)
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=256 * KiB, destage_segment=1 * MiB)
+        vc.start(nursery)
+        for i in range(60):
+            await vc.write(i * 40 * KiB, pattern(i, 4 * KiB))
+        await vc.flush()
+        last = trio.current_time()
+        await trio.sleep(0.051)
+        await vc.read(3 * MiB, 4 * KiB)  # arrives during the level-2 segment
+        await trio.sleep(5.0)
+        return last, vc.statistics(), list(vc.timeline)
+
+    last, s, timeline = run(body, disks)
+    idle = [t for t, ev, _ in timeline if ev == "idle"]
+    assert idle[0] == pytest.approx(last + 0.05, abs=1e-9)
+    assert s["level2_suspended"] == 1 and s["idle_periods_found"] == 2
+    assert s["cache_disk_used_bytes"] == 0 and s["level2_bytes"] == 60 * 4 * KiB
+
+
+@pytest.mark.parametrize("config, n_caches, options, words", [
+    ("mcd", 1, {}, "mcd needs cache partitions on at least two disks"),
+    ("scd", 1, {"block_size": 1536}, "block size 1536 is not one a filesystem uses"),
+    ("scd", 1, {"ram_buffer": 4 * MiB}, "larger than the cache disks"),
+    ("scd", 1, {"ram_buffer": 16 * KiB, "cache": DEFAULT_LOG_START + 32 * KiB}, "smaller than one log write"),
+])
+def test_bad_configurations_are_one_clear_usage_error(config, n_caches, options, words):
+    cache = options.pop("cache", 1 * MiB)
+    array_disks = [EmulatedDisk(f"d{i}", "none", MemoryBackend(8 * MiB)) for i in range(4)]
+    caches = [EmulatedDisk(f"c{i}", "none", MemoryBackend(cache)) for i in range(n_caches)]
+
+    async def body(nursery):
+        with pytest.raises(UsageError) as err:
+            await create_vcraid("v", array_disks, caches, config=config, **options)
+        return str(err.value)
+
+    message = run(body, array_disks + caches)
+    assert words in message and "\n" not in message
