@@ -9,6 +9,13 @@ decides seek distances and so the times. The same trace, seed and options must g
 identical results byte for byte (issue 7), so `run_virtual` seeds that RNG before each run.
 It is a private trio attribute — the one trio's own Hypothesis plugin seeds for the same
 purpose — so we check it exists and fail loudly if a trio release removes it.
+
+Seeding alone is not enough: timers that expire at the same virtual instant (common on a
+virtual clock) are ordered by `id()` of their cancel scopes, i.e. by memory address, which
+depends on what the process did before; a replay could then differ from the same replay run
+first in a fresh process. trio's deterministic-scheduling switch (also set by its Hypothesis
+plugin) sorts every batch of runnable tasks by creation order before the seeded shuffle,
+which removes that dependence; `run_virtual` turns it on for the duration of the run.
 """
 
 from __future__ import annotations
@@ -38,5 +45,14 @@ def _scheduler_rng() -> random.Random:
 def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0) -> T:
     """trio.run(fn, *args) on a MockClock that jumps to the next deadline, with trio's
     scheduling order seeded by `seed`. Returns fn's result."""
+    from trio._core import _run
+
     _scheduler_rng().seed(seed)
-    return trio.run(fn, *args, clock=trio.testing.MockClock(autojump_threshold=0))
+    previous = getattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING", None)
+    if previous is None:  # pragma: no cover - depends on the trio release
+        raise RuntimeError("this trio release has no deterministic-scheduling switch")
+    _run._ALLOW_DETERMINISTIC_SCHEDULING = True
+    try:
+        return trio.run(fn, *args, clock=trio.testing.MockClock(autojump_threshold=0))
+    finally:
+        _run._ALLOW_DETERMINISTIC_SCHEDULING = previous
