@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from raidlab import __version__
-from raidlab.disks import catalog
 from raidlab.disks.bench import run_bench
 
 # (catalog name, the paper that uses it)

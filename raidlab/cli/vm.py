@@ -111,7 +111,6 @@ def register(cli: click.Group) -> None:
     def info_cmd(as_json: bool) -> int:
         """What is cached, which QEMU, which accelerator (no boot)."""
         from raidlab.runners.vm import initramfs, kernel
-        from raidlab.runners.vm import qemu as vmq
         from raidlab.tools import qemu as qemu_tool
         from raidlab.tools.base import which
 

@@ -54,12 +54,13 @@ import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import metadata
+from raidlab.engine.caches.activity import RequestActivity
 from raidlab.engine.caches.log import (
     DEFAULT_LOG_START,
     CacheDiskLog,
-    Location,
     LogStore,
     max_record_bytes,
+    runs_of,
 )
 from raidlab.errors import UsageError
 
@@ -73,7 +74,6 @@ DEFAULTS = dict(
     destage_segment=128 * KiB,
     large_write=64 * KiB,
 )
-TIMELINE_EVENTS = 4096
 
 
 @dataclasses.dataclass
@@ -115,9 +115,11 @@ def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_thre
             hint="use a larger cache-disk or a smaller RAM buffer")
 
 
-class DCD:
+class DCD(RequestActivity):
     """A Disk Caching Disk over `cache_disk` and `data_disk` (module doc). Build it with
     `create_dcd` / `assemble_dcd`, then `start(nursery)` before the first request."""
+
+    kind = "DCD"
 
     def __init__(self, name: str, cache_disk: Any, data_disk: Any, superblock: metadata.Superblock) -> None:
         g = superblock.geometry
@@ -142,11 +144,7 @@ class DCD:
         self._log_wanted = trio.Event()
         self._log_nonempty = trio.Event()
         self._progress = trio.Event()
-        self._requests = 0
-        self._outstanding = 0
-        self._last_activity = float("-inf")
-        self._started = False
-        self.timeline: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque(maxlen=TIMELINE_EVENTS)
+        self._init_activity()
         self.counters = collections.Counter()
 
     # ------------------------------------------------------------------ lifecycle
@@ -423,7 +421,7 @@ class DCD:
             return interruptible and self._requests != start_requests
 
         async def write_home(live: list[tuple[int, bytes]]) -> bool:
-            for sector, data in _runs(live):
+            for sector, data in runs_of(live):
                 if suspended():
                     return False
                 await self.data_disk.write(sector * SECTOR, data)
@@ -445,10 +443,7 @@ class DCD:
                 if self.bypass or not self.log.records:
                     await self._log_nonempty.wait()
                 continue
-            now = trio.current_time()
-            deadline = self._last_activity + self.idle_threshold
-            if self._outstanding or now < deadline:
-                await trio.sleep_until(deadline if now < deadline else now + self.idle_threshold)
+            if not await self._idle_or_sleep(self.idle_threshold):
                 continue
             self.counters["idle_periods"] += 1
             self._note("idle")
@@ -463,32 +458,6 @@ class DCD:
 
     # ------------------------------------------------------------------ helpers
 
-    def _begin(self) -> None:
-        if not self._started:
-            raise RuntimeError(f"DCD {self.name} is not started (call start(nursery))")
-        self._requests += 1
-        self._outstanding += 1
-        self._last_activity = trio.current_time()
-
-    def _end(self) -> None:
-        self._outstanding -= 1
-        self._last_activity = trio.current_time()
-
-    def _note(self, event: str, **detail: Any) -> None:
-        self.timeline.append((trio.current_time(), event, detail))
-
-
-def _runs(blocks: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-    """(first address, joined data) of each run of consecutive addresses, in address order."""
-    runs: list[tuple[int, list[bytes]]] = []
-    last = None
-    for addr, data in sorted(blocks):
-        if runs and last is not None and addr == last + 1:
-            runs[-1][1].append(data)
-        else:
-            runs.append((addr, [data]))
-        last = addr
-    return [(addr, b"".join(parts)) for addr, parts in runs]
 
 
 async def create_dcd(

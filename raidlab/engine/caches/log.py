@@ -79,6 +79,19 @@ def extents_of(addresses: Iterable[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def runs_of(blocks: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """(first address, joined data) of each run of consecutive addresses, in address order."""
+    runs: list[tuple[int, list[bytes]]] = []
+    last = None
+    for addr, data in sorted(blocks):
+        if runs and last is not None and addr == last + 1:
+            runs[-1][1].append(data)
+        else:
+            runs.append((addr, [data]))
+        last = addr
+    return [(addr, b"".join(parts)) for addr, parts in runs]
+
+
 def summary_sectors_for(n_extents: int) -> int:
     return -(-(HEADER.size + EXTENT.size * n_extents) // SECTOR)
 

@@ -53,8 +53,9 @@ import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
-from raidlab.engine.caches.dcd import _runs, log_id_of
-from raidlab.engine.caches.log import DEFAULT_LOG_START, CacheDiskLog, LogStore, max_record_bytes
+from raidlab.engine.caches.activity import RequestActivity
+from raidlab.engine.caches.dcd import log_id_of
+from raidlab.engine.caches.log import DEFAULT_LOG_START, CacheDiskLog, LogStore, max_record_bytes, runs_of
 from raidlab.errors import UsageError
 
 KiB = 1024
@@ -68,7 +69,6 @@ DEFAULTS = dict(
     idle_threshold=0.050,
 )
 IN_RAM_BUFFER, IN_CACHE_DISK = "IN_RAM_BUFFER", "IN_CACHE_DISK"
-TIMELINE_EVENTS = 4096
 
 
 @dataclasses.dataclass
@@ -118,9 +118,11 @@ def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: 
                          hint="use larger cache disks")
 
 
-class VCRAID:
+class VCRAID(RequestActivity):
     """VC-RAID over a raid5 `array` and `cache_disks` (module doc). Build it with
     `create_vcraid` / `assemble_vcraid`, then `start(nursery)`."""
+
+    kind = "VC-RAID"
 
     def __init__(self, name: str, array: Any, cache_disks: Sequence[Any], superblock: metadata.Superblock) -> None:
         g = superblock.geometry
@@ -150,12 +152,8 @@ class VCRAID:
         self._level2_lock = trio.Lock()
         self._write_seq = 0
         self._changed = trio.Event()
-        self._requests = 0
-        self._outstanding = 0
-        self._last_activity = float("-inf")
-        self._started = False
+        self._init_activity()
         self.keeper: build.MetadataKeeper | None = None  # the raid5's superblock keeper
-        self.timeline: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque(maxlen=TIMELINE_EVENTS)
         self.counters = collections.Counter()
 
     # ------------------------------------------------------------------ lifecycle
@@ -426,7 +424,7 @@ class VCRAID:
             if interruptible and self._requests != start_requests:
                 return False
             async with trio.open_nursery() as nursery:  # "written to the disk array in parallel"
-                for lba, data in _runs(live):
+                for lba, data in runs_of(live):
                     nursery.start_soon(self.array.write, lba * bs, data)
             await self.array.flush()
             return True
@@ -453,10 +451,7 @@ class VCRAID:
             if log is None or self._dirty or self._inflight:
                 await self._changed.wait()
                 continue
-            now = trio.current_time()
-            deadline = self._last_activity + self.idle_threshold
-            if self._outstanding or now < deadline:
-                await trio.sleep_until(deadline if now < deadline else now + self.idle_threshold)
+            if not await self._idle_or_sleep(self.idle_threshold):
                 continue
             self.counters["idle_periods"] += 1
             self._note("idle")
@@ -471,19 +466,6 @@ class VCRAID:
 
     # ------------------------------------------------------------------ helpers
 
-    def _begin(self) -> None:
-        if not self._started:
-            raise RuntimeError(f"VC-RAID {self.name} is not started (call start(nursery))")
-        self._requests += 1
-        self._outstanding += 1
-        self._last_activity = trio.current_time()
-
-    def _end(self) -> None:
-        self._outstanding -= 1
-        self._last_activity = trio.current_time()
-
-    def _note(self, event: str, **detail: Any) -> None:
-        self.timeline.append((trio.current_time(), event, detail))
 
 
 class _locks:
@@ -561,7 +543,7 @@ async def assemble_vcraid(array_members: Sequence[Any], cache_disks: Sequence[An
     pending = []
     for lba, loc in sorted(old.store.mapping.items()):
         pending.append((lba, await old.store.read_block(loc)))
-    for lba, data in _runs(pending):
+    for lba, data in runs_of(pending):
         await array.write(lba * bs, data)
     await array.flush()
     vc = VCRAID(authority.name, array, cache_disks, base)
