@@ -144,13 +144,15 @@ class Array:
 
     async def _write(self, offset: int, data: bytes, fua: bool) -> None:
         length = len(data)
-        plan = self._write_plan(offset, length, self.failed)
+        planned_for = self.failed
+        plan = self._write_plan(offset, length, planned_for)
         stripes = [s.stripe for s in plan.stripes]
         await self._stripe_locks.acquire(stripes)
         try:
             while True:
-                failed = self.failed
-                plan = self._write_plan(offset, length, failed)
+                if self.failed != planned_for:  # a member failed meanwhile: plan again
+                    planned_for = self.failed
+                    plan = self._write_plan(offset, length, planned_for)
                 try:
                     buffers = await self._read_ranges(plan.reads)
                     payloads = plan.payloads(data, buffers)

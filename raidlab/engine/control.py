@@ -164,33 +164,19 @@ def release_leftovers(lab: Lab) -> list[str]:
     return list(report.released)
 
 
-def remove_lab(lab: Lab, *, keep_images: bool) -> list[str]:
-    """Delete what `raidlab create` made in the lab directory (not running)."""
-    removed = []
-    if not keep_images:
-        if lab.images_dir.exists():
-            shutil.rmtree(lab.images_dir)
-            removed.append(str(lab.images_dir))
-        for name in (SPEC_FILE, RUNTIME_FILE, "daemon.log", "state.json", "lock"):
-            try:
-                (lab.path / name).unlink()
-                removed.append(name)
-            except FileNotFoundError:
-                pass
-        try:
-            for sub in ("mnt", "fusectl"):
-                d = lab.path / sub
-                if d.is_dir():
-                    d.rmdir()
-            lab.path.rmdir()
-        except OSError:
-            pass
-    else:
-        try:
-            (lab.path / RUNTIME_FILE).unlink()
-        except FileNotFoundError:
-            pass
-    return removed
+def remove_lab(lab: Lab, *, keep_images: bool) -> None:
+    """Delete what `raidlab create` made (the lab must be stopped and released): the whole
+    lab directory, or with keep_images only the runtime record, so `assemble` can follow."""
+    from raidlab.tools.mount import mounts_under
+
+    if keep_images:
+        (lab.path / RUNTIME_FILE).unlink(missing_ok=True)
+        return
+    still = mounts_under(lab.path)
+    if still:  # never delete through a mount point
+        raise LabError(f"lab {lab.name!r} still has mounts: {', '.join(m.mount_point for m in still)}",
+                       hint=f"run `raidlab lab cleanup {lab.name}`")
+    shutil.rmtree(lab.path, ignore_errors=True)
 
 
 def list_arrays(home: str | None) -> list[dict[str, Any]]:
