@@ -47,21 +47,15 @@ def _parse_options(pairs: tuple[str, ...]) -> dict:
     return options
 
 
-def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
-    """Refuse an impossible geometry before anything is started."""
-    from raidlab.engine.build import SA_ARCHS, engine_archs
-    from raidlab.engine.layouts import create_layout
-    from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
+def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, runner: str) -> None:
+    """Refuse an impossible configuration before anything is started."""
+    import importlib.util
 
-    if arch.startswith("md-"):
-        raise UsageError(f"{arch} is an mdadm baseline, not built by the engine yet",
-                         hint="md baselines run in the lab VM: see `raidlab vm --help`")
-    if arch not in engine_archs():
-        raise UsageError(f"unknown architecture {arch!r}", hint=f"choose one of: {', '.join(engine_archs())}")
-    params = dict(n_disks=disks, disk_size=disk_size, chunk_bytes=chunk, data_offset=DEFAULT_DATA_OFFSET, **options)
-    if arch in SA_ARCHS and "bandwidths" not in params and "virtual_device_array" not in params:
-        params["bandwidths"] = tuple([1.0] * disks)
-    create_layout(arch, **params)
+    from raidlab.engine import hosts
+
+    hosts.validate(arch, disks, disk_size, chunk, options)
+    if runner == "vm" and importlib.util.find_spec("raidlab.runners.vm.hosted") is None:
+        raise UsageError("the lab VM runner cannot host arrays in this version", hint="use --runner native")
 
 
 def _progress() -> Progress:
@@ -78,9 +72,11 @@ def _progress() -> Progress:
 @click.option("--chunk", default="512K", show_default=True, help="chunk / stripe unit (md default 512K)")
 @click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
+@click.option("--runner", type=click.Choice(["native", "vm"]), default="native", show_default=True,
+              help="where the block layer and workloads run: this kernel, or the lab VM")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options, home, as_json):
+def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options, runner, home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.engine import control
@@ -90,13 +86,13 @@ def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options,
     size, chunk_bytes = parse_size(disk_size), parse_size(chunk)
     opts = _parse_options(options)
     catalog.get(disk_model)
-    _validate(arch, disks, size, chunk_bytes, opts)
+    _validate(arch, disks, size, chunk_bytes, opts, runner)
     check_live_prerequisites("raidlab create")
     lab = _lab(name, home, create=True)
     if (lab.path / SPEC_FILE).exists():
         raise UsageError(f"array {name!r} already exists in {lab.path}",
                          hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
-    ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts).save(lab.path)
+    ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner).save(lab.path)
     try:
         with _err.status(f"creating {name}") as status:
             ready = control.start_daemon(lab, "create", home=home,
@@ -135,8 +131,9 @@ def _print_ready(ready: dict, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(ready))
         return
-    _err.print(f"{ready['arch']}: {ready['capacity'] / 2**20:.1f} MiB, {ready['state']}, daemon pid {ready['pid']}")
-    click.echo(ready["device"])
+    _err.print(f"{ready['arch']}: {ready['capacity'] / 2**20:.1f} MiB, {ready['state']}, daemon pid {ready['pid']}"
+               + (f", in the lab VM as {ready['guest_device']}" if ready.get("guest_device") else ""))
+    click.echo(ready["device"] or ready.get("guest_device") or ready.get("volume"))
 
 
 @click.command(name="list")
@@ -173,6 +170,20 @@ def status(name, home, as_json):
     result = control.request(_lab(name, home), "status")
     if as_json:
         click.echo(json.dumps(result, indent=2))
+        return
+    if result.get("kind") != "engine":
+        # Other families describe themselves: a title and lines of text, then tables
+        # ({"title", "columns", "rows"}).
+        _out.print(f"[bold]{name}[/]: {result['spec']['arch']}, device {result['device']}")
+        for line in result.get("report", []):
+            _out.print(line)
+        for spec in result.get("tables", []):
+            table = Table(title=spec.get("title"))
+            for col in spec["columns"]:
+                table.add_column(str(col))
+            for row in spec["rows"]:
+                table.add_row(*(str(v) for v in row))
+            _out.print(table)
         return
     stats = result["statistics"]
     geo = result["geometry"]

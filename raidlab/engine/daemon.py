@@ -1,5 +1,7 @@
-"""The array daemon: one process per engine array, holding its lab (FUSE mount, loop
-device, member disks) for as long as the array exists.
+"""The array daemon: one process per array, holding its lab (FUSE mount, loop device,
+member disks, lab VM) for as long as the array exists. What it builds is up to the host
+object of the architecture's family (raidlab.engine.hosts: engine layouts, caching
+architectures, md baselines); the daemon owns the lab session and the control socket.
 
 Why a daemon: `raidlab create` must return with a block device the user can mkfs and
 mount, and that device is a loop device over the file `volume` of a FUSE mount this
@@ -11,7 +13,8 @@ background work all live in this one trio run. The CLI talks to it in two ways:
 * afterwards, over a Unix socket in the abstract namespace (no path length limit, gone
   when the process dies): one JSON request per connection, answered by JSON lines —
   {"progress": [done, total]} for long operations, then {"ok": true, "result": ...} or
-  {"ok": false, "error": ...}. Ops: status, fail, replace, check, stop.
+  {"ok": false, "error": ...}. Ops: status and stop here; the rest (fail, replace,
+  check for the engine family) are the host's op_NAME methods.
 
 Shutdown is the lab runtime's (raidlab.lab.open_lab): SIGTERM/SIGINT cancel the work,
 then the cleanup stack detaches the loop device, unmounts FUSE (flushing through the
@@ -36,7 +39,6 @@ from typing import Any
 
 import trio
 
-from raidlab.engine import build
 from raidlab.errors import RaidlabError, UsageError
 
 SPEC_FILE = "array.json"
@@ -55,6 +57,7 @@ class ArraySpec:
     chunk: int
     discipline: str = "fifo"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    runner: str = "native"  # native | vm (the lab VM runner, raidlab.runners.vm)
 
     def save(self, lab_path: Path) -> None:
         tmp = lab_path / (SPEC_FILE + ".tmp")
@@ -77,17 +80,17 @@ def control_address(lab_path: Path) -> str:
 
 
 class Daemon:
+    """Owns the lab session and the control socket; the architecture is built and served by
+    a host object of its family (raidlab.engine.hosts)."""
+
     def __init__(self, spec: ArraySpec, mode: str, home: str | None, ready_fd: int | None):
         self.spec = spec
         self.mode = mode
         self.home = home
         self.ready = os.fdopen(ready_fd, "w", buffering=1) if ready_fd is not None else None
-        self.array = None
-        self.keeper = None
-        self.members: list[Any] = []
+        self.host = None
         self.session = None
         self.device: str | None = None
-        self.busy = trio.Lock()  # one repair operation (replace, check) at a time
 
     # -- talking to the CLI that started us ------------------------------------------
 
@@ -114,48 +117,20 @@ class Daemon:
     # -- the lab -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        from raidlab.export import BlockExportFS, attach_loop, mount_export
-        from raidlab.export.serve import ServeRequest, build_disks
+        from raidlab.engine.hosts import host_class
         from raidlab.lab import open_lab
 
         spec = self.spec
         async with open_lab(spec.name, home=self.home, status=self.status) as session:
             self.session = session
-            fs = BlockExportFS()
-            req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size,
-                               name=spec.name, discipline=spec.discipline, keep_images=True,
-                               home=self.home)
-            made = await build_disks(session, fs, req)
-            self.members = [disk for _relpath, disk, _image in made]
-            labels = [str(image) for _relpath, _disk, image in made]
-            if self.mode == "create":
-                self.status(f"creating {spec.arch} over {spec.disks} x {spec.disk_model}")
-                self.array, self.keeper = await build.create_array(
-                    spec.name, spec.arch, self.members, chunk=spec.chunk, options=spec.options,
-                    status=self.status)
-            else:
-                self.status(f"assembling {spec.name} from {spec.disks} member images")
-                self.array, self.keeper = await build.assemble_array(self.members, labels=labels)
-                if self.array.layout.name != spec.arch:
-                    raise UsageError(f"member images hold a {self.array.layout.name} array, "
-                                     f"the lab records {spec.arch}")
-            fs.add("volume", self.array)
-
-            async def mark_clean():
-                await self.keeper.mark_clean(self.array.failed)
-                return f"generation {self.keeper.superblock.generation}, state clean"
-
-            session.push("array metadata", mark_clean)
-            export = await mount_export(session, fs)
-            loop = await attach_loop(session, export, "volume")
-            self.device = loop.device
+            self.host = host_class(spec.arch)(self)
+            opened = await self.host.open(session, self.mode)
+            self.device = opened.get("device")
             await session.nursery.start(self.serve_control)
-            runtime = {"pid": os.getpid(), "device": self.device, "volume": str(export.mountpoint / "volume"),
-                       "mode": self.mode}
+            runtime = {"pid": os.getpid(), "mode": self.mode, "runner": spec.runner, **opened}
             (session.lab.path / RUNTIME_FILE).write_text(json.dumps(runtime))
             session.push_sync("runtime file", lambda: _unlink(session.lab.path / RUNTIME_FILE))
-            self.tell(ready={**runtime, "arch": spec.arch, "capacity": self.array.size,
-                             "state": self.array.state})
+            self.tell(ready={**runtime, "arch": spec.arch})
             self.close_ready()
             await trio.sleep_forever()
 
@@ -168,6 +143,14 @@ class Daemon:
         listener = trio.SocketListener(sock)
         task_status.started()
         await trio.serve_listeners(self.handle, [listener])
+
+    def handler_for(self, op: str):
+        """The host's op_NAME, else the daemon's own (status wrapper, stop)."""
+        if not isinstance(op, str) or not op.isidentifier():
+            return None
+        if op != "status" and self.host is not None and hasattr(self.host, f"op_{op}"):
+            return getattr(self.host, f"op_{op}")
+        return getattr(self, f"op_{op}", None)
 
     async def handle(self, stream: trio.SocketStream) -> None:
         async def send(obj: dict) -> None:
@@ -182,9 +165,9 @@ class Daemon:
                 raw += chunk
             request = json.loads(raw)
             op = request.get("op")
-            handler = getattr(self, f"op_{op}", None)
+            handler = self.handler_for(op)
             if handler is None:
-                await send({"ok": False, "error": f"unknown operation {op!r}"})
+                await send({"ok": False, "error": f"{self.spec.arch} does not support operation {op!r}"})
                 return
             result = await handler(request, send)
             await send({"ok": True, "result": result})
@@ -199,94 +182,14 @@ class Daemon:
             await stream.aclose()
 
     async def op_status(self, request, send) -> dict:
-        array = self.array
+        """What every family reports (name, spec, device, pid) plus the host's own status."""
         return {
             "name": self.spec.name,
             "spec": dataclasses.asdict(self.spec),
             "device": self.device,
             "pid": os.getpid(),
-            "geometry": array.layout.geometry(),
-            "redundancy": dataclasses.asdict(array.layout.redundancy),
-            "generation": self.keeper.superblock.generation,
-            "arch_state": self.keeper.superblock.arch_state,
-            "rebuilding": array._rebuild is not None,
-            "statistics": array.statistics(),
+            **await self.host.op_status(request, send),
         }
-
-    async def op_fail(self, request, send) -> dict:
-        index = int(request["disk"])
-        array = self.array
-        if not 0 <= index < len(array.members):
-            raise UsageError(f"no member {index}: {self.spec.name} has members 0..{len(array.members) - 1}")
-        if index in array.failed:
-            raise UsageError(f"member {index} of {self.spec.name} is already failed",
-                             hint=f"replace it with `raidlab replace {self.spec.name} --disk {index}`")
-        after = array.failed | {index}
-        if not array.layout.survives(after) and not request.get("force"):
-            what = ("has no redundancy" if array.layout.redundancy.any_failures == 0
-                    else f"cannot survive failed members {sorted(after)}")
-            raise UsageError(f"{self.spec.name} ({array.layout.name}) {what}: failing member {index} "
-                             f"would lose data", hint="use --force to inject the failure anyway")
-        self.members[index].failed = True
-        await array.fail_member(index)
-        return {"failed_members": sorted(array.failed), "state": array.state}
-
-    async def op_replace(self, request, send) -> dict:
-        from raidlab.disks import EmulatedDisk, ImageBackend
-
-        index = int(request["disk"])
-        array = self.array
-        if index not in array.failed:
-            raise UsageError(f"member {index} of {self.spec.name} is not failed",
-                             hint=f"fail it first with `raidlab fail {self.spec.name} --disk {index}`")
-        if not array.layout.survives(array.failed):
-            raise UsageError(f"{self.spec.name} has lost data (failed members {sorted(array.failed)}); "
-                             "a rebuild cannot recover it")
-        async with self.busy:
-            images = self.session.lab.images_dir
-            new_image = images / f"d{index}.new.img"
-            _unlink(new_image)
-            backend = ImageBackend(new_image, self.spec.disk_size)
-            disk = EmulatedDisk(f"d{index}", self.spec.disk_model, backend,
-                                discipline=self.spec.discipline, io_in_thread=True)
-            disk.start(self.session.nursery)
-            old = self.members[index]
-
-            async def progress_loop(state):
-                while True:
-                    await trio.sleep(0.5)
-                    await send({"progress": state})
-
-            state = [0, array.layout.member_data_size]
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(progress_loop, state)
-                await array.rebuild(index, disk, progress=lambda d, t: state.__setitem__(0, d))
-                nursery.cancel_scope.cancel()
-            await send({"progress": [state[1], state[1]]})
-            # The replacement takes the old image's name; the old image is discarded.
-            old.close()
-            os.replace(new_image, images / f"d{index}.img")
-            self.members[index] = disk
-            return {"rebuilt_bytes": state[1], "failed_members": sorted(array.failed), "state": array.state}
-
-    async def op_check(self, request, send) -> dict:
-        array = self.array
-        if array.layout.redundancy.any_failures == 0 and array.layout.redundancy.copies < 2:
-            raise UsageError(f"{self.spec.name} ({array.layout.name}) has no redundancy to check")
-        async with self.busy:
-            state = [0, 1]
-
-            async def progress_loop():
-                while True:
-                    await trio.sleep(0.5)
-                    await send({"progress": state})
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(progress_loop)
-                mismatches = await array.scrub(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
-                nursery.cancel_scope.cancel()
-            await send({"progress": state})
-            return {"mismatches": mismatches, "checked_bytes": state[1]}
 
     async def op_stop(self, request, send) -> dict:
         self.session.work_scope.cancel()

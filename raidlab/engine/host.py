@@ -1,0 +1,168 @@
+"""The engine family's host in the array daemon: an Array of an engine layout over the
+lab's member disks, exported as the FUSE file `volume` and attached as a loop device.
+
+Ops: status, fail, replace (rebuild with progress), check (scrub with progress). The
+daemon (raidlab.engine.daemon) owns the lab session and the control socket; this class
+only builds the array and answers for it (see raidlab.engine.hosts for the interface).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import trio
+
+from raidlab.engine import build
+from raidlab.errors import UsageError
+
+
+class EngineHost:
+    family = "engine"
+
+    @classmethod
+    def archs(cls) -> list[str]:
+        return build.engine_archs()
+
+    @classmethod
+    def validate(cls, arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
+        from raidlab.engine.layouts import create_layout
+        from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
+
+        params = dict(n_disks=disks, disk_size=disk_size, chunk_bytes=chunk, data_offset=DEFAULT_DATA_OFFSET,
+                      **options)
+        if arch in build.SA_ARCHS and "bandwidths" not in params and "virtual_device_array" not in params:
+            params["bandwidths"] = tuple([1.0] * disks)
+        create_layout(arch, **params)
+
+    def __init__(self, daemon):
+        self.daemon = daemon
+        self.spec = daemon.spec
+        self.array = None
+        self.keeper = None
+        self.members: list = []
+        self.session = None
+        self.volume_path: Path | None = None
+        self.busy = trio.Lock()  # one repair operation (replace, check) at a time
+
+    async def open(self, session, mode: str) -> dict:
+        from raidlab.export import BlockExportFS, attach_loop, mount_export
+        from raidlab.export.serve import ServeRequest, build_disks
+
+        spec, status = self.spec, self.daemon.status
+        self.session = session
+        fs = BlockExportFS()
+        req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
+                           discipline=spec.discipline, keep_images=True, home=self.daemon.home)
+        made = await build_disks(session, fs, req)
+        self.members = [disk for _relpath, disk, _image in made]
+        labels = [str(image) for _relpath, _disk, image in made]
+        if mode == "create":
+            status(f"creating {spec.arch} over {spec.disks} x {spec.disk_model}")
+            self.array, self.keeper = await build.create_array(
+                spec.name, spec.arch, self.members, chunk=spec.chunk, options=spec.options, status=status)
+        else:
+            status(f"assembling {spec.name} from {spec.disks} member images")
+            self.array, self.keeper = await build.assemble_array(self.members, labels=labels)
+            if self.array.layout.name != spec.arch:
+                raise UsageError(f"member images hold a {self.array.layout.name} array, the lab records {spec.arch}")
+        fs.add("volume", self.array)
+
+        async def mark_clean():
+            await self.keeper.mark_clean(self.array.failed)
+            return f"generation {self.keeper.superblock.generation}, state clean"
+
+        session.push("array metadata", mark_clean)
+        export = await mount_export(session, fs)
+        self.volume_path = export.mountpoint / "volume"
+        device = None
+        if spec.runner == "native":
+            device = (await attach_loop(session, export, "volume")).device
+        return {"device": device, "volume": str(self.volume_path), "capacity": self.array.size,
+                "state": self.array.state}
+
+    def vm_disks(self) -> list[Path]:
+        return [self.volume_path]
+
+    async def op_status(self, request, send) -> dict:
+        array = self.array
+        return {
+            "kind": "engine",
+            "geometry": array.layout.geometry(),
+            "redundancy": dataclasses.asdict(array.layout.redundancy),
+            "generation": self.keeper.superblock.generation,
+            "arch_state": self.keeper.superblock.arch_state,
+            "rebuilding": array._rebuild is not None,
+            "statistics": array.statistics(),
+        }
+
+    async def op_fail(self, request, send) -> dict:
+        index = int(request["disk"])
+        array, name = self.array, self.spec.name
+        if not 0 <= index < len(array.members):
+            raise UsageError(f"no member {index}: {name} has members 0..{len(array.members) - 1}")
+        if index in array.failed:
+            raise UsageError(f"member {index} of {name} is already failed",
+                             hint=f"replace it with `raidlab replace {name} --disk {index}`")
+        after = array.failed | {index}
+        if not array.layout.survives(after) and not request.get("force"):
+            what = ("has no redundancy" if array.layout.redundancy.any_failures == 0
+                    else f"cannot survive failed members {sorted(after)}")
+            raise UsageError(f"{name} ({array.layout.name}) {what}: failing member {index} would lose data",
+                             hint="use --force to inject the failure anyway")
+        self.members[index].failed = True
+        await array.fail_member(index)
+        return {"failed_members": sorted(array.failed), "state": array.state}
+
+    async def op_replace(self, request, send) -> dict:
+        from raidlab.disks import EmulatedDisk, ImageBackend
+
+        index = int(request["disk"])
+        array, name = self.array, self.spec.name
+        if index not in array.failed:
+            raise UsageError(f"member {index} of {name} is not failed",
+                             hint=f"fail it first with `raidlab fail {name} --disk {index}`")
+        if not array.layout.survives(array.failed):
+            raise UsageError(f"{name} has lost data (failed members {sorted(array.failed)}); "
+                             "a rebuild cannot recover it")
+        async with self.busy:
+            images = self.session.lab.images_dir
+            new_image = images / f"d{index}.new.img"
+            new_image.unlink(missing_ok=True)
+            backend = ImageBackend(new_image, self.spec.disk_size)
+            disk = EmulatedDisk(f"d{index}", self.spec.disk_model, backend,
+                                discipline=self.spec.discipline, io_in_thread=True)
+            disk.start(self.session.nursery)
+            old = self.members[index]
+            state = [0, array.layout.member_data_size]
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_report_progress, send, state)
+                await array.rebuild(index, disk, progress=lambda d, t: state.__setitem__(0, d))
+                nursery.cancel_scope.cancel()
+            await send({"progress": [state[1], state[1]]})
+            # The replacement takes the old image's name; the old image is discarded.
+            old.close()
+            os.replace(new_image, images / f"d{index}.img")
+            self.members[index] = disk
+            return {"rebuilt_bytes": state[1], "failed_members": sorted(array.failed), "state": array.state}
+
+    async def op_check(self, request, send) -> dict:
+        array = self.array
+        if array.layout.redundancy.any_failures == 0 and array.layout.redundancy.copies < 2:
+            raise UsageError(f"{self.spec.name} ({array.layout.name}) has no redundancy to check")
+        async with self.busy:
+            state = [0, 1]
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_report_progress, send, state)
+                mismatches = await array.scrub(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
+                nursery.cancel_scope.cancel()
+            await send({"progress": state})
+            return {"mismatches": mismatches, "checked_bytes": state[1]}
+
+
+async def _report_progress(send, state) -> None:
+    """Send {"progress": [done, total]} every half second until cancelled."""
+    while True:
+        await trio.sleep(0.5)
+        await send({"progress": list(state)})
