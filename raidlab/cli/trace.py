@@ -23,6 +23,17 @@ def _size(text: str | None) -> int | None:
     return parse_size(text)
 
 
+def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
+    """-o KEY=VALUE pairs -> dict (values stay strings; the builder parses them)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"-o {pair!r} is not KEY=VALUE", hint="e.g. -o cache=logical")
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
 def _print_stats(s: dict) -> None:
     click.echo(f"requests        {s['requests']}  (reads {s['reads']}, writes {s['writes']}, "
                f"flushes {s['flushes']}, trims {s['trims']})")
@@ -138,10 +149,13 @@ def register(cli: click.Group) -> None:
     @click.option("--compact", type=float, default=1.0, show_default=True,
                   help="Divide inter-arrival times by FACTOR (TSS paper: 1000).")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of trio's scheduling order.")
+    @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
+                  help="Architecture option, repeatable (dcd: cache=physical|logical, report=immediate|"
+                       "after-complete, destage=on|off, ram_buffer=512K, cache_size=20M; vcraid: config=scd|mcd ...).")
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
-    def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, skip_bad,
-            as_json) -> int:
+    def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
+            skip_bad, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader
@@ -153,7 +167,8 @@ def register(cli: click.Group) -> None:
         if not compact > 0:
             raise UsageError(f"--compact must be positive, not {compact}")
         spec = SimSpec(arch=arch, disk_model=disk_model, disks=disks, chunk=_size(chunk),
-                       disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed)
+                       disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed,
+                       options=_key_values(options))
         reader = TraceReader(trace_file, fmt, skip_bad=skip_bad)
         report = replay(spec, reader)
         speed = _speed_line(report)

@@ -32,8 +32,9 @@ Why built this way (issue 7 "Replay", DESIGN.md "One engine, two clocks"):
 Architectures: the ARCHITECTURES registry maps an id to an async builder
 `builder(spec, nursery) -> Built`. `disk` is a single EmulatedDisk (the DCD paper's
 "traditional disk"); every engine layout (raid0, raid5, ...) is built by
-raidlab.engine.build.create_array over `spec.disks` member disks. Another architecture
-(dcd, vcraid) is one `register_arch("dcd", build_dcd)` call; its builder can use
+raidlab.engine.build.create_array over `spec.disks` member disks; dcd and vcraid are
+built by raidlab.traces.cachearchs (cache-disk layouts, `-o cache=logical` etc.). Another
+architecture is one `register_arch(name, builder)` call; its builder can use
 `make_member_disks(spec, n, nursery)` for metered member disks.
 """
 
@@ -230,6 +231,9 @@ def _register_builtin() -> None:
 
     for arch in engine_archs():
         register_arch(arch, _engine_builder(arch))
+    from raidlab.traces import cachearchs
+
+    cachearchs.register()
 
 
 _register_builtin()

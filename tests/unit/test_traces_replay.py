@@ -77,9 +77,9 @@ def test_past_end_of_device_names_the_line():
 
 
 def test_unknown_arch_and_registry_hook():
-    with pytest.raises(UsageError, match="unknown architecture 'dcd'"):
-        replay_requests(SimSpec("dcd", "hp-c2200a"), [Request(0, "read", 0, 512)])
-    assert {"disk", "raid0", "raid5"} <= set(ARCHITECTURES)
+    with pytest.raises(UsageError, match="unknown architecture 'nosuch'"):
+        replay_requests(SimSpec("nosuch", "hp-c2200a"), [Request(0, "read", 0, 512)])
+    assert {"disk", "raid0", "raid5", "dcd", "vcraid"} <= set(ARCHITECTURES)
 
 
 def _sim(raidlab_cmd, trace, *extra):
