@@ -28,6 +28,10 @@ _COMMAND_MODULES = [
     "raidlab.cli.array",
     "raidlab.cli.trace",
     "raidlab.cli.bench",
+    "raidlab.cli.cache",
+    "raidlab.cli.crashtest",
+    "raidlab.cli.run",
+    "raidlab.cli.report",
 ]
 
 

@@ -70,6 +70,13 @@ class ServeRequest:
     command: list[str] | None = None
     keep_images: bool = False
     home: str | None = None
+    # Per-member (model, size) for labs whose disks differ (a caching architecture's cache
+    # disk beside its data disks, e.g. VC-RAID Table 1: an IDE cache disk, SCSI array
+    # disks). None: `disks` members of `model` and `size`.
+    members: list[tuple[str, int]] | None = None
+
+    def member_specs(self) -> list[tuple[str, int]]:
+        return list(self.members) if self.members is not None else [(self.model, self.size)] * self.disks
 
     def check(self) -> None:
         from raidlab.disks import catalog
@@ -106,11 +113,11 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
     lab = session.lab
     lab.images_dir.mkdir(parents=True, exist_ok=True)
     made = []
-    for k in range(req.disks):
+    for k, (model, size) in enumerate(req.member_specs()):
         image = lab.images_dir / f"d{k}.img"
         resource = lab.record("image", path=str(image), keep=req.keep_images)
-        backend = ImageBackend(image, req.size)
-        disk = EmulatedDisk(f"d{k}", req.model, backend, discipline=req.discipline,
+        backend = ImageBackend(image, size)
+        disk = EmulatedDisk(f"d{k}", model, backend, discipline=req.discipline,
                             io_in_thread=True)
         disk.start(session.nursery)
 

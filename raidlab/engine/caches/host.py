@@ -1,0 +1,393 @@
+"""The caching family's host in the array daemon: DCD (Hu & Yang, ISCA 96) and VC-RAID (He &
+Yang) served live as the FUSE file `volume` and a loop device, like the engine arrays.
+
+Why a host of its own: the mechanisms (raidlab.engine.caches.dcd / vcraid) are BlockTargets
+over *several kinds* of disk — a data disk or a raid5 behind, a cache disk or partitions in
+front, each possibly a different drive model (VC-RAID Table 1 puts an IDE cache disk beside
+SCSI array disks) — and they need their background tasks (log writer, idle detector,
+destage) started in the daemon's nursery, a drain on a clean stop, and crash recovery on
+`assemble`. This module maps `raidlab create --arch dcd|vcraid --disks N -o KEY=VALUE` to
+member images, builds or assembles the mechanism, and answers `status` and `bypass`.
+
+How `--disks N` and `--disk-size S` map to member images (images/dK.img), chosen so that
+S is always the size of one *data* member and the caches come in addition:
+
+    dcd    cache=physical (Fig. 1)  N = 1: d0 data disk (S, --disk-model),
+                                            d1 cache-disk (cache_size, cache_model)
+           cache=logical  (Fig. 2)  N = 1: d0 one drive of cache_size + S; the log is its
+                                            first cache_size bytes (§4: the first 80,000
+                                            sectors), the data disk the rest
+    vcraid config=scd  (Fig. 1a)    N >= 3 raid5 disks d0..d{N-1} (S each), and
+                                            d{N} the dedicated cache disk (cache_size, cache_model)
+           config=mcd  (Fig. 1b)    N >= 3 drives; the first `cache_disks` (default 2, as in
+                                            the paper) hold one cache partition each of
+                                            cache_size / cache_disks after their S bytes of raid5
+
+Arch options (-o), named after the papers:
+    dcd:    cache=physical|logical, report=immediate|after-complete (§2.4), ram_buffer (512K),
+            cache_size (20M), idle_ms (50, §2.3), destage_segment (128K), large_write (64K,
+            §2.1), cache_model (physical only; default: --disk-model)
+    vcraid: config=scd|mcd, ram_buffer (4M), cache_size (200M in total), block_size (1K; an
+            ext4 block size: 1K, 2K or 4K), level1_write (64K), segment (64K, the level-2
+            destage segment), idle_ms (50), cache_model (scd only), cache_disks (mcd only)
+
+Not built (refused with one line): VC-RAID's per-disk configurations 1c/1d and the mirrored
+cache disk (§3.4); the DCD's NVRAM RAM buffer.
+
+Durability as the volume's user sees it: a flush (ext4's journal commits, fsync) returns
+only when every write acknowledged before it is on a cache disk or home (the mechanisms'
+flush), and the member disks write through to their images, so a SIGKILL of this daemon
+loses nothing that was flushed. `assemble` is crash recovery: DCD rebuilds its mapping from
+the summary sectors (§2.5); VC-RAID writes every logged block to the raid5 first (§3.4).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from raidlab.errors import UsageError
+
+KiB, MiB = 1024, 1 << 20
+EXT4_BLOCK_SIZES = (1024, 2048, 4096)  # ext4 mounts only block sizes up to the 4 KiB page
+
+DCD_OPTIONS: dict[str, Any] = dict(cache="physical", report="immediate", ram_buffer=512 * KiB,
+                                   cache_size=20 * MiB, idle_ms=50, destage_segment=128 * KiB,
+                                   large_write=64 * KiB, cache_model=None)
+VCRAID_OPTIONS: dict[str, Any] = dict(config="scd", ram_buffer=4 * MiB, cache_size=200 * MiB,
+                                      block_size=1 * KiB, level1_write=64 * KiB, segment=64 * KiB,
+                                      idle_ms=50, cache_model=None, cache_disks=2)
+SIZE_OPTIONS = {"ram_buffer", "cache_size", "destage_segment", "large_write", "block_size",
+                "level1_write", "segment"}
+NOT_BUILT = {
+    "1c": "VC-RAID configuration 1c (a cache disk per array disk) is not built yet",
+    "1d": "VC-RAID configuration 1d (a RAM buffer and cache disk per array disk) is not built yet",
+}
+
+
+def _size(key: str, value: Any) -> int:
+    from raidlab.export.serve import parse_size
+
+    if isinstance(value, bool):
+        raise UsageError(f"option {key}={value} is not a size", hint=f"write it like {key}=512K")
+    if isinstance(value, int):
+        return value
+    try:
+        return parse_size(str(value))
+    except UsageError:
+        raise UsageError(f"option {key}={value} is not a size in whole sectors",
+                         hint=f"write it like {key}=512K") from None
+
+
+def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The arch's options with defaults filled in and sizes in bytes; UsageError (one line)
+    for an unknown key or an unreadable value."""
+    defaults = DCD_OPTIONS if arch == "dcd" else VCRAID_OPTIONS
+    unknown = sorted(set(options) - set(defaults))
+    if "mirrored_cache" in unknown:
+        raise UsageError("VC-RAID's mirrored cache disk (§3.4) is not built yet",
+                         hint="leave out -o mirrored_cache")
+    if unknown:
+        raise UsageError(f"{arch} has no option {unknown[0]!r}",
+                         hint=f"known options: {', '.join(sorted(defaults))}")
+    out = {**defaults, **options}
+    for key in SIZE_OPTIONS & set(out):
+        out[key] = _size(key, out[key])
+    try:
+        out["idle_ms"] = float(out["idle_ms"])
+    except (TypeError, ValueError):
+        raise UsageError(f"option idle_ms={out['idle_ms']} is not a number of milliseconds") from None
+    if arch == "vcraid":
+        try:
+            out["cache_disks"] = int(out["cache_disks"])
+        except (TypeError, ValueError):
+            raise UsageError(f"option cache_disks={out['cache_disks']} is not a whole number") from None
+    return out
+
+
+def plan_members(arch: str, disks: int, disk_size: int, disk_model: str, options: dict[str, Any]
+                 ) -> list[tuple[str, int]]:
+    """(model, size) of each member image d0, d1, ... (module doc); raises UsageError."""
+    from raidlab.disks import catalog
+
+    opts = arch_options(arch, options)
+    cache_model = opts["cache_model"] or disk_model
+    catalog.get(cache_model)
+    if arch == "dcd":
+        if disks != 1:
+            raise UsageError(f"dcd has one data disk, not {disks}",
+                             hint="use --disks 1 (the cache-disk comes with -o cache=physical|logical)")
+        if opts["cache"] == "physical":
+            return [(disk_model, disk_size), (cache_model, opts["cache_size"])]
+        if opts["cache"] == "logical":
+            if opts["cache_model"] is not None:
+                raise UsageError("a logical DCD's cache-disk is part of the data drive: it has no cache_model",
+                                 hint="use -o cache=physical for a separate cache-disk")
+            return [(disk_model, opts["cache_size"] + disk_size)]
+        raise UsageError(f"unknown DCD cache {opts['cache']!r}", hint="use cache=physical or cache=logical")
+    config = opts["config"]
+    if config in NOT_BUILT:
+        raise UsageError(NOT_BUILT[config], hint="use config=scd or config=mcd")
+    if config == "scd":
+        return [(disk_model, disk_size)] * disks + [(cache_model, opts["cache_size"])]
+    if config == "mcd":
+        if opts["cache_model"] is not None:
+            raise UsageError("mcd's cache partitions live on the array's drives: it has no cache_model",
+                             hint="use config=scd for a dedicated cache disk")
+        k = opts["cache_disks"]
+        if k < 2:
+            raise UsageError(f"mcd needs cache partitions on at least two disks, not {k}",
+                             hint="use config=scd for one cache disk")
+        if k > disks:
+            raise UsageError(f"mcd cannot put cache partitions on {k} disks of {disks}")
+        part = _mcd_partition(opts["cache_size"], k)
+        return [(disk_model, disk_size + (part if i < k else 0)) for i in range(disks)]
+    raise UsageError(f"unknown VC-RAID configuration {config!r}", hint="use config=scd or config=mcd")
+
+
+def _mcd_partition(cache_size: int, k: int) -> int:
+    from raidlab.blockdev import SECTOR
+
+    return cache_size // k // SECTOR * SECTOR
+
+
+class CacheHost:
+    family = "cache"
+
+    @classmethod
+    def archs(cls) -> list[str]:
+        return ["dcd", "vcraid"]
+
+    @classmethod
+    def validate(cls, arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
+        from raidlab.blockdev import SECTOR
+        from raidlab.engine.caches.dcd import check_dcd_config
+        from raidlab.engine.caches.vcraid import check_vcraid_config
+
+        members = plan_members(arch, disks, disk_size, "none", options)
+        opts = arch_options(arch, options)
+        if arch == "dcd":
+            check_dcd_config(opts["cache_size"], ram_buffer=opts["ram_buffer"], report=opts["report"],
+                             idle_threshold=opts["idle_ms"] / 1000, destage_segment=opts["destage_segment"],
+                             large_write=opts["large_write"])
+            return
+        from raidlab.engine.host import EngineHost
+        from raidlab.engine.layouts import create_layout
+        from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
+
+        if opts["block_size"] not in EXT4_BLOCK_SIZES:
+            raise UsageError(f"block size {opts['block_size']} is not one ext4 uses on this machine",
+                             hint="use block_size=1K (the paper's), 2K or 4K")
+        if opts["config"] == "scd":
+            caches = [opts["cache_size"]]
+        else:
+            caches = [_mcd_partition(opts["cache_size"], opts["cache_disks"])] * opts["cache_disks"]
+        check_vcraid_config(opts["config"], caches, block_size=opts["block_size"], ram_buffer=opts["ram_buffer"],
+                            level1_write=opts["level1_write"], destage_segment=opts["segment"],
+                            idle_threshold=opts["idle_ms"] / 1000)
+        EngineHost.validate("raid5", disks, disk_size, chunk, {})
+        layout = create_layout("raid5", n_disks=disks, disk_size=disk_size, chunk_bytes=chunk,
+                               data_offset=DEFAULT_DATA_OFFSET)
+        if layout.capacity % opts["block_size"]:
+            raise UsageError(f"the raid5's capacity {layout.capacity} is not a multiple of the block size "
+                             f"{opts['block_size']}", hint="use a chunk that is a multiple of the block size")
+        assert all(size % SECTOR == 0 for _, size in members)
+
+    def __init__(self, daemon):
+        self.daemon = daemon
+        self.spec = daemon.spec
+        self.options = arch_options(self.spec.arch, self.spec.options)
+        self.target = None          # the DCD or VCRAID
+        self.drives: list = []      # the EmulatedDisks, one per image
+        self.volume_path: Path | None = None
+        self.recovered: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ build / assemble
+
+    async def open(self, session, mode: str) -> dict:
+        from raidlab.export import BlockExportFS, attach_loop, mount_export
+        from raidlab.export.serve import ServeRequest, build_disks
+
+        spec, status = self.spec, self.daemon.status
+        members = plan_members(spec.arch, spec.disks, spec.disk_size, spec.disk_model, spec.options)
+        fs = BlockExportFS()
+        req = ServeRequest(disks=len(members), model=spec.disk_model, size=spec.disk_size, name=spec.name,
+                           discipline=spec.discipline, keep_images=True, home=self.daemon.home,
+                           members=members)
+        made = await build_disks(session, fs, req)
+        self.drives = [disk for _relpath, disk, _image in made]
+        if spec.arch == "dcd":
+            await self._open_dcd(mode, status)
+        else:
+            await self._open_vcraid(mode, status)
+        self.target.start(session.nursery)
+        fs.add("volume", self.target)
+
+        async def drain():
+            # A clean stop: the RAM buffer goes to the cache disk(s) (what a flush does), so
+            # `assemble` finds every write; the raid5 under VC-RAID records a clean stop.
+            await self.target.flush()
+            note = "RAM buffer flushed to the cache disk"
+            if spec.arch == "vcraid":
+                keeper = self.target.keeper
+                await keeper.mark_clean(self.target.array.failed)
+                note += f"; raid5 generation {keeper.superblock.generation}, state clean"
+            return note
+
+        session.push(f"{spec.arch} RAM buffer", drain)
+        export = await mount_export(session, fs)
+        self.volume_path = export.mountpoint / "volume"
+        device = None
+        if spec.runner == "native":
+            device = (await attach_loop(session, export, "volume")).device
+        return {"device": device, "volume": str(self.volume_path), "capacity": self.target.size,
+                "state": self._state(), "recovered": self.recovered}
+
+    async def _open_dcd(self, mode: str, status) -> None:
+        from raidlab.engine.caches import assemble_dcd, create_dcd
+
+        spec, opts = self.spec, self.options
+        if opts["cache"] == "physical":
+            data_disk, cache_disk = self.drives[0], self.drives[1]
+        else:
+            drive = self.drives[0]
+            cache_disk = drive.partition(0, opts["cache_size"], name="d0-cache")
+            data_disk = drive.partition(opts["cache_size"], spec.disk_size, name="d0-data")
+        if mode == "create":
+            status(f"creating a {opts['cache']} DCD, report {opts['report']}")
+            self.target = await create_dcd(
+                spec.name, cache_disk, data_disk, ram_buffer=opts["ram_buffer"], report=opts["report"],
+                idle_threshold=opts["idle_ms"] / 1000, destage_segment=opts["destage_segment"],
+                large_write=opts["large_write"])
+        else:
+            status("assembling the DCD: scanning the cache-disk log (§2.5)")
+            self.target = await assemble_dcd(cache_disk, data_disk, report=opts["report"])
+            stats = self.target.statistics()
+            self.recovered = {"log_records": stats["log_records"], "blocks": stats["cache_disk_blocks_mapped"]}
+            status(f"recovered {stats['log_records']} log records mapping {stats['cache_disk_blocks_mapped']} sectors")
+
+    async def _open_vcraid(self, mode: str, status) -> None:
+        from raidlab.engine.caches import assemble_vcraid, create_vcraid
+
+        spec, opts = self.spec, self.options
+        n = spec.disks
+        if opts["config"] == "scd":
+            array_members, cache_disks = self.drives[:n], [self.drives[n]]
+        else:
+            k = opts["cache_disks"]
+            part = _mcd_partition(opts["cache_size"], k)
+            array_members = [d.partition(0, spec.disk_size, name=f"{d.name}-array") if i < k else d
+                             for i, d in enumerate(self.drives)]
+            cache_disks = [self.drives[i].partition(spec.disk_size, part, name=f"d{i}-cache") for i in range(k)]
+        if mode == "create":
+            status(f"creating VC-RAID {opts['config']}: raid5 over {n} disks, {len(cache_disks)} cache disk(s)")
+            self.target = await create_vcraid(
+                spec.name, array_members, cache_disks, config=opts["config"], block_size=opts["block_size"],
+                ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
+                destage_segment=opts["segment"], idle_threshold=opts["idle_ms"] / 1000, chunk=spec.chunk)
+        else:
+            status("assembling VC-RAID: writing the cache disks' blocks to the raid5 (§3.4)")
+            self.target = await assemble_vcraid(array_members, cache_disks)
+            self.recovered = {"blocks": self.target.statistics()["recovered_blocks"]}
+            status(f"recovered {self.recovered['blocks']} blocks from the cache disks")
+
+    def _state(self) -> str:
+        if self.spec.arch == "vcraid":
+            return self.target.array.state
+        return "bypass" if self.target.bypass else "caching"
+
+    def vm_disks(self) -> list[Path]:
+        return [self.volume_path]
+
+    # ------------------------------------------------------------------ ops
+
+    async def op_status(self, request, send) -> dict:
+        stats = self.target.statistics()
+        report = dcd_report(stats, self.options) if self.spec.arch == "dcd" else vcraid_report(stats, self.options)
+        return {
+            "kind": "cache",
+            "state": self._state(),
+            "options": self.options,
+            "recovered_at_assemble": self.recovered,
+            "statistics": stats,
+            "report": report,
+            "tables": [disks_table(self.drives)],
+            "timeline": [[round(t, 6), event, detail] for t, event, detail in list(self.target.timeline)[-50:]],
+        }
+
+    async def op_bypass(self, request, send) -> dict:
+        """DCD §3.1: turn the DCD into a plain disk (after draining) or back into a DCD."""
+        if self.spec.arch != "dcd":
+            raise UsageError(f"{self.spec.name} is a {self.spec.arch}: only a DCD has a bypass mode")
+        on = bool(request.get("on", True))
+        before = self.target.statistics()
+        await self.target.set_bypass(on)
+        after = self.target.statistics()
+        return {"bypass": self.target.bypass, "state": self._state(),
+                "drained_bytes": after["destaged_bytes"] - before["destaged_bytes"]}
+
+
+# ---------------------------------------------------------------------- status text (pure)
+
+
+def _kib(n: int) -> str:
+    return f"{n / KiB:.0f} KiB" if n < 10 * MiB else f"{n / MiB:.1f} MiB"
+
+
+def _pct(used: int, total: int) -> str:
+    return f"{100 * used / total:.1f}%" if total else "-"
+
+
+def dcd_report(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
+    """`raidlab status` lines for a DCD (statistics of DCD.statistics())."""
+    return [
+        f"DCD ({opts['cache']}), report {s['report']}, {'[bold]bypass[/]' if s['bypass'] else 'caching'}; "
+        f"idle threshold {opts['idle_ms']:g} ms, large writes > {_kib(opts['large_write'])} go to the data disk",
+        f"RAM buffer: {_kib(s['ram_used_bytes'])} of {_kib(s['ram_buffer_bytes'])} "
+        f"({_pct(s['ram_used_bytes'], s['ram_buffer_bytes'])}); cache-disk log: {_kib(s['cache_disk_used_bytes'])} "
+        f"of {_kib(s['cache_disk_bytes'])} ({_pct(s['cache_disk_used_bytes'], s['cache_disk_bytes'])}), "
+        f"{s['log_records']} records, {s['cache_disk_blocks_mapped']} sectors mapped",
+        f"reads {s['reads']} ({_kib(s['bytes_read'])}); sectors read from RAM {s['read_hits_ram_sectors']}, "
+        f"cache-disk {s['read_hits_cache_disk_sectors']}, data disk {s['read_hits_data_disk_sectors']}",
+        f"writes {s['writes']} ({_kib(s['bytes_written'])}), flushes {s['flushes']}; large writes to the data disk "
+        f"{s['large_writes_to_data_disk']}; log writes {s['log_writes']} ({_kib(s['log_write_bytes'])}); "
+        f"waited for a full RAM buffer {s['waited_for_full_buffer']}",
+        f"destage (LWFD): {s['destages']} segments ({_kib(s['destaged_bytes'])}), holes dropped "
+        f"{s['destage_holes_dropped']}, suspended {s['destages_suspended']}, forced {s['forced_destages']}; "
+        f"idle periods found {s['idle_periods_found']}; tombstones {s['tombstones']}; "
+        f"recovered at assemble {s['recovered_blocks']} blocks",
+    ]
+
+
+def vcraid_report(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
+    """`raidlab status` lines for a VC-RAID (statistics of VCRAID.statistics())."""
+    per_disk = ", ".join(_kib(u) for u in s["cache_disk_used_per_disk"])
+    return [
+        f"VC-RAID {s['config']}: raid5 ({s['array']['state']}) behind a RAM buffer and "
+        f"{len(s['cache_disk_used_per_disk'])} cache disk(s); block {s['block_size']} B, "
+        f"idle threshold {opts['idle_ms']:g} ms, level-2 segment {_kib(opts['segment'])}",
+        f"RAM buffer: {_kib(s['ram_used_bytes'])} of {_kib(s['ram_buffer_bytes'])} "
+        f"({_pct(s['ram_used_bytes'], s['ram_buffer_bytes'])}), {s['ram_dirty_blocks']} dirty blocks; "
+        f"cache disks: {_kib(s['cache_disk_used_bytes'])} of {_kib(s['cache_disk_bytes'])} "
+        f"({_pct(s['cache_disk_used_bytes'], s['cache_disk_bytes'])}; per disk {per_disk}), "
+        f"{s['cache_disk_blocks_mapped']} blocks mapped",
+        f"reads {s['reads']} ({_kib(s['bytes_read'])}); blocks read from RAM {s['read_hits_ram_blocks']}, "
+        f"cache disk {s['read_hits_cache_disk_blocks']}, array {s['read_hits_array_blocks']}",
+        f"writes {s['writes']} ({_kib(s['bytes_written'])}), synchronous {s['sync_writes']}, flushes "
+        f"{s['flushes']}, partial-block {s['partial_block_writes']}; waited for a full RAM buffer "
+        f"{s['waited_for_full_buffer']}",
+        f"level-1 destage: {s['level1_destages']} log writes ({_kib(s['level1_bytes'])}), per cache disk "
+        f"{'/'.join(str(n) for n in s['level1_per_disk'])}; level-2 destage: {s['level2_destages']} segments ({_kib(s['level2_bytes'])}), "
+        f"holes dropped {s['level2_holes_dropped']}, suspended {s['level2_suspended']}, forced {s['level2_forced']}; "
+        f"idle periods found {s['idle_periods_found']}; recovered at assemble {s['recovered_blocks']} blocks",
+    ]
+
+
+def disks_table(drives: list) -> dict[str, Any]:
+    rows = []
+    for d in drives:
+        st = d.statistics()
+        rows.append([st["name"], st["model"], st["size"] >> 20, st["reads"], st["writes"], st["flushes"],
+                     st["bytes_read"] >> 10, st["bytes_written"] >> 10, f"{st['busy_time']:.3f}"])
+    return {"title": "drives", "columns": ["drive", "model", "MiB", "reads", "writes", "flushes", "KiB read",
+                                           "KiB written", "busy s"], "rows": rows}
