@@ -91,6 +91,7 @@ class Daemon:
         self.host = None
         self.session = None
         self.device: str | None = None
+        self.vm = None  # raidlab.runners.vm.hosted.HostedVM with --runner vm
 
     # -- talking to the CLI that started us ------------------------------------------
 
@@ -125,6 +126,17 @@ class Daemon:
             self.session = session
             self.host = host_class(spec.arch)(self)
             opened = await self.host.open(session, self.mode)
+            if spec.runner == "vm":
+                # The lab VM runner (raidlab.runners.vm.hosted): boot the VM over the host's
+                # vm_disks(); its shutdown is on the session's cleanup stack. A host may then
+                # finish inside the VM (md: mdadm --create) and name the guest device.
+                from raidlab.runners.vm.hosted import start_hosted_vm
+
+                self.vm = await start_hosted_vm(self, session)
+                opened = {**opened, **self.vm.ready_fields()}
+                if hasattr(self.host, "vm_ready"):
+                    opened.update(await self.host.vm_ready(self.vm))
+                opened.setdefault("guest_device", "/dev/vda")
             self.device = opened.get("device")
             await session.nursery.start(self.serve_control)
             runtime = {"pid": os.getpid(), "mode": self.mode, "runner": spec.runner, **opened}
@@ -150,6 +162,8 @@ class Daemon:
             return None
         if op != "status" and self.host is not None and hasattr(self.host, f"op_{op}"):
             return getattr(self.host, f"op_{op}")
+        if self.vm is not None and op in ("exec", "put", "get"):
+            return getattr(self.vm, f"op_{op}")
         return getattr(self, f"op_{op}", None)
 
     async def handle(self, stream: trio.SocketStream) -> None:

@@ -1,0 +1,235 @@
+"""Runner sessions: run a workload's commands where the array lives, on the host or in the lab VM.
+
+Why one small interface (contracts §2): a workload driver (tar/cp/rm, postmark, bonnie++,
+fio, TPS) is written once against `RunnerSession` and must work unchanged whether the
+array's block device is this host's /dev/loopN (native runner) or a virtio disk / md array
+inside the lab VM (vm runner). The session therefore offers only what both places can do
+exactly: run an argv with a timeout and get (rc, stdout, stderr, seconds) back, copy a file
+in, copy a file out, and a scratch directory on a filesystem other than the array's.
+
+* NativeSession: subprocess through raidlab.tools.base.run, so every command line is in the
+  active CommandLog like any other external program; a timeout kills the command.
+* DaemonSession: the array daemon owns the lab VM (raidlab.runners.vm.hosted), so the
+  session sends the daemon's `exec`/`put`/`get` ops over its control socket. File contents
+  do not travel through the socket: the daemon runs on this host as this user, so put/get
+  name host paths and the daemon reads/writes them itself (a 122 MB source tarball would
+  otherwise be base64 inside a JSON line). The guest wraps each command in busybox
+  `timeout -s KILL`, so a hung command is killed inside the VM and the VM stays usable;
+  only if the guest itself stops answering does the daemon kill the VM.
+* open_session(lab) reads the lab's runtime.json (written by the daemon when the array is
+  ready) and picks the right one.
+
+Exit codes: `check=True` raises ExecFailed (a ToolFailedError: argv, returncode, stderr);
+a timeout raises ExecTimeout in both runners. Output is bytes; the native runner's output
+passes through raidlab.tools.base.run, which decodes it as text (undecodable bytes become
+U+FFFD), so binary stdout is not preserved natively -- workloads read text output and move
+binary data with put/get.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from raidlab.errors import LabError, RaidlabError, ToolFailedError
+
+# Exit status busybox `timeout -s KILL` reports for a command it killed (128 + SIGKILL).
+GUEST_TIMEOUT_STATUS = 137
+# The guest's scratch directory: the VM runs from its initramfs, so this is RAM (tmpfs-like
+# rootfs), never the array under test.
+GUEST_SCRATCH = "/root/scratch"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecResult:
+    argv: list[str]
+    rc: int
+    stdout: bytes
+    stderr: bytes
+    seconds: float
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode(errors="replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode(errors="replace")
+
+    def as_record(self) -> dict:
+        """The result document's command entry (contracts §3)."""
+        return {"argv": list(self.argv), "rc": self.rc, "seconds": round(self.seconds, 6)}
+
+
+class ExecFailed(ToolFailedError):
+    """A command run through a session exited non-zero (check=True)."""
+
+
+class ExecTimeout(RaidlabError):
+    """A command run through a session did not finish within its timeout and was killed."""
+
+
+@runtime_checkable
+class RunnerSession(Protocol):
+    runner: str
+    device: str
+    scratch: str
+
+    def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
+             check: bool = True) -> ExecResult: ...
+
+    def put(self, local: Path, remote: str) -> None: ...
+
+    def get(self, remote: str, local: Path) -> None: ...
+
+
+def _checked(result: ExecResult, check: bool) -> ExecResult:
+    if check and result.rc != 0:
+        raise ExecFailed(result.argv, result.rc, result.stderr_text or result.stdout_text)
+    return result
+
+
+class NativeSession:
+    """Commands on this host. `scratch` defaults to a private temp directory (removed by close)."""
+
+    runner = "native"
+
+    def __init__(self, device: str, scratch: str | os.PathLike | None = None):
+        self.device = device
+        self._own_scratch = scratch is None
+        self.scratch = str(scratch) if scratch is not None else tempfile.mkdtemp(prefix="raidlab-scratch-")
+
+    def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
+             check: bool = True) -> ExecResult:
+        from raidlab.tools.base import run
+
+        argv = [str(a) for a in argv]
+        started = time.monotonic()
+        try:
+            proc = run(argv, check=False, input=stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ExecTimeout(f"command timed out after {timeout:g} s and was killed: "
+                              f"{shlex.join(argv)[:200]}", argv=argv, timeout=timeout) from None
+        result = ExecResult(argv, proc.returncode, proc.stdout.encode(), proc.stderr.encode(),
+                            time.monotonic() - started)
+        return _checked(result, check)
+
+    def put(self, local: Path, remote: str) -> None:
+        remote_path = Path(remote)
+        remote_path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(local, remote_path)
+
+    def get(self, remote: str, local: Path) -> None:
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(remote, local)
+
+    def close(self) -> None:
+        if self._own_scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> NativeSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def guest_script(argv: list[str], timeout: float, stdin_path: str | None = None) -> str:
+    """The shell line the lab VM runs for `argv`: killed by the guest's own `timeout` so a hung
+    command does not take the VM with it. Pure (tested)."""
+    seconds = max(1, int(timeout + 0.999))
+    command = f"timeout -s KILL {seconds} {shlex.join([str(a) for a in argv])}"
+    return command + (f" < {shlex.quote(stdin_path)}" if stdin_path else " < /dev/null")
+
+
+class DaemonSession:
+    """Commands in the lab VM that the array daemon of `lab` hosts (raidlab.runners.vm.hosted)."""
+
+    runner = "vm"
+
+    def __init__(self, lab, device: str, scratch: str = GUEST_SCRATCH):
+        self.lab = lab
+        self.device = device
+        self.scratch = scratch
+
+    def _request(self, op: str, wait: float | None, **fields):
+        from raidlab.engine import control
+
+        # The socket waits a little longer than the daemon's own deadline, so the daemon's
+        # answer (the precise error) normally arrives first.
+        return control.request(self.lab, op, timeout=None if wait is None else wait + 120, **fields)
+
+    def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
+             check: bool = True) -> ExecResult:
+        argv = [str(a) for a in argv]
+        stdin_file = None
+        try:
+            if stdin is not None:
+                with tempfile.NamedTemporaryFile(prefix="raidlab-stdin-", delete=False) as fh:
+                    fh.write(stdin)
+                    stdin_file = fh.name
+            reply = self._request("exec", timeout, argv=argv, command_timeout=timeout, stdin_file=stdin_file)
+        finally:
+            if stdin_file:
+                os.unlink(stdin_file)
+        if reply.get("timed_out"):
+            for key in ("stdout_file", "stderr_file"):
+                if reply.get(key):
+                    Path(reply[key]).unlink(missing_ok=True)
+            raise ExecTimeout(f"command in the lab VM timed out after {timeout:g} s and was killed: "
+                              f"{shlex.join(argv)[:200]}", argv=argv, timeout=timeout)
+        result = ExecResult(argv, int(reply["rc"]), _read_and_remove(reply["stdout_file"]),
+                            _read_and_remove(reply["stderr_file"]), float(reply["seconds"]))
+        return _checked(result, check)
+
+    def put(self, local: Path, remote: str) -> None:
+        local = Path(local).absolute()
+        if not local.is_file():
+            raise LabError(f"{local} is not a regular file", hint="put copies one file into the lab VM")
+        self._request("put", _transfer_timeout(local.stat().st_size), local=str(local), remote=remote)
+
+    def get(self, remote: str, local: Path) -> None:
+        local = Path(local).absolute()
+        local.parent.mkdir(parents=True, exist_ok=True)
+        self._request("get", None, local=str(local), remote=remote)
+
+
+def _transfer_timeout(size: int) -> float:
+    """Seconds allowed to move `size` bytes over the VM's command channel (measured ~20 MB/s
+    under TCG; allow 2 MB/s plus a minute)."""
+    return 60.0 + size / 2e6
+
+
+def _read_and_remove(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    finally:
+        Path(path).unlink(missing_ok=True)
+
+
+def open_session(lab) -> RunnerSession:
+    """The session for the running array of `lab` (a raidlab.lab.Lab), from its runtime.json."""
+    from raidlab.engine.daemon import RUNTIME_FILE
+
+    try:
+        runtime = json.loads((lab.path / RUNTIME_FILE).read_text())
+    except FileNotFoundError:
+        raise LabError(f"array {lab.name!r} is not running",
+                       hint=f"start it with `raidlab create` or `raidlab assemble {lab.name}`") from None
+    if runtime.get("runner") == "vm":
+        if not runtime.get("guest_device"):
+            raise LabError(f"array {lab.name!r} runs in the lab VM but its daemon recorded no guest device",
+                           hint=f"see {lab.path / 'daemon.log'}")
+        return DaemonSession(lab, runtime["guest_device"])
+    device = runtime.get("device")
+    if not device:
+        raise LabError(f"array {lab.name!r} has no host block device", hint="it may run with --runner vm")
+    return NativeSession(device)

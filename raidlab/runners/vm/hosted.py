@@ -1,0 +1,204 @@
+"""The lab VM hosted by an array daemon (`raidlab create ... --runner vm`).
+
+Why the daemon owns the VM (contracts §2): the array's disks are files of the daemon's FUSE
+mount (`volume` for engine and cache families, `disks/dK` for md), served by the daemon's
+trio loop. The VM must live exactly as long as the array: booted after the host object has
+built the array, shut down before the FUSE mount goes away. So the daemon boots it on its
+lab session and pushes its shutdown on the session's cleanup stack; every exit path of the
+daemon (success, error, SIGTERM, SIGINT) unwinds that stack.
+
+How it is built:
+* LabVM's API is blocking; every call runs in a trio worker thread (trio.to_thread), so the
+  trio thread keeps serving FUSE requests that QEMU's disk I/O causes. One command at a time
+  (a trio.Lock): the channel is a single request/reply stream.
+* QEMU is recorded as a lab "process" resource (pid, start time): if the daemon is SIGKILLed
+  (QEMU was started from a worker thread, so PR_SET_PDEATHSIG cannot cover it), the next
+  `raidlab destroy`/`assemble` of the lab kills it through raidlab.lab.cleanup_stale.
+* Commands run under the guest's `timeout -s KILL` (raidlab.runners.session.guest_script), so
+  a hung command is killed inside the VM and reported as timed out; LabVM's own deadline (a
+  minute later) is the backstop that kills the whole VM if the guest stops answering.
+* Memory: RAIDLAB_VM_MEMORY_MIB (default 2048). The guest runs from RAM: its scratch
+  directory (sources such as a 122 MB kernel tarball, config files) lives there. TCG
+  allocates guest memory lazily, so a large value costs host memory only when used.
+* Output travels as files: the daemon writes a command's stdout/stderr to files in the lab
+  directory and answers with their paths (DaemonSession reads and removes them), so large
+  outputs never sit inside one JSON line.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+import uuid
+from pathlib import Path
+
+import trio
+
+from raidlab.errors import UsageError, VMError
+from raidlab.runners.session import GUEST_SCRATCH, GUEST_TIMEOUT_STATUS, guest_script
+
+MEMORY_ENV = "RAIDLAB_VM_MEMORY_MIB"
+DEFAULT_MEMORY_MIB = 2048
+CHANNEL_GRACE_SECONDS = 60.0  # LabVM's deadline beyond the guest's own `timeout`
+
+
+def vm_memory_mib() -> int:
+    text = os.environ.get(MEMORY_ENV, "")
+    if not text:
+        return DEFAULT_MEMORY_MIB
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{MEMORY_ENV}={text!r} is not a number of MiB", hint="e.g. 2048") from None
+    if value < 256:
+        raise UsageError(f"{MEMORY_ENV}={value}: the lab VM needs at least 256 MiB")
+    return value
+
+
+class HostedVM:
+    """The lab VM of one array daemon; `op_exec`, `op_put`, `op_get` are daemon ops."""
+
+    def __init__(self, session, disks: list[Path], *, status=lambda m: None):
+        self.session = session
+        self.disk_paths = [Path(p) for p in disks]
+        self.status = status
+        self.vm = None
+        self.lock = trio.Lock()
+        self.exchange = session.lab.path / "exec"
+
+    async def start(self) -> None:
+        """Build (cached) the image, boot the VM, push its shutdown on the lab session."""
+        from raidlab.runners.vm import LabVM, VMDisk, build_vm_image
+        from raidlab.tools.base import require
+
+        require("qemu-system-x86_64")
+        memory = vm_memory_mib()
+        self.status("preparing the lab VM image (cached after the first time)")
+        image = await trio.to_thread.run_sync(lambda: build_vm_image(progress=self.status))
+        vm = LabVM(image, [VMDisk(str(p), serial=f"raidlab-d{i}") for i, p in enumerate(self.disk_paths)],
+                   memory_mib=memory, console_log=self.session.lab.path / "vm-console.log")
+        self.vm = vm
+        recorded = []  # the lab "process" resource of QEMU, once it runs
+
+        async def shutdown():
+            await trio.to_thread.run_sync(vm.close)
+            for resource in recorded:
+                self.session.lab.forget(resource)
+            return f"VM stopped after {vm.commands_run} commands"
+
+        # Pushed before booting: a boot that fails half-way is still killed (close is idempotent).
+        self.session.push("lab VM", shutdown)
+        self.status(f"booting the lab VM ({len(self.disk_paths)} disks, {memory} MiB)")
+        async def record_qemu(cancel_scope):
+            # Record QEMU as soon as it exists (boot runs in a thread for 5-10 s), so a daemon
+            # SIGKILLed during boot leaves a VM the next cleanup finds.
+            while vm.pid is None:
+                await trio.sleep(0.02)
+            from raidlab.lab import process_start_time
+
+            recorded.append(self.session.lab.record(
+                "process", pid=vm.pid, pgid=vm.pid, argv=["qemu-system-x86_64", "(lab VM)"],
+                start_time=process_start_time(vm.pid)))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(record_qemu, nursery.cancel_scope)
+            try:
+                await trio.to_thread.run_sync(vm.boot)
+            finally:
+                nursery.cancel_scope.cancel()
+        if not recorded and vm.running:
+            from raidlab.lab import process_start_time
+
+            recorded.append(self.session.lab.record(
+                "process", pid=vm.pid, pgid=vm.pid, argv=["qemu-system-x86_64", "(lab VM)"],
+                start_time=process_start_time(vm.pid)))
+        self.status(f"lab VM up in {vm.boot_seconds:.1f} s ({vm.accel})")
+        self.exchange.mkdir(exist_ok=True)
+        await self.run_script(f"mkdir -p {GUEST_SCRATCH}", 30)
+
+    def ready_fields(self) -> dict:
+        stats = self.vm.statistics()
+        return {"vm": {"accel": stats["accel"], "boot_seconds": round(stats["boot_seconds"], 2),
+                       "kernel": stats["kernel"], "pid": stats["pid"], "memory_mib": self.vm.memory_mib}}
+
+    # -- blocking LabVM calls, one at a time, in a worker thread ---------------------------
+
+    async def _call(self, fn, *args, **kwargs):
+        if self.vm is None or not self.vm.running:
+            raise VMError("the lab VM of this array is not running",
+                          hint=f"see {self.session.lab.path / 'vm-console.log'}; destroy and create the array again")
+        async with self.lock:
+            return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+    async def run_script(self, script: str, timeout: float, check: bool = True):
+        """Run a shell script in the guest (for host classes, e.g. mdadm): a CommandResult."""
+        return await self._call(self.vm.run, script, timeout=timeout, check=check)
+
+    async def run_argv(self, argv: list[str], timeout: float, stdin: bytes | None = None) -> dict:
+        """Run argv under the guest's `timeout`; {"rc", "stdout", "stderr", "seconds", "timed_out"}."""
+        stdin_path = None
+        if stdin is not None:
+            stdin_path = f"/run/raidlab-stdin-{uuid.uuid4().hex[:8]}"
+            await self._call(self.vm.put, stdin_path, stdin, timeout=_transfer_seconds(len(stdin)))
+        script = guest_script(argv, timeout, stdin_path)
+        if stdin_path:
+            script += f"; rc=$?; rm -f {stdin_path}; exit $rc"
+        started = time.monotonic()
+        result = await self._call(self.vm.run, script, timeout=timeout + CHANNEL_GRACE_SECONDS)
+        seconds = time.monotonic() - started
+        timed_out = result.returncode == GUEST_TIMEOUT_STATUS and seconds >= timeout * 0.99
+        return {"rc": result.returncode, "stdout": result.stdout, "stderr": result.stderr,
+                "seconds": seconds, "timed_out": timed_out}
+
+    # -- daemon ops ----------------------------------------------------------------------
+
+    async def op_exec(self, request, send) -> dict:
+        argv = request.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise UsageError("exec needs argv: a non-empty list of strings")
+        timeout = float(request.get("command_timeout") or 60.0)
+        stdin = None
+        if request.get("stdin_file"):
+            stdin = await trio.Path(request["stdin_file"]).read_bytes()
+        try:
+            out = await self.run_argv(argv, timeout, stdin)
+        except VMError as exc:
+            if exc.fields.get("timed_out"):
+                return {"timed_out": True, "error": str(exc)}
+            raise
+        tag = uuid.uuid4().hex
+        stdout_file, stderr_file = self.exchange / f"{tag}.out", self.exchange / f"{tag}.err"
+        await trio.Path(stdout_file).write_bytes(out["stdout"])
+        await trio.Path(stderr_file).write_bytes(out["stderr"])
+        return {"rc": out["rc"], "seconds": out["seconds"], "timed_out": out["timed_out"],
+                "stdout_file": str(stdout_file), "stderr_file": str(stderr_file)}
+
+    async def op_put(self, request, send) -> dict:
+        local, remote = Path(request["local"]), str(request["remote"])
+        data = await trio.Path(local).read_bytes()
+        parent = os.path.dirname(remote)
+        if parent:
+            await self._call(self.vm.run, f"mkdir -p {shlex.quote(parent)}", timeout=30, check=True)
+        await self._call(self.vm.put, remote, data, timeout=_transfer_seconds(len(data)))
+        return {"bytes": len(data)}
+
+    async def op_get(self, request, send) -> dict:
+        local, remote = Path(request["local"]), str(request["remote"])
+        data = await self._call(self.vm.get, remote, timeout=600.0)
+        await trio.Path(local).write_bytes(data)
+        return {"bytes": len(data)}
+
+
+def _transfer_seconds(size: int) -> float:
+    return 60.0 + size / 2e6
+
+
+async def start_hosted_vm(daemon, session) -> HostedVM:
+    """Boot the lab VM for the daemon's host (its vm_disks()); return it, running."""
+    vm_disks = getattr(daemon.host, "vm_disks", None)
+    if vm_disks is None:
+        raise UsageError(f"{daemon.spec.arch} cannot run in the lab VM", hint="use --runner native")
+    hosted = HostedVM(session, vm_disks(), status=daemon.status)
+    await hosted.start()
+    return hosted

@@ -1,0 +1,168 @@
+"""Runner sessions: the same calls run commands on the host and in the daemon's lab VM.
+
+Native part: real processes (exit codes, stdin, binary-safe put/get, a timeout that kills).
+VM part (one array for the module): `raidlab create r5 --arch raid5 --disks 3 --runner vm`,
+then through open_session(lab) -> DaemonSession: mkfs.ext4 and e2fsck on the guest device,
+stdin, put/get of a file larger than the channel's buffers, a hung command killed by its
+timeout while the VM stays usable, and after destroy no QEMU, loop or mount is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from raidlab.runners.session import (DaemonSession, ExecFailed, ExecTimeout, NativeSession, RunnerSession,
+                                     guest_script, open_session)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "live"))
+from lab_leftovers import loops_of, mounts_of, processes_of  # noqa: E402
+
+
+# ---- pure ----
+
+def test_guest_script_quotes_and_bounds_the_command():
+    script = guest_script(["sh", "-c", "echo 'a b'; exit 3"], 2.5)
+    assert script == "timeout -s KILL 3 sh -c 'echo '\"'\"'a b'\"'\"'; exit 3' < /dev/null"
+    assert guest_script(["cat"], 10, "/run/in x").endswith("< '/run/in x'")
+
+
+# ---- native ----
+
+def test_native_session_runs_commands_exactly(tmp_path):
+    with NativeSession("/dev/null") as session:
+        assert isinstance(session, RunnerSession)
+        assert session.runner == "native" and os.path.isdir(session.scratch)
+        ok = session.exec(["sh", "-c", "echo out; echo err >&2; exit 0"], timeout=10)
+        assert (ok.rc, ok.stdout, ok.stderr) == (0, b"out\n", b"err\n")
+        assert ok.as_record()["argv"] == ["sh", "-c", "echo out; echo err >&2; exit 0"]
+        assert session.exec(["cat"], timeout=10, stdin=b"fed in\n").stdout == b"fed in\n"
+        failed = session.exec(["sh", "-c", "echo nope >&2; exit 3"], timeout=10, check=False)
+        assert failed.rc == 3
+        with pytest.raises(ExecFailed) as err:
+            session.exec(["sh", "-c", "echo nope >&2; exit 3"], timeout=10)
+        assert err.value.fields["returncode"] == 3 and "nope" in str(err.value)
+        started = time.monotonic()
+        with pytest.raises(ExecTimeout):
+            session.exec(["sleep", "30"], timeout=0.5)
+        assert time.monotonic() - started < 10
+        data = os.urandom(300_000)
+        (tmp_path / "src.bin").write_bytes(data)
+        remote = os.path.join(session.scratch, "sub", "x.bin")
+        session.put(tmp_path / "src.bin", remote)
+        session.get(remote, tmp_path / "back" / "x.bin")
+        assert (tmp_path / "back" / "x.bin").read_bytes() == data
+        scratch = session.scratch
+    assert not os.path.exists(scratch)
+
+
+# ---- the daemon's lab VM ----
+
+@pytest.fixture(scope="module")
+def vm_array(raidlab_cmd_module, tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("raidlab create needs root (FUSE mount)")
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
+    home = tmp_path_factory.mktemp("session-home")
+    env = {**os.environ, "RAIDLAB_HOME": str(home)}
+
+    def raidlab(*args, check=True, timeout=600):
+        proc = subprocess.run([*raidlab_cmd_module, *args], capture_output=True, text=True, env=env,
+                              timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"raidlab {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
+        return proc
+
+    created = raidlab("create", "r5", "--arch", "raid5", "--disks", "3", "--disk-size", "64M",
+                      "--runner", "vm", "--json")
+    ready = json.loads(created.stdout)
+    from raidlab.lab import Lab
+
+    lab = Lab("r5", home=home)
+    try:
+        yield lab, ready, raidlab
+    finally:
+        raidlab("destroy", "r5", check=False)
+        lab_dir = home / "labs" / "r5"
+        assert not processes_of(lab_dir), "QEMU or another process of the lab survived destroy"
+        assert not loops_of(lab_dir) and not mounts_of(lab_dir, "r5")
+
+
+@pytest.fixture(scope="module")
+def raidlab_cmd_module():
+    exe = Path(sys.executable).parent / "raidlab"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "raidlab.cli"]
+
+
+@pytest.mark.vm
+@pytest.mark.root
+def test_vm_array_ready_record(vm_array):
+    lab, ready, _ = vm_array
+    assert ready["runner"] == "vm" and ready["guest_device"] == "/dev/vda"
+    assert ready["device"] is None  # no host loop device: the volume goes to the VM
+    assert ready["vm"]["boot_seconds"] > 0 and ready["vm"]["memory_mib"] >= 1024
+    assert 0 < ready["capacity"] <= 2 * (64 << 20)  # raid5 over 3: two members' data
+    runtime = json.loads((lab.path / "runtime.json").read_text())
+    assert runtime["guest_device"] == "/dev/vda"
+    # QEMU is recorded as a lab resource, so a SIGKILLed daemon's VM is found by cleanup.
+    assert any(r.kind == "process" and "qemu" in r.fields["argv"][0] for r in lab.resources())
+
+
+@pytest.mark.vm
+@pytest.mark.root
+def test_daemon_session_mkfs_and_fsck_on_the_guest_device(vm_array):
+    lab, ready, _ = vm_array
+    session = open_session(lab)
+    assert isinstance(session, DaemonSession) and session.runner == "vm"
+    assert session.device == "/dev/vda"
+    size = session.exec(["blockdev", "--getsize64", session.device], timeout=30)
+    assert int(size.stdout) == ready["capacity"]
+    made = session.exec(["mkfs.ext4", "-F", "-q", session.device], timeout=300)
+    assert made.rc == 0 and made.seconds > 0
+    fsck = session.exec(["e2fsck", "-f", "-n", session.device], timeout=300)
+    assert fsck.rc == 0, fsck.stdout_text + fsck.stderr_text
+    assert "clean" in fsck.stdout_text or "files" in fsck.stdout_text
+    # The filesystem is really on the engine's raid5: the FUSE volume carries ext4's magic.
+    volume = Path(ready["volume"])
+    with open(volume, "rb") as f:
+        f.seek(1024 + 56)
+        assert f.read(2) == b"\x53\xef"
+
+
+@pytest.mark.vm
+@pytest.mark.root
+def test_daemon_session_stdin_files_failures_and_timeouts(vm_array, tmp_path):
+    lab, _, _ = vm_array
+    session = open_session(lab)
+    assert session.exec(["cat"], timeout=30, stdin=b"through stdin\x00\xff").stdout == b"through stdin\x00\xff"
+    out = session.exec(["sh", "-c", "echo out; echo err >&2; exit 4"], timeout=30, check=False)
+    assert (out.rc, out.stdout, out.stderr) == (4, b"out\n", b"err\n")
+    with pytest.raises(ExecFailed):
+        session.exec(["false"], timeout=30)
+
+    data = os.urandom(3 * 2**20 + 17)
+    (tmp_path / "blob").write_bytes(data)
+    remote = f"{session.scratch}/in/blob"
+    session.put(tmp_path / "blob", remote)
+    digest = session.exec(["sha256sum", remote], timeout=60).stdout_text.split()[0]
+    import hashlib
+
+    assert digest == hashlib.sha256(data).hexdigest()
+    session.get(remote, tmp_path / "out" / "blob")
+    assert (tmp_path / "out" / "blob").read_bytes() == data
+
+    started = time.monotonic()
+    with pytest.raises(ExecTimeout):
+        session.exec(["sleep", "600"], timeout=3)
+    assert time.monotonic() - started < 60
+    # The guest killed the command; the VM still answers.
+    assert session.exec(["echo", "alive"], timeout=30).stdout == b"alive\n"
+    assert not list((lab.path / "exec").iterdir())  # output files were taken and removed
