@@ -5,33 +5,36 @@ them); what a *simulation* needs on top is how to lay them out on emulated drive
 the papers' simulators did, and that is a replay concern. So this module only builds
 (`create_dcd`, `create_vcraid`) and registers the builders with raidlab.traces.replay.
 
-DCD layouts (Hu & Yang, ISCA 96, §3.2 and §4):
+Options are the live host's (raidlab.engine.caches.host.arch_options: the same names,
+defaults and one-line errors as `raidlab create --arch dcd|vcraid -o ...`), so one scenario's
+[[arch]] options mean the same thing live and in a replay; `destage=on|off` is added for the
+replay (DCD Table 4). Layouts follow the live host's `plan_members`, except where the paper's
+simulator differs:
 
-* `cache=physical` (Fig. 1): the cache-disk is a second drive of the same model ("the same
-  disk parameters are used for both the cache-disk and the data disk except for the
-  capacity difference"). We emulate it as a drive of the same model whose image covers only
-  the first `cache_size` bytes (span "start"), so its seeks are those of a real C2200A that
-  uses 20 MB, not of a whole drive squeezed into 20 MB. The data disk is a whole drive.
-* `cache=logical` (Fig. 2): one drive; "we assign the first 80,000 sectors (20 MB) in a disk
-  drive as the logical cache-disk and the remaining partition as the logical data disk"
-  (§4). Two partitions of one EmulatedDisk share its queue and arm, as the paper's two
-  logical disks do. The volume is then the remaining partition (capacity - cache_size).
-* `cache_size` defaults to 80,000 of the C2200A's 256-byte sectors = 20,480,000 bytes (§4,
-  Table 1); `ram_buffer` to 512 KB (§4).
-* `report=immediate|after-complete` (§2.1, §2.4) is the DCD's own option.
+* DCD `cache=physical` (Fig. 1): the cache-disk is a second drive of the same model ("the same
+  disk parameters are used for both the cache-disk and the data disk except for the capacity
+  difference", §3.2). We emulate it as a drive of that model whose image covers only the first
+  `cache_size` bytes (span "start"), so its seeks are those of a real C2200A that uses 20 MB,
+  not of a whole drive squeezed into 20 MB (the live host's image spans the drive).
+* DCD `cache=logical` (Fig. 2): one drive; "we assign the first 80,000 sectors (20 MB) in a
+  disk drive as the logical cache-disk and the remaining partition as the logical data disk"
+  (§4). Two partitions of one EmulatedDisk share its queue and arm, as the paper's two logical
+  disks do. With --disk-size S the drive is cache_size + S (as live); without it the drive is
+  the model's capacity and the volume what the cache-disk leaves (§4's split of one C2200A).
+* `cache_size` defaults, for dcd in a replay, to 80,000 of the C2200A's 256-byte sectors =
+  20,480,000 bytes (§4, Table 1) rather than the live host's 20 MiB; `ram_buffer` 512 KB (§4).
 * `destage=off` (§4.3, Table 4: "we deliberately disable the destage process"): the idle
   detector's threshold is set beyond any trace (1e9 s), so no idle destage ever starts. The
   DCD still destages when its log is full (raidlab.engine.caches.dcd: "an emulator must not
-  stop"); the paper instead ran "shorter traces until the cache-disk is full". The result
-  reports `forced_destages`, so a run where that happened can be recognised.
+  stop"); the paper instead ran "shorter traces until the cache-disk is full". The report's
+  `forced_destages` says whether that happened.
+* VC-RAID (He & Yang §2-3): `config=scd` a raid5 of --disks drives plus one cache drive (span
+  "start", as above); `config=mcd` the first `cache_disks` drives carry a cache partition after
+  their raid5 bytes, as live.
 
-VC-RAID (He & Yang §2-3): a raid5 of `disks` drives behind a RAM buffer and a log cache disk
-(`config=scd`: one separate drive of `cache_size`, laid out like the physical DCD cache-disk;
-`config=mcd`: a `cache_size` partition at the start of every member drive, the raid5 over the
-rest of each drive).
-
-Values may be strings (from `-o KEY=VALUE`) or typed (from a scenario TOML file); sizes take
-suffixes (512K, 20M). Unknown keys are a UsageError naming them.
+Logical layouts put two partitions on one drive; the replay reports each partition as a
+"disk" with its own share of the drive's busy time (`_SharedDrive` sums service time per
+owner), so utilisation means the same for logical and physical cache-disks.
 """
 
 from __future__ import annotations
@@ -44,38 +47,8 @@ from raidlab.blockdev import SECTOR
 from raidlab.errors import UsageError
 
 DCD_CACHE_SIZE = 80_000 * 256  # DCD §4: first 80,000 (256-byte, Table 1) sectors, "20 MB"
-DCD_RAM_BUFFER = 512 * 1024  # DCD §4
 DESTAGE_OFF_THRESHOLD = 1e9  # seconds: longer than any trace (see module doc)
-
-DCD_OPTIONS = ("cache", "report", "destage", "ram_buffer", "cache_size", "idle_threshold",
-               "destage_segment", "large_write")
-VCRAID_OPTIONS = ("config", "cache_size", "ram_buffer", "block_size", "level1_write", "destage_segment",
-                  "idle_threshold", "destage")
-
-
-def _size(value: Any, key: str) -> int:
-    if isinstance(value, bool):
-        raise UsageError(f"option {key}={value!r} is not a size")
-    if isinstance(value, int):
-        if value <= 0 or value % SECTOR:
-            raise UsageError(f"option {key}={value} is not a positive multiple of {SECTOR} bytes")
-        return value
-    from raidlab.export.serve import parse_size
-
-    try:
-        return parse_size(str(value))
-    except UsageError as exc:
-        raise UsageError(f"option {key}: {exc}") from None
-
-
-def _seconds(value: Any, key: str) -> float:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"option {key}={value!r} is not a number of seconds") from None
-    if not seconds > 0:
-        raise UsageError(f"option {key}={value!r} must be positive")
-    return seconds
+SIM_ONLY_OPTIONS = ("destage",)
 
 
 def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
@@ -85,38 +58,34 @@ def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
     return text
 
 
-def _check_keys(arch: str, options: dict[str, Any], known: tuple[str, ...]) -> None:
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise UsageError(f"unknown option(s) for --arch {arch}: {', '.join(unknown)}",
-                         hint=f"known: {', '.join(known)}")
+def sim_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The live host's options for `arch` (raidlab.engine.caches.host.arch_options: same
+    names, same defaults, same errors), plus `destage` (on|off) if the host does not take it
+    itself, and `idle_threshold` in seconds. Pure."""
+    from raidlab.engine.caches import host
 
-
-def dcd_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """Normalised DCD replay options (pure; raises UsageError naming a bad key)."""
-    _check_keys("dcd", options, DCD_OPTIONS)
-    out: dict[str, Any] = {
-        "cache": _choice(options.get("cache", "physical"), "cache", ("physical", "logical")),
-        "report": _choice(options.get("report", "immediate"), "report", ("immediate", "after-complete")),
-        "destage": _choice(options.get("destage", "on"), "destage", ("on", "off")),
-        "ram_buffer": _size(options.get("ram_buffer", DCD_RAM_BUFFER), "ram_buffer"),
-        "cache_size": _size(options.get("cache_size", DCD_CACHE_SIZE), "cache_size"),
-    }
-    for key in ("destage_segment", "large_write"):
-        if key in options:
-            out[key] = _size(options[key], key)
-    if "idle_threshold" in options:
-        out["idle_threshold"] = _seconds(options["idle_threshold"], "idle_threshold")
+    options = dict(options)
+    defaults = host.DCD_OPTIONS if arch == "dcd" else host.VCRAID_OPTIONS
+    destage = options.pop("destage", "on") if "destage" not in defaults else options.get("destage", "on")
+    destage = _choice(destage, "destage", ("on", "off"))
+    if arch == "dcd":
+        options.setdefault("cache_size", DCD_CACHE_SIZE)
+    out = host.arch_options(arch, options)
+    if arch == "dcd" and out["cache"] not in ("physical", "logical"):
+        raise UsageError(f"option cache={out['cache']!r}: use one of physical, logical")
+    out["destage"] = destage
+    idle = out["idle_threshold"] if "idle_threshold" in out else out["idle_ms"] / 1000
+    out["idle_threshold"] = DESTAGE_OFF_THRESHOLD if destage == "off" else float(idle)
+    if "destage_segment" not in out:
+        out["destage_segment"] = out["segment"]
     return out
 
 
 def dcd_volume_size(drive_bytes: int, options: dict[str, Any]) -> int:
-    """The DCD's volume size on a drive of `drive_bytes`: the whole drive (physical) or
-    what the logical cache-disk leaves of it."""
-    settings = dcd_settings(options)
-    if settings["cache"] == "physical":
-        return drive_bytes
-    return drive_bytes - settings["cache_size"]
+    """The DCD's volume on a drive of `drive_bytes` when no --disk-size is given: the whole
+    drive (physical), or what the logical cache-disk leaves of it (DCD §4)."""
+    opts = sim_options("dcd", options)
+    return drive_bytes if opts["cache"] == "physical" else drive_bytes - opts["cache_size"]
 
 
 async def build_dcd(spec, nursery: trio.Nursery):
@@ -124,43 +93,45 @@ async def build_dcd(spec, nursery: trio.Nursery):
     from raidlab.engine.caches import create_dcd
     from raidlab.traces.replay import Built, DiscardBackend, MeteredTarget, member_disk_size
 
-    if spec.disks not in (None, 1, 2):
-        raise UsageError(f"architecture 'dcd' is a cache-disk and a data disk, --disks {spec.disks} makes no sense",
-                         hint="drop --disks; choose -o cache=physical|logical")
-    settings = dcd_settings(spec.options)
+    if spec.disks not in (None, 1):
+        raise UsageError(f"dcd has one data disk, not {spec.disks}",
+                         hint="drop --disks (the cache-disk comes with -o cache=physical|logical)")
+    opts = sim_options("dcd", spec.options)
+    cache_size = opts["cache_size"]
     drive = member_disk_size(spec)
-    cache_size = settings["cache_size"]
-    kwargs = {"ram_buffer": settings["ram_buffer"], "report": settings["report"]}
-    for key in ("destage_segment", "large_write", "idle_threshold"):
-        if key in settings:
-            kwargs[key] = settings[key]
-    if settings["destage"] == "off":
-        kwargs["idle_threshold"] = DESTAGE_OFF_THRESHOLD
     extra: dict[str, Any] = {}
-    if settings["cache"] == "physical":
-        cache = EmulatedDisk("cache", spec.disk_model, DiscardBackend(cache_size), discipline=spec.discipline,
+    if opts["cache"] == "physical":
+        cache_model = opts["cache_model"] or spec.disk_model
+        cache = EmulatedDisk("cache", cache_model, DiscardBackend(cache_size), discipline=spec.discipline,
                              span="start")
         data = EmulatedDisk("data", spec.disk_model, DiscardBackend(drive), discipline=spec.discipline)
         cache.start(nursery)
         data.start(nursery)
         cache_target, data_target = MeteredTarget(cache), MeteredTarget(data)
     else:
-        if cache_size >= drive:
+        if opts["cache_model"] is not None:
+            raise UsageError("a logical DCD's cache-disk is part of the data drive: it has no cache_model")
+        # --disk-size is the data disk (as for `raidlab create`); without it the drive is
+        # the model's whole capacity and the data disk what the cache-disk leaves (§4).
+        data_size = spec.disk_size if spec.disk_size is not None else drive - cache_size
+        if data_size <= 0:
             raise UsageError(f"logical cache-disk of {cache_size} bytes does not fit on a {drive}-byte drive")
-        disk = _SharedDrive.make("drive", spec.disk_model, drive, spec.discipline)
+        disk = _SharedDrive.make("drive", spec.disk_model, cache_size + data_size, spec.discipline)
         disk.start(nursery)
         cache_target = MeteredTarget(_PartitionWithBusy(disk.partition(0, cache_size, "cache")))
-        data_target = MeteredTarget(_PartitionWithBusy(disk.partition(cache_size, drive - cache_size, "data")))
+        data_target = MeteredTarget(_PartitionWithBusy(disk.partition(cache_size, data_size, "data")))
         extra["drive"] = disk
-    dcd = await create_dcd("sim-dcd", cache_target, data_target, **kwargs)
+    dcd = await create_dcd("sim-dcd", cache_target, data_target, ram_buffer=opts["ram_buffer"],
+                           report=opts["report"], idle_threshold=opts["idle_threshold"],
+                           destage_segment=opts["destage_segment"], large_write=opts["large_write"])
     dcd.start(nursery)
 
     def statistics() -> dict[str, Any]:
         stats = dcd.statistics()
         stats.pop("cache_disk", None)  # reported per disk by the replay
         stats.pop("data_disk", None)
-        stats["cache"] = settings["cache"]
-        stats["destage"] = settings["destage"]
+        stats["cache"] = opts["cache"]
+        stats["destage"] = opts["destage"]
         if "drive" in extra:
             drive_stats = extra["drive"].statistics()
             stats["drive_busy_s"] = drive_stats["busy_time"]
@@ -226,69 +197,64 @@ class _PartitionWithBusy:
         return stats
 
 
-def vcraid_settings(options: dict[str, Any]) -> dict[str, Any]:
-    _check_keys("vcraid", options, VCRAID_OPTIONS)
-    from raidlab.engine.caches.vcraid import DEFAULTS
-
-    out: dict[str, Any] = {
-        "config": _choice(options.get("config", "scd"), "config", ("scd", "mcd")),
-        "cache_size": _size(options.get("cache_size", DCD_CACHE_SIZE), "cache_size"),
-        "destage": _choice(options.get("destage", "on"), "destage", ("on", "off")),
-    }
-    for key in ("ram_buffer", "block_size", "level1_write", "destage_segment"):
-        out[key] = _size(options.get(key, DEFAULTS[key]), key)
-    out["idle_threshold"] = _seconds(options.get("idle_threshold", DEFAULTS["idle_threshold"]), "idle_threshold")
-    return out
-
-
 async def build_vcraid(spec, nursery: trio.Nursery):
     from raidlab.disks.disk import EmulatedDisk
     from raidlab.engine.caches import create_vcraid
+    from raidlab.engine.caches.host import _mcd_partition
     from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
     from raidlab.traces.replay import Built, DiscardBackend, MeteredTarget, member_disk_size
 
-    settings = vcraid_settings(spec.options)
+    opts = sim_options("vcraid", spec.options)
     n = spec.disks or 4
     if n < 3:
         raise UsageError(f"vcraid's raid5 needs at least 3 disks, not {n}")
     chunk = spec.chunk or 64 * 1024
-    drive = member_disk_size(spec)
-    cache_size = settings["cache_size"]
-    idle = DESTAGE_OFF_THRESHOLD if settings["destage"] == "off" else settings["idle_threshold"]
-
-    def whole_chunks(size: int) -> int:
-        return DEFAULT_DATA_OFFSET + (size - DEFAULT_DATA_OFFSET) // chunk * chunk
-
-    if settings["config"] == "scd":
-        cache = EmulatedDisk("cache", spec.disk_model, DiscardBackend(cache_size), discipline=spec.discipline,
+    if spec.disk_size is not None:
+        size = spec.disk_size
+    else:  # the drive's capacity, trimmed to whole chunks after the metadata
+        size = DEFAULT_DATA_OFFSET + (member_disk_size(spec) - DEFAULT_DATA_OFFSET) // chunk * chunk
+    if opts["config"] == "scd":
+        cache_model = opts["cache_model"] or spec.disk_model
+        cache = EmulatedDisk("cache", cache_model, DiscardBackend(opts["cache_size"]), discipline=spec.discipline,
                              span="start")
         cache.start(nursery)
         cache_targets = [MeteredTarget(cache)]
         members = []
         for index in range(n):
-            disk = EmulatedDisk(f"d{index}", spec.disk_model, DiscardBackend(whole_chunks(drive)),
-                                discipline=spec.discipline)
+            disk = EmulatedDisk(f"d{index}", spec.disk_model, DiscardBackend(size), discipline=spec.discipline)
             disk.start(nursery)
             members.append(MeteredTarget(disk))
-    else:
+    elif opts["config"] == "mcd":
+        # As the live host lays it out: the first `cache_disks` drives carry a cache
+        # partition after their raid5 bytes.
+        k = opts["cache_disks"]
+        if not 2 <= k <= n:
+            raise UsageError(f"mcd needs cache partitions on 2..{n} disks, not {k}")
+        part = _mcd_partition(opts["cache_size"], k)
         cache_targets, members = [], []
         for index in range(n):
-            disk = _SharedDrive.make(f"d{index}", spec.disk_model, drive, spec.discipline)
-            disk.start(nursery)
-            cache_targets.append(MeteredTarget(_PartitionWithBusy(disk.partition(0, cache_size, f"c{index}"))))
-            members.append(MeteredTarget(_PartitionWithBusy(
-                disk.partition(cache_size, whole_chunks(drive - cache_size), f"d{index}"))))
-    vc = await create_vcraid("sim-vcraid", members, cache_targets, config=settings["config"],
-                             block_size=settings["block_size"], ram_buffer=settings["ram_buffer"],
-                             level1_write=settings["level1_write"], destage_segment=settings["destage_segment"],
-                             idle_threshold=idle, chunk=chunk)
+            if index < k:
+                disk = _SharedDrive.make(f"drive{index}", spec.disk_model, size + part, spec.discipline)
+                disk.start(nursery)
+                members.append(MeteredTarget(_PartitionWithBusy(disk.partition(0, size, f"d{index}"))))
+                cache_targets.append(MeteredTarget(_PartitionWithBusy(disk.partition(size, part, f"c{index}"))))
+            else:
+                disk = EmulatedDisk(f"d{index}", spec.disk_model, DiscardBackend(size), discipline=spec.discipline)
+                disk.start(nursery)
+                members.append(MeteredTarget(disk))
+    else:
+        raise UsageError(f"unknown VC-RAID configuration {opts['config']!r}", hint="use config=scd or config=mcd")
+    vc = await create_vcraid("sim-vcraid", members, cache_targets, config=opts["config"],
+                             block_size=opts["block_size"], ram_buffer=opts["ram_buffer"],
+                             level1_write=opts["level1_write"], destage_segment=opts["destage_segment"],
+                             idle_threshold=opts["idle_threshold"], chunk=chunk)
     vc.start(nursery)
 
     def statistics() -> dict[str, Any]:
         stats = vc.statistics()
         for key in ("array", "cache_disks", "members"):
             stats.pop(key, None)  # members are reported per disk by the replay
-        stats["destage"] = settings["destage"]
+        stats["destage"] = opts["destage"]
         return stats
 
     return Built(vc, cache_targets + members, statistics)

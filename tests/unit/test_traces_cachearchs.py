@@ -71,7 +71,7 @@ def test_destage_off_never_destages_on_idle():
 
 def test_vcraid_scd_and_mcd_replay():
     reqs = list(synth("snake", 600, 4, device_size=256 * MiB))
-    for config, n_disks in (("scd", 5), ("mcd", 8)):
+    for config, n_disks in (("scd", 5), ("mcd", 6)):
         report = replay_requests(SimSpec("vcraid", "hp-c2200a", disks=4, options={"config": config}), reqs)
         assert report["architecture"]["config"] == config
         assert len(report["per_disk"]) == n_disks
@@ -81,8 +81,9 @@ def test_vcraid_scd_and_mcd_replay():
 
 @pytest.mark.parametrize("options, message", [
     ({"cache": "nvram"}, "option cache='nvram': use one of physical, logical"),
-    ({"colour": "red"}, "unknown option(s) for --arch dcd: colour"),
-    ({"ram_buffer": "12x"}, "option ram_buffer: cannot read size"),
+    ({"colour": "red"}, "dcd has no option 'colour'"),
+    ({"ram_buffer": "12x"}, "option ram_buffer=12x is not a size"),
+    ({"destage": "maybe"}, "option destage='maybe': use one of on, off"),
 ])
 def test_bad_dcd_options_are_usage_errors(options, message):
     with pytest.raises(UsageError) as info:
