@@ -83,6 +83,11 @@ class ToolFailedError(RaidlabError):
         )
 
 
+class WorkloadError(RaidlabError):
+    """A workload program ran but did not do its work (postmark's "Error:" lines, files missing
+    after untar, a TPS read that came back from the wrong place). Fields vary; see the driver."""
+
+
 class LabError(RaidlabError):
     """A lab (FUSE mount, loop devices, engine process) could not be set up or found."""
 
