@@ -25,11 +25,14 @@ S is always the size of one *data* member and the caches come in addition:
 
 Arch options (-o), named after the papers:
     dcd:    cache=physical|logical, report=immediate|after-complete (§2.4), ram_buffer (512K),
-            cache_size (20M), idle_ms (50, §2.3), destage_segment (128K), large_write (64K,
-            §2.1), cache_model (physical only; default: --disk-model)
+            cache_size (80,000 x 256 B, §4), idle_threshold (0.05 s or 50ms, §2.3),
+            destage=on|off (§4.3), destage_segment (128K), large_write (64K, §2.1),
+            cache_model (physical only; default: --disk-model)
     vcraid: config=scd|mcd, ram_buffer (4M), cache_size (200M in total), block_size (1K; an
-            ext4 block size: 1K, 2K or 4K), level1_write (64K), segment (64K, the level-2
-            destage segment), idle_ms (50), cache_model (scd only), cache_disks (mcd only)
+            ext4 block size: 1K, 2K or 4K), level1_write (64K), destage_segment (64K, level 2),
+            idle_threshold (0.05 s), destage=on|off, cache_model (scd only), cache_disks (mcd)
+    The names and defaults are those of `raidlab sim` (raidlab.traces.cachearchs), so a
+    scenario's options mean the same in both; cache_model and cache_disks are live-only.
 
 Not built (refused with one line): VC-RAID's per-disk configurations 1c/1d and the mirrored
 cache disk (§3.4); the DCD's NVRAM RAM buffer.
@@ -51,14 +54,18 @@ from raidlab.errors import UsageError
 KiB, MiB = 1024, 1 << 20
 EXT4_BLOCK_SIZES = (1024, 2048, 4096)  # ext4 mounts only block sizes up to the 4 KiB page
 
+# Option names and defaults as in `raidlab sim` (raidlab.traces.cachearchs), so one scenario's
+# options mean the same live and in virtual time; cache_model and cache_disks are live-only.
+DCD_CACHE_SIZE = 80_000 * 256  # DCD §4: the first 80,000 (256-byte, Table 1) sectors, "20 MB"
+DESTAGE_OFF_THRESHOLD = 1e9    # destage=off (DCD §4.3, Table 4): an idle period never comes
 DCD_OPTIONS: dict[str, Any] = dict(cache="physical", report="immediate", ram_buffer=512 * KiB,
-                                   cache_size=20 * MiB, idle_ms=50, destage_segment=128 * KiB,
-                                   large_write=64 * KiB, cache_model=None)
+                                   cache_size=DCD_CACHE_SIZE, idle_threshold=0.050, destage="on",
+                                   destage_segment=128 * KiB, large_write=64 * KiB, cache_model=None)
 VCRAID_OPTIONS: dict[str, Any] = dict(config="scd", ram_buffer=4 * MiB, cache_size=200 * MiB,
-                                      block_size=1 * KiB, level1_write=64 * KiB, segment=64 * KiB,
-                                      idle_ms=50, cache_model=None, cache_disks=2)
+                                      block_size=1 * KiB, level1_write=64 * KiB, destage_segment=64 * KiB,
+                                      idle_threshold=0.050, destage="on", cache_model=None, cache_disks=2)
 SIZE_OPTIONS = {"ram_buffer", "cache_size", "destage_segment", "large_write", "block_size",
-                "level1_write", "segment"}
+                "level1_write"}
 NOT_BUILT = {
     "1c": "VC-RAID configuration 1c (a cache disk per array disk) is not built yet",
     "1d": "VC-RAID configuration 1d (a RAM buffer and cache disk per array disk) is not built yet",
@@ -79,6 +86,23 @@ def _size(key: str, value: Any) -> int:
                          hint=f"write it like {key}=512K") from None
 
 
+def _seconds(value: Any) -> float:
+    """idle_threshold: seconds (0.05) or with a unit (50ms, 0.05s)."""
+    text = str(value).strip().lower()
+    scale = 1e-3 if text.endswith("ms") else 1.0
+    try:
+        seconds = float(text.removesuffix("ms").removesuffix("s")) * scale
+    except ValueError:
+        raise UsageError(f"option idle_threshold={value} is not a time", hint="write it like 0.05 or 50ms") from None
+    if seconds <= 0:
+        raise UsageError(f"option idle_threshold={value} must be positive")
+    return seconds
+
+
+def idle_threshold_of(opts: dict[str, Any]) -> float:
+    return DESTAGE_OFF_THRESHOLD if opts["destage"] == "off" else opts["idle_threshold"]
+
+
 def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     """The arch's options with defaults filled in and sizes in bytes; UsageError (one line)
     for an unknown key or an unreadable value."""
@@ -93,10 +117,9 @@ def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     out = {**defaults, **options}
     for key in SIZE_OPTIONS & set(out):
         out[key] = _size(key, out[key])
-    try:
-        out["idle_ms"] = float(out["idle_ms"])
-    except (TypeError, ValueError):
-        raise UsageError(f"option idle_ms={out['idle_ms']} is not a number of milliseconds") from None
+    out["idle_threshold"] = _seconds(out["idle_threshold"])
+    if out["destage"] not in ("on", "off"):
+        raise UsageError(f"option destage={out['destage']} is neither on nor off")
     if arch == "vcraid":
         try:
             out["cache_disks"] = int(out["cache_disks"])
@@ -168,7 +191,7 @@ class CacheHost:
         opts = arch_options(arch, options)
         if arch == "dcd":
             check_dcd_config(opts["cache_size"], ram_buffer=opts["ram_buffer"], report=opts["report"],
-                             idle_threshold=opts["idle_ms"] / 1000, destage_segment=opts["destage_segment"],
+                             idle_threshold=idle_threshold_of(opts), destage_segment=opts["destage_segment"],
                              large_write=opts["large_write"])
             return
         from raidlab.engine.host import EngineHost
@@ -183,8 +206,8 @@ class CacheHost:
         else:
             caches = [_mcd_partition(opts["cache_size"], opts["cache_disks"])] * opts["cache_disks"]
         check_vcraid_config(opts["config"], caches, block_size=opts["block_size"], ram_buffer=opts["ram_buffer"],
-                            level1_write=opts["level1_write"], destage_segment=opts["segment"],
-                            idle_threshold=opts["idle_ms"] / 1000)
+                            level1_write=opts["level1_write"], destage_segment=opts["destage_segment"],
+                            idle_threshold=idle_threshold_of(opts))
         EngineHost.validate("raid5", disks, disk_size, chunk, {})
         layout = create_layout("raid5", n_disks=disks, disk_size=disk_size, chunk_bytes=chunk,
                                data_offset=DEFAULT_DATA_OFFSET)
@@ -257,7 +280,7 @@ class CacheHost:
             status(f"creating a {opts['cache']} DCD, report {opts['report']}")
             self.target = await create_dcd(
                 spec.name, cache_disk, data_disk, ram_buffer=opts["ram_buffer"], report=opts["report"],
-                idle_threshold=opts["idle_ms"] / 1000, destage_segment=opts["destage_segment"],
+                idle_threshold=idle_threshold_of(opts), destage_segment=opts["destage_segment"],
                 large_write=opts["large_write"])
         else:
             status("assembling the DCD: scanning the cache-disk log (§2.5)")
@@ -284,7 +307,7 @@ class CacheHost:
             self.target = await create_vcraid(
                 spec.name, array_members, cache_disks, config=opts["config"], block_size=opts["block_size"],
                 ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
-                destage_segment=opts["segment"], idle_threshold=opts["idle_ms"] / 1000, chunk=spec.chunk)
+                destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts), chunk=spec.chunk)
         else:
             status("assembling VC-RAID: writing the cache disks' blocks to the raid5 (§3.4)")
             self.target = await assemble_vcraid(array_members, cache_disks)
@@ -342,7 +365,7 @@ def dcd_report(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
     """`raidlab status` lines for a DCD (statistics of DCD.statistics())."""
     return [
         f"DCD ({opts['cache']}), report {s['report']}, {'[bold]bypass[/]' if s['bypass'] else 'caching'}; "
-        f"idle threshold {opts['idle_ms']:g} ms, large writes > {_kib(opts['large_write'])} go to the data disk",
+        f"idle threshold {opts['idle_threshold'] * 1000:g} ms, destage {opts['destage']}, large writes > {_kib(opts['large_write'])} go to the data disk",
         f"RAM buffer: {_kib(s['ram_used_bytes'])} of {_kib(s['ram_buffer_bytes'])} "
         f"({_pct(s['ram_used_bytes'], s['ram_buffer_bytes'])}); cache-disk log: {_kib(s['cache_disk_used_bytes'])} "
         f"of {_kib(s['cache_disk_bytes'])} ({_pct(s['cache_disk_used_bytes'], s['cache_disk_bytes'])}), "
@@ -365,7 +388,7 @@ def vcraid_report(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
     return [
         f"VC-RAID {s['config']}: raid5 ({s['array']['state']}) behind a RAM buffer and "
         f"{len(s['cache_disk_used_per_disk'])} cache disk(s); block {s['block_size']} B, "
-        f"idle threshold {opts['idle_ms']:g} ms, level-2 segment {_kib(opts['segment'])}",
+        f"idle threshold {opts['idle_threshold'] * 1000:g} ms, destage {opts['destage']}, level-2 segment {_kib(opts['destage_segment'])}",
         f"RAM buffer: {_kib(s['ram_used_bytes'])} of {_kib(s['ram_buffer_bytes'])} "
         f"({_pct(s['ram_used_bytes'], s['ram_buffer_bytes'])}), {s['ram_dirty_blocks']} dirty blocks; "
         f"cache disks: {_kib(s['cache_disk_used_bytes'])} of {_kib(s['cache_disk_bytes'])} "
