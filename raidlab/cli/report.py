@@ -1,0 +1,37 @@
+"""`raidlab report RESULTS [--format md,html]`: parse, then raidlab.report.write_report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from raidlab.errors import UsageError
+
+
+@click.command()
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--format", "formats", default="md,html", show_default=True,
+              help="comma-separated: md, html")
+@click.option("--scenario", "scenario_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="check the results against this scenario file (default: the copy kept in RESULTS)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where to write (default RESULTS/report/)")
+def report(results, formats, scenario_file, out_dir):
+    """Figures, our numbers beside the paper's, and claim verdicts for a results directory."""
+    from raidlab.report import write_report
+    from raidlab.report.render import FORMATS
+
+    chosen = tuple(f.strip() for f in formats.split(",") if f.strip())
+    for fmt in chosen:
+        if fmt not in FORMATS:
+            raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if not results.exists():
+        raise UsageError(f"{results}: no such results directory", hint="see results/<scenario>/")
+    for path in write_report(results, formats=chosen or FORMATS, scenario_file=scenario_file, out_dir=out_dir):
+        click.echo(str(path))
+    return 0
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(report)

@@ -1,0 +1,113 @@
+"""`raidlab run SCENARIO`: parse, validate everything, then hand the loop to raidlab.run.
+
+Everything that can be refused (scenario file, --only labels, root, missing programs) is
+checked before the first array is created; the progress display is rich's, on stderr, and
+the results directory is the one line on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from raidlab import run as runmod
+
+_err = Console(stderr=True, highlight=False)
+
+
+class _RichProgress(runmod.Progress):
+    def __init__(self, scenario, runner: str, progress: Progress):
+        self.scenario = scenario
+        self.runner = runner
+        self.bars = progress
+        self.total_task = None
+        self.run_task = None
+        self.current = ""
+        self.repetitions = 0
+
+    def start(self, total: int) -> None:
+        self.total_task = self.bars.add_task(f"{self.scenario.id} ({self.runner})", total=total)
+        self.run_task = self.bars.add_task("", total=None)
+
+    def run_started(self, index: int, run) -> None:
+        reps = self.repetitions or run.repetition
+        self.current = (f"{run.arch.label} [{run.arch.arch}] · {self.scenario.workload} {run.case.name} · "
+                        f"rep {run.repetition}/{reps}")
+        self.bars.update(self.run_task, description=self.current)
+
+    def step(self, message: str) -> None:
+        self.bars.update(self.run_task, description=f"{self.current}: {message}")
+
+    def run_finished(self, index: int, run, doc: dict) -> None:
+        self.bars.advance(self.total_task)
+        if doc["status"] != "ok":
+            self.bars.console.print(f"[red]failed[/]: {run.run_id}: {doc['error']}", markup=True, highlight=False)
+        else:
+            shown = ", ".join(f"{k} {v['value']:.4g} {v.get('unit', '')}".rstrip()
+                              for k, v in list(doc.get("metrics", {}).items())[:3]
+                              if isinstance(v, dict) and isinstance(v.get("value"), (int, float)))
+            self.bars.console.print(f"ok: {run.run_id} ({doc['seconds']:.1f} s){': ' + shown if shown else ''}",
+                                    markup=False, highlight=False)
+
+
+@click.command(name="run")
+@click.argument("scenario_file", metavar="SCENARIO", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--runner", type=click.Choice(["native", "vm"]), default=None,
+              help="where arrays and workloads run (default: the scenario's runner)")
+@click.option("--quick", is_flag=True, help="the scenario's [quick] sizes (CI, demos)")
+@click.option("--repeat", type=click.IntRange(1, 100), default=None, help="repetitions (default: the scenario's)")
+@click.option("--only", "only", multiple=True, metavar="LABEL",
+              help="run only this architecture label (repeatable or comma-separated)")
+@click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("results"), show_default=True, help="results root: writes <root>/<scenario>/<time>/")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where the run's labs live (default ./run)")
+@click.option("--dry-run", is_flag=True, help="validate and list the runs, start nothing")
+def run_cmd(scenario_file, runner, quick, repeat, only, results_root, home, dry_run):
+    """Run every architecture x case x repetition of SCENARIO; print the results directory."""
+    from raidlab import scenarios
+
+    scenario = scenarios.load(scenario_file)
+    runner = runner or scenario.runner
+    labels = tuple(label for item in only for label in item.split(",") if label)
+    planned = runmod.plan_runs(scenario, quick=quick, repeat=repeat, only=labels)
+    if dry_run:
+        for p in planned:
+            click.echo(f"{p.run_id}\t{p.arch.arch}\t{p.case.params}")
+        return 0
+    if scenario.kind == "live":
+        _check_live(runner)
+    runmod.check_programs(scenario, runner)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=_err, transient=False) as bars:
+        shown = _RichProgress(scenario, runner, bars)
+        shown.repetitions = max((p.repetition for p in planned), default=0)
+        summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
+                                      home=home, progress=shown)
+    _err.print(f"{scenario.id}: {summary.ok} ok, {summary.failed} failed"
+               + (" (interrupted)" if summary.interrupted else ""), highlight=False)
+    click.echo(str(summary.out))
+    if summary.interrupted:
+        raise runmod.interrupted_error(summary)
+    return 1 if summary.failed else 0
+
+
+def _check_live(runner: str) -> None:
+    import importlib.util
+
+    from raidlab.errors import NeedsRootError, UsageError
+    from raidlab.export.serve import check_live_prerequisites
+
+    if runner == "vm" and importlib.util.find_spec("raidlab.runners.vm.hosted") is None:
+        raise UsageError("the lab VM runner cannot host arrays in this version", hint="use --runner native")
+    if os.geteuid() != 0:
+        raise NeedsRootError("raidlab run")
+    check_live_prerequisites("raidlab run")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(run_cmd)

@@ -1,0 +1,11 @@
+"""`raidlab report RESULTS`: a results directory -> report.md / report.html with figures.
+
+results.py  load a results directory (refusing one from another scenario), statistics
+claims.py   verdicts holds / does not hold / not measured with the measured ratio
+figures.py  matplotlib figures drawn like the paper's (grouped bars, lines against clients)
+render.py   the document: environment, figures, our numbers beside the paper's, claims, failures
+"""
+
+from raidlab.report.render import write_report
+
+__all__ = ["write_report"]

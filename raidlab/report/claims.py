@@ -1,0 +1,86 @@
+"""Verdicts on a scenario's claims: holds / does not hold / not measured, with what was measured.
+
+Pure functions over the aggregated statistics. The rules are deliberately plain so a reader
+can check a verdict by hand from the tables beside it:
+
+* order (labels best first): holds when, in every named case, each architecture's mean is
+  better than the next one's (strictly: higher, or lower for time metrics). The measured
+  ordering and every mean are reported; overlapping spreads are shown, not used to soften
+  the verdict, because the paper states its orderings on means of 3 runs too.
+* ratio (num / den of the means): holds when it lies in [min, max] in every named case; the
+  measured ratio of each case is reported.
+* not measured: a needed mean is missing (architecture not run, all its runs failed, or the
+  workload did not report the metric).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from raidlab.report.results import Stat
+from raidlab.scenarios import Claim
+
+HOLDS = "holds"
+FAILS = "does not hold"
+NOT_MEASURED = "not measured"
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    verdict: str
+    measured: str  # one line: the ratio(s) or ordering actually measured
+    ratios: dict[str, float] = dataclasses.field(default_factory=dict)  # case -> ratio (ratio claims)
+
+
+def _better(a: float, b: float, better: str) -> bool:
+    return a > b if better == "higher" else a < b
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat]) -> Verdict:
+    missing = []
+    parts = []
+    ok = True
+    ratios: dict[str, float] = {}
+    for case in claim.cases:
+        labels = claim.order if claim.kind == "order" else (claim.num, claim.den)
+        means = {}
+        for label in labels:
+            stat = stats.get((label, case, claim.metric))
+            if stat is None:
+                missing.append(f"{label}/{case}")
+            else:
+                means[label] = stat.mean
+        if len(means) < len(labels):
+            continue
+        if claim.kind == "order":
+            holds = all(_better(means[a], means[b], claim.better) for a, b in zip(labels, labels[1:]))
+            measured_order = sorted(labels, key=lambda l: means[l], reverse=claim.better == "higher")
+            parts.append(f"{case}: " + " > ".join(f"{l} {_fmt(means[l])}" for l in measured_order)
+                         + ("" if claim.better == "higher" else " (lower is better, best first)"))
+        else:
+            if means[claim.den] == 0:
+                parts.append(f"{case}: {claim.den} mean is 0, ratio undefined")
+                holds = False
+            else:
+                ratio = means[claim.num] / means[claim.den]
+                ratios[case] = ratio
+                holds = (claim.min is None or ratio >= claim.min) and (claim.max is None or ratio <= claim.max)
+                parts.append(f"{case}: {claim.num}/{claim.den} = {ratio:.2f}")
+        ok = ok and holds
+    if missing:
+        return Verdict(claim, NOT_MEASURED, "no result for " + ", ".join(missing)
+                       + (("; " + "; ".join(parts)) if parts else ""), ratios)
+    return Verdict(claim, HOLDS if ok else FAILS, "; ".join(parts), ratios)
+
+
+def band(claim: Claim) -> str:
+    if claim.kind == "order":
+        return " > ".join(claim.order)
+    lo = "" if claim.min is None else f"{claim.min:g} <= "
+    hi = "" if claim.max is None else f" <= {claim.max:g}"
+    return f"{lo}{claim.num}/{claim.den}{hi}"

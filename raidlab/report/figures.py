@@ -1,0 +1,169 @@
+"""Figures drawn like the VC-RAID paper's: grouped bars (Table 2, Figs. 7-8) or lines of a
+metric against a parameter (TPS against clients, Figs. 4-6), with matplotlib.
+
+Why like the paper: the point of a reproduction report is to be put beside the original
+page. Bars: one group per case (PostMark small/medium/large, untar/copy/remove), one bar per
+architecture, height = mean over repetitions, error bar = min..max of the repetitions (with
+three runs a standard deviation says little; the range shows every run). The paper's value,
+where it published one, is a black diamond on the same bar. Lines: one line per series (an
+architecture, or for a sweep the arch entries sharing a `series`), one panel per value of
+[report].panel (Fig. 4a/b/c = write ratio), same error bars and diamonds.
+
+The Agg backend is used: reports are made on headless hosts and in CI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from raidlab.report.results import Results, Stat, metric_value  # noqa: E402
+from raidlab.scenarios import x_value  # noqa: E402
+
+
+def _run_params(results: Results, doc: dict) -> dict:
+    params = dict(results.scenario.case(doc["case"]).params)
+    if isinstance(doc.get("params"), dict):
+        params.update(doc["params"])
+    return params
+
+
+def _paper_value(results: Results, label: str, case: str, metric: str) -> float | None:
+    for p in results.scenario.paper_values:
+        if p.arch == label and p.case == case and p.metric == metric:
+            return p.value
+    return None
+
+
+def bars(results: Results, stats: dict, metric: str, out: Path) -> Path | None:
+    scn = results.scenario
+    cases = [c.name for c in scn.cases if any((a.label, c.name, metric) in stats or _paper_value(results, a.label, c.name, metric) is not None for a in scn.archs)]
+    labels = [a.label for a in scn.archs]
+    if not cases:
+        return None
+    unit = next((s.unit for (l, c, m), s in stats.items() if m == metric and s.unit), "")
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 + 0.5 * len(cases) * len(labels)), 3.8))
+    width = 0.8 / len(labels)
+    colors = plt.get_cmap("tab10")
+    for j, label in enumerate(labels):
+        xs, heights, lo, hi = [], [], [], []
+        for i, case in enumerate(cases):
+            stat: Stat | None = stats.get((label, case, metric))
+            if stat is None:
+                continue
+            xs.append(i - 0.4 + width * (j + 0.5))
+            heights.append(stat.mean)
+            lo.append(stat.mean - stat.min)
+            hi.append(stat.max - stat.mean)
+        ax.bar(xs, heights, width * 0.92, yerr=[lo, hi] if xs else None, capsize=3, label=label, color=colors(j))
+        paper_x = [i - 0.4 + width * (j + 0.5) for i, case in enumerate(cases)
+                   if _paper_value(results, label, case, metric) is not None]
+        paper_y = [_paper_value(results, label, case, metric) for case in cases
+                   if _paper_value(results, label, case, metric) is not None]
+        if paper_x:
+            ax.scatter(paper_x, paper_y, marker="D", color="black", zorder=3, s=22,
+                       label="paper" if j == 0 or not ax.get_legend_handles_labels()[1].count("paper") else None)
+    _dedupe_legend(ax)
+    ax.set_xticks(range(len(cases)), cases)
+    ax.set_ylabel(scn.report.y_label or f"{metric}" + (f" ({unit})" if unit else ""))
+    better = scn.better(metric)
+    ax.set_title(f"{scn.source or scn.id}: {metric} ({better} is better)", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = out / f"{metric}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _dedupe_legend(ax) -> None:
+    handles, names = ax.get_legend_handles_labels()
+    seen: dict[str, Any] = {}
+    for h, n in zip(handles, names):
+        seen.setdefault(n, h)
+    ax.legend(seen.values(), seen.keys(), fontsize=8)
+
+
+def line_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any, list[float]]]]:
+    """panel value -> series -> x -> values of the ok runs (pure given results)."""
+    scn = results.scenario
+    spec = scn.report
+    out: dict[Any, dict[str, dict[Any, list[float]]]] = {}
+    for doc in results.ok_runs:
+        got = metric_value(doc, metric)
+        if got is None:
+            continue
+        arch = scn.arch(doc["arch"])
+        params = _run_params(results, doc)
+        x = x_value(spec, arch, params)
+        if x is None:
+            continue
+        panel = params.get(spec.panel) if spec.panel else None
+        out.setdefault(panel, {}).setdefault(arch.series, {}).setdefault(x, []).append(got[0])
+    return out
+
+
+def _paper_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any, float]]]:
+    scn = results.scenario
+    out: dict[Any, dict[str, dict[Any, float]]] = {}
+    for p in scn.paper_values:
+        if p.metric != metric:
+            continue
+        arch = scn.arch(p.arch)
+        params = scn.case(p.case).params
+        x = x_value(scn.report, arch, params)
+        if x is None:
+            continue
+        panel = params.get(scn.report.panel) if scn.report.panel else None
+        out.setdefault(panel, {}).setdefault(arch.series, {})[x] = p.value
+    return out
+
+
+def lines(results: Results, metric: str, out: Path) -> Path | None:
+    scn = results.scenario
+    points = line_points(results, metric)
+    paper = _paper_points(results, metric)
+    panels = sorted(set(points) | set(paper), key=lambda v: (v is None, v))
+    if not panels:
+        return None
+    series_order = list(dict.fromkeys(a.series for a in scn.archs))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    colors = plt.get_cmap("tab10")
+    for ax, panel in zip(axes[0], panels):
+        for j, series in enumerate(series_order):
+            data = points.get(panel, {}).get(series, {})
+            if data:
+                xs = sorted(data)
+                means = [sum(data[x]) / len(data[x]) for x in xs]
+                lo = [m - min(data[x]) for m, x in zip(means, xs)]
+                hi = [max(data[x]) - m for m, x in zip(means, xs)]
+                ax.errorbar(xs, means, yerr=[lo, hi], marker="o", capsize=3, label=series, color=colors(j))
+            pdata = paper.get(panel, {}).get(series, {})
+            if pdata:
+                xs = sorted(pdata)
+                ax.plot(xs, [pdata[x] for x in xs], linestyle=":", marker="D", color=colors(j),
+                        markeredgecolor="black", label=f"{series} (paper)")
+        ax.set_xlabel(scn.report.x_label or scn.report.x)
+        ax.set_ylabel(scn.report.y_label or metric)
+        if panel is not None:
+            ax.set_title(f"{scn.report.panel} = {panel}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)", fontsize=10)
+    fig.tight_layout()
+    path = out / f"{metric}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def draw(results: Results, stats: dict, metric: str, out: Path) -> Path | None:
+    out.mkdir(parents=True, exist_ok=True)
+    if results.scenario.report.style == "lines":
+        return lines(results, metric, out)
+    return bars(results, stats, metric, out)

@@ -1,0 +1,171 @@
+"""The report document: one list of blocks written out as Markdown and/or HTML.
+
+Why blocks: the two formats must say the same thing, so the content is built once (headings,
+paragraphs, tables, images) and each writer only renders it. Every number in the report is
+read from the run files of the results directory; the paper's numbers come from the
+scenario copy kept beside them and are always labelled as the paper's.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+from raidlab.report import claims as claimsmod
+from raidlab.report import figures
+from raidlab.report.results import Results, aggregate, load_results, metrics_of
+
+FORMATS = ("md", "html")
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return ""
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
+    scn, man = results.scenario, results.manifest
+    stats = aggregate(results.runs)
+    blocks: list[tuple[str, Any]] = [("h1", f"{scn.title}")]
+    git = man.get("git", {})
+    blocks.append(("p", f"Scenario `{scn.id}` ({scn.path.name}); paper {scn.paper or '-'}, {scn.source or '-'}. "
+                        + (scn.description or "")))
+    blocks.append(("p", f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}, kernel "
+                        f"{man.get('kernel')}, raidlab {man.get('raidlab')}, git {str(git.get('revision'))[:12]}"
+                        f"{' (uncommitted changes)' if git.get('dirty') else ''}; started {man.get('started')}, "
+                        f"finished {man.get('finished') or '-'}; status **{man.get('status')}**: "
+                        f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
+                        f"{len(man.get('planned_runs', []))} planned. Results: `{results.path}`."))
+    blocks.append(("p", "Our values are means over the repetitions that succeeded (n), with the "
+                        "sample standard deviation and the min..max range; the paper's values are "
+                        "quoted from the scenario file (its `note` says where each comes from)."))
+
+    verdicts = [claimsmod.evaluate(c, stats) for c in scn.claims]
+    if verdicts:
+        blocks.append(("h2", "Claims"))
+        rows = [[v.claim.id, v.claim.text + (f" ({v.claim.source})" if v.claim.source else ""),
+                 f"{v.claim.metric} in {', '.join(v.claim.cases)}: {claimsmod.band(v.claim)}",
+                 v.verdict, v.measured] for v in verdicts]
+        blocks.append(("table", (["claim", "paper says", "check", "verdict", "measured"], rows)))
+        counts = {k: sum(1 for v in verdicts if v.verdict == k)
+                  for k in (claimsmod.HOLDS, claimsmod.FAILS, claimsmod.NOT_MEASURED)}
+        blocks.append(("p", ", ".join(f"{n} {k}" for k, n in counts.items()) + "."))
+
+    for metric in metrics_of(scn, stats):
+        blocks.append(("h2", f"{metric} ({scn.better(metric)} is better)"))
+        fig = figures.draw(results, stats, metric, figure_dir)
+        if fig is not None:
+            blocks.append(("img", (fig, f"{scn.source}: {metric}")))
+        rows = []
+        for case in scn.cases:
+            for arch in scn.archs:
+                stat = stats.get((arch.label, case.name, metric))
+                paper = next((p for p in scn.paper_values
+                              if p.arch == arch.label and p.case == case.name and p.metric == metric), None)
+                if stat is None and paper is None:
+                    continue
+                ours = (f"{_fmt(stat.mean)} ± {_fmt(stat.sd)} (n={stat.n}, {_fmt(stat.min)}..{_fmt(stat.max)})"
+                        if stat else "not measured")
+                ratio = _fmt(stat.mean / paper.value) if stat and paper and paper.value else ""
+                rows.append([case.name, arch.label, ours, (stat.unit if stat else "") or (paper.unit if paper else ""),
+                             _fmt(paper.value) if paper else "", ratio, paper.note if paper else ""])
+        if rows:
+            blocks.append(("table", (["case", "arch", "ours: mean ± sd (n, min..max)", "unit", "paper",
+                                      "ours / paper", "paper note"], rows)))
+        else:
+            blocks.append(("p", f"No run reported {metric}."))
+
+    blocks.append(("h2", "Architectures"))
+    blocks.append(("table", (["label", "arch", "disks", "model", "disk size", "chunk", "options"],
+                             [[a.label, a.arch, str(a.disks), a.disk_model, f"{a.disk_size >> 20} MiB",
+                               f"{a.chunk >> 10} KiB", ", ".join(f"{k}={v}" for k, v in a.options.items())]
+                              for a in scn.archs])))
+    if results.failed_runs:
+        blocks.append(("h2", "Failed runs"))
+        blocks.append(("table", (["run", "error"],
+                                 [[Path(r["_file"]).stem, str(r.get("error"))[:400]] for r in results.failed_runs])))
+    missing = [r for r in man.get("planned_runs", []) if not any(Path(d["_file"]).stem == r for d in results.runs)]
+    if missing:
+        blocks.append(("p", f"{len(missing)} planned runs have no result (interrupted before they ran): "
+                            + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")))
+    return blocks
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(blocks: list, base: Path) -> str:
+    out: list[str] = []
+    for kind, value in blocks:
+        if kind == "h1":
+            out += [f"# {value}", ""]
+        elif kind == "h2":
+            out += [f"## {value}", ""]
+        elif kind == "p":
+            out += [value, ""]
+        elif kind == "img":
+            path, alt = value
+            out += [f"![{alt}]({os.path.relpath(path, base)})", ""]
+        elif kind == "table":
+            head, rows = value
+            out.append("| " + " | ".join(_md_cell(h) for h in head) + " |")
+            out.append("|" + "---|" * len(head))
+            out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+            out.append("")
+    return "\n".join(out)
+
+
+def _inline(text: str) -> str:
+    """Escape, then the two Markdown marks the blocks use: **bold** and `code`."""
+    import re
+
+    escaped = html.escape(str(text))
+    escaped = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", escaped)
+
+
+def to_html(blocks: list, base: Path) -> str:
+    body: list[str] = []
+    title = next((v for k, v in blocks if k == "h1"), "raidlab report")
+    for kind, value in blocks:
+        if kind in ("h1", "h2"):
+            body.append(f"<{kind}>{html.escape(value)}</{kind}>")
+        elif kind == "p":
+            body.append(f"<p>{_inline(value)}</p>")
+        elif kind == "img":
+            path, alt = value
+            body.append(f'<p><img src="{html.escape(os.path.relpath(path, base))}" alt="{html.escape(alt)}"></p>')
+        elif kind == "table":
+            head, rows = value
+            cells = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
+            trs = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in rows)
+            body.append(f"<table><thead><tr>{cells}</tr></thead><tbody>{trs}</tbody></table>")
+    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse;"
+             "margin:1em 0}td,th{border:1px solid #bbb;padding:3px 6px;font-size:90%;vertical-align:top}"
+             "img{max-width:100%}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+
+
+def write_report(results_path: Path, *, formats: tuple[str, ...] = FORMATS,
+                 scenario_file: Path | None = None, out_dir: Path | None = None) -> list[Path]:
+    """Write report.<fmt> (and figures/) into RESULTS/report/; return the written files."""
+    results = load_results(Path(results_path), scenario_file=scenario_file)
+    out = Path(out_dir) if out_dir else results.path / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    blocks = build_blocks(results, out / "figures")
+    written = []
+    for fmt in formats:
+        text = to_markdown(blocks, out) if fmt == "md" else to_html(blocks, out)
+        path = out / f"report.{fmt}"
+        path.write_text(text)
+        written.append(path)
+    return written

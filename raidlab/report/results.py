@@ -1,0 +1,148 @@
+"""Read a results directory and reduce its runs to per-(architecture, case, metric) statistics.
+
+Why the scenario copy is read from the results directory: a report must describe what was
+run, not what the scenario file says today (it may have been edited since). The copy is
+loaded without registry look-ups, so a report can be drawn on a machine where a family that
+ran then is not importable now. A directory whose runs or manifest belong to a different
+scenario than the one asked for is refused (issue 6, "Bad input").
+
+Statistics are plain (pure functions): mean, sample standard deviation, min, max, n over the
+repetitions whose status is "ok"; failed runs are counted, never averaged in as zeros.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from raidlab import scenarios
+from raidlab.errors import UsageError
+from raidlab.run import MANIFEST, RUNS_DIR, SCENARIO_COPY
+from raidlab.scenarios import Scenario
+
+
+@dataclasses.dataclass(frozen=True)
+class Stat:
+    n: int
+    mean: float
+    sd: float
+    min: float
+    max: float
+    unit: str
+
+    @classmethod
+    def of(cls, values: list[float], unit: str = "") -> "Stat":
+        if not values:
+            raise ValueError("no values")
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        return cls(len(values), statistics.fmean(values), sd, min(values), max(values), unit)
+
+
+@dataclasses.dataclass
+class Results:
+    path: Path
+    scenario: Scenario
+    manifest: dict[str, Any]
+    runs: list[dict[str, Any]]
+
+    @property
+    def ok_runs(self) -> list[dict]:
+        return [r for r in self.runs if r.get("status") == "ok"]
+
+    @property
+    def failed_runs(self) -> list[dict]:
+        return [r for r in self.runs if r.get("status") != "ok"]
+
+
+def find_results_dir(path: Path) -> Path:
+    """RESULTS may be results/<scenario>/<time>/ or results/<scenario>/ (the newest is used)."""
+    path = Path(path)
+    if (path / MANIFEST).is_file():
+        return path
+    if path.is_dir():
+        candidates = sorted(p for p in path.iterdir() if (p / MANIFEST).is_file())
+        if candidates:
+            return candidates[-1]
+    raise UsageError(f"{path} is not a results directory (no {MANIFEST})",
+                     hint="give results/<scenario>/<time>/ as written by `raidlab run`")
+
+
+def load_results(path: Path, *, scenario_file: Path | None = None) -> Results:
+    out = find_results_dir(path)
+    manifest_path = out / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except ValueError as exc:
+        raise UsageError(f"{manifest_path}: not valid JSON ({exc})") from None
+    recorded_id = manifest.get("scenario")
+    copy = out / SCENARIO_COPY
+    if not copy.is_file():
+        raise UsageError(f"{out}: no {SCENARIO_COPY} (the scenario this directory was run from)",
+                         hint="results directories are written by `raidlab run`")
+    scenario = scenarios.load(copy, check_references=False)
+    if scenario.id != recorded_id:
+        raise UsageError(f"{manifest_path}: scenario: {recorded_id!r} does not match its {SCENARIO_COPY} "
+                         f"({scenario.id!r})")
+    if scenario_file is not None:
+        asked = scenarios.load(scenario_file, check_references=False)
+        if asked.id != recorded_id:
+            raise UsageError(f"{out} holds results of scenario {recorded_id!r}, not {asked.id!r} "
+                             f"({scenario_file}: scenario.id)",
+                             hint=f"report it with the matching scenario, or omit --scenario")
+        scenario = asked
+    labels = {a.label for a in scenario.archs}
+    cases = {c.name for c in scenario.cases}
+    runs = []
+    for run_file in sorted((out / RUNS_DIR).glob("*.json")):
+        try:
+            doc = json.loads(run_file.read_text())
+        except ValueError as exc:
+            raise UsageError(f"{run_file}: not valid JSON ({exc})") from None
+        if doc.get("arch") not in labels or doc.get("case") not in cases:
+            raise UsageError(f"{run_file}: arch {doc.get('arch')!r} / case {doc.get('case')!r} is not in "
+                             f"scenario {scenario.id!r}", hint="this run file comes from another scenario")
+        doc["_file"] = str(run_file)
+        runs.append(doc)
+    return Results(out, scenario, manifest, runs)
+
+
+def metric_value(doc: dict, metric: str) -> tuple[float, str] | None:
+    entry = doc.get("metrics", {}).get(metric)
+    if isinstance(entry, dict) and isinstance(entry.get("value"), (int, float)) and not isinstance(entry["value"], bool):
+        value = float(entry["value"])
+        return (value, str(entry.get("unit", ""))) if math.isfinite(value) else None
+    if isinstance(entry, (int, float)) and not isinstance(entry, bool):
+        return float(entry), ""
+    return None
+
+
+def aggregate(runs: list[dict]) -> dict[tuple[str, str, str], Stat]:
+    """(arch label, case, metric) -> Stat over the ok runs (pure)."""
+    values: dict[tuple[str, str, str], list[float]] = {}
+    units: dict[tuple[str, str, str], str] = {}
+    for doc in runs:
+        if doc.get("status") != "ok":
+            continue
+        for metric in doc.get("metrics", {}):
+            got = metric_value(doc, metric)
+            if got is None:
+                continue
+            key = (doc["arch"], doc["case"], metric)
+            values.setdefault(key, []).append(got[0])
+            units[key] = got[1]
+    return {key: Stat.of(v, units[key]) for key, v in values.items()}
+
+
+def metrics_of(scenario: Scenario, stats: dict) -> list[str]:
+    """Metrics the report shows: [report].metrics, else those the paper and claims name,
+    else every metric measured (in first-seen order)."""
+    if scenario.report.metrics:
+        return list(scenario.report.metrics)
+    named = [p.metric for p in scenario.paper_values] + [c.metric for c in scenario.claims]
+    if named:
+        return list(dict.fromkeys(named))
+    return list(dict.fromkeys(key[2] for key in stats))

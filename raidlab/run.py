@@ -1,0 +1,469 @@
+"""`raidlab run SCENARIO`: every architecture x case x repetition on a fresh array.
+
+Why each run builds its own array: the VC-RAID paper (§4.1) loaded the driver, ran the
+benchmark, unloaded it and rebooted before every test so that each started from the same
+state. The closest we can do is create -> mkfs.ext4 -> mount -> workload -> umount -> destroy
+for every (architecture, case, repetition): no page cache, cache-disk log or destage backlog
+carries over from one run to the next. Repetitions are the outer loop so that a slow drift of
+the host (other load, thermal) spreads over all architectures instead of biasing one.
+
+Arrays are made exactly as `raidlab create`/`destroy` make them (ArraySpec saved in a lab,
+raidlab.engine.control.start_daemon, then stop_daemon / release_leftovers / remove_lab), and
+every command that touches the array (mkfs, mount, the workload, umount) goes through a
+RunnerSession (raidlab.runners.session), so the same loop runs natively or inside the lab VM
+that the array daemon owns. kind = "sim" scenarios have no array: each run is one call of
+raidlab.traces.experiment.run_case.
+
+Robustness rules (issue 6): a run that fails is recorded with status "failed" and its error,
+and the loop goes on; Ctrl-C or SIGTERM stops after unmounting and destroying the current
+array (cleanup runs with further signals deferred), keeps every finished run file and marks
+the manifest interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from raidlab.errors import LabInterrupted, RaidlabError, UsageError
+from raidlab.scenarios import ArchEntry, Case, Scenario, quick_params
+
+MANIFEST = "manifest.json"
+SCENARIO_COPY = "scenario.toml"
+RUNS_DIR = "runs"
+MKFS_TIMEOUT = 3600.0
+MOUNT_TIMEOUT = 600.0
+UMOUNT_TIMEOUT = 3600.0  # umount writes back everything an async run left dirty
+WORKLOAD_PROGRAMS = ("mkfs.ext4", "mount", "umount")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+    arch: ArchEntry
+    case: Case
+    repetition: int  # 1-based
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.arch.label}--{self.case.name}--r{self.repetition}"
+
+
+def plan_runs(scenario: Scenario, *, quick: bool = False, repeat: int | None = None,
+              only: tuple[str, ...] = ()) -> list[PlannedRun]:
+    """The runs in execution order (pure). `only` keeps those arch labels; `quick` applies
+    the scenario's [quick] table (sizes, parameters, subsets, repeat)."""
+    archs = list(scenario.archs)
+    cases = list(scenario.cases)
+    reps = scenario.repeat
+    if quick:
+        q = scenario.quick
+        if "archs" in q:
+            archs = [a for a in archs if a.label in q["archs"]]
+        if "cases" in q:
+            cases = [c for c in cases if c.name in q["cases"]]
+        if "disk_size" in q:
+            archs = [dataclasses.replace(a, disk_size=q["disk_size"]) for a in archs]
+        cases = [dataclasses.replace(c, params=quick_params(scenario, c)) for c in cases]
+        reps = q.get("repeat", reps)
+    if only:
+        labels = {a.label for a in scenario.archs}
+        for label in only:
+            if label not in labels:
+                raise UsageError(f"--only {label}: no architecture labelled {label!r} in {scenario.path}",
+                                 hint=f"labels: {', '.join(sorted(labels))}")
+        archs = [a for a in archs if a.label in only]
+        if not archs:
+            raise UsageError(f"--only {','.join(only)}: none of these runs in the --quick subset of {scenario.path}")
+    if repeat is not None:
+        reps = repeat
+    return [PlannedRun(a, c, k) for k in range(1, reps + 1) for a in archs for c in cases]
+
+
+def results_dir(root: Path, scenario: Scenario) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = root / scenario.id
+    out = base / stamp
+    n = 1
+    while out.exists():
+        n += 1
+        out = base / f"{stamp}-{n}"
+    (out / RUNS_DIR).mkdir(parents=True)
+    return out
+
+
+# --- environment record -----------------------------------------------------------------
+
+def _git_revision() -> dict[str, Any]:
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=repo, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {"revision": None}
+    return {"revision": rev.stdout.strip() or None, "dirty": bool(dirty.stdout.strip())}
+
+
+def _tool_versions(scenario: Scenario, runner: str) -> dict[str, str | None]:
+    from raidlab.tools.base import version_of
+
+    progs = {"mkfs.ext4": ("-V",), "tar": ("--version",), "postmark": None, "bonnie++": None,
+             "fio": ("--version",), "mdadm": ("--version",)}
+    if runner == "vm":
+        progs["qemu-system-x86_64"] = ("--version",)
+    out = {}
+    for prog, args in progs.items():
+        if args is None:  # postmark and bonnie++ print no version flag; the package version says it
+            out[prog] = _package_version(prog)
+        else:
+            try:
+                out[prog] = version_of(prog, args)
+            except Exception:  # noqa: BLE001 - a version probe must never stop a run
+                out[prog] = None
+    return out
+
+
+def _package_version(prog: str) -> str | None:
+    from raidlab.tools.base import PACKAGES
+
+    pkg = PACKAGES.get(prog, prog)
+    try:
+        proc = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", pkg], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{pkg} {proc.stdout.strip()}" if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def _disk_models(scenario: Scenario) -> dict[str, Any]:
+    from raidlab.disks import catalog
+
+    models = {a.disk_model for a in scenario.archs}
+    for a in scenario.archs:
+        for key, value in a.options.items():
+            if key.endswith("model") and isinstance(value, str):
+                models.add(value)
+            elif key.endswith("models") and isinstance(value, list):
+                models.update(v for v in value if isinstance(v, str))
+    out = {}
+    for model in sorted(models):
+        try:
+            out[model] = catalog.raw_entry(model)
+        except Exception:  # noqa: BLE001
+            out[model] = None
+    return out
+
+
+def write_manifest(out: Path, scenario: Scenario, *, runner: str, quick: bool, planned: list[PlannedRun],
+                   started: str, finished: str | None, status: str, command_line: list[str],
+                   extra: dict | None = None) -> None:
+    from raidlab import __version__
+
+    doc = {
+        "scenario": scenario.id,
+        "title": scenario.title,
+        "paper": scenario.paper,
+        "source": scenario.source,
+        "kind": scenario.kind,
+        "scenario_file": str(scenario.path),
+        "scenario_copy": SCENARIO_COPY,
+        "runner": runner,
+        "quick": quick,
+        "status": status,  # running | complete | interrupted
+        "started": started,
+        "finished": finished,
+        "command_line": command_line,
+        "planned_runs": [p.run_id for p in planned],
+        "raidlab": __version__,
+        "git": _git_revision(),
+        "kernel": platform.release(),
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                 "memory_bytes": _memory_bytes()},
+        "tools": _tool_versions(scenario, runner),
+        "disk_models": _disk_models(scenario),
+        "seeds": {c.name: c.params.get("seed") for c in scenario.cases if "seed" in c.params},
+        **(extra or {}),
+    }
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str))
+    os.replace(tmp, out / MANIFEST)
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+# --- signals ----------------------------------------------------------------------------
+
+class _Signalled(BaseException):
+    """SIGTERM/SIGHUP during a run: unwinds like Ctrl-C so every finally-block cleans up."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    def handler(signum, _frame):
+        raise _Signalled(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM/SIGHUP while cleaning up (a second Ctrl-C must not leave an array
+    behind); the first one received is re-raised afterwards."""
+    received: list[int] = []
+
+    def hold(signum, _frame):
+        received.append(signum)
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield received
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if received:
+        if received[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Signalled(received[0])
+
+
+# --- one run ----------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
+                  status: Callable[[str], None] = lambda s: None) -> Iterator[Any]:
+    """A fresh array for one run, exactly as `raidlab create` makes it; destroyed (images
+    removed) on the way out whatever happens. Yields (lab, ready record)."""
+    from raidlab.engine import control
+    from raidlab.engine.daemon import SPEC_FILE, ArraySpec
+    from raidlab.lab import Lab
+
+    lab = Lab(_lab_name_for(entry), home=home, create=True)
+    if (lab.path / SPEC_FILE).exists():  # a previous process with our pid left it: release it
+        with deferred_signals():
+            control.stop_daemon(lab)
+            control.release_leftovers(lab)
+            control.remove_lab(lab, keep_images=False)
+        lab = Lab(lab.name, home=home, create=True)
+    ArraySpec(lab.name, entry.arch, entry.disks, entry.disk_model, entry.disk_size, entry.chunk,
+              entry.discipline, dict(entry.options), runner).save(lab.path)
+    try:
+        status(f"creating {entry.arch}")
+        ready = control.start_daemon(lab, "create", home=home, on_status=status)
+        yield lab, ready
+    finally:
+        with deferred_signals():
+            status(f"destroying {entry.arch}")
+            try:
+                control.stop_daemon(lab)
+            finally:
+                control.release_leftovers(lab)
+                control.remove_lab(lab, keep_images=False)
+
+
+def _lab_name_for(entry: ArchEntry) -> str:
+    safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in entry.label)
+    return f"run{os.getpid()}-{safe}"[:64]
+
+
+def _mountpoint(session, lab) -> str:
+    # Natively under the lab directory: remove_lab refuses to delete through a mount, so a
+    # failed umount can never lead to deleting the file system's contents. In the VM a fixed
+    # directory of the guest's RAM root.
+    return str(lab.path / "mnt") if session.runner == "native" else "/mnt/raidlab"
+
+
+def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | None,
+             status: Callable[[str], None]) -> dict[str, Any]:
+    """create -> mkfs.ext4 -> mount -> workload -> umount -> destroy; the result document."""
+    import raidlab.workloads as workloads
+    from raidlab.runners.session import open_session
+
+    workload = workloads.get(scenario.workload)
+    setup: list[dict] = []
+    with scratch_array(run.arch, runner, home=home, status=status) as (lab, ready):
+        session = open_session(lab)
+        mountpoint: str | None = None
+        mounted = False
+        mount_options = list(run.case.mount_options)
+        if hasattr(workload, "mount_options"):  # e.g. the untar workload's sync mode
+            resolved = workload.resolve(dict(run.case.params)) if hasattr(workload, "resolve") else run.case.params
+            mount_options += [o for o in workload.mount_options(resolved) if o not in mount_options]
+        try:
+            if run.case.filesystem == "ext4" and getattr(workload, "needs_mountpoint", True):
+                status("mkfs.ext4")
+                mountpoint = _mountpoint(session, lab)
+                setup.append(session.exec(["mkfs.ext4", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
+                                           session.device], timeout=MKFS_TIMEOUT).as_record())
+                setup.append(session.exec(["mkdir", "-p", mountpoint], timeout=60).as_record())
+                argv = ["mount", "-t", "ext4"]
+                if mount_options:
+                    argv += ["-o", ",".join(mount_options)]
+                status("mount " + (",".join(mount_options) or "(defaults)"))
+                setup.append(session.exec(argv + [session.device, mountpoint], timeout=MOUNT_TIMEOUT).as_record())
+                mounted = True
+            status(f"{scenario.workload} running")
+            result = workload.run(session, mountpoint, dict(run.case.params),
+                                  progress=lambda msg: status(f"{scenario.workload}: {msg}"))
+        finally:
+            if mounted:
+                with deferred_signals():
+                    status("umount")
+                    umount = session.exec(["umount", mountpoint], timeout=UMOUNT_TIMEOUT, check=False)
+                    setup.append(umount.as_record())
+                    if umount.rc != 0:  # the array is destroyed next; a lazy umount lets it go
+                        session.exec(["umount", "-l", mountpoint], timeout=60, check=False)
+            close = getattr(session, "close", None)
+            if close:
+                close()
+    result = dict(result)
+    result["setup_commands"] = setup
+    result["mount_options"] = mount_options if mounted else None
+    result["array"] = {k: ready.get(k) for k in ("arch", "capacity", "state", "device", "guest_device")
+                       if k in ready}
+    return result
+
+
+def run_sim(run: PlannedRun, scenario: Scenario, out_dir: Path) -> dict[str, Any]:
+    from raidlab.traces.experiment import run_case
+
+    work = out_dir / "sim" / run.run_id
+    work.mkdir(parents=True, exist_ok=True)
+    return run_case(scenario, run.arch, run.case, work)
+
+
+def _write_run(out: Path, run: PlannedRun, doc: dict) -> Path:
+    path = out / RUNS_DIR / f"{run.run_id}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+@dataclasses.dataclass
+class RunSummary:
+    out: Path
+    ok: int = 0
+    failed: int = 0
+    interrupted: bool = False
+    signum: int | None = None
+    failures: list[str] = dataclasses.field(default_factory=list)
+
+
+class Progress:
+    """What `run_scenario` tells its caller (the CLI draws it with rich)."""
+
+    def start(self, total: int) -> None: ...
+
+    def run_started(self, index: int, run: PlannedRun) -> None: ...
+
+    def step(self, message: str) -> None: ...
+
+    def run_finished(self, index: int, run: PlannedRun, doc: dict) -> None: ...
+
+
+def check_programs(scenario: Scenario, runner: str) -> None:
+    """Natively, every program the runs need must be here before anything starts."""
+    if runner != "native":
+        return
+    from raidlab.tools.base import require
+
+    needed: list[str] = []
+    if scenario.kind == "live":
+        import raidlab.workloads as workloads
+
+        if any(c.filesystem == "ext4" for c in scenario.cases):
+            needed += list(WORKLOAD_PROGRAMS)
+        workload = workloads.get(scenario.workload)
+        needed += list(getattr(workload, "programs", ()) or ())
+    for prog in dict.fromkeys(needed):
+        require(prog)
+
+
+def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, results_root: Path,
+                 quick: bool = False, home: str | None = None, progress: Progress | None = None,
+                 command_line: list[str] | None = None,
+                 after_run: Callable[[PlannedRun, dict], None] | None = None) -> RunSummary:
+    """Execute `planned`; write runs/*.json and manifest.json under a new results directory."""
+    progress = progress or Progress()
+    out = results_dir(results_root, scenario)
+    (out / SCENARIO_COPY).write_text(scenario.text)
+    started = dt.datetime.now().isoformat(timespec="seconds")
+    argv = command_line if command_line is not None else sys.argv
+    manifest = dict(scenario=scenario, runner=runner, quick=quick, planned=planned, started=started,
+                    command_line=argv)
+    write_manifest(out, **manifest, finished=None, status="running")
+    summary = RunSummary(out)
+    progress.start(len(planned))
+    try:
+        with _terminate_as_interrupt():
+            for index, run in enumerate(planned):
+                progress.run_started(index, run)
+                begun = time.monotonic()
+                stamp = dt.datetime.now().isoformat(timespec="seconds")
+                try:
+                    if scenario.kind == "sim":
+                        doc = run_sim(run, scenario, out)
+                    else:
+                        doc = run_live(run, scenario, runner, home=home, status=progress.step)
+                    doc = {**doc, "status": "ok", "error": None}
+                    summary.ok += 1
+                except Exception as exc:  # noqa: BLE001 - a failed run is a result, not the end
+                    doc = {"workload": scenario.workload, "params": dict(run.case.params), "metrics": {},
+                           "commands": [], "raw": {}, "status": "failed", "error": str(exc)
+                           or type(exc).__name__, "error_type": type(exc).__name__}
+                    if not isinstance(exc, RaidlabError):
+                        doc["traceback"] = traceback.format_exc()
+                    summary.failed += 1
+                    summary.failures.append(f"{run.run_id}: {doc['error']}")
+                doc.update(arch=run.arch.label, arch_id=run.arch.arch, case=run.case.name,
+                           repetition=run.repetition, started=stamp,
+                           seconds=round(time.monotonic() - begun, 3), runner=runner,
+                           filesystem=run.case.filesystem)
+                doc.setdefault("mount_options", list(run.case.mount_options))
+                _write_run(out, run, doc)
+                progress.run_finished(index, run, doc)
+                if after_run:
+                    after_run(run, doc)
+    except KeyboardInterrupt:
+        summary.interrupted, summary.signum = True, signal.SIGINT
+    except _Signalled as sig:
+        summary.interrupted, summary.signum = True, sig.signum
+    finally:
+        finished = dt.datetime.now().isoformat(timespec="seconds")
+        write_manifest(out, **manifest, finished=finished,
+                       status="interrupted" if summary.interrupted else "complete",
+                       extra={"ok": summary.ok, "failed": summary.failed})
+    return summary
+
+
+def interrupted_error(summary: RunSummary) -> LabInterrupted:
+    err = LabInterrupted(int(summary.signum or signal.SIGINT))
+    err.message = (f"interrupted by {signal.Signals(summary.signum).name}: the current array was destroyed; "
+                   f"{summary.ok + summary.failed} finished runs kept in {summary.out}")
+    return err

@@ -1,0 +1,485 @@
+"""Scenario files (scenarios/*.toml): one paper table or figure as data, checked before a run.
+
+Why a strict loader: a scenario decides hours of runs and which published number is set
+beside which measurement. A misspelt key (`disk_modle`), an unknown architecture, workload or
+drive model must be refused at load time with one line naming the file and the key (issue 6,
+"Bad input"), before any array is created; silently ignoring it would produce a plausible but
+wrong comparison. So every table has a closed set of keys, every reference (arch ids, drive
+models, workload names and parameters, labels used by [[paper]] and [[claim]]) is resolved
+here, and the loaded Scenario is plain frozen data that `raidlab run` and `raidlab report`
+both read. The schema is documented for authors in scenarios/README.md.
+
+Departures from contracts §4, all additive: [[arch]] may carry `series` and the report may
+take its x value from an architecture option (the RAM-buffer sweep of VC-RAID Fig. 6 varies
+an arch option, not a workload parameter); [workload] and [[case]] may carry `filesystem`,
+`mkfs_options`, `mount_options` (Fig. 7 runs each program on a `-o sync` and an async
+mount); [report] describes how the figure is drawn; [[claim]] may name several cases.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from raidlab.errors import UsageError
+
+KINDS = ("live", "sim")
+RUNNERS = ("native", "vm")
+FILESYSTEMS = ("ext4", "none")  # "none": raw-device workload (fio), mountpoint None
+CLAIM_KINDS = ("order", "ratio")
+REPORT_STYLES = ("bars", "lines")
+BETTER = ("higher", "lower")
+
+
+class ScenarioError(UsageError):
+    """A scenario file is wrong. Fields: path, key. One line: '<file>: <key>: <what>'."""
+
+    def __init__(self, path: Path | str, key: str, message: str, *, hint: str | None = None):
+        super().__init__(f"{path}: {key}: {message}", hint=hint, path=str(path), key=key)
+        self.path = str(path)
+        self.key = key
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchEntry:
+    label: str
+    arch: str
+    disks: int
+    disk_model: str
+    disk_size: int
+    chunk: int
+    discipline: str = "fifo"
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    series: str = ""  # report line this arch belongs to (default: its label)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    params: dict[str, Any]  # workload.params merged with the case's params
+    filesystem: str = "ext4"
+    mkfs_options: tuple[str, ...] = ()
+    mount_options: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperValue:
+    arch: str
+    case: str
+    metric: str
+    value: float
+    unit: str = ""
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    id: str
+    text: str
+    kind: str  # order | ratio
+    metric: str
+    cases: tuple[str, ...]
+    better: str = "higher"
+    order: tuple[str, ...] = ()
+    num: str = ""
+    den: str = ""
+    min: float | None = None
+    max: float | None = None
+    source: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportSpec:
+    style: str = "bars"  # bars: groups = cases, one bar per arch; lines: metric against x
+    metrics: tuple[str, ...] = ()  # metrics to draw (default: those of [[paper]] and [[claim]])
+    better: dict[str, str] = dataclasses.field(default_factory=dict)  # metric -> higher|lower
+    x: str = ""  # lines: a case parameter or arch option giving the x value
+    x_label: str = ""
+    panel: str = ""  # lines: a case parameter splitting the figure into panels
+    y_label: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    path: Path
+    id: str
+    title: str
+    paper: str
+    source: str
+    kind: str
+    runner: str
+    repeat: int
+    description: str
+    archs: tuple[ArchEntry, ...]
+    workload: str
+    cases: tuple[Case, ...]
+    paper_values: tuple[PaperValue, ...]
+    claims: tuple[Claim, ...]
+    report: ReportSpec
+    quick: dict[str, Any]
+    text: str  # the file as read, kept in every results directory
+
+    def arch(self, label: str) -> ArchEntry:
+        for entry in self.archs:
+            if entry.label == label:
+                return entry
+        raise KeyError(label)
+
+    def case(self, name: str) -> Case:
+        for case in self.cases:
+            if case.name == name:
+                return case
+        raise KeyError(name)
+
+    def better(self, metric: str) -> str:
+        return self.report.better.get(metric, "higher")
+
+
+# --- the schema: table -> allowed keys ---------------------------------------------------
+
+_TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report"}
+_SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description"}
+_ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series"}
+_WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
+_CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
+_QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
+_PAPER = {"arch", "case", "metric", "value", "unit", "note"}
+_CLAIM = {"id", "text", "kind", "metric", "case", "cases", "better", "order", "num", "den", "min", "max", "source"}
+_REPORT = {"style", "metrics", "better", "x", "x_label", "panel", "y_label"}
+
+
+def parse_size(text: Any, path: Path, key: str) -> int:
+    """'256M', '1G', '512K' or an int of bytes."""
+    from raidlab.export.serve import parse_size as _parse
+
+    try:
+        return int(text) if isinstance(text, int) else _parse(str(text))
+    except (UsageError, ValueError) as exc:
+        raise ScenarioError(path, key, f"bad size {text!r} ({exc})") from None
+
+
+class _Reader:
+    """Typed access to one TOML table with the file and key path for every error."""
+
+    def __init__(self, path: Path, key: str, table: Any, allowed: set[str]):
+        self.path, self.key = path, key
+        if not isinstance(table, dict):
+            raise ScenarioError(path, key, "must be a table")
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            raise ScenarioError(path, f"{key}.{unknown[0]}" if key else unknown[0], "unknown key",
+                                hint=f"allowed here: {', '.join(sorted(allowed))}")
+        self.table = table
+
+    def where(self, name: str) -> str:
+        return f"{self.key}.{name}" if self.key else name
+
+    def get(self, name: str, kind: type | tuple, default: Any = dataclasses.MISSING) -> Any:
+        if name not in self.table:
+            if default is dataclasses.MISSING:
+                raise ScenarioError(self.path, self.where(name), "missing")
+            return default
+        value = self.table[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise ScenarioError(self.path, self.where(name), f"must be {names}, not {value!r}")
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...], default: Any = dataclasses.MISSING) -> str:
+        value = self.get(name, str, default)
+        if value not in choices:
+            raise ScenarioError(self.path, self.where(name), f"unknown value {value!r}",
+                                hint=f"choose one of: {', '.join(choices)}")
+        return value
+
+    def strings(self, name: str, default: Any = ()) -> tuple[str, ...]:
+        value = self.get(name, list, list(default))
+        if not all(isinstance(v, str) for v in value):
+            raise ScenarioError(self.path, self.where(name), "must be a list of strings")
+        return tuple(value)
+
+    def tables(self, name: str) -> list[Any]:
+        value = self.table.get(name, [])
+        if not isinstance(value, list):
+            raise ScenarioError(self.path, self.where(name), f"must be an array of tables ([[{name}]])")
+        return value
+
+
+def load(path: str | Path, *, check_references: bool = True) -> Scenario:
+    """Read and validate a scenario file; raise ScenarioError naming file and key.
+
+    check_references=False skips the registry look-ups (architectures, models, workloads):
+    the report uses it to read the copy kept in a results directory on a machine where a
+    family that ran then is not importable now."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read scenario {path}: {exc.strerror}",
+                         hint="give the path of a scenarios/*.toml file") from None
+    return loads(text, path, check_references=check_references)
+
+
+def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool = True) -> Scenario:
+    path = Path(path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(path, "(syntax)", str(exc)) from None
+    top = _Reader(path, "", doc, _TOP)
+
+    head = _Reader(path, "scenario", doc.get("scenario"), _SCENARIO) if "scenario" in doc else None
+    if head is None:
+        raise ScenarioError(path, "scenario", "missing [scenario] table")
+    scenario_id = head.get("id", str)
+    if not scenario_id or any(c in scenario_id for c in "/ \\") or scenario_id.startswith("."):
+        raise ScenarioError(path, "scenario.id", f"{scenario_id!r} cannot name a results directory")
+    kind = head.choice("kind", KINDS, "live")
+    runner = head.choice("runner", RUNNERS, "native")
+    repeat = head.get("repeat", int, 1)
+    if repeat < 1:
+        raise ScenarioError(path, "scenario.repeat", "must be at least 1")
+
+    archs = _load_archs(path, top.tables("arch"), check_references)
+    workload_name, cases = _load_workload(path, doc, top.tables("case"))
+    labels = {a.label for a in archs}
+    case_names = {c.name for c in cases}
+    paper_values = _load_paper(path, top.tables("paper"), labels, case_names)
+    claims = _load_claims(path, top.tables("claim"), labels, case_names)
+    report = _load_report(path, doc.get("report", {}), claims)
+    quick = _load_quick(path, doc.get("quick", {}), labels, case_names)
+    scenario = Scenario(
+        path=path, id=scenario_id, title=head.get("title", str), paper=head.get("paper", str, ""),
+        source=head.get("source", str, ""), kind=kind, runner=runner, repeat=repeat,
+        description=head.get("description", str, ""), archs=archs, workload=workload_name, cases=cases,
+        paper_values=paper_values, claims=claims, report=report, quick=quick, text=text)
+    if check_references:
+        _check_workload_params(scenario, quick)
+    return scenario
+
+
+def _load_archs(path: Path, tables: list, check: bool) -> tuple[ArchEntry, ...]:
+    if not tables:
+        raise ScenarioError(path, "arch", "no [[arch]] entry")
+    known_archs = None
+    out: list[ArchEntry] = []
+    for i, table in enumerate(tables):
+        r = _Reader(path, f"arch[{i}]", table, _ARCH)
+        label = r.get("label", str)
+        if label in {a.label for a in out}:
+            raise ScenarioError(path, r.where("label"), f"duplicate label {label!r}")
+        if not label or any(c in label for c in "/ \\") or "--" in label:
+            raise ScenarioError(path, r.where("label"), f"{label!r} cannot name a run file (no '/', space, '--')")
+        arch = r.get("arch", str)
+        options = r.get("options", dict, {})
+        entry = ArchEntry(label=label, arch=arch, disks=r.get("disks", int),
+                          disk_model=r.get("disk_model", str, "none"),
+                          disk_size=parse_size(r.get("disk_size", (str, int), "256M"), path, r.where("disk_size")),
+                          chunk=parse_size(r.get("chunk", (str, int), "512K"), path, r.where("chunk")),
+                          discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
+                          options=options, series=r.get("series", str, label))
+        if check:
+            from raidlab.engine import hosts
+
+            if known_archs is None:
+                known_archs = hosts.all_archs()
+            if arch not in known_archs:
+                raise ScenarioError(path, r.where("arch"), f"unknown architecture {arch!r}",
+                                    hint=f"known here: {', '.join(known_archs)}")
+            _check_model(path, r.where("disk_model"), entry.disk_model)
+            for key, value in options.items():  # cache-disk models are arch options
+                if key.endswith("model") and isinstance(value, str):
+                    _check_model(path, f"{r.where('options')}.{key}", value)
+                elif key.endswith("models") and isinstance(value, list):
+                    for j, model in enumerate(value):
+                        _check_model(path, f"{r.where('options')}.{key}[{j}]", model)
+            try:
+                hosts.validate(arch, entry.disks, entry.disk_size, entry.chunk, dict(options))
+            except UsageError as exc:
+                raise ScenarioError(path, f"arch[{i}] ({label})", str(exc)) from None
+            except TypeError as exc:  # an option the layout does not take
+                raise ScenarioError(path, r.where("options"), str(exc)) from None
+        out.append(entry)
+    return tuple(out)
+
+
+def _check_model(path: Path, key: str, model: str) -> None:
+    from raidlab.disks import catalog
+
+    if model not in catalog.names():
+        raise ScenarioError(path, key, f"unknown disk model {model!r}",
+                            hint=f"see `raidlab disk models`: {', '.join(catalog.names())}")
+
+
+def _fs_fields(r: _Reader, base: dict) -> dict:
+    return {
+        "filesystem": r.choice("filesystem", FILESYSTEMS, base.get("filesystem", "ext4")),
+        "mkfs_options": r.strings("mkfs_options", base.get("mkfs_options", ())),
+        "mount_options": r.strings("mount_options", base.get("mount_options", ())),
+    }
+
+
+def _load_workload(path: Path, doc: dict, case_tables: list):
+    if "workload" not in doc:
+        raise ScenarioError(path, "workload", "missing [workload] table")
+    w = _Reader(path, "workload", doc["workload"], _WORKLOAD)
+    name = w.get("name", str)
+    base_params = w.get("params", dict, {})
+    base_fs = _fs_fields(w, {})
+    cases: list[Case] = []
+    for i, table in enumerate(case_tables or [{"name": "default"}]):
+        r = _Reader(path, f"case[{i}]", table, _CASE)
+        case_name = r.get("name", str)
+        if case_name in {c.name for c in cases}:
+            raise ScenarioError(path, r.where("name"), f"duplicate case {case_name!r}")
+        if not case_name or any(c in case_name for c in "/ \\") or "--" in case_name:
+            raise ScenarioError(path, r.where("name"), f"{case_name!r} cannot name a run file")
+        params = {**base_params, **r.get("params", dict, {})}
+        cases.append(Case(name=case_name, params=params, **_fs_fields(r, base_fs)))
+    return name, tuple(cases)
+
+
+def _workloads_module(path: Path):
+    try:
+        import raidlab.workloads as workloads
+    except ImportError:
+        workloads = None
+    if not callable(getattr(workloads, "get", None)):
+        raise ScenarioError(path, "workload.name", "no workload drivers in this version (raidlab.workloads)")
+    return workloads
+
+
+def _check_workload_params(scenario: Scenario, quick: dict) -> None:
+    """Every case's parameters (and the quick variant) must be accepted by the driver."""
+    if scenario.kind != "live":
+        return
+    try:
+        workload = _workloads_module(scenario.path).get(scenario.workload)
+    except (UsageError, KeyError, LookupError) as exc:
+        raise ScenarioError(scenario.path, "workload.name", f"unknown workload {scenario.workload!r}",
+                            hint=str(exc)) from None
+    for i, case in enumerate(scenario.cases):
+        for variant, params in (("", case.params), ("quick ", quick_params(scenario, case))):
+            try:
+                workload.validate(dict(params))
+            except UsageError as exc:
+                raise ScenarioError(scenario.path, f"case[{i}] ({case.name}) {variant}params",
+                                    str(exc)) from None
+
+
+def quick_params(scenario: Scenario, case: Case) -> dict:
+    quick = scenario.quick
+    return {**case.params, **quick.get("params", {}), **quick.get("case_params", {}).get(case.name, {})}
+
+
+def _load_paper(path: Path, tables: list, labels: set, cases: set) -> tuple[PaperValue, ...]:
+    out = []
+    for i, table in enumerate(tables):
+        r = _Reader(path, f"paper[{i}]", table, _PAPER)
+        value = PaperValue(arch=r.get("arch", str), case=r.get("case", str), metric=r.get("metric", str),
+                           value=r.get("value", float), unit=r.get("unit", str, ""), note=r.get("note", str, ""))
+        if value.arch not in labels:
+            raise ScenarioError(path, r.where("arch"), f"no [[arch]] labelled {value.arch!r}")
+        if value.case not in cases:
+            raise ScenarioError(path, r.where("case"), f"no [[case]] named {value.case!r}")
+        out.append(value)
+    return tuple(out)
+
+
+def _load_claims(path: Path, tables: list, labels: set, cases: set) -> tuple[Claim, ...]:
+    out = []
+    for i, table in enumerate(tables):
+        r = _Reader(path, f"claim[{i}]", table, _CLAIM)
+        kind = r.choice("kind", CLAIM_KINDS)
+        if "case" in r.table and "cases" in r.table:
+            raise ScenarioError(path, r.where("cases"), "give case or cases, not both")
+        claim_cases = (r.get("case", str),) if "case" in r.table else r.strings("cases")
+        if not claim_cases:
+            raise ScenarioError(path, r.where("case"), "missing")
+        for name in claim_cases:
+            if name not in cases:
+                raise ScenarioError(path, r.where("case"), f"no [[case]] named {name!r}")
+        fields = dict(id=r.get("id", str), text=r.get("text", str), kind=kind, metric=r.get("metric", str),
+                      cases=claim_cases, better=r.choice("better", BETTER, "higher"), source=r.get("source", str, ""))
+        if kind == "order":
+            order = r.strings("order")
+            if len(order) < 2:
+                raise ScenarioError(path, r.where("order"), "needs at least two labels, best first")
+            for label in order:
+                if label not in labels:
+                    raise ScenarioError(path, r.where("order"), f"no [[arch]] labelled {label!r}")
+            fields["order"] = order
+            for extra in ("num", "den", "min", "max"):
+                if extra in r.table:
+                    raise ScenarioError(path, r.where(extra), "only for kind = \"ratio\"")
+        else:
+            for side in ("num", "den"):
+                fields[side] = r.get(side, str)
+                if fields[side] not in labels:
+                    raise ScenarioError(path, r.where(side), f"no [[arch]] labelled {fields[side]!r}")
+            fields["min"] = r.get("min", float, None)
+            fields["max"] = r.get("max", float, None)
+            if fields["min"] is None and fields["max"] is None:
+                raise ScenarioError(path, r.where("min"), "a ratio claim needs min, max or both")
+            if "order" in r.table:
+                raise ScenarioError(path, r.where("order"), "only for kind = \"order\"")
+        if fields["id"] in {c.id for c in out}:
+            raise ScenarioError(path, r.where("id"), f"duplicate claim id {fields['id']!r}")
+        out.append(Claim(**fields))
+    return tuple(out)
+
+
+def _load_report(path: Path, table: Any, claims: tuple[Claim, ...]) -> ReportSpec:
+    r = _Reader(path, "report", table, _REPORT)
+    better = r.get("better", dict, {})
+    for metric, value in better.items():
+        if value not in BETTER:
+            raise ScenarioError(path, f"report.better.{metric}", f"must be one of {', '.join(BETTER)}")
+    for claim in claims:
+        better.setdefault(claim.metric, claim.better)
+    style = r.choice("style", REPORT_STYLES, "bars")
+    x = r.get("x", str, "")
+    if style == "lines" and not x:
+        raise ScenarioError(path, "report.x", "a line figure needs x (a case parameter or arch option)")
+    return ReportSpec(style=style, metrics=r.strings("metrics"), better=better, x=x,
+                      x_label=r.get("x_label", str, x), panel=r.get("panel", str, ""),
+                      y_label=r.get("y_label", str, ""))
+
+
+def _load_quick(path: Path, table: Any, labels: set, cases: set) -> dict:
+    r = _Reader(path, "quick", table, _QUICK)
+    out: dict[str, Any] = {}
+    if "repeat" in r.table:
+        out["repeat"] = r.get("repeat", int)
+        if out["repeat"] < 1:
+            raise ScenarioError(path, "quick.repeat", "must be at least 1")
+    if "disk_size" in r.table:
+        out["disk_size"] = parse_size(r.get("disk_size", (str, int)), path, "quick.disk_size")
+    out["params"] = r.get("params", dict, {})
+    case_params = r.get("case_params", dict, {})
+    for name, params in case_params.items():
+        if name not in cases:
+            raise ScenarioError(path, f"quick.case_params.{name}", f"no [[case]] named {name!r}")
+        if not isinstance(params, dict):
+            raise ScenarioError(path, f"quick.case_params.{name}", "must be a table of parameters")
+    out["case_params"] = case_params
+    for key, known, what in (("cases", cases, "[[case]] named"), ("archs", labels, "[[arch]] labelled")):
+        if key in r.table:
+            chosen = r.strings(key)
+            for name in chosen:
+                if name not in known:
+                    raise ScenarioError(path, f"quick.{key}", f"no {what} {name!r}")
+            out[key] = chosen
+    return out
+
+
+def x_value(spec: ReportSpec, arch: ArchEntry, params: dict) -> Any:
+    """The x of a line figure for one run: a workload parameter, else an arch option."""
+    if spec.x in params:
+        return params[spec.x]
+    return arch.options.get(spec.x)

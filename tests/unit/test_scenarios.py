@@ -1,0 +1,239 @@
+"""Scenario files: the loader refuses bad input with one line naming file and key (exit 2, nothing
+started); the run plan and claim verdicts follow the schema of scenarios/README.md."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from raidlab import scenarios
+from raidlab.errors import UsageError
+from raidlab.report.claims import FAILS, HOLDS, NOT_MEASURED, evaluate
+from raidlab.report.results import Stat, aggregate
+from raidlab.run import plan_runs
+from raidlab.scenarios import ScenarioError
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """
+[scenario]
+id = "unit-s"
+title = "unit scenario"
+paper = "000"
+source = "Table 2"
+kind = "live"
+runner = "native"
+repeat = 3
+
+[[arch]]
+label = "r5"
+arch = "raid5"
+disks = 4
+disk_model = "ibm-dnes-309170"
+disk_size = "64M"
+chunk = "64K"
+
+[[arch]]
+label = "r0"
+arch = "raid0"
+disks = 4
+disk_model = "ssd"
+disk_size = "64M"
+chunk = "64K"
+
+[workload]
+name = "postmark"
+params = { files = 100, transactions = 500 }
+
+[[case]]
+name = "small"
+params = { files = 100 }
+
+[[case]]
+name = "medium"
+params = { files = 200 }
+
+[quick]
+repeat = 1
+disk_size = "32M"
+params = { transactions = 100 }
+cases = ["small"]
+
+[[paper]]
+arch = "r5"
+case = "small"
+metric = "tps"
+value = 561
+unit = "tx/s"
+note = "Table 2"
+
+[[claim]]
+id = "r0-beats-r5"
+text = "RAID0 faster than RAID5"
+kind = "order"
+metric = "tps"
+cases = ["small", "medium"]
+order = ["r0", "r5"]
+
+[[claim]]
+id = "ratio"
+text = "RAID0 about twice RAID5"
+kind = "ratio"
+metric = "tps"
+case = "small"
+num = "r0"
+den = "r5"
+min = 1.5
+max = 2.5
+"""
+
+
+def _has_workloads() -> bool:
+    try:
+        import raidlab.workloads as w
+
+        w.get("postmark")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+needs_workloads = pytest.mark.skipif(not _has_workloads(), reason="workload drivers (raidlab.workloads) absent")
+
+
+def _write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _load_error(tmp_path: Path, text: str) -> ScenarioError:
+    path = _write(tmp_path, text)
+    with pytest.raises(ScenarioError) as info:
+        scenarios.load(path)
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+@pytest.mark.parametrize("old,new,key", [
+    ('disk_model = "ssd"', 'disk_modle = "ssd"', "arch[1].disk_modle"),
+    ('repeat = 3', 'repeat = 3\nrepeats = 3', "scenario.repeats"),
+    ('[quick]\nrepeat = 1', '[quick]\nrepeat = 1\nsize = 3', "quick.size"),
+    ('unit = "tx/s"', 'units = "tx/s"', "paper[0].units"),
+    ('[report]', '[reprot]', "reprot"),
+])
+def test_unknown_key_names_file_and_key(tmp_path, old, new, key):
+    text = GOOD + "\n[report]\nstyle = \"bars\"\n"
+    assert old in text
+    err = _load_error(tmp_path, text.replace(old, new, 1))
+    assert err.key == key
+    assert "unknown key" in str(err)
+
+
+def test_unknown_architecture(tmp_path):
+    err = _load_error(tmp_path, GOOD.replace('arch = "raid0"', 'arch = "raid9"'))
+    assert err.key == "arch[1].arch"
+    assert "raid9" in str(err) and "raid5" in str(err)  # names the known ids
+
+
+def test_unknown_model_also_in_options(tmp_path):
+    err = _load_error(tmp_path, GOOD.replace('disk_model = "ssd"', 'disk_model = "floppy"'))
+    assert err.key == "arch[1].disk_model"
+    text = GOOD.replace('label = "r0"\narch = "raid0"', 'label = "r0"\narch = "vcraid"\noptions = { config = "scd", cache_model = "zip-drive" }')
+    err = _load_error(tmp_path, text)
+    assert err.key == "arch[1].options.cache_model"
+
+
+def test_impossible_arch_configuration(tmp_path):
+    err = _load_error(tmp_path, GOOD.replace('label = "r5"\narch = "raid5"\ndisks = 4', 'label = "r5"\narch = "raid5"\ndisks = 1'))
+    assert err.key.startswith("arch[0]")
+
+
+def test_references_and_types(tmp_path):
+    assert _load_error(tmp_path, GOOD.replace('order = ["r0", "r5"]', 'order = ["r0", "r6"]')).key == "claim[0].order"
+    assert _load_error(tmp_path, GOOD.replace('case = "small"\nmetric = "tps"\nvalue', 'case = "huge"\nmetric = "tps"\nvalue')).key == "paper[0].case"
+    assert _load_error(tmp_path, GOOD.replace("repeat = 3", 'repeat = "three"')).key == "scenario.repeat"
+    assert _load_error(tmp_path, GOOD.replace('kind = "live"', 'kind = "dream"')).key == "scenario.kind"
+    assert _load_error(tmp_path, GOOD.replace('label = "r0"', 'label = "r5"')).key == "arch[1].label"
+    assert _load_error(tmp_path, GOOD.replace('disk_size = "64M"', 'disk_size = "lots"', 1)).key == "arch[0].disk_size"
+    assert _load_error(tmp_path, GOOD.replace("min = 1.5\nmax = 2.5", "")).key == "claim[1].min"
+    assert _load_error(tmp_path, GOOD + "\n[[arch]]\nlabel = \n").key == "(syntax)"
+
+
+def test_unknown_workload(tmp_path):
+    err = _load_error(tmp_path, GOOD.replace('name = "postmark"', 'name = "andrew"'))
+    assert err.key == "workload.name"
+
+
+@needs_workloads
+def test_unknown_workload_parameter(tmp_path):
+    err = _load_error(tmp_path, GOOD.replace("params = { files = 200 }", "params = { filez = 200 }"))
+    assert err.key.startswith("case[1]")
+    assert "filez" in str(err)
+
+
+@needs_workloads
+def test_good_scenario_loads_and_plans(tmp_path):
+    scn = scenarios.load(_write(tmp_path, GOOD))
+    assert [a.label for a in scn.archs] == ["r5", "r0"]
+    assert scn.case("small").params == {"files": 100, "transactions": 500}
+    full = plan_runs(scn)
+    assert len(full) == 3 * 2 * 2
+    # repetitions are the outer loop: every arch and case once before the next repetition
+    assert [p.repetition for p in full[:4]] == [1, 1, 1, 1] and full[4].repetition == 2
+    assert full[0].run_id == "r5--small--r1"
+    quick = plan_runs(scn, quick=True)
+    assert [p.run_id for p in quick] == ["r5--small--r1", "r0--small--r1"]
+    assert quick[0].case.params == {"files": 100, "transactions": 100}
+    assert quick[0].arch.disk_size == 32 << 20
+    assert [p.run_id for p in plan_runs(scn, quick=True, repeat=2, only=("r0",))] == ["r0--small--r1", "r0--small--r2"]
+    with pytest.raises(UsageError, match="r7"):
+        plan_runs(scn, only=("r7",))
+
+
+def _stats(values: dict[tuple[str, str], list[float]]) -> dict:
+    runs = [{"status": "ok", "arch": a, "case": c, "metrics": {"tps": {"value": v, "unit": "tx/s"}}}
+            for (a, c), vs in values.items() for v in vs]
+    runs.append({"status": "failed", "arch": "r0", "case": "small", "metrics": {}})
+    return aggregate(runs)
+
+
+@needs_workloads
+def test_claim_verdicts(tmp_path):
+    scn = scenarios.load(_write(tmp_path, GOOD))
+    order, ratio = scn.claims
+    stats = _stats({("r0", "small"): [200, 220], ("r5", "small"): [100, 100], ("r0", "medium"): [50],
+                    ("r5", "medium"): [40]})
+    assert stats[("r0", "small", "tps")] == Stat(2, 210.0, stats[("r0", "small", "tps")].sd, 200, 220, "tx/s")
+    v = evaluate(order, stats)
+    assert v.verdict == HOLDS and "r0 210 > r5 100" in v.measured
+    v = evaluate(ratio, stats)
+    assert v.verdict == HOLDS and v.ratios == {"small": pytest.approx(2.1)}
+    stats = _stats({("r0", "small"): [400], ("r5", "small"): [100], ("r0", "medium"): [30], ("r5", "medium"): [40]})
+    assert evaluate(order, stats).verdict == FAILS
+    v = evaluate(ratio, stats)
+    assert v.verdict == FAILS and "4.00" in v.measured
+    stats = _stats({("r0", "small"): [400]})
+    assert evaluate(ratio, stats).verdict == NOT_MEASURED
+
+
+def test_cli_bad_scenario_exits_2_without_starting(tmp_path, raidlab_cmd):
+    path = _write(tmp_path, GOOD.replace('disk_model = "ssd"', 'disk_modle = "ssd"'))
+    home = tmp_path / "home"
+    proc = subprocess.run(raidlab_cmd + ["run", str(path), "--home", str(home), "--results", str(tmp_path / "res")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "arch[1].disk_modle" in lines[0] and str(path) in lines[0]
+    assert not home.exists() and not (tmp_path / "res").exists()
+
+
+def test_shipped_vcraid_scenarios_parse():
+    """Every scenario file in the repository parses (references checked where importable)."""
+    files = sorted((REPO / "scenarios").glob("*.toml"))
+    for path in files:
+        scn = scenarios.load(path, check_references=False)
+        assert scn.id == path.stem
