@@ -1,0 +1,219 @@
+"""The md family's host in the array daemon: md-raid0, md-raid1, md-raid5, md-raid10 built by
+mdadm on the lab's emulated member disks (issue 4 "Native baselines", DESIGN.md "Data path").
+
+Why it is built this way:
+* Same disks as the engine: the members are the lab's FUSE files disks/dK, served by the
+  same EmulatedDisks (timing models) that an engine architecture uses (raidlab.export.serve
+  build_disks). Natively md sees them as loop devices (losetup --direct-io=on); in the lab
+  VM (--runner vm) as virtio disks with cache=none, so every write md issues reaches the
+  timing model when md issues it.
+* mdadm's defaults, recorded: the command lines are raidlab.baselines.mdadm's (chunk and
+  layout only when the scenario sets them); every mdadm command run for the lab, with its
+  exit code and time, is appended to `mdadm-commands.log` in the lab directory, and the
+  resync decision to `md.json`.
+* Resync is explicit: by default the daemon waits until md's initial resync/recovery is over
+  (progress from /proc/mdstat shown as status lines), so the array under test is not doing
+  background work the papers' baselines were not doing; `-o assume_clean=true` skips it
+  (mdadm --assume-clean) and md.json says so.
+* Native needs a kernel with md. This host kernel has none (nor loadable modules), so the
+  native runner refuses in one line before any disk is created, and points at --runner vm.
+* Cleanup order (lab session stack, reverse of creation): mdadm --stop, then the loop devices
+  (native) or the VM (vm runner), then the FUSE mount and the disks.
+
+Departures: no `fail`/`replace`/`check` ops yet (use mdadm directly in the VM through a
+RunnerSession: `mdadm /dev/md0 --fail /dev/vdb`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+
+import trio
+
+from raidlab.baselines import mdadm
+from raidlab.errors import CapabilityError, RaidlabError, UsageError
+
+GUEST_MD_DEVICE = "/dev/md0"
+COMMAND_LOG = "mdadm-commands.log"
+MD_RECORD = "md.json"
+RESYNC_POLL_SECONDS = 1.0
+
+
+def kernel_has_md() -> bool:
+    return Path("/proc/mdstat").exists()
+
+
+class MdHost:
+    family = "md"
+
+    @classmethod
+    def archs(cls) -> list[str]:
+        return list(mdadm.LEVELS)
+
+    @classmethod
+    def validate(cls, arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
+        mdadm.check_md_config(arch, disks, chunk, options)
+        if disk_size < 8 << 20:
+            raise UsageError(f"md members of {disk_size} bytes are too small", hint="use --disk-size 8M or more")
+
+    def __init__(self, daemon):
+        self.daemon = daemon
+        self.spec = daemon.spec
+        self.session = None
+        self.disk_files: list[Path] = []
+        self.md_device: str | None = None
+        self.where = "host" if self.spec.runner == "native" else "vm"
+        self.vm = None  # HostedVM with --runner vm
+        self.resync: dict = {}
+        self.members: list[str] = []
+
+    # -- running mdadm here or in the VM, recorded -----------------------------------------
+
+    def _log(self, argv: list[str], rc: int, seconds: float, stderr: str) -> None:
+        entry = {"where": self.where, "cmd": shlex.join(argv), "rc": rc, "seconds": round(seconds, 3),
+                 "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        last = stderr.strip().splitlines()[-1:] if rc else []
+        if last:
+            entry["stderr"] = last[0]
+        with open(self.session.lab.path / COMMAND_LOG, "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+    async def _run(self, argv: list[str], timeout: float = 120.0, check: bool = True) -> tuple[int, str, str]:
+        started = time.monotonic()
+        if self.vm is not None:
+            result = await self.vm.run_script(shlex.join(argv) + " < /dev/null", timeout=timeout, check=False)
+            rc, out, err = result.returncode, result.stdout_text, result.stderr_text
+        else:
+            from raidlab.tools.base import run
+
+            proc = await trio.to_thread.run_sync(lambda: run(argv, check=False, timeout=timeout))
+            rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        self._log(argv, rc, time.monotonic() - started, err)
+        if check and rc != 0:
+            last = (err.strip() or out.strip()).splitlines()[-1:] or ["(no message)"]
+            raise UsageError(f"mdadm refused {self.spec.arch} over {self.spec.disks} disks: {last[0]}",
+                             hint=f"the command was: {shlex.join(argv)}")
+        return rc, out, err
+
+    async def _read(self, path: str) -> str:
+        if self.vm is not None:
+            return (await self.vm.run_script(f"cat {shlex.quote(path)}", timeout=30, check=True)).stdout_text
+        return await trio.Path(path).read_text()
+
+    # -- open ---------------------------------------------------------------------------
+
+    async def open(self, session, mode: str) -> dict:
+        from raidlab.export import BlockExportFS, attach_loop, mount_export
+        from raidlab.export.serve import ServeRequest, build_disks
+
+        spec = self.spec
+        self.session = session
+        if spec.runner == "native" and not kernel_has_md():
+            raise CapabilityError("this kernel has no md driver (/proc/mdstat is missing), so mdadm cannot "
+                                  "build an array here", hint="use --runner vm (md runs in the lab VM)",
+                                  capability="md")
+        if spec.runner == "native":
+            from raidlab.tools.base import require
+
+            require("mdadm")
+        fs = BlockExportFS()
+        req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
+                           discipline=spec.discipline, keep_images=True, home=self.daemon.home)
+        made = await build_disks(session, fs, req)
+        export = await mount_export(session, fs)
+        self.disk_files = [export.mountpoint / relpath for relpath, _disk, _image in made]
+        if spec.runner != "native":
+            # The array is built inside the lab VM once it has booted (vm_ready).
+            return {"device": None, "capacity": 0, "state": "starting", "members": [str(p) for p in self.disk_files]}
+        loops = [(await attach_loop(session, export, relpath)).device for relpath, _d, _i in made]
+        self.md_device = await trio.to_thread.run_sync(free_md_device)
+        return await self._build(loops, mode)
+
+    def vm_disks(self) -> list[Path]:
+        return list(self.disk_files)
+
+    async def vm_ready(self, hosted) -> dict:
+        from raidlab.runners.vm import guest_device
+
+        self.vm = hosted
+        self.md_device = GUEST_MD_DEVICE
+        built = await self._build([guest_device(i) for i in range(self.spec.disks)], self.daemon.mode)
+        built["guest_device"] = built.pop("device")
+        return built
+
+    async def _build(self, members: list[str], mode: str) -> dict:
+        spec, status = self.spec, self.daemon.status
+        self.members = members
+        if mode == "create":
+            argv = mdadm.create_argv(spec.arch, self.md_device, members, spec.chunk, spec.options)
+        else:
+            argv = mdadm.assemble_argv(self.md_device, members)
+        status(("creating " if mode == "create" else "assembling ") + f"{spec.arch} with mdadm ({self.where})")
+        await self._run(argv, timeout=300)
+
+        async def stop():
+            rc, _out, err = await self._run(mdadm.stop_argv(self.md_device), timeout=120, check=False)
+            if rc != 0:
+                raise RaidlabError(f"mdadm --stop {self.md_device} failed: {err.strip()[-200:]}")
+            return f"{self.md_device} stopped"
+
+        self.session.push(f"md array {self.md_device}", stop)
+        if mode == "create":
+            await self._settle_resync()
+        capacity = int((await self._run(["blockdev", "--getsize64", self.md_device], check=True))[1].split()[0])
+        detail = mdadm.detail_fields((await self._run(["mdadm", "--detail", self.md_device]))[1])
+        return {"device": self.md_device, "capacity": capacity, "state": detail.get("State", "unknown"),
+                "md": {"level": detail.get("Raid Level"), "chunk": detail.get("Chunk Size"),
+                       "layout": detail.get("Layout"), "resync": self.resync.get("resync")}}
+
+    async def _settle_resync(self) -> None:
+        """Wait for md's initial resync/recovery (or record that it was skipped)."""
+        name = self.md_device.rsplit("/", 1)[-1]
+        started = time.monotonic()
+        if self.spec.options.get("assume_clean"):
+            self.resync = {"resync": "skipped (--assume-clean)", "seconds": 0.0}
+        else:
+            # Generous: md's guaranteed minimum speed is 1 MB/s per device.
+            deadline = started + 600 + self.spec.disk_size / 1e6
+            seen = None
+            while True:
+                progress = mdadm.mdstat_progress(await self._read("/proc/mdstat"), name)
+                if progress is None:
+                    break
+                seen = progress["action"]
+                self.daemon.status(f"md {progress['action']} {progress['percent']:.1f}%"
+                                   + (f", {progress['speed']}" if progress.get("speed") else ""))
+                if time.monotonic() > deadline:
+                    raise RaidlabError(f"md's initial {progress['action']} did not finish in "
+                                       f"{deadline - started:.0f} s", hint="use -o assume_clean=true to skip it")
+                await trio.sleep(RESYNC_POLL_SECONDS)
+            self.resync = {"resync": f"waited ({seen})" if seen else "none needed",
+                           "seconds": round(time.monotonic() - started, 2)}
+        await trio.Path(self.session.lab.path / MD_RECORD).write_text(json.dumps(
+            {"device": self.md_device, "where": self.where, "members": self.members, **self.resync}, indent=1))
+
+    # -- ops ----------------------------------------------------------------------------
+
+    async def op_status(self, request, send) -> dict:
+        _rc, detail_text, _err = await self._run(["mdadm", "--detail", self.md_device], check=False)
+        mdstat = await self._read("/proc/mdstat")
+        detail = mdadm.detail_fields(detail_text)
+        report = [f"md {self.md_device} ({'in the lab VM' if self.vm else 'on this host'}), "
+                  f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}",
+                  "", "$ mdadm --detail " + self.md_device, *detail_text.rstrip().splitlines(),
+                  "", "$ cat /proc/mdstat", *mdstat.rstrip().splitlines()]
+        return {"kind": "md", "md_device": self.md_device, "where": self.where, "members": self.members,
+                "detail": detail, "mdstat": mdstat, "resync": self.resync, "report": report,
+                "commands_log": str(self.session.lab.path / COMMAND_LOG)}
+
+
+def free_md_device() -> str:
+    """The first /dev/mdN (N < 127) the kernel does not use (md127 is mdadm's auto-assembly)."""
+    used = {p.name for p in Path("/sys/block").glob("md*")}
+    for n in range(127):
+        if f"md{n}" not in used:
+            return f"/dev/md{n}"
+    raise CapabilityError("no free md device number", capability="md")
