@@ -48,6 +48,13 @@ PACKAGES: dict[str, str] = {
     "apt-get": "apt",
     "apt-cache": "apt",
     "dpkg-deb": "dpkg",
+    "gcc": "gcc",
+    "find": "findutils",
+    "cp": "coreutils",
+    "rm": "coreutils",
+    "sync": "coreutils",
+    "wc": "coreutils",
+    "cat": "coreutils",
 }
 
 

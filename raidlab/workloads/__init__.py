@@ -1,0 +1,37 @@
+"""Workload drivers: the papers' benchmarks run on an array through a RunnerSession.
+
+`get(name)` returns the driver; each has `validate(params)`, `resolve(params)` (defaults
+filled in), `mount_options(params)` (options the runner mounts with), `needs_mountpoint`
+(False: raw device), `programs` (program -> Debian package, needed on the runner) and
+`run(session, mountpoint, params, progress) -> result document` (see base.py for the schema).
+The parameter declarations are documented, with the paper's cases, in workloads/*.toml at
+the top of the repository.
+
+Drivers are imported lazily so `import raidlab.workloads` stays cheap for the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from raidlab.errors import UsageError
+
+# name -> module defining WORKLOAD
+_MODULES = {
+    "untar_copy_remove": "raidlab.workloads.untar",
+    "postmark": "raidlab.workloads.postmark",
+    "bonnie": "raidlab.workloads.bonnie",
+    "tps": "raidlab.workloads.tps",
+    "fio": "raidlab.workloads.fio",
+}
+
+NAMES = tuple(_MODULES)
+
+
+def get(name: str):
+    """The driver of workload `name`; UsageError naming the known ones otherwise."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise UsageError(f"unknown workload {name!r}", hint=f"known: {', '.join(NAMES)}",
+                         workload=name)
+    return importlib.import_module(module).WORKLOAD
