@@ -134,7 +134,12 @@ class Scenario:
         raise KeyError(name)
 
     def better(self, metric: str) -> str:
-        return self.report.better.get(metric, "higher")
+        if metric in self.report.better:
+            return self.report.better[metric]
+        for pattern, value in self.report.better.items():
+            if "{x}" in pattern and pattern_x(pattern, metric) is not None:
+                return value
+        return "higher"
 
 
 # --- the schema: table -> allowed keys ---------------------------------------------------
@@ -358,8 +363,9 @@ def _check_workload_params(scenario: Scenario, quick: dict) -> None:
     """Every case's parameters (and the quick variant) must be accepted by the driver."""
     if scenario.kind != "live":
         return
+    module = _workloads_module(scenario.path)
     try:
-        workload = _workloads_module(scenario.path).get(scenario.workload)
+        workload = module.get(scenario.workload)
     except (UsageError, KeyError, LookupError) as exc:
         raise ScenarioError(scenario.path, "workload.name", f"unknown workload {scenario.workload!r}",
                             hint=str(exc)) from None
@@ -479,7 +485,25 @@ def _load_quick(path: Path, table: Any, labels: set, cases: set) -> dict:
 
 
 def x_value(spec: ReportSpec, arch: ArchEntry, params: dict) -> Any:
-    """The x of a line figure for one run: a workload parameter, else an arch option."""
-    if spec.x in params:
-        return params[spec.x]
-    return arch.options.get(spec.x)
+    """The x of a line figure for one run: a workload parameter, else an arch option (a size
+    option such as ram_buffer = "4M" is given in MiB)."""
+    value = params.get(spec.x, arch.options.get(spec.x))
+    if isinstance(value, str):
+        try:
+            return parse_size(value, Path("<report>"), spec.x) / 2**20
+        except ScenarioError:
+            return value
+    return value
+
+
+def pattern_x(pattern: str, metric: str) -> int | float | None:
+    """A metric pattern with "{x}" (the TPS driver reports tps_c1..tps_c4, one per client
+    count): the x a concrete metric name carries, or None if it does not match."""
+    import re
+
+    head, _, tail = pattern.partition("{x}")
+    m = re.fullmatch(re.escape(head) + r"(\d+(?:\.\d+)?)" + re.escape(tail), metric)
+    if m is None:
+        return None
+    text = m.group(1)
+    return float(text) if "." in text else int(text)

@@ -47,9 +47,13 @@ class _RichProgress(runmod.Progress):
         if doc["status"] != "ok":
             self.bars.console.print(f"[red]failed[/]: {run.run_id}: {doc['error']}", markup=True, highlight=False)
         else:
-            shown = ", ".join(f"{k} {v['value']:.4g} {v.get('unit', '')}".rstrip()
-                              for k, v in list(doc.get("metrics", {}).items())[:3]
-                              if isinstance(v, dict) and isinstance(v.get("value"), (int, float)))
+            metrics = doc.get("metrics", {})
+            named = list(self.scenario.report.metrics) or [c.metric for c in self.scenario.claims] \
+                + [p.metric for p in self.scenario.paper_values]
+            keys = [k for k in dict.fromkeys(named) if k in metrics] or list(metrics)[:3]
+            shown = ", ".join(f"{k} {metrics[k]['value']:.4g} {metrics[k].get('unit', '')}".rstrip()
+                              for k in keys
+                              if isinstance(metrics[k], dict) and isinstance(metrics[k].get("value"), (int, float)))
             self.bars.console.print(f"ok: {run.run_id} ({doc['seconds']:.1f} s){': ' + shown if shown else ''}",
                                     markup=False, highlight=False)
 

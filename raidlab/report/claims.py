@@ -60,7 +60,10 @@ def evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat]) -> Verdict:
         if claim.kind == "order":
             holds = all(_better(means[a], means[b], claim.better) for a, b in zip(labels, labels[1:]))
             measured_order = sorted(labels, key=lambda l: means[l], reverse=claim.better == "higher")
-            parts.append(f"{case}: " + " > ".join(f"{l} {_fmt(means[l])}" for l in measured_order)
+            shown = f"{measured_order[0]} {_fmt(means[measured_order[0]])}"
+            for prev, label in zip(measured_order, measured_order[1:]):
+                shown += (" = " if means[prev] == means[label] else " > ") + f"{label} {_fmt(means[label])}"
+            parts.append(f"{case}: " + shown
                          + ("" if claim.better == "higher" else " (lower is better, best first)"))
         else:
             if means[claim.den] == 0:

@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from raidlab.report.results import Results, Stat, metric_value  # noqa: E402
-from raidlab.scenarios import x_value  # noqa: E402
+from raidlab.scenarios import pattern_x, x_value  # noqa: E402
 
 
 def _run_params(results: Results, doc: dict) -> dict:
@@ -95,16 +95,18 @@ def line_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any, 
     spec = scn.report
     out: dict[Any, dict[str, dict[Any, list[float]]]] = {}
     for doc in results.ok_runs:
-        got = metric_value(doc, metric)
-        if got is None:
-            continue
         arch = scn.arch(doc["arch"])
         params = _run_params(results, doc)
-        x = x_value(spec, arch, params)
-        if x is None:
-            continue
         panel = params.get(spec.panel) if spec.panel else None
-        out.setdefault(panel, {}).setdefault(arch.series, {}).setdefault(x, []).append(got[0])
+        if "{x}" in metric:  # one run carries every x (tps_c1..tps_c4)
+            found = [(pattern_x(metric, name), name) for name in doc.get("metrics", {})]
+            pairs = [(x, metric_value(doc, name)) for x, name in found if x is not None]
+        else:
+            pairs = [(x_value(spec, arch, params), metric_value(doc, metric))]
+        for x, got in pairs:
+            if x is None or got is None:
+                continue
+            out.setdefault(panel, {}).setdefault(arch.series, {}).setdefault(x, []).append(got[0])
     return out
 
 
@@ -112,11 +114,14 @@ def _paper_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any
     scn = results.scenario
     out: dict[Any, dict[str, dict[Any, float]]] = {}
     for p in scn.paper_values:
-        if p.metric != metric:
+        if "{x}" in metric:
+            x = pattern_x(metric, p.metric)
+        elif p.metric == metric:
+            x = x_value(scn.report, scn.arch(p.arch), scn.case(p.case).params)
+        else:
             continue
         arch = scn.arch(p.arch)
         params = scn.case(p.case).params
-        x = x_value(scn.report, arch, params)
         if x is None:
             continue
         panel = params.get(scn.report.panel) if scn.report.panel else None
@@ -156,7 +161,7 @@ def lines(results: Results, metric: str, out: Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.suptitle(f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)", fontsize=10)
     fig.tight_layout()
-    path = out / f"{metric}.png"
+    path = out / f"{metric.replace('{x}', 'X')}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

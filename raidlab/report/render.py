@@ -16,6 +16,7 @@ from typing import Any
 from raidlab.report import claims as claimsmod
 from raidlab.report import figures
 from raidlab.report.results import Results, aggregate, load_results, metrics_of
+from raidlab.scenarios import pattern_x
 
 FORMATS = ("md", "html")
 
@@ -62,22 +63,14 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("h2", f"{metric} ({scn.better(metric)} is better)"))
         fig = figures.draw(results, stats, metric, figure_dir)
         if fig is not None:
-            blocks.append(("img", (fig, f"{scn.source}: {metric}")))
+            blocks.append(("img", (fig, f"{scn.source or scn.id}: {metric}")))
         rows = []
-        for case in scn.cases:
-            for arch in scn.archs:
-                stat = stats.get((arch.label, case.name, metric))
-                paper = next((p for p in scn.paper_values
-                              if p.arch == arch.label and p.case == case.name and p.metric == metric), None)
-                if stat is None and paper is None:
-                    continue
-                ours = (f"{_fmt(stat.mean)} ± {_fmt(stat.sd)} (n={stat.n}, {_fmt(stat.min)}..{_fmt(stat.max)})"
-                        if stat else "not measured")
-                ratio = _fmt(stat.mean / paper.value) if stat and paper and paper.value else ""
-                rows.append([case.name, arch.label, ours, (stat.unit if stat else "") or (paper.unit if paper else ""),
-                             _fmt(paper.value) if paper else "", ratio, paper.note if paper else ""])
+        for concrete in _concrete(metric, stats, scn):
+            for case in scn.cases:
+                for arch in scn.archs:
+                    rows += _row(scn, stats, concrete, case.name, arch.label)
         if rows:
-            blocks.append(("table", (["case", "arch", "ours: mean ± sd (n, min..max)", "unit", "paper",
+            blocks.append(("table", (["metric", "case", "arch", "ours: mean ± sd (n, min..max)", "unit", "paper",
                                       "ours / paper", "paper note"], rows)))
         else:
             blocks.append(("p", f"No run reported {metric}."))
@@ -96,6 +89,27 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("p", f"{len(missing)} planned runs have no result (interrupted before they ran): "
                             + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")))
     return blocks
+
+
+def _concrete(metric: str, stats: dict, scn) -> list[str]:
+    """The metric itself, or for a pattern (tps_c{x}) every measured or published match, by x."""
+    if "{x}" not in metric:
+        return [metric]
+    names = {m for (_l, _c, m) in stats} | {p.metric for p in scn.paper_values}
+    found = [(pattern_x(metric, n), n) for n in names]
+    return [n for x, n in sorted((x, n) for x, n in found if x is not None)]
+
+
+def _row(scn, stats: dict, metric: str, case: str, label: str) -> list[list[str]]:
+    stat = stats.get((label, case, metric))
+    paper = next((p for p in scn.paper_values if p.arch == label and p.case == case and p.metric == metric), None)
+    if stat is None and paper is None:
+        return []
+    ours = (f"{_fmt(stat.mean)} ± {_fmt(stat.sd)} (n={stat.n}, {_fmt(stat.min)}..{_fmt(stat.max)})"
+            if stat else "not measured")
+    ratio = _fmt(stat.mean / paper.value) if stat and paper and paper.value else ""
+    return [[metric, case, label, ours, (stat.unit if stat else "") or (paper.unit if paper else ""),
+             _fmt(paper.value) if paper else "", ratio, paper.note if paper else ""]]
 
 
 def _md_cell(text: str) -> str:

@@ -92,7 +92,7 @@ def load_results(path: Path, *, scenario_file: Path | None = None) -> Results:
         if asked.id != recorded_id:
             raise UsageError(f"{out} holds results of scenario {recorded_id!r}, not {asked.id!r} "
                              f"({scenario_file}: scenario.id)",
-                             hint=f"report it with the matching scenario, or omit --scenario")
+                             hint="report it with the matching scenario, or omit --scenario")
         scenario = asked
     labels = {a.label for a in scenario.archs}
     cases = {c.name for c in scenario.cases}
