@@ -1,0 +1,130 @@
+"""md baselines through the CLI, as a user runs them: `raidlab create --arch md-raidN --runner vm`,
+status, a filesystem through the runner session, destroy -- and the refusals.
+
+This host's kernel has no md, so the native runner must refuse in one line (and leave no lab
+behind); with --runner vm md runs in the lab VM over the lab's emulated disks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raidlab.baselines.md import kernel_has_md
+from raidlab.runners.session import open_session
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "live"))
+from lab_leftovers import loops_of, mounts_of, processes_of  # noqa: E402
+
+pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md]
+
+
+class Raidlab:
+    def __init__(self, cmd, home: Path):
+        self.cmd, self.home = cmd, home
+        self.env = {**os.environ, "RAIDLAB_HOME": str(home), "COLUMNS": "400"}
+
+    def __call__(self, *args, check=True):
+        proc = subprocess.run([*self.cmd, *args], capture_output=True, text=True, env=self.env, timeout=900)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"raidlab {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
+        return proc
+
+    def nothing_left(self, name: str) -> None:
+        lab_dir = self.home / "labs" / name
+        assert not processes_of(lab_dir), "a process (QEMU?) of the lab survived"
+        assert not loops_of(lab_dir) and not mounts_of(lab_dir, name)
+        assert not lab_dir.exists() or not any(lab_dir.glob("images/*.img"))
+
+
+@pytest.fixture
+def rl(raidlab_cmd, tmp_path):
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
+    r = Raidlab(raidlab_cmd, tmp_path / "home")
+    yield r
+    for entry in (tmp_path / "home" / "labs").glob("*"):
+        r("destroy", entry.name, check=False)
+
+
+def test_md_raid5_in_the_lab_vm(rl):
+    ready = json.loads(rl("create", "m5", "--arch", "md-raid5", "--disks", "3", "--disk-size", "48M",
+                          "--runner", "vm", "--json").stdout)
+    assert ready["guest_device"] == "/dev/md0" and ready["device"] is None
+    assert ready["md"] == {"level": "raid5", "chunk": "512K", "layout": "left-symmetric",
+                           "resync": ready["md"]["resync"]}
+    assert ready["md"]["resync"].startswith("waited")
+    lab_dir = rl.home / "labs" / "m5"
+    commands = [json.loads(l) for l in (lab_dir / "mdadm-commands.log").read_text().splitlines()]
+    assert commands[0]["cmd"] == "mdadm --create /dev/md0 --run --level=5 --raid-devices=3 /dev/vda /dev/vdb /dev/vdc"
+    assert commands[0]["where"] == "vm" and commands[0]["rc"] == 0
+    assert json.loads((lab_dir / "md.json").read_text())["resync"].startswith("waited")
+
+    status = rl("status", "m5")
+    assert "Raid Level : raid5" in status.stdout and "md0 : active raid5" in status.stdout
+    assert "[3/3] [UUU]" in status.stdout
+    doc = json.loads(rl("status", "m5", "--json").stdout)
+    assert doc["kind"] == "md" and doc["detail"]["State"].startswith(("clean", "active"))
+
+    from raidlab.lab import Lab
+
+    session = open_session(Lab("m5", home=rl.home))
+    assert session.device == "/dev/md0"
+    session.exec(["mkfs.ext4", "-F", "-q", session.device], timeout=300)
+    session.exec(["mount", session.device, "/mnt"], timeout=60)
+    session.exec(["sh", "-c", "dd if=/dev/urandom of=/mnt/f bs=1M count=4 2>/dev/null && sync"], timeout=120)
+    session.exec(["umount", "/mnt"], timeout=60)
+    assert session.exec(["e2fsck", "-f", "-n", session.device], timeout=300).rc == 0
+
+    rl("destroy", "m5")
+    rl.nothing_left("m5")
+
+
+def test_md_raid1_assume_clean_and_chunk_md_raid10_layout(rl):
+    ready = json.loads(rl("create", "m1", "--arch", "md-raid1", "--disks", "2", "--disk-size", "32M",
+                          "--runner", "vm", "-o", "assume_clean=true", "--json").stdout)
+    assert ready["md"]["resync"] == "skipped (--assume-clean)"
+    log = (rl.home / "labs" / "m1" / "mdadm-commands.log").read_text()
+    assert "--assume-clean" in log and "--chunk" not in log  # raid1 has no chunk
+    rl("destroy", "m1")
+    rl.nothing_left("m1")
+
+
+def test_native_md_refused_in_one_line_without_md(rl):
+    if kernel_has_md():
+        pytest.skip("this kernel has md: the native runner would work")
+    proc = rl("create", "n5", "--arch", "md-raid5", "--disks", "3", "--disk-size", "32M", check=False)
+    assert proc.returncode == 2
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "no md driver" in lines[0] and "--runner vm" in lines[0]
+    assert not (rl.home / "labs" / "n5").exists()
+
+
+def test_md_refusing_the_geometry_leaves_nothing(rl):
+    # A 32 MiB chunk over 16 MiB members: passes raidlab's checks, md refuses it.
+    proc = rl("create", "g0", "--arch", "md-raid0", "--disks", "2", "--disk-size", "16M", "--chunk", "32M",
+              "--runner", "vm", check=False)
+    assert proc.returncode == 2
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "mdadm refused md-raid0" in lines[0] and "mdadm --create" in lines[0]
+    rl.nothing_left("g0")
+    assert not (rl.home / "labs" / "g0").exists()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--arch", "md-raid5", "--disks", "2"], "at least 3 disks"),
+    (["--arch", "md-raid5", "--disks", "3", "-o", "layout=diagonal"], "no layout 'diagonal'"),
+    (["--arch", "md-raid10", "--disks", "2", "-o", "layout=n3"], "only 2 disks"),
+    (["--arch", "md-raid0", "--disks", "2", "--chunk", "12K"], "power of two"),
+    (["--arch", "md-raid1", "--disks", "2", "-o", "color=red"], "no option 'color'"),
+])
+def test_bad_md_configurations_refused_before_anything_starts(rl, args, words):
+    proc = rl("create", "bad", *args, "--runner", "vm", check=False)
+    assert proc.returncode == 2 and words in proc.stderr
+    assert not (rl.home / "labs" / "bad").exists()
