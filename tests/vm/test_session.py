@@ -166,3 +166,23 @@ def test_daemon_session_stdin_files_failures_and_timeouts(vm_array, tmp_path):
     # The guest killed the command; the VM still answers.
     assert session.exec(["echo", "alive"], timeout=30).stdout == b"alive\n"
     assert not list((lab.path / "exec").iterdir())  # output files were taken and removed
+
+
+@pytest.mark.vm
+@pytest.mark.root
+def test_vm_has_room_and_the_workload_programs(vm_array):
+    lab, ready, _ = vm_array
+    session = open_session(lab)
+    meminfo = session.exec(["cat", "/proc/meminfo"], timeout=30).stdout_text
+    total_kib = int(next(l for l in meminfo.splitlines() if l.startswith("MemTotal:")).split()[1])
+    # Sources such as a 122 MB tarball are unpacked from RAM (the guest's scratch directory).
+    assert total_kib * 1024 >= ready["vm"]["memory_mib"] * 2**20 * 0.8 >= 1.5 * 2**30
+    for program in ("tar", "cp", "rm", "sync", "fio", "postmark", "bonnie++", "mkfs.ext4", "e2fsck", "mdadm"):
+        assert session.exec(["sh", "-c", f"command -v {program}"], timeout=30, check=False).rc == 0, program
+    try:
+        from raidlab.workloads.tps import tps_binary
+
+        tps_binary()
+    except Exception:
+        return  # no TPS program on this host: the image leaves it out
+    assert session.exec(["sh", "-c", "command -v tps"], timeout=30).stdout == b"/usr/local/bin/tps\n"

@@ -175,6 +175,7 @@ class _Inputs:
     libraries: list[str]
     config_files: list[str]
     init: str
+    extra_programs: dict[str, str] = dataclasses.field(default_factory=dict)  # guest path -> host file
 
     def key(self, kernel: KernelTree) -> str:
         h = hashlib.sha256()
@@ -194,6 +195,8 @@ class _Inputs:
             add("library", path, _sha256(path))
         for path in self.config_files:
             add("config", path, _sha256(path))
+        for guest, host in sorted(self.extra_programs.items()):
+            add("extra", guest, _sha256(host))
         add("init", self.init)
         return h.hexdigest()
 
@@ -209,7 +212,24 @@ def _gather(kernel: KernelTree, modules: Iterable[str], programs: Iterable[str])
     except elf.ElfError as exc:
         raise VMError(f"cannot collect libraries for the lab VM: {exc}") from exc
     config = [p for p in HOST_CONFIG_FILES if os.path.exists(p)]
-    return _Inputs(plan, busybox, found, libraries, config, init_script())
+    return _Inputs(plan, busybox, found, libraries, config, init_script(), workload_programs())
+
+
+def workload_programs() -> dict[str, str]:
+    """Static workload programs built by the toolkit itself (contracts §2): W's TPS client
+    (raidlab.workloads.tps.tps_binary) as /usr/local/bin/tps, when that module is present
+    and the program builds. Skipped otherwise: the workload also copies it in with put."""
+    try:
+        from raidlab.workloads.tps import tps_binary
+    except ImportError:
+        return {}
+    try:
+        binary = tps_binary()
+    except Exception:  # no gcc / libc.a: the workload reports that itself when it runs
+        return {}
+    if not elf.read_elf(str(binary)).is_static:
+        return {}
+    return {"usr/local/bin/tps": str(binary)}
 
 
 def _busybox_entries(busybox: str) -> list[CpioEntry]:
@@ -263,6 +283,8 @@ def _entries(kernel: KernelTree, inputs: _Inputs, staging: Path, manifest: dict)
         add(CpioEntry(lib, "file", 0o755, source=os.path.realpath(lib)))
     for conf in inputs.config_files:
         add(CpioEntry(conf, "file", 0o644, source=conf))
+    for guest, host in inputs.extra_programs.items():
+        add(CpioEntry(guest, "file", 0o755, source=host))
     for entry in _module_entries(kernel, inputs.plan, staging):
         add(entry)
     add(CpioEntry("etc/passwd", "file", 0o644, data=b"root:x:0:0:root:/root:/bin/sh\n"))
@@ -307,6 +329,7 @@ def build_initramfs(
         "programs": dict(sorted(inputs.programs.items())),
         "libraries": inputs.libraries,
         "busybox": inputs.busybox,
+        "extra_programs": dict(sorted(inputs.extra_programs.items())),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
