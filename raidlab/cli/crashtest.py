@@ -1,0 +1,79 @@
+"""`raidlab crashtest ARCH [--points N] [--seed S]`: SIGKILL the array daemon at random
+moments of an untar onto ext4, recover, fsck, check fsync'ed files (raidlab.crashtest).
+Parsing and printing only."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+@click.command()
+@click.argument("target")
+@click.option("--points", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="crash points (one create/untar/SIGKILL/assemble/fsck cycle each)")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of trees and kill moments")
+@click.option("--disks", type=click.IntRange(1, 64), help="member disks (default: the preset's, else 3)")
+@click.option("--disk-model", default="none", show_default=True, help="catalog model of every disk")
+@click.option("--disk-size", default="64M", show_default=True)
+@click.option("--chunk", default="64K", show_default=True)
+@click.option("--files", type=click.IntRange(8, 100000), default=120, show_default=True,
+              help="files in the untarred tree (every 4th is fsync'ed)")
+@click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE (over the preset's)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
+def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, home, as_json):
+    """Crash-test TARGET: a preset (dcd-immediate, dcd-after-complete, vcraid-scd,
+    vcraid-mcd), `all` (the four presets), or any architecture id. Exit 1 if a point fails."""
+    from raidlab.cli.array import _parse_options
+    from raidlab.crashtest import PRESETS, config_for, run_crashtest
+    from raidlab.export.serve import parse_size
+
+    names = list(PRESETS) if target == "all" else [target]
+    opts = _parse_options(options)
+    configs = [config_for(name, disks=disks, options=opts, disk_model=disk_model, disk_size=parse_size(disk_size),
+                          chunk=parse_size(chunk), files=files) for name in names]
+    summaries = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[phase]}"), console=_err, transient=False) as progress:
+        for config in configs:
+            task = progress.add_task(config.name, total=points, phase="")
+
+            def phase(k, text, task=task):
+                progress.update(task, phase=f"point {k}: {text}"[:70])
+
+            def done(result, task=task, config=config):
+                progress.advance(task)
+                if not result.ok:
+                    progress.console.print(f"[red]{config.name} point {result.point} failed[/]: "
+                                           + (result.error or ("fsck not clean" if not result.fsck_clean
+                                                               else f"damaged {result.damaged}")))
+
+            summary = run_crashtest(config, points=points, seed=seed, home=home, phase=phase, done=done)
+            progress.update(task, phase=f"{summary['passed']}/{summary['points']} passed")
+            summaries.append(summary)
+    if as_json:
+        click.echo(json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=2))
+    else:
+        table = Table(title="crash test")
+        for col in ("target", "points", "passed", "failed", "fsync'ed files checked", "files written (mean)",
+                    "seconds"):
+            table.add_column(col)
+        for s in summaries:
+            written = sum(r["files_written"] for r in s["results"]) / max(len(s["results"]), 1)
+            table.add_row(s["target"], str(s["points"]), str(s["passed"]),
+                          f"[red]{s['failed']}[/]" if s["failed"] else "0", str(s["fsynced_files_checked"]),
+                          f"{written:.1f}", f"{s['seconds']:.1f}")
+        _out.print(table)
+    return 1 if any(s["failed"] for s in summaries) else 0
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(crashtest)

@@ -1,0 +1,416 @@
+"""`raidlab crashtest ARCH`: kill an array's daemon with SIGKILL at random moments of an untar
+onto ext4, recover with `assemble`, and check that ext4 is consistent and every file whose
+fsync returned is intact.
+
+Why this harness (issue 5, "crash-safe"): the caching architectures acknowledge writes from
+RAM (DCD immediate report, VC-RAID's RAM buffer) and keep data on a cache disk for a long
+time; the claim to test is the block-device contract ext4 relies on — a flush (fsync, a
+journal commit) returns only when everything acknowledged before it survives a crash. A
+SIGKILL of the daemon is that crash: RAM is lost, the member images keep what reached them.
+Each point is one independent run, so a failure names its seed and kill moment:
+
+    create (the CLI's path: spec + daemon) -> mkfs.ext4 -> mount -> a writer process
+    untars a generated tree, fsyncs every 4th file (and its directories) and prints its
+    checksum only after fsync returned -> after the writer reports file K (random) plus a
+    random few milliseconds (even points: K an fsync'ed file, 0-2 ms), SIGKILL the daemon -> kill the writer, unmount what is left,
+    release the dead daemon's loop device and FUSE mount -> `assemble` (crash recovery:
+    DCD rescans its log, VC-RAID writes its cache disks to the raid5) -> mount and unmount
+    (ext4 replays its journal) -> e2fsck -fn must be clean -> every fsync'ed file must have
+    its checksum -> destroy.
+
+The presets are the four the issue names; any other architecture id (engine layouts, and
+whatever comes later) runs with --disks and -o options, so the harness serves them too.
+Everything a point starts (daemon, writer, mounts, loop devices, lab) is released on
+success, failure, Ctrl-C and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from raidlab.errors import UsageError
+
+KiB, MiB = 1024, 1 << 20
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "dcd-immediate": dict(arch="dcd", disks=1, options=dict(report="immediate", cache_size="8M",
+                                                            ram_buffer="512K")),
+    "dcd-after-complete": dict(arch="dcd", disks=1, options=dict(report="after-complete", cache_size="8M",
+                                                                 ram_buffer="512K")),
+    "vcraid-scd": dict(arch="vcraid", disks=3, options=dict(config="scd", cache_size="8M", ram_buffer="1M")),
+    "vcraid-mcd": dict(arch="vcraid", disks=4, options=dict(config="mcd", cache_size="8M", ram_buffer="1M")),
+}
+FILE_SIZES = (700, 3000, 4096, 12_000, 40_000, 100_000, 250_000)
+SYNC_EVERY = 4  # every 4th file of the tree is fsync'ed
+
+
+@dataclasses.dataclass
+class CrashConfig:
+    name: str          # preset name or arch id (the lab is named crashtest-<name>)
+    arch: str
+    disks: int
+    options: dict[str, Any]
+    disk_model: str = "none"
+    disk_size: int = 64 * MiB
+    chunk: int = 64 * KiB
+    files: int = 120
+    commit_interval: int = 1  # ext4 commit= seconds: journal commits during the untar too
+
+
+def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_model: str,
+               disk_size: int, chunk: int, files: int) -> CrashConfig:
+    """A preset (options merged over its own) or any arch id; validated, nothing started."""
+    from raidlab.disks import catalog
+    from raidlab.engine import hosts
+
+    if name in PRESETS:
+        preset = PRESETS[name]
+        arch, n, opts = preset["arch"], disks or preset["disks"], {**preset["options"], **options}
+    elif name in hosts.all_archs():
+        arch, n, opts = name, disks or 3, dict(options)
+    else:
+        raise UsageError(f"unknown crash-test target {name!r}",
+                         hint=f"use a preset ({', '.join(PRESETS)}) or an architecture id")
+    if files < 2 * SYNC_EVERY:
+        raise UsageError(f"a tree of {files} files is too small for a crash test", hint="use --files 8 or more")
+    catalog.get(disk_model)
+    hosts.validate(arch, n, disk_size, chunk, opts)
+    return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files)
+
+
+# ---------------------------------------------------------------------- the file tree (pure)
+
+
+def make_tree(seed: int, files: int) -> bytes:
+    """A tar archive of `files` seeded random files in nested directories."""
+    rng = random.Random(seed)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for i in range(files):
+            data = rng.randbytes(rng.choice(FILE_SIZES))
+            info = tarfile.TarInfo(f"t{i % 6}/s{i % 4}/f{i:04d}.bin")
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def writer_main(tar_path: str, dest: str) -> int:
+    """The untar process: one line per file written ("done I"), and for every SYNC_EVERY-th
+    file, after fsync of the file and its directory returned, "synced PATH SHA256"."""
+    out = sys.stdout
+    with tarfile.open(tar_path) as tar:
+        for index, member in enumerate(m for m in tar.getmembers() if m.isfile()):
+            data = tar.extractfile(member).read()
+            path = Path(dest) / member.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, data)
+                synced = index % SYNC_EVERY == 0
+                if synced:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if synced:  # and every directory up to the mount point, for the new entries
+                for directory in [path.parent, *path.parent.parents]:
+                    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+                    try:
+                        os.fsync(dfd)
+                    finally:
+                        os.close(dfd)
+                    if directory == Path(dest):
+                        break
+                out.write(f"synced {member.name} {hashlib.sha256(data).hexdigest()}\n")
+            out.write(f"done {index}\n")
+            out.flush()
+    return 0
+
+
+def kill_moment(point_seed: int, point: int, files: int) -> tuple[int, float, str]:
+    """(file index after which to kill, extra delay in ms, kind). Even points kill right
+    after an fsync returned (the moment a flush that acknowledged too early is caught: the
+    acknowledged data is still in RAM); odd points anywhere in the untar."""
+    rng = random.Random(point_seed)
+    if point % 2 == 0:
+        synced = list(range(SYNC_EVERY, files - 1, SYNC_EVERY))
+        return rng.choice(synced), round(rng.uniform(0, 2), 3), "after-fsync"
+    return rng.randrange(1, files - 1), round(rng.uniform(0, 20), 3), "during-untar"
+
+
+# ---------------------------------------------------------------------- one crash point
+
+
+@dataclasses.dataclass
+class PointResult:
+    point: int
+    seed: int
+    kill_after_files: int
+    kill_delay_ms: float
+    kill_moment: str
+    files_written: int = 0
+    fsynced: int = 0
+    intact: int = 0
+    damaged: list[str] = dataclasses.field(default_factory=list)
+    fsck_clean: bool | None = None
+    fsck_output: str = ""
+    recovered: dict[str, Any] = dataclasses.field(default_factory=dict)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.fsck_clean) and not self.damaged and self.intact == self.fsynced
+
+    def as_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "ok": self.ok}
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+class CrashRun:
+    """Runs the points of one CrashConfig in its own home directory; `close()` releases."""
+
+    def __init__(self, config: CrashConfig, *, home: str | None, seed: int,
+                 phase: Callable[[str], None] = lambda s: None):
+        from raidlab.lab import Lab
+
+        self.config, self.home, self.seed, self.phase = config, home, seed, phase
+        self.lab_name = f"crashtest-{config.name}"
+        self.lab = Lab(self.lab_name, home=home, create=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="raidlab-crashtest-"))
+        self.mountpoint = self.scratch / "mnt"
+        self.mountpoint.mkdir()
+        self.writer: subprocess.Popen | None = None
+
+    # -- lab lifecycle, as the CLI does it ---------------------------------------------
+
+    def _start(self, mode: str) -> dict[str, Any]:
+        from raidlab.engine import control
+        from raidlab.engine.daemon import ArraySpec
+
+        c = self.config
+        if mode == "create":
+            ArraySpec(self.lab_name, c.arch, c.disks, c.disk_model, c.disk_size, c.chunk, "fifo",
+                      dict(c.options), "native").save(self.lab.path)
+        return control.start_daemon(self.lab, mode, home=self.home, on_status=lambda m: self.phase(m))
+
+    def _mounted(self) -> bool:
+        from raidlab.tools.mount import is_mount_point
+
+        return is_mount_point(self.mountpoint)
+
+    def _unmount(self) -> None:
+        from raidlab.errors import RaidlabError
+        from raidlab.tools.mount import umount
+
+        if not self._mounted():
+            return
+        try:
+            umount(self.mountpoint, timeout=30)
+        except RaidlabError:
+            umount(self.mountpoint, lazy=True, timeout=30)
+
+    def _stop_writer(self) -> None:
+        if self.writer is not None:
+            if self.writer.poll() is None:
+                self.writer.kill()
+            self.writer.wait()
+            self.writer = None
+
+    def _teardown(self) -> None:
+        """Whatever state a point is in: writer, mount, daemon, leftovers, lab — all gone."""
+        from raidlab.engine import control
+
+        self._stop_writer()
+        self._unmount()
+        control.stop_daemon(self.lab)
+        control.release_leftovers(self.lab)
+        control.remove_lab(self.lab, keep_images=False)
+        self.lab.path.mkdir(parents=True, exist_ok=True)
+
+    def close(self) -> None:
+        import shutil
+
+        from raidlab.engine import control
+
+        try:
+            self._teardown()
+        finally:
+            if not self._mounted():
+                shutil.rmtree(self.scratch, ignore_errors=True)
+            if self.lab.path.exists() and not self.lab.resources() and not self.lab.in_use():
+                control.remove_lab(self.lab, keep_images=False)
+
+    # -- one point -----------------------------------------------------------------------
+
+    def run_point(self, point: int) -> PointResult:
+        from raidlab.engine import control
+        from raidlab.errors import RaidlabError
+        from raidlab.tools.mkfs import e2fsck, mkfs_ext4
+        from raidlab.tools.mount import mount
+
+        c = self.config
+        point_seed = self.seed * 1000 + point
+        result = PointResult(point, point_seed, *kill_moment(point_seed, point, c.files))
+        started = time.monotonic()
+        synced: dict[str, str] = {}
+        try:
+            self._teardown()  # a previous point's or run's leftovers
+            self.phase("create")
+            ready = self._start("create")
+            device = ready["device"]
+            self.phase("mkfs.ext4")
+            mkfs_ext4(device)
+            mount(device, self.mountpoint, options=[f"commit={c.commit_interval}"])
+            tar_path = self.scratch / "tree.tar"
+            tar_path.write_bytes(make_tree(point_seed, c.files))
+            self.phase(f"untar, SIGKILL after file {result.kill_after_files}")
+            self.writer = subprocess.Popen(
+                [sys.executable, "-m", "raidlab.crashtest", "writer", str(tar_path), str(self.mountpoint)],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            pid = control.daemon_pid(self.lab)
+            for line in self.writer.stdout:
+                self._take(line, synced, result)
+                if line.startswith("done ") and int(line.split()[1]) >= result.kill_after_files:
+                    break
+            time.sleep(result.kill_delay_ms / 1000)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+            self._wait_dead(pid)
+            # What the writer said before it was stopped still counts: every "synced" line
+            # was printed after fsync returned.
+            self.writer.kill()
+            rest, _ = self.writer.communicate()
+            for line in rest.splitlines():
+                self._take(line, synced, result)
+            self.writer = None
+            result.fsynced = len(synced)
+            self.phase("release the killed daemon's leftovers")
+            self._unmount()
+            control.release_leftovers(self.lab)
+            self.phase("assemble (crash recovery)")
+            ready = self._start("assemble")
+            result.recovered = ready.get("recovered") or {}
+            device = ready["device"]
+            self.phase("journal replay, e2fsck -fn")
+            mount(device, self.mountpoint)
+            self._unmount()
+            fsck = e2fsck(device)
+            result.fsck_clean = fsck.clean
+            if not fsck.clean:
+                result.fsck_output = fsck.output[-2000:]
+            self.phase("verify fsync'ed files")
+            mount(device, self.mountpoint, options=["ro"])
+            for rel, digest in sorted(synced.items()):
+                try:
+                    got = hashlib.sha256((self.mountpoint / rel).read_bytes()).hexdigest()
+                except OSError as exc:
+                    got = f"unreadable: {exc.strerror}"
+                if got == digest:
+                    result.intact += 1
+                else:
+                    result.damaged.append(rel)
+            self._unmount()
+        except KeyboardInterrupt:
+            raise
+        except (RaidlabError, OSError, subprocess.SubprocessError) as exc:
+            result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            result.seconds = round(time.monotonic() - started, 2)
+            self.phase("destroy")
+            self._teardown()
+        return result
+
+    @staticmethod
+    def _take(line: str, synced: dict[str, str], result: PointResult) -> None:
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "synced":
+            synced[parts[1]] = parts[2]
+        elif len(parts) == 2 and parts[0] == "done":
+            result.files_written = max(result.files_written, int(parts[1]) + 1)
+
+    def _wait_dead(self, pid: int | None, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while pid is not None and time.monotonic() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)  # our child (control.start_daemon): reap it
+            except ChildProcessError:
+                pass
+            if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+                break
+            time.sleep(0.02)
+        while self.lab.in_use() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | None,
+                  phase: Callable[[int, str], None] = lambda k, s: None,
+                  done: Callable[[PointResult], None] = lambda r: None) -> dict[str, Any]:
+    """Run `points` crash points; return the summary document. SIGTERM acts as Ctrl-C;
+    either way everything is released before KeyboardInterrupt propagates."""
+    from raidlab.export.serve import check_live_prerequisites
+    from raidlab.tools.base import require
+
+    check_live_prerequisites("raidlab crashtest")
+    for prog in ("mkfs.ext4", "e2fsck"):
+        require(prog)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    current = [0]
+    run = CrashRun(config, home=home, seed=seed, phase=lambda s: phase(current[0], s))
+    started = time.monotonic()
+    results: list[PointResult] = []
+    try:
+        for k in range(points):
+            current[0] = k
+            result = run.run_point(k)
+            results.append(result)
+            done(result)
+    finally:
+        try:
+            run.close()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    return {
+        "target": config.name, "arch": config.arch, "disks": config.disks, "options": config.options,
+        "disk_model": config.disk_model, "disk_size": config.disk_size, "files": config.files,
+        "seed": seed, "points": len(results),
+        "passed": sum(r.ok for r in results), "failed": sum(not r.ok for r in results),
+        "fsynced_files_checked": sum(r.fsynced for r in results),
+        "seconds": round(time.monotonic() - started, 1),
+        "results": [r.as_json() for r in results],
+    }
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "writer":
+        sys.exit(writer_main(sys.argv[2], sys.argv[3]))
+    print("usage: python -m raidlab.crashtest writer TAR DEST (use `raidlab crashtest`)", file=sys.stderr)
+    sys.exit(2)
