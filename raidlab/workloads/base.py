@@ -24,7 +24,6 @@ is left out of "metrics" and named in "notes": no invented numbers.
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -249,7 +248,3 @@ def require_empty_target(commands: Commands, path: str) -> None:
     if "exists" in text(probe.stdout):
         raise WorkloadError(f"{path} already exists on the runner; remove it or use a fresh "
                             f"filesystem", path=path)
-
-
-def command_line(argv: Sequence[str]) -> str:
-    return shlex.join(list(argv))

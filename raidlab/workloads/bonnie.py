@@ -30,6 +30,7 @@ bonnie++) runs on the host to keep the HTML table bonnie++ users know.
 from __future__ import annotations
 
 import re
+import time
 
 from raidlab.errors import UsageError, WorkloadError
 from raidlab.tools.base import require, run as run_on_host
@@ -182,8 +183,10 @@ class Bonnie(Workload):
         for name in too_fast:
             out.notes.append(f"{name}: bonnie++ printed +++++ (the test ran too briefly to be "
                              f"timed); not measured")
+        started = time.monotonic()
         html = run_on_host(["bon_csv2html"], input=line + "\n", timeout=60)
-        commands.host({"argv": ["bon_csv2html"], "rc": html.returncode, "seconds": None})
+        commands.host({"argv": ["bon_csv2html"], "rc": html.returncode,
+                       "seconds": round(time.monotonic() - started, 6), "label": "csv to html"})
         out.raw["html"] = html.stdout
         return out
 

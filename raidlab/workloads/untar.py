@@ -250,7 +250,10 @@ class UntarCopyRemove(Workload):
             for phase, argv in phases:
                 self._quiesce(commands, params["drop_caches"], phase)
                 progress(f"{phase}: {' '.join(argv)}")
-                program = commands.run(argv, timeout=timeout, label=phase).seconds
+                ran = commands.run(argv, timeout=timeout, label=phase)
+                program = ran.seconds
+                out.raw[f"{phase}_stdout"] = text(ran.stdout)
+                out.raw[f"{phase}_stderr"] = text(ran.stderr)
                 sync = 0.0
                 if mode == "async":
                     sync = commands.run(["sync"], timeout=timeout, label=f"{phase} sync").seconds
