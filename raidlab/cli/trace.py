@@ -137,6 +137,49 @@ def register(cli: click.Group) -> None:
         click.echo(f"wrote {count} requests to {output}", err=True)
         return 0
 
+    @trace.command("capture", context_settings={"ignore_unknown_options": True})
+    @click.argument("name")
+    @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+    @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+                  help="Trace file (raidlab format; default NAME-capture.trace).")
+    @click.option("--home", envvar="RAIDLAB_HOME", help="Where labs live.")
+    @click.option("--timeout", type=float, default=None, help="Kill COMMAND after this many seconds.")
+    @click.option("--compare", is_flag=True,
+                  help="Then replay the trace on the same architecture in virtual time and compare response times.")
+    @click.option("--json", "as_json", is_flag=True)
+    def capture(name, command, output, home, timeout, compare, as_json) -> int:
+        """Record the requests array NAME's volume receives while COMMAND runs ("{device}" in
+        COMMAND becomes the array's block device): raidlab trace capture NAME -- fio ... {device}."""
+        from pathlib import Path
+
+        from raidlab.lab import Lab, check_lab_name
+        from raidlab.traces.capture import capture_command, comparison_rows, replay_capture
+
+        check_lab_name(name)
+        lab = Lab(name, home=home)
+        out = Path(output or f"{name}-capture.trace")
+        result = capture_command(lab, list(command), out, timeout=timeout)
+        summary = result["capture"]
+        doc = {"trace": summary["path"], "command": result["argv"], "rc": result["rc"],
+               "live": {"requests": summary["requests"], "seconds": summary["seconds"],
+                        "response": summary["response"]}}
+        if compare:
+            virtual = replay_capture(result["status"], Path(summary["path"]))
+            doc["virtual"] = {"requests": virtual["trace"]["requests"], "virtual_seconds": virtual["virtual_seconds"],
+                              "response": virtual["response"], "speed": virtual["speed"]}
+            doc["comparison"] = comparison_rows(summary, virtual)
+        if as_json:
+            click.echo(json.dumps(doc, indent=2))
+        else:
+            click.echo(f"captured {summary['requests']} requests in {summary['seconds']:.2f} s to {summary['path']} "
+                       f"(command exit {result['rc']})")
+            for row in doc.get("comparison", []):
+                click.echo(f"{row['op']:<6} live {row['count_live']} req mean {row['mean_ms_live']:.2f} ms "
+                           f"p95 {row['p95_ms_live']:.2f} max {row['max_ms_live']:.2f} | virtual mean "
+                           f"{row['mean_ms_virtual']:.2f} ms p95 {row['p95_ms_virtual']:.2f} max "
+                           f"{row['max_ms_virtual']:.2f} | live/virtual {row['mean_ratio_live_over_virtual']:.2f}")
+        return result["rc"] if result["rc"] else 0
+
     @trace.command("run")
     @click.argument("scenario_file", metavar="SCENARIO", type=click.Path(dir_okay=False))
     @click.option("--quick", is_flag=True, help="The scenario's [quick] parameters (shorter traces).")

@@ -44,6 +44,7 @@ class EngineHost:
         self.members: list = []
         self.session = None
         self.volume_path: Path | None = None
+        self.fs = None  # the FUSE filesystem serving `volume` (op_capture swaps its target)
         self.busy = trio.Lock()  # one repair operation (replace, check) at a time
 
     async def open(self, session, mode: str) -> dict:
@@ -68,6 +69,7 @@ class EngineHost:
             if self.array.layout.name != spec.arch:
                 raise UsageError(f"member images hold a {self.array.layout.name} array, the lab records {spec.arch}")
         fs.add("volume", self.array)
+        self.fs = fs
 
         async def mark_clean():
             await self.keeper.mark_clean(self.array.failed)
@@ -81,6 +83,12 @@ class EngineHost:
             device = (await attach_loop(session, export, "volume")).device
         return {"device": device, "volume": str(self.volume_path), "capacity": self.array.size,
                 "state": self.array.state}
+
+    async def op_capture(self, request, send) -> dict:
+        """`raidlab trace capture`: record the volume's requests (raidlab.traces.capture)."""
+        from raidlab.traces.capture import capture_op
+
+        return await capture_op(self.fs, request, describe=f"{self.spec.name} ({self.spec.arch})")
 
     def vm_disks(self) -> list[Path]:
         return [self.volume_path]

@@ -1,0 +1,197 @@
+"""`raidlab trace capture NAME -- COMMAND`: record what a live lab's volume receives.
+
+Why built this way (issue 7: "records the requests a live lab's volume receives while COMMAND
+runs, in raidlab's format, so a live workload can be replayed in virtual time and the two
+compared"):
+
+* The recorder sits where the requests arrive at the architecture: the FUSE file `volume`
+  calls its node's `target` for every read, write, flush and trim. `start` swaps that target
+  for a CaptureTarget wrapping it and `stop` swaps the original back, so a lab that is not
+  capturing runs exactly the code it ran before (zero overhead), and the capture sees the
+  requests after the kernel's page cache and block layer, as a disk trace would.
+* Times come from trio.current_time() (the daemon's live clock), rebased to the start; a
+  request is recorded when it arrives (issue order, so the file is sorted) and its response
+  time when it completes. The trace is written in raidlab's format as it goes (4096 lines
+  at a time), so memory does not grow with the capture; response times are summed per op
+  (and kept, 8 bytes each, for exact percentiles) so the live side of the comparison needs
+  no second run.
+* The daemon op (`capture`, action start|stop) is a small additive hook in the host
+  (raidlab.engine.host.EngineHost.op_capture); the logic is here.
+"""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from raidlab.errors import UsageError
+from raidlab.traces.formats import FLUSH, READ, RAIDLAB_COLUMNS, RAIDLAB_HEADER, TRIM, WRITE
+
+FLUSH_LINES = 4096
+
+
+class CaptureTarget:
+    """A BlockTarget proxy that writes every request to a raidlab-format trace."""
+
+    def __init__(self, inner: Any, path: Path, *, comments: list[str] = ()) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.path = Path(path)
+        self.t0 = trio.current_time()
+        self.count = 0
+        self.samples = {READ: array("d"), WRITE: array("d"), FLUSH: array("d"), TRIM: array("d")}
+        self._lines: list[str] = []
+        self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._file.write(RAIDLAB_HEADER + "\n")
+        for comment in comments:
+            self._file.write(f"# {comment}\n")
+        self._file.write(RAIDLAB_COLUMNS + "\n")
+
+    @property
+    def size(self) -> int:
+        return self.inner.size
+
+    def __getattr__(self, name: str) -> Any:  # failed, statistics, ... of the wrapped target
+        return getattr(self.inner, name)
+
+    def _arrive(self, op: str, offset: int, length: int) -> float:
+        now = trio.current_time()
+        self._lines.append(f"{now - self.t0:.9f},{op},{offset},{length},")
+        self.count += 1
+        if len(self._lines) >= FLUSH_LINES:
+            self._flush_lines()
+        return now
+
+    def _flush_lines(self) -> None:
+        if self._lines:
+            self._file.write("\n".join(self._lines) + "\n")
+            self._lines.clear()
+
+    async def read(self, offset: int, length: int) -> bytes:
+        start = self._arrive(READ, offset, length)
+        try:
+            return await self.inner.read(offset, length)
+        finally:
+            self.samples[READ].append(trio.current_time() - start)
+
+    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
+        start = self._arrive(WRITE, offset, len(data))
+        try:
+            await self.inner.write(offset, data, fua=fua)
+        finally:
+            self.samples[WRITE].append(trio.current_time() - start)
+
+    async def flush(self) -> None:
+        start = self._arrive(FLUSH, 0, 0)
+        try:
+            await self.inner.flush()
+        finally:
+            self.samples[FLUSH].append(trio.current_time() - start)
+
+    async def trim(self, offset: int, length: int) -> None:
+        start = self._arrive(TRIM, offset, length)
+        try:
+            await self.inner.trim(offset, length)
+        finally:
+            self.samples[TRIM].append(trio.current_time() - start)
+
+    def close(self) -> dict[str, Any]:
+        """Finish the file; return the live response-time summary per op."""
+        from raidlab.traces.replay import _summary
+
+        self._flush_lines()
+        self._file.close()
+        return {
+            "path": str(self.path),
+            "requests": self.count,
+            "seconds": trio.current_time() - self.t0,
+            "response": {op: _summary(samples) for op, samples in self.samples.items()},
+        }
+
+
+def _volume_node(fs: Any):
+    files = fs.files() if fs is not None else {}
+    node = files.get("volume")
+    if node is None:
+        raise UsageError("this array exports no volume to capture")
+    return node
+
+
+async def capture_op(fs: Any, request: dict[str, Any], *, describe: str = "") -> dict[str, Any]:
+    """The daemon's `capture` op: action=start (path) or stop, on the FUSE file `volume`."""
+    node = _volume_node(fs)
+    action = request.get("action")
+    if action == "start":
+        if isinstance(node.target, CaptureTarget):
+            raise UsageError(f"already capturing to {node.target.path}",
+                             hint="stop that capture first (its `raidlab trace capture` stops it on exit)")
+        path = Path(str(request.get("path", "")))
+        if not path.is_absolute() or not path.parent.is_dir():
+            raise UsageError(f"capture file {path} must be an absolute path in an existing directory")
+        comments = [f"captured by raidlab trace capture from the volume of {describe}".rstrip(),
+                    f"command: {request.get('command', '')}"]
+        node.target = CaptureTarget(node.target, path, comments=comments)
+        return {"capturing": str(path)}
+    if action == "stop":
+        recorder = node.target
+        if not isinstance(recorder, CaptureTarget):
+            raise UsageError("no capture is running on this array")
+        node.target = recorder.inner
+        return recorder.close()
+    raise UsageError(f"capture action must be start or stop, not {action!r}")
+
+
+# ------------------------------------------------------------------------------ command
+
+
+def capture_command(lab, argv: list[str], output: Path, *, timeout: float | None = None) -> dict[str, Any]:
+    """Start a capture on `lab`'s volume, run `argv` ("{device}" replaced by the lab's block
+    device), stop the capture whatever happens; return {"status", "capture", "rc", ...}."""
+    import os
+
+    from raidlab.engine import control
+    from raidlab.tools.base import run
+
+    status = control.request(lab, "status")
+    device = status.get("device")
+    if any("{device}" in a for a in argv) and not device:
+        raise UsageError(f"array {lab.name} has no host block device to put in place of {{device}}")
+    argv = [a.replace("{device}", device or "") for a in argv]
+    output = Path(os.path.abspath(output))
+    control.request(lab, "capture", action="start", path=str(output), command=" ".join(argv))
+    try:
+        done = run(argv, check=False, timeout=timeout, capture=False)
+    finally:
+        summary = control.request(lab, "capture", action="stop")
+    return {"status": status, "argv": argv, "rc": done.returncode, "capture": summary}
+
+
+def replay_capture(status: dict[str, Any], trace: Path, *, seed: int = 0) -> dict[str, Any]:
+    """Replay a captured trace on the same architecture in virtual time (the lab's spec)."""
+    from raidlab.traces.formats import TraceReader
+    from raidlab.traces.replay import SimSpec, replay
+
+    spec = status["spec"]
+    sim = SimSpec(arch=spec["arch"], disk_model=spec["disk_model"], disks=spec.get("disks"),
+                  chunk=spec.get("chunk"), disk_size=spec.get("disk_size"),
+                  discipline=spec.get("discipline") or "fifo", seed=seed, options=dict(spec.get("options") or {}))
+    return replay(sim, TraceReader(trace, "raidlab"))
+
+
+def comparison_rows(live: dict[str, Any], virtual: dict[str, Any]) -> list[dict[str, Any]]:
+    """Live vs virtual response times per op (pure): mean, p50, p95, max and their ratio."""
+    rows = []
+    for op in ("read", "write"):
+        a, b = live["response"].get(op, {"count": 0}), virtual["response"].get(op, {"count": 0})
+        if not a.get("count"):
+            continue
+        row = {"op": op, "count_live": a["count"], "count_virtual": b.get("count", 0)}
+        for stat in ("mean_ms", "p50_ms", "p95_ms", "max_ms"):
+            row[f"{stat}_live"] = a[stat]
+            row[f"{stat}_virtual"] = b.get(stat)
+        row["mean_ratio_live_over_virtual"] = (a["mean_ms"] / b["mean_ms"]) if b.get("mean_ms") else None
+        rows.append(row)
+    return rows
