@@ -291,11 +291,16 @@ def _lab_name_for(entry: ArchEntry) -> str:
     return f"run{os.getpid()}-{safe}"[:64]
 
 
-def _mountpoint(session, lab) -> str:
-    # Natively under the lab directory: remove_lab refuses to delete through a mount, so a
-    # failed umount can never lead to deleting the file system's contents. In the VM a fixed
-    # directory of the guest's RAM root.
-    return str(lab.path / "mnt") if session.runner == "native" else "/mnt/raidlab"
+def _mountpoint(session) -> str:
+    # A short path on purpose: PostMark 1.5x keeps path names in 80-byte buffers and crashes
+    # or truncates under a deep directory (seen under pytest's tmp_path). Natively a fresh
+    # empty directory of its own (removed with rmdir, never recursively, after umount); in
+    # the VM a fixed directory of the guest's RAM root.
+    if session.runner == "native":
+        import tempfile
+
+        return tempfile.mkdtemp(prefix="raidlab-mnt-", dir="/tmp")
+    return "/mnt/raidlab"
 
 
 def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | None,
@@ -315,9 +320,11 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             resolved = workload.resolve(dict(run.case.params)) if hasattr(workload, "resolve") else run.case.params
             mount_options += [o for o in workload.mount_options(resolved) if o not in mount_options]
         try:
+            uname = session.exec(["uname", "-r"], timeout=60, check=False)  # the VM's kernel differs
+            runner_kernel = uname.stdout.decode(errors="replace").strip() if uname.rc == 0 else None
             if run.case.filesystem == "ext4" and getattr(workload, "needs_mountpoint", True):
                 status("mkfs.ext4")
-                mountpoint = _mountpoint(session, lab)
+                mountpoint = _mountpoint(session)
                 setup.append(session.exec(["mkfs.ext4", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
                                            session.device], timeout=MKFS_TIMEOUT).as_record())
                 setup.append(session.exec(["mkdir", "-p", mountpoint], timeout=60).as_record())
@@ -338,12 +345,16 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                     setup.append(umount.as_record())
                     if umount.rc != 0:  # the array is destroyed next; a lazy umount lets it go
                         session.exec(["umount", "-l", mountpoint], timeout=60, check=False)
+            if mountpoint and session.runner == "native":
+                with contextlib.suppress(OSError):
+                    os.rmdir(mountpoint)  # only if empty: never deletes through a mount
             close = getattr(session, "close", None)
             if close:
                 close()
     result = dict(result)
     result["setup_commands"] = setup
     result["mount_options"] = mount_options if mounted else None
+    result["runner_kernel"] = runner_kernel
     result["array"] = {k: ready.get(k) for k in ("arch", "capacity", "state", "device", "guest_device")
                        if k in ready}
     return result

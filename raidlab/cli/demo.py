@@ -1,4 +1,4 @@
-"""`raidlab demo`: the small default comparison behind `make demo`."""
+"""`raidlab demo`: the small default comparison behind `make demo` (see raidlab.demo)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,33 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from raidlab.demo import run_demo
-
 
 @click.command()
 @click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("results"), show_default=True, help="where to write results/demo/<time>/")
-@click.option("--samples", type=click.IntRange(50, 100000), default=600, show_default=True,
-              help="random requests per test")
-@click.option("--live/--no-live", default=None, help="also run the live-clock bench (default: when root)")
-def demo(results_dir: Path, samples: int, live: bool | None) -> int:
-    """Benchmark the papers' drives and write a report; prints the report's path."""
+              default=Path("results"), show_default=True, help="results root (writes <root>/<scenario>/<time>/)")
+@click.option("--runner", type=click.Choice(["vm", "native"]), default="vm", show_default=True,
+              help="vm: md-raid5 needs the lab VM on hosts without md; native only where the kernel has md")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where the demo's labs live (default ./run)")
+def demo(results_dir: Path, runner: str, home: str | None) -> int:
+    """PostMark small, md-raid5 vs VC-RAID scd, quick size; prints the report's path."""
+    from raidlab.cli.run import _check_live
+    from raidlab.demo import run_demo
+    from raidlab.run import interrupted_error
+
+    _check_live(runner)
     err = Console(stderr=True, highlight=False)
     with err.status("demo") as status:
-        report = run_demo(results_dir, samples=samples, live=live,
-                          progress=lambda msg: status.update(msg))
+        report, summary = run_demo(results_dir, runner=runner, home=home,
+                                   progress=lambda msg: status.update(msg))
+    err.print(f"demo: {summary.ok} runs ok, {summary.failed} failed; results in {summary.out}")
+    for line in summary.failures:
+        err.print(f"  failed: {line}", markup=False)
     click.echo(str(report))
-    return 0
+    if summary.interrupted:
+        raise interrupted_error(summary)
+    return 1 if summary.failed else 0
 
 
 def register(cli: click.Group) -> None:
     cli.add_command(demo)
+

@@ -41,12 +41,28 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
-def evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat]) -> Verdict:
+def evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat],
+             planned_cases: set[str] | None = None) -> Verdict:
+    """`planned_cases`: the cases the run planned (a --quick run plans a subset). A claim is
+    judged on its cases that were planned and says which were not run; if none was planned
+    it is not measured."""
+    cases = [c for c in claim.cases if planned_cases is None or c in planned_cases]
+    skipped = [c for c in claim.cases if c not in cases]
+    if not cases:
+        return Verdict(claim, NOT_MEASURED, f"case {', '.join(skipped)} not run")
+    verdict = _evaluate(claim, stats, cases)
+    if skipped:
+        verdict = dataclasses.replace(verdict, measured=verdict.measured + f" (only {', '.join(cases)} run; "
+                                      f"{', '.join(skipped)} not run)")
+    return verdict
+
+
+def _evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat], cases: list[str]) -> Verdict:
     missing = []
     parts = []
     ok = True
     ratios: dict[str, float] = {}
-    for case in claim.cases:
+    for case in cases:
         labels = claim.order if claim.kind == "order" else (claim.num, claim.den)
         means = {}
         for label in labels:

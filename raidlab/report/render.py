@@ -36,6 +36,7 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     stats = aggregate(results.runs)
     blocks: list[tuple[str, Any]] = [("h1", f"{scn.title}")]
     git = man.get("git", {})
+    kernels = sorted({str(r["runner_kernel"]) for r in results.runs if r.get("runner_kernel")})
     blocks.append(("p", f"Scenario `{scn.id}` ({scn.path.name}); paper {scn.paper or '-'}, {scn.source or '-'}. "
                         + (scn.description or "")))
     blocks.append(("p", f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}, kernel "
@@ -43,12 +44,15 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
                         f"{' (uncommitted changes)' if git.get('dirty') else ''}; started {man.get('started')}, "
                         f"finished {man.get('finished') or '-'}; status **{man.get('status')}**: "
                         f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
-                        f"{len(man.get('planned_runs', []))} planned. Results: `{results.path}`."))
+                        f"{len(man.get('planned_runs', []))} planned. Results: `{results.path}`."
+                        + (f" Workloads ran on kernel {', '.join(kernels)}." if kernels else "")))
     blocks.append(("p", "Our values are means over the repetitions that succeeded (n), with the "
                         "sample standard deviation and the min..max range; the paper's values are "
                         "quoted from the scenario file (its `note` says where each comes from)."))
 
-    verdicts = [claimsmod.evaluate(c, stats) for c in scn.claims]
+    planned = man.get("planned_runs")
+    planned_cases = {r.split("--")[1] for r in planned if r.count("--") == 2} if planned else None
+    verdicts = [claimsmod.evaluate(c, stats, planned_cases) for c in scn.claims]
     if verdicts:
         blocks.append(("h2", "Claims"))
         rows = [[v.claim.id, v.claim.text + (f" ({v.claim.source})" if v.claim.source else ""),

@@ -1,0 +1,251 @@
+"""`raidlab run` + `raidlab report` for real: engine arrays on this host, ext4, PostMark.
+
+A small scenario runs end to end natively (create -> mkfs.ext4 -> mount -> postmark -> umount
+-> destroy per run); one architecture is made too small for the PostMark file set on purpose,
+so its runs really fail (ENOSPC) and must be recorded as failed while the others go on. The
+report is drawn from those results. Ctrl-C in the middle of a run must destroy the current
+array, keep the finished run files and exit 130. Leftovers are checked with
+tests/live/lab_leftovers.py (losetup -a, /proc/mounts), not with raidlab's own scanning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lab_leftovers import loops_of, mounts_of
+
+pytestmark = [pytest.mark.root, pytest.mark.live]
+
+SCENARIO = """
+[scenario]
+id = "live-run-report"
+title = "live test: PostMark on engine raid0 vs raid5"
+kind = "live"
+runner = "native"
+repeat = {repeat}
+
+[[arch]]
+label = "raid0"
+arch = "raid0"
+disks = 3
+disk_model = "none"
+disk_size = "48M"
+chunk = "64K"
+
+[[arch]]
+label = "raid5"
+arch = "raid5"
+disks = 3
+disk_model = "none"
+disk_size = "48M"
+chunk = "64K"
+{extra_arch}
+
+[workload]
+name = "postmark"
+params = {{ files = {files}, transactions = {transactions}, min_size = 5000, max_size = 10000 }}
+mkfs_options = ["-b", "1024"]
+
+[[case]]
+name = "small"
+
+[[paper]]
+arch = "raid5"
+case = "small"
+metric = "tps"
+value = 561
+unit = "tx/s"
+note = "VC-RAID Table 2 (a different machine; only shown beside ours)"
+
+[[claim]]
+id = "raid0-over-raid5"
+text = "RAID 0 beats RAID 5"
+kind = "order"
+metric = "tps"
+case = "small"
+order = ["raid0", "raid5"]
+
+[[claim]]
+id = "ratio"
+text = "RAID 0 / RAID 5 between 0.5 and 100"
+kind = "ratio"
+metric = "tps"
+case = "small"
+num = "raid0"
+den = "raid5"
+min = 0.5
+max = 100
+
+[[claim]]
+id = "tiny-vs-raid5"
+text = "the tiny array is never measured"
+kind = "ratio"
+metric = "tps"
+case = "small"
+num = "tiny"
+den = "raid5"
+min = 1
+"""
+
+TINY = """
+[[arch]]
+label = "tiny"
+arch = "raid0"
+disks = 2
+disk_model = "none"
+disk_size = "2M"
+chunk = "64K"
+"""
+
+
+def _scenario(tmp_path: Path, *, repeat: int, files: int, transactions: int, tiny: bool) -> Path:
+    path = tmp_path / "live-run-report.toml"
+    text = SCENARIO.format(repeat=repeat, files=files, transactions=transactions, extra_arch=TINY if tiny else "")
+    if not tiny:  # the tiny claim refers to a label that must exist
+        text = text[:text.index('[[claim]]\nid = "tiny-vs-raid5"')]
+    path.write_text(text)
+    return path
+
+
+def _no_leftovers(home: Path, workload_mounts: set[str] = frozenset()) -> None:
+    labs = home / "labs"
+    assert not labs.exists() or not any(labs.iterdir()), f"labs left: {list(labs.iterdir())}"
+    assert loops_of(home) == []
+    assert mounts_of(home) == []
+    mounted = {line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()}
+    for target in workload_mounts:
+        assert target not in mounted and not os.path.exists(target)
+
+
+def _workload_mounts(home: Path) -> set[str]:
+    """Mount points of file systems on the lab's loop devices (the workload's ext4)."""
+    loops = {line.split(":")[0] for line in loops_of(home)}
+    return {line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+            if line.split()[0] in loops}
+
+
+def test_run_then_report(tmp_path, raidlab_cmd):
+    scenario = _scenario(tmp_path, repeat=2, files=600, transactions=3000, tiny=True)
+    home, results = tmp_path / "home", tmp_path / "results"
+    proc = subprocess.run(raidlab_cmd + ["run", str(scenario), "--home", str(home), "--results", str(results)],
+                          capture_output=True, text=True, timeout=900)
+    # the tiny array's runs fail: exit 1, but every run is recorded
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    out = Path(proc.stdout.strip().splitlines()[-1])
+    assert out.parent == results / "live-run-report"
+    _no_leftovers(home)
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["runner"] == "native"
+    assert manifest["ok"] == 4 and manifest["failed"] == 2
+    assert manifest["kernel"] and manifest["git"]["revision"] and manifest["tools"]["mkfs.ext4"]
+    assert manifest["planned_runs"][:3] == ["raid0--small--r1", "raid5--small--r1", "tiny--small--r1"]
+    assert (out / "scenario.toml").read_text() == scenario.read_text()
+
+    runs = {p.stem: json.loads(p.read_text()) for p in (out / "runs").glob("*.json")}
+    assert sorted(runs) == sorted(manifest["planned_runs"])
+    for run_id, doc in runs.items():
+        if run_id.startswith("tiny"):
+            assert doc["status"] == "failed" and doc["error"]
+            continue
+        assert doc["status"] == "ok", doc.get("error")
+        assert doc["workload"] == "postmark" and doc["metrics"]["tps"]["value"] > 0
+        assert doc["params"]["files"] == 600
+        argvs = [c["argv"][0] for c in doc["setup_commands"]]
+        assert argvs[:1] == ["mkfs.ext4"] and "mount" in argvs and argvs[-1] == "umount"
+        assert all(c["rc"] == 0 for c in doc["setup_commands"])
+        assert doc["array"]["arch"] == doc["arch_id"]
+
+    rep = subprocess.run(raidlab_cmd + ["report", str(out.parent)], capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    md_path, html_path = (Path(line) for line in rep.stdout.split())
+    md = md_path.read_text()
+    tps = {k: runs[k]["metrics"]["tps"]["value"] for k in runs if not k.startswith("tiny")}
+    raid0 = (tps["raid0--small--r1"] + tps["raid0--small--r2"]) / 2
+    raid5 = (tps["raid5--small--r1"] + tps["raid5--small--r2"]) / 2
+    # the claim table carries the measured ratio of the means and the right verdict
+    assert f"small: raid0/raid5 = {raid0 / raid5:.2f}" in md
+    ratio_row = next(line for line in md.splitlines() if line.startswith("| ratio |"))
+    assert ("| holds |" in ratio_row) == (0.5 <= raid0 / raid5 <= 100)
+    order_row = next(line for line in md.splitlines() if line.startswith("| raid0-over-raid5 |"))
+    assert ("| holds |" in order_row) == (raid0 > raid5)
+    tiny_row = next(line for line in md.splitlines() if line.startswith("| tiny-vs-raid5 |"))
+    assert "| not measured |" in tiny_row
+    assert "## Failed runs" in md and "tiny--small--r1" in md
+    assert "| 561 |" in md  # the paper's number beside ours
+    assert (md_path.parent / "figures" / "tps.png").stat().st_size > 1000
+    assert "<img" in html_path.read_text()
+
+
+def test_report_refuses_other_scenario(tmp_path, raidlab_cmd):
+    scenario = _scenario(tmp_path, repeat=1, files=100, transactions=200, tiny=False)
+    home, results = tmp_path / "home", tmp_path / "results"
+    proc = subprocess.run(raidlab_cmd + ["run", str(scenario), "--only", "raid0", "--home", str(home),
+                                         "--results", str(results)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = Path(proc.stdout.strip())
+    other = tmp_path / "other.toml"
+    other.write_text(scenario.read_text().replace('id = "live-run-report"', 'id = "another"'))
+    rep = subprocess.run(raidlab_cmd + ["report", str(out), "--scenario", str(other)],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 2
+    assert len(rep.stderr.strip().splitlines()) == 1
+    assert "live-run-report" in rep.stderr and "another" in rep.stderr and str(other) in rep.stderr
+    assert not (out / "report").exists()
+    rep = subprocess.run(raidlab_cmd + ["report", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 2 and "not a results directory" in rep.stderr
+
+
+def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab_cmd):
+    scenario = _scenario(tmp_path, repeat=3, files=2000, transactions=40000, tiny=False)
+    home, results = tmp_path / "home", tmp_path / "results"
+    proc = subprocess.Popen(raidlab_cmd + ["run", str(scenario), "--home", str(home), "--results", str(results)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    first_ok = threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("ok: "):
+                first_ok.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert first_ok.wait(600), "".join(lines)[-3000:]
+        # the second run is under way: its array exists and is mounted
+        deadline = time.monotonic() + 120
+        seen: set[str] = set()
+        while not seen and time.monotonic() < deadline:
+            seen = _workload_mounts(home)
+            time.sleep(0.2)
+        assert seen, "second run never mounted its array"
+        time.sleep(2)  # PostMark is running on it
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(10)
+    assert proc.returncode == 130, "".join(lines)[-3000:]
+    assert "interrupted by SIGINT" in "".join(lines)
+    out = Path(stdout.strip())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    kept = sorted(p.stem for p in (out / "runs").glob("*.json"))
+    assert kept and kept[0] == "raid0--small--r1"
+    assert json.loads((out / "runs" / "raid0--small--r1.json").read_text())["status"] == "ok"
+    assert len(kept) < len(manifest["planned_runs"])
+    _no_leftovers(home, seen)
+    assert not list(home.glob("labs/*"))
+    assert os.path.isdir(out / "runs")
