@@ -228,3 +228,57 @@ def test_bad_cache_input_is_one_line_exit_two_nothing_made(rl, args, words):
     assert words in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (rl.home / "labs" / "bad" / "array.json").exists()
+
+
+def test_vcraid_mirrored_cache_disk_survives_a_cache_disk_and_a_raid5_member_failing(rl, mnt):
+    """§3.4: with a backup cache disk, failing the cache disk loses nothing; the raid5 below
+    survives one member; both failures persist across destroy --keep-images / assemble."""
+    device = rl("create", "m", "--arch", "vcraid", "--disks", "3", "--disk-size", "32M", "--chunk", "64K",
+                "-o", "cache_size=4M", "-o", "ram_buffer=512K", "-o", "mirrored_cache=on",
+                "-o", "destage=off").stdout.strip()
+    lab_dir = rl.home / "labs" / "m"
+    assert sorted(p.name for p in (lab_dir / "images").iterdir()) == [f"d{k}.img" for k in range(5)]
+    mkfs_ext4(device)
+    mount(device, mnt)
+    try:
+        sums = write_tree(mnt, seed=21, files=30)
+        assert rl.status("m")["statistics"]["cache_disk_used_bytes"] > 0  # destage=off: in the cache disk
+        out = rl("fail", "m", "--disk", "3")  # the primary cache disk
+        assert "failed" in out.stderr
+        more = write_tree(mnt / "after", seed=22, files=20)
+        rl("fail", "m", "--disk", "1")  # a raid5 member
+        status = rl.status("m")
+        assert status["state"] == "degraded, cache mirror degraded"
+        mirror = status["statistics"]["cache_disks"][0]
+        assert mirror["failed_sides"] == [0] and mirror["mirrored_writes"] > 0
+        assert "mirrored cache disk" in rl("status", "m").stdout
+        remount(device, mnt)
+        verify_tree(mnt, sums)
+        verify_tree(mnt / "after", more)
+    finally:
+        umount(mnt)
+    assert e2fsck(device).clean
+    # Refused: the raid5 cannot lose another member.
+    proc = rl("fail", "m", "--disk", "0", check=False)
+    assert proc.returncode == 2 and "would lose data" in proc.stderr
+    rl("destroy", "m", "--keep-images")
+    device = rl("assemble", "m").stdout.strip()
+    status = rl.status("m")
+    assert status["statistics"]["cache_disks"][0]["failed_sides"] == [0]  # recorded on the backup
+    assert status["statistics"]["recovered_blocks"] > 0
+    assert e2fsck(device).clean
+    mount(device, mnt)
+    try:
+        verify_tree(mnt, sums)
+        verify_tree(mnt / "after", more)
+    finally:
+        umount(mnt)
+    rl("destroy", "m")
+    assert leftovers(lab_dir, "m") == {}
+
+
+def test_failing_a_dcd_drive_is_refused_without_force(rl):
+    rl("create", "f", "--arch", "dcd", "--disks", "1", "--disk-size", "16M", "-o", "cache_size=2M")
+    proc = rl("fail", "f", "--disk", "1", check=False)
+    assert proc.returncode == 2 and "no redundancy" in proc.stderr and "Traceback" not in proc.stderr
+    rl("destroy", "f")

@@ -30,12 +30,17 @@ Arch options (-o), named after the papers:
             cache_model (physical only; default: --disk-model)
     vcraid: config=scd|mcd, ram_buffer (4M), cache_size (200M in total), block_size (1K; an
             ext4 block size: 1K, 2K or 4K), level1_write (64K), destage_segment (64K, level 2),
-            idle_threshold (0.05 s), destage=on|off, cache_model (scd only), cache_disks (mcd)
+            idle_threshold (0.05 s), destage=on|off, cache_model (scd only), cache_disks (mcd),
+            mirrored_cache=on|off (scd only)
     The names and defaults are those of `raidlab sim` (raidlab.traces.cachearchs), so a
     scenario's options mean the same in both; cache_model and cache_disks are live-only.
 
-Not built (refused with one line): VC-RAID's per-disk configurations 1c/1d and the mirrored
-cache disk (§3.4); the DCD's NVRAM RAM buffer.
+           config=scd -o mirrored_cache=on (§3.4): d{N+1} is the backup cache disk, written in
+                                            parallel (raidlab.engine.caches.mirror)
+
+Not built (refused with one line): VC-RAID's per-disk configurations 1c/1d, a mirrored
+cache for mcd; the DCD's NVRAM RAM buffer. `raidlab fail` works on every drive (refusing,
+unless forced, a failure that loses data); `replace` of a cache drive is not built.
 
 Durability as the volume's user sees it: a flush (ext4's journal commits, fsync) returns
 only when every write acknowledged before it is on a cache disk or home (the mechanisms'
@@ -63,7 +68,8 @@ DCD_OPTIONS: dict[str, Any] = dict(cache="physical", report="immediate", ram_buf
                                    destage_segment=128 * KiB, large_write=64 * KiB, cache_model=None)
 VCRAID_OPTIONS: dict[str, Any] = dict(config="scd", ram_buffer=4 * MiB, cache_size=200 * MiB,
                                       block_size=1 * KiB, level1_write=64 * KiB, destage_segment=64 * KiB,
-                                      idle_threshold=0.050, destage="on", cache_model=None, cache_disks=2)
+                                      idle_threshold=0.050, destage="on", cache_model=None, cache_disks=2,
+                                      mirrored_cache="off")
 SIZE_OPTIONS = {"ram_buffer", "cache_size", "destage_segment", "large_write", "block_size",
                 "level1_write"}
 NOT_BUILT = {
@@ -108,9 +114,6 @@ def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     for an unknown key or an unreadable value."""
     defaults = DCD_OPTIONS if arch == "dcd" else VCRAID_OPTIONS
     unknown = sorted(set(options) - set(defaults))
-    if "mirrored_cache" in unknown:
-        raise UsageError("VC-RAID's mirrored cache disk (§3.4) is not built yet",
-                         hint="leave out -o mirrored_cache")
     if unknown:
         raise UsageError(f"{arch} has no option {unknown[0]!r}",
                          hint=f"known options: {', '.join(sorted(defaults))}")
@@ -121,6 +124,10 @@ def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     if out["destage"] not in ("on", "off"):
         raise UsageError(f"option destage={out['destage']} is neither on nor off")
     if arch == "vcraid":
+        mirrored = {True: "on", False: "off"}.get(out["mirrored_cache"], out["mirrored_cache"])
+        if mirrored not in ("on", "off"):
+            raise UsageError(f"option mirrored_cache={out['mirrored_cache']} is neither on nor off")
+        out["mirrored_cache"] = mirrored
         try:
             out["cache_disks"] = int(out["cache_disks"])
         except (TypeError, ValueError):
@@ -152,7 +159,11 @@ def plan_members(arch: str, disks: int, disk_size: int, disk_model: str, options
     if config in NOT_BUILT:
         raise UsageError(NOT_BUILT[config], hint="use config=scd or config=mcd")
     if config == "scd":
-        return [(disk_model, disk_size)] * disks + [(cache_model, opts["cache_size"])]
+        caches = 2 if opts["mirrored_cache"] == "on" else 1  # the cache disk and its backup (§3.4)
+        return [(disk_model, disk_size)] * disks + [(cache_model, opts["cache_size"])] * caches
+    if opts["mirrored_cache"] == "on":
+        raise UsageError(f"a mirrored cache disk is built for config=scd only, not {config}",
+                         hint="use -o config=scd -o mirrored_cache=on")
     if config == "mcd":
         if opts["cache_model"] is not None:
             raise UsageError("mcd's cache partitions live on the array's drives: it has no cache_model",
@@ -224,6 +235,7 @@ class CacheHost:
         self.drives: list = []      # the EmulatedDisks, one per image
         self.volume_path: Path | None = None
         self.recovered: dict[str, Any] = {}
+        self.mirror = None          # MirroredCacheDisk of scd with mirrored_cache=on
 
     # ------------------------------------------------------------------ build / assemble
 
@@ -294,7 +306,14 @@ class CacheHost:
 
         spec, opts = self.spec, self.options
         n = spec.disks
-        if opts["config"] == "scd":
+        if opts["config"] == "scd" and opts["mirrored_cache"] == "on":
+            from raidlab.engine.caches.mirror import MirroredCacheDisk
+
+            array_members = self.drives[:n]
+            make = MirroredCacheDisk.create if mode == "create" else MirroredCacheDisk.assemble
+            self.mirror = await make("cache-mirror", self.drives[n], self.drives[n + 1])
+            cache_disks = [self.mirror]
+        elif opts["config"] == "scd":
             array_members, cache_disks = self.drives[:n], [self.drives[n]]
         else:
             k = opts["cache_disks"]
@@ -316,6 +335,8 @@ class CacheHost:
 
     def _state(self) -> str:
         if self.spec.arch == "vcraid":
+            if self.mirror is not None and self.mirror.failed:
+                return f"{self.target.array.state}, cache mirror degraded"
             return self.target.array.state
         return "bypass" if self.target.bypass else "caching"
 
@@ -327,6 +348,12 @@ class CacheHost:
     async def op_status(self, request, send) -> dict:
         stats = self.target.statistics()
         report = dcd_report(stats, self.options) if self.spec.arch == "dcd" else vcraid_report(stats, self.options)
+        if self.mirror is not None:
+            m = self.mirror.statistics()
+            sides = ", ".join(f"{label} d{self.spec.disks + i} {'[red]failed[/]' if i in self.mirror.failed else 'ok'}"
+                              for i, label in enumerate(("primary", "backup")))
+            report.append(f"mirrored cache disk (§3.4): {sides}; {m['mirrored_writes']} mirrored writes, "
+                          f"{m['reads_from_backup']} reads from the backup")
         return {
             "kind": "cache",
             "state": self._state(),
@@ -337,6 +364,44 @@ class CacheHost:
             "tables": [disks_table(self.drives)],
             "timeline": [[round(t, 6), event, detail] for t, event, detail in list(self.target.timeline)[-50:]],
         }
+
+    async def op_fail(self, request, send) -> dict:
+        """Make drive dK fail (EIO from now on). Refused (unless forced) when data would be
+        lost: a DCD drive, an unmirrored cache disk, a raid5 member the array cannot lose."""
+        index, force = int(request["disk"]), bool(request.get("force"))
+        name, arch = self.spec.name, self.spec.arch
+        if not 0 <= index < len(self.drives):
+            raise UsageError(f"no drive {index}: {name} has drives 0..{len(self.drives) - 1}")
+        drive = self.drives[index]
+        if drive.failed:
+            raise UsageError(f"drive {index} of {name} has already failed")
+        n = self.spec.disks
+        if self.mirror is not None and index in (n, n + 1):
+            drive.failed = True
+            await self.mirror.fail_side(index - n)
+            return {"failed_drive": index, "mirror_failed_sides": sorted(self.mirror.failed),
+                    "failed_members": self._failed_drives(), "state": self._state()}
+        if arch == "vcraid" and index < n:
+            array = self.target.array
+            holds_cache = self.options["config"] == "mcd" and index < self.options["cache_disks"]
+            if (not array.layout.survives(array.failed | {index}) or holds_cache) and not force:
+                why = "holds a cache partition" if holds_cache else "is one the raid5 cannot lose"
+                raise UsageError(f"drive {index} of {name} {why}: failing it would lose data",
+                                 hint="use --force to inject the failure anyway")
+            drive.failed = True
+            await array.fail_member(index)
+            return {"failed_drive": index, "raid5_failed_members": sorted(array.failed),
+                    "failed_members": self._failed_drives(), "state": self._state()}
+        if not force:
+            what = "a DCD has no redundancy" if arch == "dcd" else "its cache disk is not mirrored"
+            raise UsageError(f"{name}: {what}: failing drive {index} would lose data",
+                             hint="use --force to inject the failure anyway (or -o mirrored_cache=on)")
+        drive.failed = True
+        return {"failed_drive": index, "failed_members": self._failed_drives(), "state": self._state()}
+
+    def _failed_drives(self) -> list[int]:
+        """Drives (images dK) failed in this run; `raidlab fail` reports them as members."""
+        return [i for i, d in enumerate(self.drives) if d.failed]
 
     async def op_bypass(self, request, send) -> dict:
         """DCD §3.1: turn the DCD into a plain disk (after draining) or back into a DCD."""
