@@ -227,7 +227,14 @@ def load(path: str | Path, *, check_references: bool = True) -> Scenario:
     except OSError as exc:
         raise UsageError(f"cannot read scenario {path}: {exc.strerror}",
                          hint="give the path of a scenarios/*.toml file") from None
-    return loads(text, path, check_references=check_references)
+    scenario = loads(text, path, check_references=check_references)
+    if check_references and scenario.kind == "sim":
+        # A replay's references are the replay's: it has architectures no array daemon builds
+        # (the traditional single `disk`) and its own case parameters (raidlab.traces).
+        from raidlab.traces.experiment import load_sim_scenario
+
+        return load_sim_scenario(path)
+    return scenario
 
 
 def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool = True) -> Scenario:
@@ -250,7 +257,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     if repeat < 1:
         raise ScenarioError(path, "scenario.repeat", "must be at least 1")
 
-    archs = _load_archs(path, top.tables("arch"), check_references)
+    archs = _load_archs(path, top.tables("arch"), check_references and kind == "live")
     workload_name, cases = _load_workload(path, doc, top.tables("case"))
     labels = {a.label for a in archs}
     case_names = {c.name for c in cases}

@@ -10,7 +10,7 @@ from rich.console import Console
 
 @click.command()
 @click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("results"), show_default=True, help="results root (writes <root>/<scenario>/<time>/)")
+              default=Path("results/demo"), show_default=True, help="results root (writes <root>/<scenario>/<time>/; results/demo is not committed)")
 @click.option("--runner", type=click.Choice(["vm", "native"]), default="vm", show_default=True,
               help="vm: md-raid5 needs the lab VM on hosts without md; native only where the kernel has md")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where the demo's labs live (default ./run)")

@@ -72,7 +72,8 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         for concrete in _concrete(metric, stats, scn):
             for case in scn.cases:
                 for arch in scn.archs:
-                    rows += _row(scn, stats, concrete, case.name, arch.label)
+                    rows += _row(scn, stats, concrete, case.name, arch.label,
+                                 planned_cases is None or case.name in planned_cases)
         if rows:
             blocks.append(("table", (["metric", "case", "arch", "ours: mean ± sd (n, min..max)", "unit", "paper",
                                       "ours / paper", "paper note"], rows)))
@@ -104,13 +105,13 @@ def _concrete(metric: str, stats: dict, scn) -> list[str]:
     return [n for x, n in sorted((x, n) for x, n in found if x is not None)]
 
 
-def _row(scn, stats: dict, metric: str, case: str, label: str) -> list[list[str]]:
+def _row(scn, stats: dict, metric: str, case: str, label: str, planned: bool = True) -> list[list[str]]:
     stat = stats.get((label, case, metric))
     paper = next((p for p in scn.paper_values if p.arch == label and p.case == case and p.metric == metric), None)
     if stat is None and paper is None:
         return []
     ours = (f"{_fmt(stat.mean)} ± {_fmt(stat.sd)} (n={stat.n}, {_fmt(stat.min)}..{_fmt(stat.max)})"
-            if stat else "not measured")
+            if stat else "not measured" if planned else "not run (not in this run's plan)")
     ratio = _fmt(stat.mean / paper.value) if stat and paper and paper.value else ""
     return [[metric, case, label, ours, (stat.unit if stat else "") or (paper.unit if paper else ""),
              _fmt(paper.value) if paper else "", ratio, paper.note if paper else ""]]

@@ -237,3 +237,36 @@ def test_shipped_vcraid_scenarios_parse():
     for path in files:
         scn = scenarios.load(path, check_references=False)
         assert scn.id == path.stem
+
+
+SIM = """
+[scenario]
+id = "unit-sim"
+title = "replay"
+kind = "sim"
+
+[[arch]]
+label = "disk"
+arch = "disk"
+disks = 1
+disk_model = "hp-c2200a"
+disk_size = 335333376
+
+[workload]
+name = "trace"
+
+[[case]]
+name = "hplajw"
+params = { profile = "hplajw", duration = "1h" }
+"""
+
+
+def test_sim_scenarios_check_the_replay_references(tmp_path):
+    """kind = "sim": the replay's architectures (the single `disk` no daemon builds) and case
+    parameters are checked by raidlab.traces, not the array daemon's families."""
+    scn = scenarios.load(_write(tmp_path, SIM))
+    assert scn.kind == "sim" and scn.archs[0].arch == "disk"
+    assert _load_error(tmp_path, SIM.replace('arch = "disk"', 'arch = "dsik"')).key == "arch[0].arch"
+    assert _load_error(tmp_path, SIM.replace('duration = "1h"', 'duration = "1h", speed = 2')).key.startswith("case[0]")
+    # the same architecture in a live scenario is refused: no array daemon builds it
+    assert _load_error(tmp_path, SIM.replace('kind = "sim"', 'kind = "live"')).key == "arch[0].arch"
