@@ -85,9 +85,20 @@ def tps_program() -> Path:
 def test_tps_binary_is_static_and_cached(tps_program):
     assert tps_program.exists() and tps_program.name.startswith("tps-")
     assert tps.tps_binary() == tps_program                       # cached by source hash
-    file_out = subprocess.run(["file", "-b", str(tps_program)], capture_output=True, text=True)
-    if file_out.returncode == 0:
-        assert "statically linked" in file_out.stdout or "static-pie" in file_out.stdout
+    assert PT_INTERP not in _elf_segment_types(tps_program.read_bytes())   # no dynamic loader
+
+
+PT_INTERP = 3
+
+
+def _elf_segment_types(elf: bytes) -> list[int]:
+    """Program-header types of a 64-bit little-endian ELF file."""
+    assert elf[:4] == b"\x7fELF" and elf[4] == 2 and elf[5] == 1
+    phoff = int.from_bytes(elf[32:40], "little")
+    phentsize = int.from_bytes(elf[54:56], "little")
+    phnum = int.from_bytes(elf[56:58], "little")
+    return [int.from_bytes(elf[phoff + i * phentsize:phoff + i * phentsize + 4], "little")
+            for i in range(phnum)]
 
 
 def _run_tps(binary: Path, *args: str) -> tuple[int, list[dict], str]:
@@ -156,3 +167,41 @@ def test_tps_output_is_json_lines(tps_program, tmp_path):
     proc = subprocess.run([str(tps_program), "--prepare", "--dir", str(tmp_path),
                            "--dataset-mb", "1"], capture_output=True, text=True, check=True)
     assert [json.loads(line)["event"] for line in proc.stdout.splitlines()] == ["prepare"]
+
+
+def _processes_mentioning(fragment: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if fragment in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_tps_timeout_leaves_no_process_behind(tmp_path):
+    """The session kills tps at its timeout; its server, handlers and clients die with it
+    (PR_SET_PDEATHSIG) and the driver still removes its data set and binary."""
+    import time
+
+    from raidlab.runners.session import ExecTimeout
+    from raidlab.workloads import get
+
+    data = tmp_path / "fs"
+    data.mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    params = {"clients": [4], "dataset_mb": 4, "mixes": 64, "mix_tx": 10_000_000,
+              "io": "buffered", "timeout": 1.5}
+    with NativeSession("/dev/null", scratch=scratch) as session:
+        with pytest.raises(ExecTimeout):
+            get("tps").run(session, str(data), params)
+    deadline = time.monotonic() + 10
+    while _processes_mentioning(str(scratch)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(scratch)) == []
+    assert list(data.iterdir()) == [] and list(scratch.iterdir()) == []
