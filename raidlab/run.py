@@ -210,8 +210,9 @@ def _memory_bytes() -> int | None:
 
 # --- signals ----------------------------------------------------------------------------
 
-class _Signalled(BaseException):
-    """SIGTERM/SIGHUP during a run: unwinds like Ctrl-C so every finally-block cleans up."""
+class _Signalled(KeyboardInterrupt):
+    """SIGTERM/SIGHUP during a run: unwinds exactly like Ctrl-C (a KeyboardInterrupt, so code
+    that stops a half-started daemon on Ctrl-C, e.g. control.start_daemon, does it here too)."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -461,10 +462,10 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
                 progress.run_finished(index, run, doc)
                 if after_run:
                     after_run(run, doc)
-    except KeyboardInterrupt:
-        summary.interrupted, summary.signum = True, signal.SIGINT
     except _Signalled as sig:
         summary.interrupted, summary.signum = True, sig.signum
+    except KeyboardInterrupt:
+        summary.interrupted, summary.signum = True, signal.SIGINT
     finally:
         finished = dt.datetime.now().isoformat(timespec="seconds")
         write_manifest(out, **manifest, finished=finished,

@@ -204,7 +204,8 @@ def test_report_refuses_other_scenario(tmp_path, raidlab_cmd):
     assert rep.returncode == 2 and "not a results directory" in rep.stderr
 
 
-def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab_cmd):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab_cmd, signum):
     scenario = _scenario(tmp_path, repeat=3, files=2000, transactions=40000, tiny=False)
     home, results = tmp_path / "home", tmp_path / "results"
     proc = subprocess.Popen(raidlab_cmd + ["run", str(scenario), "--home", str(home), "--results", str(results)],
@@ -230,15 +231,15 @@ def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab
             time.sleep(0.2)
         assert seen, "second run never mounted its array"
         time.sleep(2)  # PostMark is running on it
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         stdout, _ = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     reader.join(10)
-    assert proc.returncode == 130, "".join(lines)[-3000:]
-    assert "interrupted by SIGINT" in "".join(lines)
+    assert proc.returncode == 128 + signum, "".join(lines)[-3000:]
+    assert f"interrupted by {signal.Signals(signum).name}" in "".join(lines)
     out = Path(stdout.strip())
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
