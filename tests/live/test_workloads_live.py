@@ -123,6 +123,12 @@ def test_postmark(tmp_path):
         with pytest.raises(WorkloadError, match="already exists"):
             w.run(session, mnt, {"files": 10, "transactions": 10})
         os.rmdir(os.path.join(mnt, "postmark"))
+        # a working directory PostMark 1.51 would crash on is refused before it runs
+        deep = os.path.join(mnt, "d" * 80)
+        os.mkdir(deep)
+        with pytest.raises(WorkloadError, match="shorter path"):
+            w.run(session, deep, {"files": 10, "transactions": 10})
+        os.rmdir(deep)
     m = doc["metrics"]
     assert m["tps"]["value"] > 0 and m["tps"]["unit"] == "tx/s"
     assert 0 < m["files_read"]["value"] + m["files_appended"]["value"] <= 1500

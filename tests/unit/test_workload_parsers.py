@@ -158,6 +158,7 @@ def test_registry_knows_the_five_workloads():
     ("postmark", {"file": 10}, "file"),
     ("postmark", {"files": "many"}, "files"),
     ("postmark", {"min_size": 2000, "max_size": 1000}, "min_size"),
+    ("postmark", {"transactions": 5}, "transactions"),
     ("untar_copy_remove", {"mode": "fsync"}, "mode"),
     ("untar_copy_remove", {"scale": 0}, "scale"),
     ("bonnie", {"size_mb": 100, "ram_mb": 80}, "ram_mb"),
