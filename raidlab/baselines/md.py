@@ -59,6 +59,14 @@ class MdHost:
         if disk_size < 8 << 20:
             raise UsageError(f"md members of {disk_size} bytes are too small", hint="use --disk-size 8M or more")
 
+    @classmethod
+    def validate_runner(cls, arch: str, runner: str) -> None:
+        """Refuse the native runner on a kernel without md before any lab is created."""
+        if runner == "native" and not kernel_has_md():
+            raise CapabilityError("this kernel has no md driver (/proc/mdstat is missing), so mdadm cannot "
+                                  "build an array here", hint="use --runner vm (md runs in the lab VM)",
+                                  capability="md")
+
     def __init__(self, daemon):
         self.daemon = daemon
         self.spec = daemon.spec

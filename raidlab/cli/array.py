@@ -53,9 +53,18 @@ def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, 
 
     from raidlab.engine import hosts
 
-    hosts.validate(arch, disks, disk_size, chunk, options)
+    hosts.validate(arch, disks, disk_size, chunk, options, runner)
     if runner == "vm" and importlib.util.find_spec("raidlab.runners.vm.hosted") is None:
         raise UsageError("the lab VM runner cannot host arrays in this version", hint="use --runner native")
+
+
+def _device_of(record: dict) -> str:
+    """The array's block device: on the host, or in the lab VM (`--runner vm`)."""
+    if record.get("device"):
+        return record["device"]
+    if record.get("guest_device"):
+        return f"{record['guest_device']} (lab VM)"
+    return ""
 
 
 def _progress() -> Progress:
@@ -155,7 +164,7 @@ def list_cmd(home, as_json):
         table.add_column(col)
     for a in arrays:
         table.add_row(a["name"], a["arch"], str(a["disks"]), a["disk_model"], f"{a['disk_size'] >> 20} MiB",
-                      f"{a['chunk'] >> 10} KiB", a["status"], a["device"] or "")
+                      f"{a['chunk'] >> 10} KiB", a["status"], _device_of(a))
     _out.print(table)
 
 
@@ -174,7 +183,7 @@ def status(name, home, as_json):
     if result.get("kind") != "engine":
         # Other families describe themselves: a title and lines of text, then tables
         # ({"title", "columns", "rows"}).
-        _out.print(f"[bold]{name}[/]: {result['spec']['arch']}, device {result['device']}")
+        _out.print(f"[bold]{name}[/]: {result['spec']['arch']}, device {_device_of(result)}")
         for line in result.get("report", []):
             _out.print(line)
         for spec in result.get("tables", []):
@@ -189,7 +198,7 @@ def status(name, home, as_json):
     geo = result["geometry"]
     _out.print(f"[bold]{name}[/]: {geo['arch']} over {geo['n_disks']} x {result['spec']['disk_model']}, "
                f"chunk {geo['chunk_bytes'] >> 10} KiB, capacity {stats['capacity'] / 2**20:.1f} MiB, "
-               f"device {result['device']}, state [bold]{stats['state']}[/]"
+               f"device {_device_of(result)}, state [bold]{stats['state']}[/]"
                + (" (rebuilding)" if result["rebuilding"] else ""))
     _out.print(f"redundancy: {result['redundancy']['rule'] or 'none'}; superblock generation {result['generation']}")
     _out.print(f"array: {stats['reads']} reads ({stats['bytes_read'] >> 10} KiB), {stats['writes']} writes "

@@ -202,6 +202,7 @@ def list_arrays(home: str | None) -> list[dict[str, Any]]:
             "name": spec.name, "arch": spec.arch, "disks": spec.disks, "disk_model": spec.disk_model,
             "disk_size": spec.disk_size, "chunk": spec.chunk,
             "status": "running" if running else ("stale" if lab.resources() else "stopped"),
-            "device": runtime.get("device"), "pid": runtime.get("pid"),
+            "device": runtime.get("device"), "guest_device": runtime.get("guest_device"),
+            "runner": spec.runner, "pid": runtime.get("pid"),
         })
     return out

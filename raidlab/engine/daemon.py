@@ -91,6 +91,7 @@ class Daemon:
         self.host = None
         self.session = None
         self.device: str | None = None
+        self.guest_device: str | None = None  # the array as the lab VM sees it (--runner vm)
         self.vm = None  # raidlab.runners.vm.hosted.HostedVM with --runner vm
 
     # -- talking to the CLI that started us ------------------------------------------
@@ -138,6 +139,7 @@ class Daemon:
                     opened.update(await self.host.vm_ready(self.vm))
                 opened.setdefault("guest_device", "/dev/vda")
             self.device = opened.get("device")
+            self.guest_device = opened.get("guest_device")
             await session.nursery.start(self.serve_control)
             runtime = {"pid": os.getpid(), "mode": self.mode, "runner": spec.runner, **opened}
             (session.lab.path / RUNTIME_FILE).write_text(json.dumps(runtime))
@@ -201,6 +203,7 @@ class Daemon:
             "name": self.spec.name,
             "spec": dataclasses.asdict(self.spec),
             "device": self.device,
+            "guest_device": self.guest_device,
             "pid": os.getpid(),
             **await self.host.op_status(request, send),
         }

@@ -14,6 +14,7 @@ module is missing or broken cannot stop the others from working. Each host class
 
     archs() -> list[str]                       (classmethod) the ids it builds
     validate(arch, disks, disk_size, chunk, options)   (classmethod) raise UsageError, start nothing
+    validate_runner(arch, runner)              (optional classmethod) refuse a runner early
     __init__(daemon)
     async open(session, mode) -> dict          build or assemble; push cleanups on the session;
                                                return {"device", "capacity", "state", ...}
@@ -64,6 +65,10 @@ def host_class(arch: str):
     raise UsageError(f"unknown architecture {arch!r}", hint=f"choose one of: {', '.join(all_archs())}")
 
 
-def validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
-    """Refuse an impossible configuration before anything is started."""
-    host_class(arch).validate(arch, disks, disk_size, chunk, options)
+def validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, runner: str = "native") -> None:
+    """Refuse an impossible configuration before anything is started (a host class may also
+    refuse a runner with `validate_runner(arch, runner)`)."""
+    cls = host_class(arch)
+    cls.validate(arch, disks, disk_size, chunk, options)
+    if hasattr(cls, "validate_runner"):
+        cls.validate_runner(arch, runner)
