@@ -2,10 +2,10 @@
 
 Why built this way (issue 7 "Replay", DESIGN.md "One engine, two clocks"):
 
-* The replay drives the *same* engine code as the live volume (EmulatedDisk, Array) under
-  `run_virtual` (MockClock(autojump_threshold=0) with trio's scheduler RNG seeded), so it is
-  a discrete-event simulation of the real code, byte-for-byte reproducible for a trace,
-  seed and options.
+* The replay drives the *same* engine code as the live volume (EmulatedDisk, Array) on a
+  virtual clock (raidlab.traces.clock.run_replay: MockClock(autojump_threshold=0)'s jumps in
+  one run-loop pass, trio's scheduler RNG seeded), so it is a discrete-event simulation of
+  the real code, byte-for-byte reproducible for a trace, seed and options.
 * Open loop, like the DCD and TSS simulators: request i is issued at t0 + time_i / compact
   whatever happened to earlier requests, each in its own task, so requests overlap and
   queue at the disks. `--compact` divides the trace's times (TSS §5 "trace compaction ...
@@ -408,10 +408,10 @@ def replay(spec: SimSpec, reader: TraceReader, *, on_progress: Callable[[int], N
     """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
     report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
     start = wallclock.perf_counter()
-    from raidlab.engine.virtual import run_virtual
+    from raidlab.traces.clock import run_replay
 
     try:
-        report = run_virtual(_replay, spec, reader, on_progress, seed=spec.seed)
+        report = run_replay(_replay, spec, reader, on_progress, seed=spec.seed)
     except BaseExceptionGroup as group:
         user_error = _single_user_error(group)
         if user_error is None:
