@@ -36,7 +36,9 @@ What this driver does and why:
   `*_sync_seconds`).
 - Before each phase (untimed) `sync` and, with `drop_caches` (default), `echo 3 >
   /proc/sys/vm/drop_caches`, so the copy reads its source from the array, not from the page
-  cache: the paper rebooted before each test and its RAM could not hold the tree.
+  cache: the paper rebooted before each test and its RAM could not hold the tree. Natively
+  this drops the whole host's clean page cache (harmless to correctness, it costs other
+  programs re-reads); in the VM only the guest's.
 - Phase times are the runner's measure of each command (ExecResult.seconds); in the VM that
   includes the command channel's round trip, milliseconds against phases of seconds.
 - After untar and after copy the driver counts the files and directories (untimed) and
