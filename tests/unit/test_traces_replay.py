@@ -127,3 +127,19 @@ def test_trace_cli_synth_then_stats(tmp_path, raidlab_cmd):
     s = json.loads(stats.stdout)
     assert s["rate_per_s"] == pytest.approx(0.076, rel=0.3)
     assert s["idle"]["fraction"] > 0.7
+
+
+@pytest.mark.parametrize("arch, options", [("disk", {}), ("raid5", {}), ("dcd", {"cache": "logical"})])
+def test_jump_clock_gives_the_same_report_as_mockclock(monkeypatch, arch, options):
+    # raidlab.traces.clock.JumpClock jumps where MockClock(autojump_threshold=0) would.
+    from raidlab.engine.virtual import run_virtual
+    from raidlab.traces import clock
+
+    reqs = list(synth("cello", 300, seed=2, device_size=300 * MiB))
+    spec = SimSpec(arch, "hp-c2200a", disks=3 if arch == "raid5" else None, options=options)
+    fast = replay_requests(spec, reqs)
+    monkeypatch.setattr(clock, "run_replay", run_virtual)
+    mock = replay_requests(spec, reqs)
+    fast.pop("speed"), mock.pop("speed")
+    assert json.dumps(fast, sort_keys=True) == json.dumps(mock, sort_keys=True)
+    assert fast["response"]["write"]["count"] > 100
