@@ -48,9 +48,12 @@ class _RichProgress(runmod.Progress):
             self.bars.console.print(f"[red]failed[/]: {run.run_id}: {doc['error']}", markup=True, highlight=False)
         else:
             metrics = doc.get("metrics", {})
-            named = list(self.scenario.report.metrics) or [c.metric for c in self.scenario.claims] \
-                + [p.metric for p in self.scenario.paper_values]
-            keys = [k for k in dict.fromkeys(named) if k in metrics] or list(metrics)[:3]
+            from raidlab.scenarios import pattern_x
+
+            named = [c.metric for c in self.scenario.claims] + [p.metric for p in self.scenario.paper_values]
+            for pattern in self.scenario.report.metrics:
+                named += [m for m in metrics if m == pattern or ("{x}" in pattern and pattern_x(pattern, m) is not None)]
+            keys = [k for k in dict.fromkeys(named) if k in metrics][:6] or list(metrics)[:3]
             shown = ", ".join(f"{k} {metrics[k]['value']:.4g} {metrics[k].get('unit', '')}".rstrip()
                               for k in keys
                               if isinstance(metrics[k], dict) and isinstance(metrics[k].get("value"), (int, float)))

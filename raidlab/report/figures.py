@@ -104,8 +104,8 @@ def line_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any, 
         else:
             pairs = [(x_value(spec, arch, params), metric_value(doc, metric))]
         for x, got in pairs:
-            if x is None or got is None:
-                continue
+            if x is None or got is None or not isinstance(x, (int, float, str)):
+                continue  # e.g. clients = [1, 2, 3, 4]: not one x, only its tps_c{x} metrics are
             out.setdefault(panel, {}).setdefault(arch.series, {}).setdefault(x, []).append(got[0])
     return out
 
@@ -119,6 +119,8 @@ def _paper_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any
         elif p.metric == metric:
             x = x_value(scn.report, scn.arch(p.arch), scn.case(p.case).params)
         else:
+            continue
+        if x is None or not isinstance(x, (int, float, str)):
             continue
         arch = scn.arch(p.arch)
         params = scn.case(p.case).params
@@ -153,6 +155,10 @@ def lines(results: Results, metric: str, out: Path) -> Path | None:
                 xs = sorted(pdata)
                 ax.plot(xs, [pdata[x] for x in xs], linestyle=":", marker="D", color=colors(j),
                         markeredgecolor="black", label=f"{series} (paper)")
+        if all(isinstance(x, int) for series in points.get(panel, {}).values() for x in series):
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel(scn.report.x_label or scn.report.x)
         ax.set_ylabel(scn.report.y_label or metric)
         if panel is not None:

@@ -140,9 +140,11 @@ def aggregate(runs: list[dict]) -> dict[tuple[str, str, str], Stat]:
 def metrics_of(scenario: Scenario, stats: dict) -> list[str]:
     """Metrics the report shows: [report].metrics, else those the paper and claims name,
     else every metric measured (in first-seen order)."""
-    if scenario.report.metrics:
-        return list(scenario.report.metrics)
+    from raidlab.scenarios import pattern_x
+
+    chosen = list(scenario.report.metrics)
     named = [p.metric for p in scenario.paper_values] + [c.metric for c in scenario.claims]
-    if named:
-        return list(dict.fromkeys(named))
-    return list(dict.fromkeys(key[2] for key in stats))
+    for metric in named:  # claims' and paper's metrics always get their table
+        if not any(metric == m or ("{x}" in m and pattern_x(m, metric) is not None) for m in chosen):
+            chosen.append(metric)
+    return list(dict.fromkeys(chosen)) or list(dict.fromkeys(key[2] for key in stats))

@@ -250,3 +250,60 @@ def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab
     _no_leftovers(home, seen)
     assert not list(home.glob("labs/*"))
     assert os.path.isdir(out / "runs")
+
+
+TPS_SCENARIO = """
+[scenario]
+id = "live-tps-lines"
+title = "live test: TPS against clients"
+kind = "live"
+runner = "native"
+repeat = 1
+
+[[arch]]
+label = "raid0"
+arch = "raid0"
+disks = 2
+disk_model = "none"
+disk_size = "48M"
+chunk = "64K"
+
+[workload]
+name = "tps"
+params = { clients = [1, 2], mixes = 1, mix_tx = 4, dataset_mb = 8, segments = 2 }
+
+[[case]]
+name = "w0.5"
+params = { write_ratio = 0.5 }
+
+[report]
+style = "lines"
+metrics = ["tps_c{x}"]
+x = "clients"
+panel = "write_ratio"
+"""
+
+
+def test_tps_lines_report(tmp_path, raidlab_cmd):
+    """A line figure of the TPS driver's per-client metrics (tps_c1, tps_c2 from one run)."""
+    from raidlab.report.render import _fmt
+
+    scenario = tmp_path / "tps.toml"
+    scenario.write_text(TPS_SCENARIO)
+    home, results = tmp_path / "home", tmp_path / "results"
+    proc = subprocess.run(raidlab_cmd + ["run", str(scenario), "--home", str(home), "--results", str(results)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = Path(proc.stdout.strip())
+    doc = json.loads((out / "runs" / "raid0--w0.5--r1.json").read_text())
+    _no_leftovers(home)
+    rep = subprocess.run(raidlab_cmd + ["report", str(out), "--format", "md"], capture_output=True, text=True,
+                         timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    md = Path(rep.stdout.strip()).read_text()
+    for n in (1, 2):
+        value = doc["metrics"][f"tps_c{n}"]["value"]
+        row = next(line for line in md.splitlines() if line.startswith(f"| tps_c{n} | w0.5 | raid0 |"))
+        assert value > 0 and f"| {_fmt(value)} ± 0 (n=1," in row
+    assert (out / "report" / "figures" / "tps_cX.png").stat().st_size > 1000
+    assert not (out / "report" / "report.html").exists()
