@@ -19,7 +19,7 @@ from pathlib import Path
 
 from raidlab import scenarios
 from raidlab.report import write_report
-from raidlab.run import Progress, check_programs, plan_runs, run_scenario
+from raidlab.run import Progress, check_programs, check_runner, plan_runs, run_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_SCENARIO = REPO / "scenarios" / "vcraid-table2-postmark.toml"
@@ -48,6 +48,7 @@ def run_demo(results_root: Path, *, runner: str = "vm", home: str | None = None,
     """Run the demo comparison; return (path of report.md, run summary)."""
     scenario = scenarios.load(DEMO_SCENARIO)
     planned = plan_runs(scenario, quick=True, only=DEMO_ARCHS)
+    check_runner(scenario, runner)
     check_programs(scenario, runner)
     summary = run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=True,
                            home=home, progress=_Say(progress),

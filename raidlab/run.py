@@ -61,9 +61,9 @@ class PlannedRun:
 
 
 def plan_runs(scenario: Scenario, *, quick: bool = False, repeat: int | None = None,
-              only: tuple[str, ...] = ()) -> list[PlannedRun]:
-    """The runs in execution order (pure). `only` keeps those arch labels; `quick` applies
-    the scenario's [quick] table (sizes, parameters, subsets, repeat)."""
+              only: tuple[str, ...] = (), cases_only: tuple[str, ...] = ()) -> list[PlannedRun]:
+    """The runs in execution order (pure). `only` keeps those arch labels, `cases_only` those
+    cases; `quick` applies the scenario's [quick] table (sizes, parameters, subsets, repeat)."""
     archs = list(scenario.archs)
     cases = list(scenario.cases)
     reps = scenario.repeat
@@ -86,6 +86,16 @@ def plan_runs(scenario: Scenario, *, quick: bool = False, repeat: int | None = N
         archs = [a for a in archs if a.label in only]
         if not archs:
             raise UsageError(f"--only {','.join(only)}: none of these runs in the --quick subset of {scenario.path}")
+    if cases_only:
+        names = {c.name for c in scenario.cases}
+        for name in cases_only:
+            if name not in names:
+                raise UsageError(f"--case {name}: no case named {name!r} in {scenario.path}",
+                                 hint=f"cases: {', '.join(c.name for c in scenario.cases)}")
+        cases = [c for c in cases if c.name in cases_only]
+        if not cases:
+            raise UsageError(f"--case {','.join(cases_only)}: none of these runs in the --quick subset of "
+                             f"{scenario.path}")
     if repeat is not None:
         reps = repeat
     return [PlannedRun(a, c, k) for k in range(1, reps + 1) for a in archs for c in cases]
@@ -397,6 +407,21 @@ class Progress:
     def step(self, message: str) -> None: ...
 
     def run_finished(self, index: int, run: PlannedRun, doc: dict) -> None: ...
+
+
+def check_runner(scenario: Scenario, runner: str) -> None:
+    """--runner may differ from the scenario's: every architecture must accept it (md has
+    no native runner on a kernel without md). One line naming the file and arch."""
+    if scenario.kind != "live":
+        return
+    from raidlab.errors import RaidlabError as _Err
+    from raidlab.scenarios import validate_arch
+
+    for i, entry in enumerate(scenario.archs):
+        try:
+            validate_arch(entry, runner)
+        except _Err as exc:
+            raise UsageError(f"{scenario.path}: arch[{i}] ({entry.label}) with --runner {runner}: {exc}") from None
 
 
 def check_programs(scenario: Scenario, runner: str) -> None:

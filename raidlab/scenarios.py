@@ -257,7 +257,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     if repeat < 1:
         raise ScenarioError(path, "scenario.repeat", "must be at least 1")
 
-    archs = _load_archs(path, top.tables("arch"), check_references and kind == "live")
+    archs = _load_archs(path, top.tables("arch"), check_references and kind == "live", runner)
     workload_name, cases = _load_workload(path, doc, top.tables("case"))
     labels = {a.label for a in archs}
     case_names = {c.name for c in cases}
@@ -275,7 +275,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     return scenario
 
 
-def _load_archs(path: Path, tables: list, check: bool) -> tuple[ArchEntry, ...]:
+def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -> tuple[ArchEntry, ...]:
     if not tables:
         raise ScenarioError(path, "arch", "no [[arch]] entry")
     known_archs = None
@@ -311,13 +311,21 @@ def _load_archs(path: Path, tables: list, check: bool) -> tuple[ArchEntry, ...]:
                     for j, model in enumerate(value):
                         _check_model(path, f"{r.where('options')}.{key}[{j}]", model)
             try:
-                hosts.validate(arch, entry.disks, entry.disk_size, entry.chunk, dict(options))
+                validate_arch(entry, runner)
             except UsageError as exc:
                 raise ScenarioError(path, f"arch[{i}] ({label})", str(exc)) from None
             except TypeError as exc:  # an option the layout does not take
                 raise ScenarioError(path, r.where("options"), str(exc)) from None
         out.append(entry)
     return tuple(out)
+
+
+def validate_arch(entry: ArchEntry, runner: str) -> None:
+    """The host family's own check of one [[arch]] for `runner` (md refuses the native runner
+    on a kernel without md); raises UsageError / CapabilityError, starts nothing."""
+    from raidlab.engine import hosts
+
+    hosts.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), runner)
 
 
 def _check_model(path: Path, key: str, model: str) -> None:

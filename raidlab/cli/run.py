@@ -69,18 +69,23 @@ class _RichProgress(runmod.Progress):
 @click.option("--repeat", type=click.IntRange(1, 100), default=None, help="repetitions (default: the scenario's)")
 @click.option("--only", "only", multiple=True, metavar="LABEL",
               help="run only this architecture label (repeatable or comma-separated)")
+@click.option("--case", "cases", multiple=True, metavar="NAME",
+              help="run only this case (repeatable or comma-separated)")
 @click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path),
               default=Path("results"), show_default=True, help="results root: writes <root>/<scenario>/<time>/")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where the run's labs live (default ./run)")
 @click.option("--dry-run", is_flag=True, help="validate and list the runs, start nothing")
-def run_cmd(scenario_file, runner, quick, repeat, only, results_root, home, dry_run):
+def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, home, dry_run):
     """Run every architecture x case x repetition of SCENARIO; print the results directory."""
     from raidlab import scenarios
 
     scenario = scenarios.load(scenario_file)
     runner = runner or scenario.runner
     labels = tuple(label for item in only for label in item.split(",") if label)
-    planned = runmod.plan_runs(scenario, quick=quick, repeat=repeat, only=labels)
+    case_names = tuple(name for item in cases for name in item.split(",") if name)
+    planned = runmod.plan_runs(scenario, quick=quick, repeat=repeat, only=labels, cases_only=case_names)
+    if runner != scenario.runner:
+        runmod.check_runner(scenario, runner)
     if dry_run:
         for p in planned:
             click.echo(f"{p.run_id}\t{p.arch.arch}\t{p.case.params}")

@@ -192,6 +192,9 @@ def test_good_scenario_loads_and_plans(tmp_path):
     assert [p.run_id for p in plan_runs(scn, quick=True, repeat=2, only=("r0",))] == ["r0--small--r1", "r0--small--r2"]
     with pytest.raises(UsageError, match="r7"):
         plan_runs(scn, only=("r7",))
+    assert [p.run_id for p in plan_runs(scn, cases_only=("medium",), repeat=1)] == ["r5--medium--r1", "r0--medium--r1"]
+    with pytest.raises(UsageError, match="huge"):
+        plan_runs(scn, cases_only=("huge",))
 
 
 def _stats(values: dict[tuple[str, str], list[float]]) -> dict:
@@ -232,11 +235,14 @@ def test_cli_bad_scenario_exits_2_without_starting(tmp_path, raidlab_cmd):
 
 
 def test_shipped_vcraid_scenarios_parse():
-    """Every scenario file in the repository parses (references checked where importable)."""
+    """Every scenario file in the repository loads with all its references checked
+    (architectures for its runner, models, workloads and their parameters, quick variants)."""
     files = sorted((REPO / "scenarios").glob("*.toml"))
+    assert any(p.name.startswith("vcraid-") for p in files)
     for path in files:
-        scn = scenarios.load(path, check_references=False)
+        scn = scenarios.load(path)
         assert scn.id == path.stem
+        assert plan_runs(scn, quick=True)
 
 
 SIM = """
