@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from raidlab.errors import LabInterrupted, RaidlabError, UsageError
+from raidlab.errors import LabInterrupted, MissingToolError, RaidlabError, UsageError
 from raidlab.scenarios import ArchEntry, Case, Scenario, quick_params
 
 MANIFEST = "manifest.json"
@@ -395,6 +395,7 @@ class RunSummary:
     interrupted: bool = False
     signum: int | None = None
     failures: list[str] = dataclasses.field(default_factory=list)
+    missing_tool: MissingToolError | None = None  # the runner lacks a program: the rest was not run
 
 
 class Progress:
@@ -470,6 +471,17 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
                         doc = run_live(run, scenario, runner, home=home, status=progress.step)
                     doc = {**doc, "status": "ok", "error": None}
                     summary.ok += 1
+                except MissingToolError as exc:  # the runner lacks a program: every run would fail
+                    summary.failed += 1
+                    summary.failures.append(f"{run.run_id}: {exc}")
+                    summary.missing_tool = exc
+                    _write_run(out, run, {"workload": scenario.workload, "params": dict(run.case.params),
+                                          "metrics": {}, "commands": [], "raw": {}, "status": "failed",
+                                          "error": str(exc), "error_type": type(exc).__name__,
+                                          "arch": run.arch.label, "arch_id": run.arch.arch, "case": run.case.name,
+                                          "repetition": run.repetition, "started": stamp,
+                                          "seconds": round(time.monotonic() - begun, 3), "runner": runner})
+                    break
                 except Exception as exc:  # noqa: BLE001 - a failed run is a result, not the end
                     doc = {"workload": scenario.workload, "params": dict(run.case.params), "metrics": {},
                            "commands": [], "raw": {}, "status": "failed", "error": str(exc)
@@ -494,7 +506,8 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
     finally:
         finished = dt.datetime.now().isoformat(timespec="seconds")
         write_manifest(out, **manifest, finished=finished,
-                       status="interrupted" if summary.interrupted else "complete",
+                       status="interrupted" if summary.interrupted
+                       else "stopped: missing program" if summary.missing_tool else "complete",
                        extra={"ok": summary.ok, "failed": summary.failed})
     return summary
 

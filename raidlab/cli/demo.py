@@ -31,6 +31,8 @@ def demo(results_dir: Path, runner: str, home: str | None) -> int:
     click.echo(str(report))
     if summary.interrupted:
         raise interrupted_error(summary)
+    if summary.missing_tool:
+        raise summary.missing_tool
     return 1 if summary.failed else 0
 
 

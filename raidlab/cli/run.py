@@ -105,6 +105,8 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
     click.echo(str(summary.out))
     if summary.interrupted:
         raise runmod.interrupted_error(summary)
+    if summary.missing_tool:  # found on the runner only (the lab VM, or a driver that declares nothing)
+        raise summary.missing_tool
     return 1 if summary.failed else 0
 
 

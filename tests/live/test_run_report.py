@@ -307,3 +307,33 @@ def test_tps_lines_report(tmp_path, raidlab_cmd):
         assert value > 0 and f"| {_fmt(value)} ± 0 (n=1," in row
     assert (out / "report" / "figures" / "tps_cX.png").stat().st_size > 1000
     assert not (out / "report" / "report.html").exists()
+
+
+def test_missing_workload_program_stops_the_scenario(tmp_path, raidlab_cmd):
+    """A program the runner lacks (here: PATH without bonnie++, so the driver's own
+    `command -v` check on the runner fails, as it would in a VM image without it) stops the
+    whole scenario after the first run, which is recorded as failed; one error line naming
+    the program and its package, exit 2, the array destroyed."""
+    import shutil
+
+    scenario = _scenario(tmp_path, repeat=2, files=100, transactions=200, tiny=False)
+    text = scenario.read_text().replace('name = "postmark"', 'name = "bonnie"')
+    text = text.replace("params = { files = 100, transactions = 200, min_size = 5000, max_size = 10000 }",
+                        "params = { size_mb = 8, seeks = 100 }")
+    scenario.write_text(text[:text.index("[[paper]]")])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for prog in ("sh", "uname", "mkdir", "rm"):
+        (bin_dir / prog).symlink_to(shutil.which(prog))
+    home, results = tmp_path / "home", tmp_path / "results"
+    proc = subprocess.run(raidlab_cmd + ["run", str(scenario), "--home", str(home), "--results", str(results)],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PATH=str(bin_dir)))
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("raidlab: error: ") and "'bonnie++' not found" in last and "apt-get install bonnie++" in last
+    out = Path(proc.stdout.strip())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "stopped: missing program"
+    runs = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
+    assert len(runs) == 1 and runs[0]["status"] == "failed" and runs[0]["error_type"] == "MissingToolError"
+    _no_leftovers(home)
