@@ -52,7 +52,9 @@ def _print_stats(s: dict) -> None:
 
 
 def _print_sim(r: dict) -> None:
-    click.echo(f"{r['arch']} on {r['disks']} x {r['disk_model']} ({r['disk_size']} bytes each), "
+    sizes = sorted(set(r.get("member_sizes") or [r["disk_size"]]))
+    each = f"{sizes[0]} bytes each" if len(sizes) == 1 else "sizes " + ", ".join(str(x) for x in r["member_sizes"])
+    click.echo(f"{r['arch']} on {r['disks']} x {r['disk_model']} ({each}), "
                f"trace {r['trace']['name']} ({r['trace']['requests']} requests, compact {r['compact']:g})")
     if r["trace"]["skipped_lines"]:
         click.echo(f"skipped {r['trace']['skipped_lines']} bad lines, first: "

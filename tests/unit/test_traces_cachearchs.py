@@ -121,3 +121,13 @@ def test_dcd_sim_cli_bad_option_is_one_line_exit_2(tmp_path, raidlab_cmd):
     bad = _sim(raidlab_cmd, trace, "-o", "cache")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == ["raidlab: error: -o 'cache' is not KEY=VALUE; e.g. -o cache=logical"]
+
+
+def test_reads_go_to_the_data_disk_with_destage_running():
+    # DCD §2.2: "more than 99% of read requests are sent to the data disk" (destage running);
+    # a property of the synthetic profile and the mechanism together.
+    report = replay_requests(SimSpec("dcd", "hp-c2200a", options={"cache": "physical"}), _trace(seconds=12 * 3600))
+    arch = report["architecture"]
+    read_sectors = arch["read_hits_ram_sectors"] + arch["read_hits_cache_disk_sectors"] + arch["read_hits_data_disk_sectors"]
+    assert read_sectors > 1000
+    assert arch["read_hits_data_disk_sectors"] / read_sectors > 0.99
