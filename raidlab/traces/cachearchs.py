@@ -7,9 +7,9 @@ the papers' simulators did, and that is a replay concern. So this module only bu
 
 Options are the live host's (raidlab.engine.caches.host.arch_options: the same names,
 defaults and one-line errors as `raidlab create --arch dcd|vcraid -o ...`), so one scenario's
-[[arch]] options mean the same thing live and in a replay; `destage=on|off` is added for the
-replay (DCD Table 4). Layouts follow the live host's `plan_members`, except where the paper's
-simulator differs:
+[[arch]] options mean the same thing live and in a replay; `destage=on|off` (DCD Table 4) is
+handled here if the host does not take it. Layouts follow the live host's `plan_members`,
+except where the paper's simulator differs:
 
 * DCD `cache=physical` (Fig. 1): the cache-disk is a second drive of the same model ("the same
   disk parameters are used for both the cache-disk and the data disk except for the capacity
@@ -32,6 +32,10 @@ simulator differs:
   "start", as above); `config=mcd` the first `cache_disks` drives carry a cache partition after
   their raid5 bytes, as live.
 
+A DCD's writes into its RAM buffer first cross the host-to-controller link (§3.2: 10 MB/s;
+the drive model's bus rate), see `_HostLink`: without it an immediate-report write would
+take no time at all, where the paper's take their transfer time (0.1-0.8 ms, §4.1).
+
 Logical layouts put two partitions on one drive; the replay reports each partition as a
 "disk" with its own share of the drive's busy time (`_SharedDrive` sums service time per
 owner), so utilisation means the same for logical and physical cache-disks.
@@ -43,12 +47,10 @@ from typing import Any
 
 import trio
 
-from raidlab.blockdev import SECTOR
 from raidlab.errors import UsageError
 
 DCD_CACHE_SIZE = 80_000 * 256  # DCD §4: first 80,000 (256-byte, Table 1) sectors, "20 MB"
 DESTAGE_OFF_THRESHOLD = 1e9  # seconds: longer than any trace (see module doc)
-SIM_ONLY_OPTIONS = ("destage",)
 
 
 def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
