@@ -182,36 +182,6 @@ def register(cli: click.Group) -> None:
                            f"{row['max_ms_virtual']:.2f} | live/virtual {row['mean_ratio_live_over_virtual']:.2f}")
         return result["rc"] if result["rc"] else 0
 
-    @trace.command("run")
-    @click.argument("scenario_file", metavar="SCENARIO", type=click.Path(dir_okay=False))
-    @click.option("--quick", is_flag=True, help="The scenario's [quick] parameters (shorter traces).")
-    @click.option("--only", "only", multiple=True, metavar="LABEL", help="Only this architecture label (repeatable).")
-    @click.option("--results", "results_root", type=click.Path(file_okay=False), default="results", show_default=True,
-                  help="Results root: writes <root>/<scenario>/<time>/ as `raidlab run` does.")
-    def trace_run(scenario_file: str, quick: bool, only: tuple[str, ...], results_root: str) -> int:
-        """Run a kind = "sim" scenario (e.g. scenarios/dcd-table2.toml): every arch x case replayed."""
-        from pathlib import Path
-
-        from raidlab import run as runmod
-        from raidlab.traces.experiment import load_sim_scenario
-
-        scenario = load_sim_scenario(scenario_file)
-        labels = tuple(label for item in only for label in item.split(",") if label)
-        planned = runmod.plan_runs(scenario, quick=quick, only=labels)
-
-        class Echo(runmod.Progress):
-            def run_finished(self, index, run, doc):
-                m = doc.get("metrics", {})
-                shown = ", ".join(f"{k} {m[k]['value']:.4g}" for k in ("write_mean_ms", "write_max_ms", "read_mean_ms",
-                                                                         "read_max_ms") if m.get(k, {}).get("value") is not None)
-                click.echo(f"{doc['status']}: {run.run_id} ({doc['seconds']:.1f} s) {shown or doc.get('error') or ''}",
-                           err=True)
-
-        summary = runmod.run_scenario(scenario, planned, runner="native", results_root=Path(results_root),
-                                      quick=quick, progress=Echo(), command_line=["raidlab", *sys.argv[1:]])
-        click.echo(str(summary.out))
-        return 1 if summary.failed else 0
-
     @cli.command("sim")
     @click.option("--arch", required=True, help="disk (one traditional disk) or an engine architecture (raid5, ...).")
     @click.option("--disks", type=click.IntRange(1, 64), default=None, help="Member disks (arrays; default 4).")

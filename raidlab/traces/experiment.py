@@ -229,9 +229,8 @@ def load_sim_scenario(path: str | Path):
     traditional single `disk` that no array daemon builds), drive models, cache options and
     case parameters. ScenarioError (one line naming file and key) before anything runs.
 
-    Why here and not in raidlab.scenarios: its reference check asks the array daemon's host
-    families, which build no `disk`; until it defers to this check for kind = "sim",
-    `raidlab trace run` loads sim scenarios this way."""
+    raidlab.scenarios.load defers to this check for kind = "sim" (the array daemon's host
+    families, which its own check asks, build no `disk`), so `raidlab run` runs them."""
     from raidlab import scenarios
     from raidlab.disks import catalog
     from raidlab.traces.replay import arch_names

@@ -1,5 +1,5 @@
 """kind = "sim" scenarios: run_case's result document, the same trace for every arch,
-determinism, scenario checks against the replay, and `raidlab trace run`'s results layout."""
+determinism, scenario checks against the replay, and `raidlab run`'s results layout."""
 
 from __future__ import annotations
 
@@ -99,11 +99,11 @@ def test_bad_sim_scenarios_name_file_and_key(tmp_path, edit, key):
     assert str(info.value).startswith(f"{path}: {key}: ")
 
 
-def test_trace_run_writes_the_results_layout(tmp_path, raidlab_cmd):
+def test_raidlab_run_writes_the_results_layout(tmp_path, raidlab_cmd):
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
-    done = subprocess.run([*raidlab_cmd, "trace", "run", str(path), "--quick", "--results", str(tmp_path / "res")],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*raidlab_cmd, "run", str(path), "--quick", "--results", str(tmp_path / "res"),
+                           "--home", str(tmp_path / "home")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     out = Path(done.stdout.strip())
     assert out.parent == tmp_path / "res" / "tiny-dcd"
