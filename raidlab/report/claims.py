@@ -76,11 +76,11 @@ def _evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat], cases: list
         if claim.kind == "order":
             holds = all(_better(means[a], means[b], claim.better) for a, b in zip(labels, labels[1:]))
             measured_order = sorted(labels, key=lambda l: means[l], reverse=claim.better == "higher")
+            rel = " > " if claim.better == "higher" else " < "  # best first, numerically true
             shown = f"{measured_order[0]} {_fmt(means[measured_order[0]])}"
             for prev, label in zip(measured_order, measured_order[1:]):
-                shown += (" = " if means[prev] == means[label] else " > ") + f"{label} {_fmt(means[label])}"
-            parts.append(f"{case}: " + shown
-                         + ("" if claim.better == "higher" else " (lower is better, best first)"))
+                shown += (" = " if means[prev] == means[label] else rel) + f"{label} {_fmt(means[label])}"
+            parts.append(f"{case}: " + shown)
         else:
             if means[claim.den] == 0:
                 parts.append(f"{case}: {claim.den} mean is 0, ratio undefined")
@@ -99,7 +99,7 @@ def _evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat], cases: list
 
 def band(claim: Claim) -> str:
     if claim.kind == "order":
-        return " > ".join(claim.order)
+        return (" > " if claim.better == "higher" else " < ").join(claim.order) + f" ({claim.better} is better)"
     lo = "" if claim.min is None else f"{claim.min:g} <= "
     hi = "" if claim.max is None else f" <= {claim.max:g}"
     return f"{lo}{claim.num}/{claim.den}{hi}"

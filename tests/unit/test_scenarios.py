@@ -276,3 +276,17 @@ def test_sim_scenarios_check_the_replay_references(tmp_path):
     assert _load_error(tmp_path, SIM.replace('duration = "1h"', 'duration = "1h", speed = 2')).key.startswith("case[0]")
     # the same architecture in a live scenario is refused: no array daemon builds it
     assert _load_error(tmp_path, SIM.replace('kind = "sim"', 'kind = "live"')).key == "arch[0].arch"
+
+
+def test_order_claim_lower_is_better():
+    from raidlab.scenarios import Claim
+
+    claim = Claim(id="t", text="a faster", kind="order", metric="seconds", cases=("c",), better="lower",
+                  order=("a", "b"))
+    stats = {("a", "c", "seconds"): Stat.of([10.0, 12.0], "s"), ("b", "c", "seconds"): Stat.of([20.0], "s")}
+    v = evaluate(claim, stats)
+    assert v.verdict == HOLDS and v.measured == "c: a 11 < b 20"
+    stats[("b", "c", "seconds")] = Stat.of([5.0], "s")
+    v = evaluate(claim, stats)
+    assert v.verdict == FAILS and v.measured == "c: b 5 < a 11"
+    assert evaluate(claim, stats, planned_cases={"other"}).verdict == NOT_MEASURED
