@@ -2,13 +2,16 @@
 
 The `bench` group is shared: other modules may add commands to it, so `register` adds the
 group only if it is missing. This module adds `bench sim`: replay speed of a synthetic
-trace on raid5 and on a single disk (issue 7 "Determinism and speed"), with peak RSS.
+trace on raid5 and on a single disk (issue 7 "Determinism and speed"), with peak RSS; and
+`bench engine`: an engine architecture's loop device against a bare pass-through FUSE file
+(issue 3; the measurement itself is raidlab.engine.bench).
 """
 
 from __future__ import annotations
 
 import json
 import resource
+from pathlib import Path
 
 import click
 
@@ -56,6 +59,8 @@ def register(cli: click.Group) -> None:
         def bench() -> None:
             """Timing benchmarks (numbers measured on this machine)."""
 
+    _register_engine(bench)
+
     @bench.command("sim")
     @click.option("--requests", type=click.IntRange(1000, 100_000_000), default=1_000_000, show_default=True)
     @click.option("--arch", "archs", multiple=True, default=("raid5", "disk"), show_default=True,
@@ -88,4 +93,80 @@ def register(cli: click.Group) -> None:
                        f"{run['virtual_seconds_per_wall_second']:>10,.1f} virtual s/wall s  "
                        f"wall {run['wall_seconds']:.1f} s  max in flight {run['max_in_flight']}")
         click.echo(f"peak RSS {result['peak_rss_mib']:.0f} MiB (aim: 50,000 requests/s)")
+        return 0
+
+
+def _register_engine(bench: click.Group) -> None:
+    @bench.command("engine")
+    @click.option("--arch", required=True, help="Engine architecture (raid0, raid5, raidx, ...).")
+    @click.option("--disks", type=click.IntRange(1, 64), default=4, show_default=True)
+    @click.option("--disk-size", default="256M", show_default=True, help="Size of each member image.")
+    @click.option("--chunk", default="64K", show_default=True)
+    @click.option("--runtime", type=click.FloatRange(1, 3600), default=10.0, show_default=True,
+                  help="Seconds per fio run.")
+    @click.option("-o", "options", multiple=True, metavar="KEY=VALUE", help="Architecture option.")
+    @click.option("--profile", "profile_path", type=click.Path(dir_okay=False, path_type=Path),
+                  help="Also run the engine once more under cProfile; write pstats here (and a .txt).")
+    @click.option("--profile-workload", type=click.Choice(["randwrite_4k", "seqwrite_1m"]),
+                  default="randwrite_4k", show_default=True)
+    @click.option("--json", "as_json", is_flag=True)
+    def engine_bench(arch: str, disks: int, disk_size: str, chunk: str, runtime: float,
+                     options: tuple[str, ...], profile_path: Path | None, profile_workload: str,
+                     as_json: bool) -> int:
+        """4 KiB random / 1 MiB sequential writes: engine loop device vs bare FUSE file (needs root)."""
+        import trio
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        from raidlab.engine.bench import BenchConfig, parse_options, run_bench
+        from raidlab.export.serve import parse_size
+
+        cfg = BenchConfig(arch=arch, disks=disks, disk_size=parse_size(disk_size), chunk=parse_size(chunk),
+                          runtime=runtime, options=parse_options(options), profile_path=profile_path,
+                          profile_workload=profile_workload)
+        console = Console(stderr=True, highlight=False)
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
+                            console=console, transient=True)
+        current: dict = {}
+
+        def status(message: str) -> None:
+            progress.console.print(f"  {message}", markup=False, highlight=False)
+
+        def phase(label: str, seconds: float) -> None:
+            if "task" in current:
+                progress.update(current["task"], completed=current["seconds"])
+            current["task"] = progress.add_task(label, total=max(seconds, 0.1))
+            current["seconds"] = max(seconds, 0.1)
+            current["start"] = trio.current_time()
+
+        async def main():
+            async def tick():
+                while True:
+                    await trio.sleep(0.25)
+                    if "task" in current:
+                        done = min(trio.current_time() - current["start"], current["seconds"])
+                        progress.update(current["task"], completed=done)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tick)
+                try:
+                    return await run_bench(cfg, status=status, phase=phase)
+                finally:
+                    nursery.cancel_scope.cancel()
+
+        with progress:
+            doc = trio.run(main)
+        if as_json:
+            click.echo(json.dumps({k: v for k, v in doc.items() if k != "fio"}, indent=2))
+            return 0
+        click.echo(f"{arch} over {disks} x none ({disk_size} each, chunk {chunk}), fio {runtime:g} s per run")
+        for row in doc["ratios"]:
+            unit = "IOPS" if row["metric"] == "iops" else "MB/s"
+            aim = f"aim >= {row['aim']:.1f}x: {'met' if row['meets_aim'] else 'NOT met'}" if row["aim"] else ""
+            click.echo(f"{row['workload']:<14} engine {row['engine']:>10,.0f} {unit}   pass-through "
+                       f"{row['passthrough']:>10,.0f} {unit}   ratio {row['ratio']:.2f}x   {aim}")
+        if "profile" in doc:
+            p = doc["profile"]
+            click.echo(f"profile of {p['workload']} (profiled run: {p['profiled']['iops']:,.0f} IOPS): "
+                       f"{p['pstats']} and {p['text']}")
         return 0

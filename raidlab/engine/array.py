@@ -19,7 +19,16 @@ functions, I/O sits around them"):
   generation bump in every surviving superblock) before the request is acknowledged.
 * Trim: non-parity layouts trim every copy; parity layouts ignore it (a discarded range
   would otherwise leave parity inconsistent with what reads return), which the BlockTarget
-  contract allows ("zeros or old data").
+  contract allows ("zeros or old data"). RAID-x first writes its pending images home, so
+  none lands after the trim. The loop device cannot send trims here (pyfuse3 has no
+  fallocate handler, see raidlab.export.fuse); tests/unit/test_array_trim.py drives it.
+* RAID-x (layout raidx) writes images through its persistent buffer of pending images
+  (raidlab.engine.imagebuffer, attached by raidlab.engine.build): images first into the
+  buffer, then the data copy; degraded reads lay pending images over what they read.
+* Member requests of one write that continue each other on a member are merged into one
+  request (coalesce_writes): measured with `raidlab bench engine`, every member request is
+  a worker-thread round trip in live mode (~65-75 us here against ~5 us for the pwrite
+  itself), and a 1 MiB raid0 write over 64 KiB chunks was 16 of them instead of 4.
 """
 
 from __future__ import annotations
@@ -88,6 +97,9 @@ class Array:
         self._ungated_writes = 0
         self._ungated_drained = trio.Event()
         self._parity = bool(getattr(layout.redundancy, "parity", False))
+        # RAID-x's persistent buffer of pending images (raidlab.engine.imagebuffer), attached
+        # by raidlab.engine.build; None: images are written like mirrors.
+        self.image_buffer = None
         self.counters = {
             "reads": 0, "writes": 0, "flushes": 0, "trims": 0,
             "bytes_read": 0, "bytes_written": 0,
@@ -111,6 +123,10 @@ class Array:
         while True:
             failed = self.failed
             plan = self._read_plan(offset, length, failed)
+            # RAID-x: with a member failed, image homes may be read; pending images are laid
+            # over them (snapshot before the reads, see raidlab.engine.imagebuffer).
+            pending = (self.image_buffer.overlay_snapshot(offset, length)
+                       if failed and self.image_buffer is not None else None)
             try:
                 buffers = await self._read_ranges(plan.reads)
             except _MemberFailed:
@@ -121,6 +137,8 @@ class Array:
                 self.counters["degraded_reads"] += 1
             if plan.reconstructs:
                 self.counters["reconstructed_reads"] += 1
+            if pending:
+                return self.image_buffer.overlay(offset, plan.assemble(buffers), pending)
             return plan.assemble(buffers)
 
     async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
@@ -154,9 +172,17 @@ class Array:
                     planned_for = self.failed
                     plan = self._write_plan(offset, length, planned_for)
                 try:
-                    buffers = await self._read_ranges(plan.reads)
-                    payloads = plan.payloads(data, buffers)
-                    await self._write_extents(plan, payloads, fua)
+                    buffers = await self._read_ranges(plan.reads) if plan.reads else []
+                    payloads = _payloads(plan, data, buffers)
+                    writes = plan.writes
+                    if self.image_buffer is not None and any(w.role == "image" for w in writes):
+                        # RAID-x: images into the persistent buffer first, then the data copy.
+                        await self.image_buffer.log(
+                            [(w.disk, w.disk_offset, w.logical_offset, p)
+                             for w, p in zip(writes, payloads) if w.role == "image"], fua)
+                        kept = [(w, p) for w, p in zip(writes, payloads) if w.role != "image"]
+                        writes, payloads = [w for w, _ in kept], [p for _, p in kept]
+                    await self._write_extents(writes, payloads, fua)
                 except _MemberFailed:
                     continue
                 break
@@ -181,6 +207,8 @@ class Array:
         self.counters["trims"] += 1
         if self._parity or length == 0:
             return
+        if self.image_buffer is not None:
+            await self.image_buffer.drain()  # a pending image must not land after the trim
         calls = [
             (self._member_call, ext.disk, self.members[ext.disk].trim, ext.disk_offset, ext.length)
             for piece in self.layout.copies(offset, length)
@@ -201,6 +229,8 @@ class Array:
             "stripe_lock_waits": self._stripe_locks.waits,
             **self.counters,
         }
+        if self.image_buffer is not None:
+            stats["image_buffer"] = self.image_buffer.statistics()
         stats["members"] = [
             {"index": i, "failed": i in self.failed, **member.statistics()}
             for i, member in enumerate(self.members)
@@ -252,6 +282,7 @@ class Array:
             if self._ungated_writes:
                 self._ungated_drained = trio.Event()
                 await self._ungated_drained.wait()
+            await self._images_home()
             pos = start
             while pos < end:
                 n = min(segment, end - pos)
@@ -270,6 +301,18 @@ class Array:
                     await self.on_failure(self.failed)
         finally:
             self._rebuild = None
+            self._images_buffered()
+
+    async def _images_home(self) -> None:
+        """RAID-x: write every pending image home and write images through from now on,
+        so a rebuild or scrub reads complete image homes."""
+        if self.image_buffer is not None:
+            self.image_buffer.write_through = True
+            await self.image_buffer.drain()
+
+    def _images_buffered(self) -> None:
+        if self.image_buffer is not None:
+            self.image_buffer.write_through = not self.image_buffer.enabled
 
     async def _rebuild_range(self, disk_offset: int, length: int) -> None:
         state = self._rebuild
@@ -298,6 +341,13 @@ class Array:
         as [{"disk", "offset", "length"}]. Needs a redundant layout and no failed member."""
         if self.failed:
             raise OSError(errno.EIO, f"{self.name}: cannot check with failed members {sorted(self.failed)}")
+        await self._images_home()
+        try:
+            return await self._scrub(segment, progress)
+        finally:
+            self._images_buffered()
+
+    async def _scrub(self, segment: int, progress) -> list[dict[str, int]]:
         start = self.layout.data_offset
         end = start + self.layout.member_data_size
         mismatches: list[dict[str, int]] = []
@@ -337,6 +387,8 @@ class Array:
             raise OSError(errno.EIO, f"{self.name}: {exc.strerror}") from exc
 
     async def _read_ranges(self, ranges: Sequence[DiskRange]) -> list[bytes]:
+        if not ranges:
+            return []
         self.counters["member_reads"] += len(ranges)
         self.counters["member_read_bytes"] += sum(r.length for r in ranges)
         if len(ranges) == 1:
@@ -350,17 +402,20 @@ class Array:
         await self._gather([(one, i, rng) for i, rng in enumerate(ranges)])
         return results  # type: ignore[return-value]
 
-    async def _write_extents(self, plan: WritePlan, payloads: list[bytes], fua: bool) -> None:
-        self.counters["member_writes"] += len(plan.writes)
-        self.counters["member_write_bytes"] += sum(w.length for w in plan.writes)
-
-        async def one(ext, payload) -> None:
-            await self._member_call(ext.disk, self.members[ext.disk].write, ext.disk_offset, payload, fua=fua)
-
-        if len(plan.writes) == 1:
-            await one(plan.writes[0], payloads[0])
+    async def _write_extents(self, writes: Sequence, payloads: Sequence[bytes | memoryview], fua: bool) -> None:
+        if not writes:
             return
-        await self._gather([(one, ext, payload) for ext, payload in zip(plan.writes, payloads)])
+        requests = coalesce_writes(writes, payloads)
+        self.counters["member_writes"] += len(requests)
+        self.counters["member_write_bytes"] += sum(len(payload) for _disk, _offset, payload in requests)
+
+        async def one(disk: int, offset: int, payload) -> None:
+            await self._member_call(disk, self.members[disk].write, offset, payload, fua=fua)
+
+        if len(requests) == 1:
+            await one(*requests[0])
+            return
+        await self._gather([(one, *request) for request in requests])
 
     async def _gather(self, calls) -> None:
         """Run the calls concurrently. Errors are re-raised as themselves (not as an
@@ -409,6 +464,37 @@ class Array:
                 self.counters["rmw_stripes"] += 1
             elif stripe.method == "rcw":
                 self.counters["rcw_stripes"] += 1
+
+
+def _payloads(plan: WritePlan, data: bytes, buffers: Sequence[bytes]) -> list[bytes | memoryview]:
+    """The bytes of each write of `plan`. Without parity every write is a slice of the new
+    data: hand out views instead of copies (the member copies what it keeps)."""
+    if any(recipe is not None for recipe in plan.parity_recipes):
+        return plan.payloads(data, buffers)
+    view = memoryview(data)
+    return [view[w.logical_offset - plan.offset : w.logical_offset - plan.offset + w.length] for w in plan.writes]
+
+
+def coalesce_writes(writes: Sequence, payloads: Sequence[bytes | memoryview]) -> list[tuple[int, int, bytes | memoryview]]:
+    """(disk, offset, payload) member requests: writes of one plan that continue each other on
+    the same member become one request, in the order of their first piece.
+
+    Why: a layout plans per chunk (a 1 MiB raid0 write over 64 KiB chunks is 16 extents,
+    four back-to-back on each member), and every member request costs a trip to a worker
+    thread in live mode; the block layer below md merges such bios the same way. The
+    payloads of a merged request are joined (one copy)."""
+    runs: list[list] = []  # [disk, start, end, pieces]
+    open_end: dict[tuple[int, int], list] = {}  # (disk, end) -> the run ending there
+    for ext, payload in zip(writes, payloads):
+        run = open_end.pop((ext.disk, ext.disk_offset), None)
+        if run is None:
+            run = [ext.disk, ext.disk_offset, ext.disk_offset, []]
+            runs.append(run)
+        run[2] += ext.length
+        run[3].append(payload)
+        open_end[(ext.disk, run[2])] = run
+    return [(disk, start, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+            for disk, start, _end, pieces in runs]
 
 
 class _RebuildState:

@@ -101,6 +101,8 @@ async def create_array(
     probe_bytes: int = DEFAULT_PROBE_BYTES,
     probe_at: str = "middle",
     status: Callable[[str], None] | None = None,
+    nursery: trio.Nursery | None = None,
+    image_delay: float | None = None,
 ) -> tuple[Array, "MetadataKeeper"]:
     """Build architecture `arch` over `members`, write their superblocks, return the Array."""
     if arch not in engine_archs():
@@ -141,11 +143,12 @@ async def create_array(
         member_index=0, member_size=member_size, data_offset=data_offset,
         geometry=layout.geometry(), arch_state=arch_state,
     )
-    async with trio.open_nursery() as nursery:
+    async with trio.open_nursery() as writers:
         for index, member in enumerate(members):
-            nursery.start_soon(metadata.write_superblock, member, base.for_member(index))
+            writers.start_soon(metadata.write_superblock, member, base.for_member(index))
     keeper = MetadataKeeper(members, base)
     array = Array(name, layout, members, on_failure=keeper.on_failure)
+    await attach_image_buffer(array, base.array_uuid, nursery, image_delay)
     return array, keeper
 
 
@@ -168,8 +171,13 @@ async def assemble_array(
     members: Sequence[Any],
     *,
     labels: Sequence[str] | None = None,
+    status: Callable[[str], None] | None = None,
+    nursery: trio.Nursery | None = None,
+    image_delay: float | None = None,
 ) -> tuple[Array, "MetadataKeeper"]:
-    """Bring an array back from its members' superblocks (refusing foreign/out-of-order ones)."""
+    """Bring an array back from its members' superblocks (refusing foreign/out-of-order ones).
+
+    RAID-x: pending images found in the members' logs are written home before returning."""
     found = await read_superblocks(members)
     authority = metadata.check_assembly(found, labels=list(labels) if labels else None)
     layout = layout_from_geometry(authority.geometry)
@@ -179,7 +187,27 @@ async def assemble_array(
     await keeper._write_all(reopened, skip=frozenset(authority.failed_members))
     array = Array(authority.name, layout, members, failed=authority.failed_members,
                   on_failure=keeper.on_failure)
+    buffer = await attach_image_buffer(array, authority.array_uuid, nursery, image_delay)
+    if buffer is not None:
+        recovered = await buffer.recover()
+        if recovered and status:
+            status(f"rewrote {recovered} pending RAID-x image(s) left by an unclean stop")
     return array, keeper
+
+
+async def attach_image_buffer(array: Array, array_uuid: str, nursery, delay: float | None):
+    """RAID-x: give the array its persistent buffer of pending images and start the
+    background writer in `nursery` (without one, the buffer is written out whenever it
+    fills: still durable, just not in the background). Other layouts: None."""
+    if array.layout.name != "raidx":
+        return None
+    from raidlab.engine.imagebuffer import DEFAULT_DELAY, ImageBuffer
+
+    buffer = ImageBuffer(array, array_uuid, delay=DEFAULT_DELAY if delay is None else delay)
+    array.image_buffer = buffer
+    if nursery is not None:
+        await nursery.start(buffer.run)
+    return buffer
 
 
 class MetadataKeeper:

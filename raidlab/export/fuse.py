@@ -30,11 +30,16 @@ Choices, measured on this machine (see tests/live/test_fuse_export.py, which ass
   `tune_connection` raises it through the fuse control file system after mounting
   (mounting fusectl privately in the lab directory and unmounting it again when the host
   does not have it mounted).
-* trim: not feasible through the file. pyfuse3 3.5 has no fallocate handler, so FUSE answers
-  loop's fallocate with EOPNOTSUPP: a DISCARD on the loop device fails inside the kernel
-  (logged as "operation not supported error ... DISCARD"; BLKDISCARD still returns 0) and
-  the data stay; WRITE_ZEROES falls back to writing zero pages, which arrive as writes.
-  `target.trim` is reachable through the engine's own request path only.
+* trim: not feasible through the file. The loop driver turns DISCARD into
+  fallocate(PUNCH_HOLE | KEEP_SIZE) on its backing file, and FUSE forwards that as
+  FUSE_FALLOCATE only to a server that implements it; pyfuse3 3.5 registers no fallocate
+  in its fuse_lowlevel_ops (src/pyfuse3/internal.pxi, init_fuse_ops; upstream pyfuse3 has
+  none either, checked again for issue 3), so libfuse answers ENOSYS, the kernel marks the
+  connection no_fallocate and returns EOPNOTSUPP: a DISCARD on the loop device fails inside
+  the kernel (logged as "operation not supported error ... DISCARD"; BLKDISCARD still
+  returns 0) and the data stay; WRITE_ZEROES falls back to writing zero pages, which
+  arrive as ordinary writes. There is no ioctl handler either. `target.trim` is reachable
+  through the engine's own request path only (tests/unit/test_array_trim.py).
 
 Every handler converts errors into FUSEError: pyfuse3 lets any other exception escape its
 main loop, which would leave the kernel waiting on a dead server.
