@@ -144,7 +144,6 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
     doc: dict[str, Any] = {"arch": cfg.arch, "disks": cfg.disks, "disk_model": "none",
                            "disk_size": cfg.disk_size, "chunk": cfg.chunk, "runtime_s": cfg.runtime,
                            "workloads": [wl.__dict__ for wl in WORKLOADS], "results": {}}
-    released = False
     try:
         async with open_lab(name, home=home, status=status) as session:
             fs = BlockExportFS()
@@ -214,13 +213,21 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
                 text_path.write_text(_profile_text(profiler))
                 doc["profile"] = {"workload": wl.key, "pstats": str(cfg.profile_path), "text": str(text_path),
                                   "profiled": _fio_figures(run, wl.metric)}
-        released = True
     finally:
-        if own_home and released:
-            shutil.rmtree(home, ignore_errors=True)
-        elif own_home:
-            status(f"lab left in {home} (see `RAIDLAB_HOME={home} raidlab lab cleanup {name}`)")
+        # The lab runtime released everything (also after a failure or a signal) unless
+        # something is still mounted under the temporary home: only then is it kept.
+        if own_home:
+            if _mounted_under(home):
+                status(f"lab left in {home} (see `RAIDLAB_HOME={home} raidlab lab cleanup {name}`)")
+            else:
+                shutil.rmtree(home, ignore_errors=True)
     return doc
+
+
+def _mounted_under(directory: Path) -> bool:
+    prefix = str(directory.resolve()) + "/"
+    with open("/proc/self/mounts") as mounts:
+        return any(line.split()[1].startswith(prefix) for line in mounts if len(line.split()) > 1)
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
