@@ -62,16 +62,20 @@ class EngineHost:
         if mode == "create":
             status(f"creating {spec.arch} over {spec.disks} x {spec.disk_model}")
             self.array, self.keeper = await build.create_array(
-                spec.name, spec.arch, self.members, chunk=spec.chunk, options=spec.options, status=status)
+                spec.name, spec.arch, self.members, chunk=spec.chunk, options=spec.options, status=status,
+                nursery=session.nursery)
         else:
             status(f"assembling {spec.name} from {spec.disks} member images")
-            self.array, self.keeper = await build.assemble_array(self.members, labels=labels)
+            self.array, self.keeper = await build.assemble_array(self.members, labels=labels, status=status,
+                                                                 nursery=session.nursery)
             if self.array.layout.name != spec.arch:
                 raise UsageError(f"member images hold a {self.array.layout.name} array, the lab records {spec.arch}")
         fs.add("volume", self.array)
         self.fs = fs
 
         async def mark_clean():
+            if self.array.image_buffer is not None:  # RAID-x: write pending images home first
+                await self.array.image_buffer.drain()
             await self.keeper.mark_clean(self.array.failed)
             return f"generation {self.keeper.superblock.generation}, state clean"
 
