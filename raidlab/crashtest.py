@@ -18,7 +18,7 @@ Each point is one independent run, so a failure names its seed and kill moment:
     (ext4 replays its journal) -> e2fsck -fn must be clean -> every fsync'ed file must have
     its checksum -> destroy.
 
-The presets are the four the issue names; any other architecture id (engine layouts, and
+The presets are the four the issue names plus VC-RAID 1c and 1d; any other architecture id (engine layouts, and
 whatever comes later) runs with --disks and -o options, so the harness serves them too.
 Everything a point starts (daemon, writer, mounts, loop devices, lab) is released on
 success, failure, Ctrl-C and SIGTERM.
@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import json
 import os
 import random
 import signal
@@ -53,6 +52,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                                                                  ram_buffer="512K")),
     "vcraid-scd": dict(arch="vcraid", disks=3, options=dict(config="scd", cache_size="8M", ram_buffer="1M")),
     "vcraid-mcd": dict(arch="vcraid", disks=4, options=dict(config="mcd", cache_size="8M", ram_buffer="1M")),
+    "vcraid-1c": dict(arch="vcraid", disks=3, options=dict(config="1c", cache_size="9M", ram_buffer="1M")),
+    "vcraid-1d": dict(arch="vcraid", disks=3, options=dict(config="1d", cache_size="9M", ram_buffer="1M")),
 }
 FILE_SIZES = (700, 3000, 4096, 12_000, 40_000, 100_000, 250_000)
 SYNC_EVERY = 4  # every 4th file of the tree is fsync'ed
@@ -178,10 +179,6 @@ class PointResult:
 
     def as_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "ok": self.ok}
-
-
-class _Interrupted(Exception):
-    pass
 
 
 def _on_sigterm(signum, frame):
@@ -324,13 +321,15 @@ class CrashRun:
             mount(device, self.mountpoint, options=["ro"])
             for rel, digest in sorted(synced.items()):
                 try:
-                    got = hashlib.sha256((self.mountpoint / rel).read_bytes()).hexdigest()
+                    content = (self.mountpoint / rel).read_bytes()
                 except OSError as exc:
-                    got = f"unreadable: {exc.strerror}"
-                if got == digest:
+                    result.damaged.append(f"{rel} (unreadable: {exc.strerror})")
+                    continue
+                if hashlib.sha256(content).hexdigest() == digest:
                     result.intact += 1
                 else:
-                    result.damaged.append(rel)
+                    zeros = content.count(0) * 100 // max(len(content), 1)
+                    result.damaged.append(f"{rel} (different content: {len(content)} bytes, {zeros}% zero bytes)")
             self._unmount()
         except KeyboardInterrupt:
             raise

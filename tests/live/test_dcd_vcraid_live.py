@@ -26,6 +26,17 @@ from lab_leftovers import leftovers
 pytestmark = [pytest.mark.root, pytest.mark.live]
 
 
+def settled_leftovers(lab_dir: Path, name: str, timeout: float = 20.0) -> dict:
+    """leftovers() once the stopped daemon process has exited: `destroy` returns when the
+    daemon released the lab (its lock), the interpreter may still be shutting down."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = leftovers(lab_dir, name)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
 class Raidlab:
     def __init__(self, cmd: list[str], home: Path):
         self.cmd, self.home = cmd, home
@@ -102,6 +113,9 @@ CASES = {
                                           "-o", "cache_model=ssd"],
     "vcraid-scd": ["--arch", "vcraid", "--disks", "3", "-o", "config=scd", "-o", "ram_buffer=1M"],
     "vcraid-mcd": ["--arch", "vcraid", "--disks", "4", "-o", "config=mcd", "-o", "ram_buffer=1M"],
+    "vcraid-1c": ["--arch", "vcraid", "--disks", "3", "-o", "config=1c", "-o", "ram_buffer=1M"],
+    "vcraid-1d": ["--arch", "vcraid", "--disks", "3", "-o", "config=1d", "-o", "ram_buffer=1M",
+                  "-o", "cache_model=ssd"],
 }
 
 
@@ -137,6 +151,8 @@ def test_cache_architecture_serves_ext4_across_restart(rl, mnt, case):
         assert stats["level1_destages"] > 0 and stats["level1_bytes"] > 0
         if stats["config"] == "mcd":
             assert all(n > 0 for n in stats["level1_per_disk"]) and len(stats["level1_per_disk"]) == 2
+        if stats["config"] in ("1c", "1d"):  # a cache disk per data disk, data and parity cached
+            assert all(n > 0 for n in stats["level1_per_disk"]) and len(stats["level1_per_disk"]) == 3
         for key in ("ram_used_bytes", "cache_disk_used_bytes", "read_hits_ram_blocks",
                     "read_hits_cache_disk_blocks", "read_hits_array_blocks", "level2_destages",
                     "level2_bytes", "waited_for_full_buffer"):
@@ -150,7 +166,7 @@ def test_cache_architecture_serves_ext4_across_restart(rl, mnt, case):
     assert "RAM buffer" in text and "idle periods found" in text and "waited for a full RAM buffer" in text
 
     rl("destroy", "c", "--keep-images")
-    assert leftovers(lab_dir, "c") == {}
+    assert settled_leftovers(lab_dir, "c") == {}
     device = rl("assemble", "c").stdout.strip()
     assert e2fsck(device).clean
     mount(device, mnt)
@@ -159,7 +175,7 @@ def test_cache_architecture_serves_ext4_across_restart(rl, mnt, case):
     finally:
         umount(mnt)
     rl("destroy", "c")
-    assert leftovers(lab_dir, "c") == {} and not lab_dir.exists()
+    assert settled_leftovers(lab_dir, "c") == {} and not lab_dir.exists()
 
 
 def test_dcd_bypass_drains_then_serves_as_a_plain_disk(rl, mnt):
@@ -217,7 +233,9 @@ def test_bypass_of_a_vcraid_is_refused(rl):
          "ext4"),
         (["--arch", "dcd", "--disks", "2"], "one data disk"),
         (["--arch", "dcd", "--disks", "1", "-o", "report=later"], "report mode"),
-        (["--arch", "vcraid", "--disks", "3", "-o", "config=1c"], "not built"),
+        (["--arch", "vcraid", "--disks", "3", "-o", "config=1d", "-o", "cache_size=6M", "-o", "ram_buffer=2K"],
+         "holds no 1024-byte block"),
+        (["--arch", "vcraid", "--disks", "3", "-o", "config=1c", "-o", "mirrored_cache=on"], "scd only"),
         (["--arch", "vcraid", "--disks", "3", "-o", "cache_model=hp-9999"], "unknown"),
         (["--arch", "vcraid", "--disks", "3", "-o", "nvram=1"], "no option"),
     ],
@@ -274,7 +292,7 @@ def test_vcraid_mirrored_cache_disk_survives_a_cache_disk_and_a_raid5_member_fai
     finally:
         umount(mnt)
     rl("destroy", "m")
-    assert leftovers(lab_dir, "m") == {}
+    assert settled_leftovers(lab_dir, "m") == {}
 
 
 def test_failing_a_dcd_drive_is_refused_without_force(rl):

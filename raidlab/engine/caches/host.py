@@ -28,7 +28,7 @@ Arch options (-o), named after the papers:
             cache_size (80,000 x 256 B, §4), idle_threshold (0.05 s or 50ms, §2.3),
             destage=on|off (§4.3), destage_segment (128K), large_write (64K, §2.1),
             cache_model (physical only; default: --disk-model)
-    vcraid: config=scd|mcd, ram_buffer (4M), cache_size (200M in total), block_size (1K; an
+    vcraid: config=scd|mcd|1c|1d, ram_buffer (4M), cache_size (200M in total), block_size (1K; an
             ext4 block size: 1K, 2K or 4K), level1_write (64K), destage_segment (64K, level 2),
             idle_threshold (0.05 s), destage=on|off, cache_model (scd only), cache_disks (mcd),
             mirrored_cache=on|off (scd only)
@@ -38,8 +38,13 @@ Arch options (-o), named after the papers:
            config=scd -o mirrored_cache=on (§3.4): d{N+1} is the backup cache disk, written in
                                             parallel (raidlab.engine.caches.mirror)
 
-Not built (refused with one line): VC-RAID's per-disk configurations 1c/1d, a mirrored
-cache for mcd; the DCD's NVRAM RAM buffer. `raidlab fail` works on every drive (refusing,
+           config=1c|1d (Fig. 1c/1d)       N >= 3 data disks d0..d{N-1} (S each) and N cache
+                                            disks d{N}..d{2N-1} (cache_size / N each, cache_model);
+                                            1d splits the RAM buffer evenly too
+                                            (raidlab.engine.caches.perdisk)
+
+Not built (refused with one line): a mirrored cache for mcd/1c/1d, failure injection for
+1c/1d; the DCD's NVRAM RAM buffer. `raidlab fail` works on every drive (refusing,
 unless forced, a failure that loses data); `replace` of a cache drive is not built.
 
 Durability as the volume's user sees it: a flush (ext4's journal commits, fsync) returns
@@ -72,10 +77,7 @@ VCRAID_OPTIONS: dict[str, Any] = dict(config="scd", ram_buffer=4 * MiB, cache_si
                                       mirrored_cache="off")
 SIZE_OPTIONS = {"ram_buffer", "cache_size", "destage_segment", "large_write", "block_size",
                 "level1_write"}
-NOT_BUILT = {
-    "1c": "VC-RAID configuration 1c (a cache disk per array disk) is not built yet",
-    "1d": "VC-RAID configuration 1d (a RAM buffer and cache disk per array disk) is not built yet",
-}
+PER_DISK = ("1c", "1d")  # raidlab.engine.caches.perdisk
 
 
 def _size(key: str, value: Any) -> int:
@@ -156,14 +158,14 @@ def plan_members(arch: str, disks: int, disk_size: int, disk_model: str, options
             return [(disk_model, opts["cache_size"] + disk_size)]
         raise UsageError(f"unknown DCD cache {opts['cache']!r}", hint="use cache=physical or cache=logical")
     config = opts["config"]
-    if config in NOT_BUILT:
-        raise UsageError(NOT_BUILT[config], hint="use config=scd or config=mcd")
     if config == "scd":
         caches = 2 if opts["mirrored_cache"] == "on" else 1  # the cache disk and its backup (§3.4)
         return [(disk_model, disk_size)] * disks + [(cache_model, opts["cache_size"])] * caches
     if opts["mirrored_cache"] == "on":
         raise UsageError(f"a mirrored cache disk is built for config=scd only, not {config}",
                          hint="use -o config=scd -o mirrored_cache=on")
+    if config in PER_DISK:
+        return [(disk_model, disk_size)] * disks + [(cache_model, _mcd_partition(opts["cache_size"], disks))] * disks
     if config == "mcd":
         if opts["cache_model"] is not None:
             raise UsageError("mcd's cache partitions live on the array's drives: it has no cache_model",
@@ -176,7 +178,7 @@ def plan_members(arch: str, disks: int, disk_size: int, disk_model: str, options
             raise UsageError(f"mcd cannot put cache partitions on {k} disks of {disks}")
         part = _mcd_partition(opts["cache_size"], k)
         return [(disk_model, disk_size + (part if i < k else 0)) for i in range(disks)]
-    raise UsageError(f"unknown VC-RAID configuration {config!r}", hint="use config=scd or config=mcd")
+    raise UsageError(f"unknown VC-RAID configuration {config!r}", hint="use config=scd, mcd, 1c or 1d")
 
 
 def _mcd_partition(cache_size: int, k: int) -> int:
@@ -212,7 +214,21 @@ class CacheHost:
         if opts["block_size"] not in EXT4_BLOCK_SIZES:
             raise UsageError(f"block size {opts['block_size']} is not one ext4 uses on this machine",
                              hint="use block_size=1K (the paper's), 2K or 4K")
-        if opts["config"] == "scd":
+        if opts["config"] in PER_DISK:
+            from types import SimpleNamespace
+
+            from raidlab.engine.caches.perdisk import check_perdisk_config
+
+            def fake(size, k):
+                return SimpleNamespace(size=size, name=f"d{k}")
+
+            check_perdisk_config(
+                opts["config"], [fake(disk_size, k) for k in range(disks)],
+                [fake(size, disks + k) for k, (_, size) in enumerate(members[disks:])],
+                block_size=opts["block_size"], ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
+                destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts))
+            caches = [size for _, size in members[disks:]]
+        elif opts["config"] == "scd":
             caches = [opts["cache_size"]]
         else:
             caches = [_mcd_partition(opts["cache_size"], opts["cache_disks"])] * opts["cache_disks"]
@@ -236,6 +252,7 @@ class CacheHost:
         self.volume_path: Path | None = None
         self.recovered: dict[str, Any] = {}
         self.mirror = None          # MirroredCacheDisk of scd with mirrored_cache=on
+        self.session = None
 
     # ------------------------------------------------------------------ build / assemble
 
@@ -244,6 +261,7 @@ class CacheHost:
         from raidlab.export.serve import ServeRequest, build_disks
 
         spec, status = self.spec, self.daemon.status
+        self.session = session
         members = plan_members(spec.arch, spec.disks, spec.disk_size, spec.disk_model, spec.options)
         fs = BlockExportFS()
         req = ServeRequest(disks=len(members), model=spec.disk_model, size=spec.disk_size, name=spec.name,
@@ -306,6 +324,22 @@ class CacheHost:
 
         spec, opts = self.spec, self.options
         n = spec.disks
+        if opts["config"] in PER_DISK:
+            from raidlab.engine.caches.perdisk import assemble_perdisk, create_perdisk
+
+            data, caches = self.drives[:n], self.drives[n:]
+            if mode == "create":
+                status(f"creating VC-RAID {opts['config']}: raid5 over {n} disks, each with its own cache disk")
+                self.target = await create_perdisk(
+                    spec.name, opts["config"], data, caches, nursery=self.session.nursery,
+                    block_size=opts["block_size"], ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
+                    destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts), chunk=spec.chunk)
+            else:
+                status("assembling VC-RAID: writing each cache disk's blocks to its data disk (§3.4)")
+                self.target = await assemble_perdisk(data, caches, nursery=self.session.nursery)
+                self.recovered = {"blocks": self.target.statistics()["recovered_blocks"]}
+                status(f"recovered {self.recovered['blocks']} blocks from the cache disks")
+            return
         if opts["config"] == "scd" and opts["mirrored_cache"] == "on":
             from raidlab.engine.caches.mirror import MirroredCacheDisk
 
@@ -381,6 +415,9 @@ class CacheHost:
             await self.mirror.fail_side(index - n)
             return {"failed_drive": index, "mirror_failed_sides": sorted(self.mirror.failed),
                     "failed_members": self._failed_drives(), "state": self._state()}
+        if arch == "vcraid" and self.options["config"] in PER_DISK:
+            raise UsageError(f"failure injection is not built for VC-RAID {self.options['config']}",
+                             hint="use config=scd or mcd")
         if arch == "vcraid" and index < n:
             array = self.target.array
             holds_cache = self.options["config"] == "mcd" and index < self.options["cache_disks"]
@@ -450,9 +487,15 @@ def dcd_report(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
 def vcraid_report(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
     """`raidlab status` lines for a VC-RAID (statistics of VCRAID.statistics())."""
     per_disk = ", ".join(_kib(u) for u in s["cache_disk_used_per_disk"])
+    n_caches = len(s["cache_disk_used_per_disk"])
+    if s["config"] in PER_DISK:  # the caches sit below the raid5: they count its member requests
+        shape = (f"raid5 ({s['array']['state']}) over {n_caches} per-disk caches "
+                 + ("sharing one RAM buffer" if s["config"] == "1c" else "with private RAM buffers")
+                 + " (counts below are the raid5's requests to its members)")
+    else:
+        shape = f"raid5 ({s['array']['state']}) behind a RAM buffer and {n_caches} cache disk(s)"
     return [
-        f"VC-RAID {s['config']}: raid5 ({s['array']['state']}) behind a RAM buffer and "
-        f"{len(s['cache_disk_used_per_disk'])} cache disk(s); block {s['block_size']} B, "
+        f"VC-RAID {s['config']}: {shape}; block {s['block_size']} B, "
         f"idle threshold {opts['idle_threshold'] * 1000:g} ms, destage {opts['destage']}, level-2 segment {_kib(opts['destage_segment'])}",
         f"RAM buffer: {_kib(s['ram_used_bytes'])} of {_kib(s['ram_buffer_bytes'])} "
         f"({_pct(s['ram_used_bytes'], s['ram_buffer_bytes'])}), {s['ram_dirty_blocks']} dirty blocks; "

@@ -35,9 +35,13 @@ Where this departs from the papers, and why:
   resurrect such an older copy over the newer data already on the data disk; the papers do
   not discuss this. So a pop (and a large write that bypasses the log) leaves a tombstone
   record listing every block that has copies in the log but whose current version is on
-  the data disk ("superseded"). Recovery replays records in sequence order: a data record
-  maps its blocks, a tombstone unmaps them. Each tombstone carries the whole superseded set,
-  so popping an older tombstone loses nothing.
+  the data disk ("superseded"), each with a *bound*: the sequence number of the newest copy
+  that went home. Recovery replays records in sequence order: a data record maps its
+  blocks, a tombstone unmaps a block whose mapped copy is not newer than its bound. Each
+  tombstone carries the whole superseded set, so popping an older tombstone loses nothing.
+  The bound (rather than "everything before the tombstone") matters with several cache
+  disks (VC-RAID mcd): a newer log write of the block may be in flight on another cache
+  disk while the tombstone is written, with a smaller sequence number (allocated before).
 * The paper's LWFD also "picks up the current destage segment from the RAM buffer" when the
   newest writes are still there; we always read the segment back from the cache-disk (one
   sequential read) to keep one destage path.
@@ -60,6 +64,7 @@ MAGIC = b"RLCDLOG1"
 # magic, log id, seq, kind, n_summary_sectors, n_extents, n_blocks, block_size, data_crc, summary_crc
 HEADER = struct.Struct("<8sQQB3xIIIIII")
 EXTENT = struct.Struct("<QI")
+TOMB_EXTENT = struct.Struct("<QIQ")  # first address, count, bound (see module doc: tombstones)
 KIND_DATA, KIND_TOMBSTONE = 1, 2
 BLANK_SECTOR = bytes(SECTOR)
 # Default start of the log region on a cache disk: [0, 8 KiB) holds the superblock slots
@@ -92,13 +97,27 @@ def runs_of(blocks: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     return [(addr, b"".join(parts)) for addr, parts in runs]
 
 
-def summary_sectors_for(n_extents: int) -> int:
-    return -(-(HEADER.size + EXTENT.size * n_extents) // SECTOR)
+def summary_sectors_for(n_extents: int, kind: int = KIND_DATA) -> int:
+    extent = TOMB_EXTENT if kind == KIND_TOMBSTONE else EXTENT
+    return -(-(HEADER.size + extent.size * n_extents) // SECTOR)
 
 
-def record_bytes(n_extents: int, n_blocks: int, block_size: int) -> int:
+def record_bytes(n_extents: int, n_blocks: int, block_size: int, kind: int = KIND_DATA) -> int:
     """Bytes a record with these many extents and blocks occupies on the cache disk."""
-    return summary_sectors_for(n_extents) * SECTOR + n_blocks * block_size
+    return summary_sectors_for(n_extents, kind) * SECTOR + n_blocks * block_size
+
+
+def tombstone_runs(bounds: dict[int, int]) -> list[tuple[int, int, int]]:
+    """A tombstone's extents: (first address, count, bound), runs of consecutive addresses
+    with one bound."""
+    runs: list[tuple[int, int, int]] = []
+    for addr in sorted(bounds):
+        bound = bounds[addr]
+        if runs and runs[-1][0] + runs[-1][1] == addr and runs[-1][2] == bound:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1, bound)
+        else:
+            runs.append((addr, 1, bound))
+    return runs
 
 
 def max_record_bytes(n_blocks: int, block_size: int) -> int:
@@ -107,20 +126,28 @@ def max_record_bytes(n_blocks: int, block_size: int) -> int:
 
 
 def encode_record(log_id: int, seq: int, kind: int, addresses: Sequence[int],
-                  data: bytes, block_size: int) -> bytes:
-    """One record; `addresses` in data order (data records) or any order (tombstones)."""
-    runs = extents_of(addresses)
-    n_summary = summary_sectors_for(len(runs))
+                  data: bytes, block_size: int, bounds: dict[int, int] | None = None) -> bytes:
+    """One record; `addresses` in data order (data records), or for a tombstone `bounds`
+    (address -> the newest sequence number of the copies it hides)."""
+    if kind == KIND_TOMBSTONE:
+        tomb = tombstone_runs(bounds or {})
+        n_summary = summary_sectors_for(len(tomb), kind)
+        body = b"".join(TOMB_EXTENT.pack(a, n, b) for a, n, b in tomb)
+        runs_count = len(tomb)
+    else:
+        runs = extents_of(addresses)
+        n_summary = summary_sectors_for(len(runs))
+        body = b"".join(EXTENT.pack(a, n) for a, n in runs)
+        runs_count = len(runs)
     n_blocks = len(addresses) if kind == KIND_DATA else 0
     if kind == KIND_DATA and len(data) != n_blocks * block_size:
         raise ValueError("data does not match the addresses")
     data_crc = zlib.crc32(data) if kind == KIND_DATA else 0
-    body = b"".join(EXTENT.pack(a, n) for a, n in runs)
-    unsigned = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, len(runs), n_blocks,
+    unsigned = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, runs_count, n_blocks,
                            block_size, data_crc, 0) + body
     summary = unsigned.ljust(n_summary * SECTOR, b"\0")
     crc = zlib.crc32(summary)
-    summary = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, len(runs), n_blocks,
+    summary = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, runs_count, n_blocks,
                           block_size, data_crc, crc) + summary[HEADER.size:]
     return summary + (data if kind == KIND_DATA else b"")
 
@@ -133,6 +160,7 @@ class ParsedSummary:
     n_blocks: int
     data_crc: int
     addresses: list[int]
+    bounds: list[int] | None = None  # tombstones: per address
 
 
 def parse_first_sector(raw: bytes, log_id: int, block_size: int) -> tuple[int, int] | None:
@@ -153,18 +181,27 @@ def parse_summary(summary: bytes, log_id: int, block_size: int) -> ParsedSummary
     if first is None:
         return None
     magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, data_crc, crc = HEADER.unpack_from(summary)
-    if len(summary) != n_summary * SECTOR or HEADER.size + n_ext * EXTENT.size > len(summary):
+    extent = TOMB_EXTENT if kind == KIND_TOMBSTONE else EXTENT
+    if len(summary) != n_summary * SECTOR or HEADER.size + n_ext * extent.size > len(summary):
         return None
     zeroed = HEADER.pack(magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, data_crc, 0)
     if zlib.crc32(zeroed + summary[HEADER.size:]) != crc:
         return None
     addresses: list[int] = []
-    for i in range(n_ext):
-        first_addr, count = EXTENT.unpack_from(summary, HEADER.size + i * EXTENT.size)
-        addresses.extend(range(first_addr, first_addr + count))
+    bounds: list[int] | None = None
+    if kind == KIND_TOMBSTONE:
+        bounds = []
+        for i in range(n_ext):
+            first_addr, count, bound = TOMB_EXTENT.unpack_from(summary, HEADER.size + i * TOMB_EXTENT.size)
+            addresses.extend(range(first_addr, first_addr + count))
+            bounds.extend([bound] * count)
+    else:
+        for i in range(n_ext):
+            first_addr, count = EXTENT.unpack_from(summary, HEADER.size + i * EXTENT.size)
+            addresses.extend(range(first_addr, first_addr + count))
     if kind == KIND_DATA and len(addresses) != n_blocks:
         return None
-    return ParsedSummary(seq, kind, n_summary, n_blocks, data_crc, addresses)
+    return ParsedSummary(seq, kind, n_summary, n_blocks, data_crc, addresses, bounds)
 
 
 @dataclasses.dataclass
@@ -177,6 +214,7 @@ class LogRecord:
     addresses: list[int]
     summary_bytes: int
     block_size: int
+    bounds: list[int] | None = None  # tombstones: per address, the newest seq it hides
 
     @property
     def length(self) -> int:
@@ -226,14 +264,18 @@ class CacheDiskLog:
     def free(self) -> int:
         return self.end - self.clp
 
-    async def write_record(self, seq: int, kind: int, addresses: list[int], data: bytes) -> LogRecord:
-        raw = encode_record(self.log_id, seq, kind, addresses, data, self.block_size)
+    async def write_record(self, seq: int, kind: int, addresses: list[int], data: bytes,
+                           bounds: dict[int, int] | None = None) -> LogRecord:
+        raw = encode_record(self.log_id, seq, kind, addresses, data, self.block_size, bounds)
         if len(raw) > self.free:
             raise RuntimeError(f"log {self.index}: record of {len(raw)} bytes does not fit ({self.free} free)")
         offset = self.clp
         await self.target.write(offset, raw, fua=True)
         summary_bytes = len(raw) - (len(data) if kind == KIND_DATA else 0)
-        rec = LogRecord(seq, offset, kind, list(addresses), summary_bytes, self.block_size)
+        if kind == KIND_TOMBSTONE:
+            addresses = sorted(bounds or {})
+        rec = LogRecord(seq, offset, kind, list(addresses), summary_bytes, self.block_size,
+                        [bounds[a] for a in addresses] if kind == KIND_TOMBSTONE else None)
         self.records.append(rec)
         return rec
 
@@ -264,7 +306,8 @@ class CacheDiskLog:
                 data = await self.target.read(pos + n_summary * SECTOR, data_len)
                 if zlib.crc32(data) != parsed.data_crc:
                     break  # a torn log write: ignored, the chain ends here
-            rec = LogRecord(seq, pos, parsed.kind, parsed.addresses, n_summary * SECTOR, self.block_size)
+            rec = LogRecord(seq, pos, parsed.kind, parsed.addresses, n_summary * SECTOR, self.block_size,
+                            parsed.bounds)
             chain.append(rec)
             pos, last_seq = rec.end, seq
         self.records = chain
@@ -285,8 +328,9 @@ class LogStore:
 
     Invariant kept for crash recovery: replaying the chains of all logs in sequence order
     (data records map, tombstones unmap) gives exactly `mapping` as of the last completed
-    log write or pop. `copies[a]` counts the data records holding block a; `superseded` is
-    {a : copies[a] > 0 and a not in mapping} and is what the next tombstone carries.
+    log write or pop. `copies[a]` counts the data records holding block a; `superseded`
+    maps {a : copies[a] > 0 and a not in mapping} to the newest sequence number of the
+    copies that went home, and is what the next tombstone carries.
     """
 
     def __init__(self, logs: Sequence[CacheDiskLog], block_size: int, epoch: int) -> None:
@@ -295,7 +339,7 @@ class LogStore:
         self._seq = epoch << EPOCH_SHIFT
         self.mapping: dict[int, Location] = {}
         self.copies: collections.Counter[int] = collections.Counter()
-        self.superseded: set[int] = set()
+        self.superseded: dict[int, int] = {}
         self.counters = collections.Counter()
 
     def next_seq(self) -> int:
@@ -323,9 +367,11 @@ class LogStore:
         for i, addr in enumerate(addresses):
             self.copies[addr] += 1
             current = self.mapping.get(addr)
-            if current is None or current.seq < seq:
+            # Newer than the mapped copy *and* than a copy already written home (with several
+            # cache disks a newer log write of the block can finish, and be destaged, first).
+            if (current is None or current.seq < seq) and self.superseded.get(addr, -1) < seq:
                 self.mapping[addr] = Location(log_index, rec.block_offset(i), seq)
-                self.superseded.discard(addr)
+                self.superseded.pop(addr, None)
         self.counters["log_writes"] += 1
         self.counters["log_write_bytes"] += rec.length
         return rec
@@ -371,6 +417,7 @@ class LogStore:
         base = segment[0].offset
         raw = await log.target.read(base, log.clp - base)
         live: list[tuple[int, bytes]] = []
+        live_seq: dict[int, int] = {}
         holes = 0
         for rec in segment:
             if rec.kind != KIND_DATA:
@@ -380,6 +427,7 @@ class LogStore:
                 if loc is not None and loc.log == log_index and loc.offset == rec.block_offset(i):
                     start = rec.block_offset(i) - base
                     live.append((addr, raw[start:start + self.block_size]))
+                    live_seq[addr] = loc.seq
                 else:
                     holes += 1
         if not await write_back(live):
@@ -397,10 +445,10 @@ class LogStore:
                     self.copies[addr] -= 1
                     if self.copies[addr] <= 0:
                         del self.copies[addr]
-                        self.superseded.discard(addr)
+                        self.superseded.pop(addr, None)
         for addr, _ in live:
             if self.copies.get(addr, 0) > 0 and addr not in self.mapping:
-                self.superseded.add(addr)
+                self.superseded[addr] = max(self.superseded.get(addr, -1), live_seq[addr])
         await self._write_marker(log)
         nbytes = len(live) * self.block_size
         self.counters["destages"] += 1
@@ -411,7 +459,7 @@ class LogStore:
     async def _write_marker(self, log: CacheDiskLog) -> None:
         """The blank (or tombstone) at the CLP that ends the chain there (module doc)."""
         if self.superseded:
-            await log.write_record(self.next_seq(), KIND_TOMBSTONE, sorted(self.superseded), b"")
+            await log.write_record(self.next_seq(), KIND_TOMBSTONE, [], b"", dict(self.superseded))
             self.counters["tombstones"] += 1
         else:
             await log.write_blank(log.clp)
@@ -422,18 +470,19 @@ class LogStore:
         Caller holds the lock of log `log_index` and has made the home writes durable."""
         dropped = False
         for addr in addresses:
-            if self.mapping.pop(addr, None) is not None:
+            loc = self.mapping.pop(addr, None)
+            if loc is not None:
                 dropped = True
                 if self.copies.get(addr, 0) > 0:
-                    self.superseded.add(addr)
+                    self.superseded[addr] = max(self.superseded.get(addr, -1), loc.seq)
         if dropped:
             log = self.logs[log_index]
-            await log.write_record(self.next_seq(), KIND_TOMBSTONE, sorted(self.superseded), b"")
+            await log.write_record(self.next_seq(), KIND_TOMBSTONE, [], b"", dict(self.superseded))
             self.counters["tombstones"] += 1
 
     def tombstone_bytes(self) -> int:
         """Room the next marker may need."""
-        return record_bytes(len(extents_of(sorted(self.superseded))) or 1, 0, self.block_size)
+        return record_bytes(len(tombstone_runs(self.superseded)) or 1, 0, self.block_size, KIND_TOMBSTONE)
 
     async def recover(self) -> None:
         """Scan every log and rebuild mapping, copies and superseded (DCD §2.5)."""
@@ -444,17 +493,21 @@ class LogStore:
         records.sort(key=lambda r: r[0])
         self.mapping.clear()
         self.copies.clear()
+        newest: dict[int, int] = {}
         for seq, log_index, rec in records:
             if rec.kind == KIND_DATA:
                 for i, addr in enumerate(rec.addresses):
                     self.copies[addr] += 1
                     self.mapping[addr] = Location(log_index, rec.block_offset(i), seq)
+                    newest[addr] = seq
             else:
-                for addr in rec.addresses:
+                # A tombstone hides the copies up to its bound only: a copy whose log write
+                # was still in flight (on another cache disk) when it was written is newer.
+                for addr, bound in zip(rec.addresses, rec.bounds or []):
                     loc = self.mapping.get(addr)
-                    if loc is not None and loc.seq < seq:
+                    if loc is not None and loc.seq <= bound:
                         del self.mapping[addr]
-        self.superseded = {a for a in self.copies if a not in self.mapping}
+        self.superseded = {a: newest[a] for a in self.copies if a not in self.mapping}
         self.counters["recovered_records"] = len(records)
         self.counters["recovered_blocks"] = len(self.mapping)
         if records:

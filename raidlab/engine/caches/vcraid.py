@@ -37,8 +37,10 @@ Where this departs from the paper, and why:
   after a flush or with FUA, as for any disk with a volatile write cache.
 * Requests smaller than a block (or not aligned to it) are read-modify-written, since the
   paper relies on the filesystem only ever issuing whole blocks.
-* Configurations 1c/1d (per-disk cache disks and RAM buffers) and the mirrored cache disk
-  (§3.4) are not built yet.
+* Configurations 1c/1d (per-disk cache disks, and RAM buffers) are built from this class
+  by raidlab.engine.caches.perdisk (1c uses `route`: a block's level-1 write goes to the
+  cache disk of its data disk); the mirrored cache disk (§3.4) is a BlockTarget in
+  raidlab.engine.caches.mirror. create_vcraid/assemble_vcraid build scd and mcd.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ from raidlab.errors import UsageError
 
 KiB = 1024
 MiB = 1024 * KiB
-CONFIGS = ("scd", "mcd")
+CONFIGS = ("scd", "mcd", "1c", "1d")
+PER_DISK_CONFIGS = ("1c", "1d")  # built by raidlab.engine.caches.perdisk
 DEFAULTS = dict(
     block_size=1 * KiB,
     ram_buffer=4 * MiB,
@@ -77,7 +80,7 @@ class SlotEntry:
 
     lba: int
     slot_no: int
-    version: int = 0
+    version: int = 0                 # write sequence number of its newest data
     dirty_since: int | None = None   # write sequence number when it last became dirty
 
 
@@ -99,6 +102,8 @@ def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: 
     if config == "mcd" and len(cache_sizes) < 2:
         raise UsageError(f"mcd needs cache partitions on at least two disks, {len(cache_sizes)} given",
                          hint="use scd for one cache disk")
+    if config in PER_DISK_CONFIGS and len(cache_sizes) < 3:
+        raise UsageError(f"{config} needs a cache disk for each of at least 3 raid5 disks, {len(cache_sizes)} given")
     if block_size < SECTOR or block_size > 64 * KiB or block_size & (block_size - 1):
         raise UsageError(f"block size {block_size} is not one a filesystem uses",
                          hint="use a power of two from 512 to 65536 (ext4: 1024, 2048 or 4096)")
@@ -124,8 +129,12 @@ class VCRAID(RequestActivity):
 
     kind = "VC-RAID"
 
-    def __init__(self, name: str, array: Any, cache_disks: Sequence[Any], superblock: metadata.Superblock) -> None:
+    def __init__(self, name: str, array: Any, cache_disks: Sequence[Any], superblock: metadata.Superblock,
+                 *, route: Any = None) -> None:
         g = superblock.geometry
+        # route(lba) -> cache disk index (configuration 1c: a cache disk caches only the data
+        # disk below it); None: level-1 writes go round-robin over the cache disks.
+        self.route = route
         self.name = name
         self.array = array
         self.cache_disks = list(cache_disks)
@@ -272,8 +281,11 @@ class VCRAID(RequestActivity):
         if entry is None:
             if not self.free_list:
                 self.counters["waited_for_full_buffer"] += 1
+                # Wake the level-1 writers once, then wait. (Notifying on every wake-up made
+                # two waiters wake each other for ever: a busy loop under the live clock and
+                # a virtual clock that never advanced.)
+                self._notify()
                 while not self.free_list:
-                    self._notify()
                     await self._changed.wait()
             entry = self.hash_table.get(lba)  # another writer may have made it meanwhile
             if entry is None:
@@ -282,7 +294,12 @@ class VCRAID(RequestActivity):
         bs = self.block_size
         self.data_buffer[entry.slot_no * bs:(entry.slot_no + 1) * bs] = block
         self._write_seq += 1
-        entry.version += 1
+        # The write sequence number, not a per-entry counter: with mcd two level-1 writes of
+        # one block can be in flight on different cache disks, and the slot may be freed and
+        # taken again meanwhile; a restarted counter let the older log write's completion
+        # match the new entry and free its slot while its newest data was still in flight
+        # (reads then returned an older copy from the cache disk).
+        entry.version = self._write_seq
         if lba not in self._dirty:
             entry.dirty_since = self._write_seq
             self._dirty[lba] = None
@@ -298,8 +315,9 @@ class VCRAID(RequestActivity):
         return min(candidates) if candidates else math.inf
 
     async def _wait_on_cache_disk(self, write_seq: int) -> None:
+        if self._oldest_unlogged() <= write_seq:
+            self._notify()  # once: see _put_block
         while self._oldest_unlogged() <= write_seq:
-            self._notify()
             await self._changed.wait()
 
     def _notify(self) -> None:
@@ -363,19 +381,27 @@ class VCRAID(RequestActivity):
         turn, whenever it is free and dirty blocks wait (uninterruptible)."""
         n_logs = len(self.logs)
         per_write = self.level1_write // self.block_size
+
+        def my_turn() -> bool:
+            if self.route is not None:
+                return any(self.route(lba) == log.index for lba in self._dirty)
+            return bool(self._dirty) and self._turn == log.index
+
         while True:
-            if not self._dirty or self._turn != log.index:
+            if not my_turn():
                 await self._changed.wait()
                 continue
             async with log.lock:
-                if not self._dirty or self._turn != log.index:
+                if not my_turn():
                     continue
                 await self._make_room_locked(log, max_record_bytes(per_write, self.block_size))
-                if not self._dirty or self._turn != log.index:
+                if not my_turn():
                     continue
                 self._turn = (self._turn + 1) % n_logs
                 lbas = []
                 for lba in self._dirty:
+                    if self.route is not None and self.route(lba) != log.index:
+                        continue
                     lbas.append(lba)
                     if len(lbas) == per_write:
                         break
@@ -502,6 +528,8 @@ async def create_vcraid(
 ) -> VCRAID:
     """Make a new VC-RAID: a raid5 over `array_members` (build.create_array, superblocks on
     each), and a superblock plus an empty log on each cache disk. Not yet started."""
+    if config in PER_DISK_CONFIGS:
+        raise UsageError(f"VC-RAID {config} is built by raidlab.engine.caches.perdisk.create_perdisk")
     check_vcraid_config(config, [d.size for d in cache_disks], block_size=block_size, ram_buffer=ram_buffer,
                         level1_write=level1_write, destage_segment=destage_segment,
                         idle_threshold=idle_threshold)
@@ -535,21 +563,31 @@ async def assemble_vcraid(array_members: Sequence[Any], cache_disks: Sequence[An
     if authority.arch != "vcraid" or authority.geometry.get("raid5_uuid") != keeper.superblock.array_uuid:
         raise metadata.MetadataError(f"the cache disks do not belong to the raid5 of {keeper.superblock.name}",
                                      hint="give the array members and the cache disks of one VC-RAID")
+    vc = await recover_cache(authority, array, cache_disks)
+    vc.keeper = keeper
+    return vc
+
+
+async def recover_cache(authority: metadata.Superblock, backing: Any, cache_disks: Sequence[Any], *,
+                        first_index: int = 0, name: str | None = None, route: Any = None) -> VCRAID:
+    """§3.4 recovery of one VC-RAID cache over `backing` (the raid5, or one data disk in the
+    per-disk configurations): scan the cache disk headers of the old epoch, write every
+    block not yet destaged to `backing`, flush it, and start a new epoch with empty caches
+    (superblocks for_member(first_index + i) on the cache disks). Not yet started."""
     base = dataclasses.replace(authority, generation=authority.generation + 1, state="active")
-    # Recovery reads the logs of the old epoch, then writes a new epoch.
-    old = VCRAID(authority.name, array, cache_disks, authority)
+    name = name or authority.name
+    old = VCRAID(name, backing, cache_disks, authority, route=route)
     await old.store.recover()
     bs = old.block_size
     pending = []
     for lba, loc in sorted(old.store.mapping.items()):
         pending.append((lba, await old.store.read_block(loc)))
     for lba, data in runs_of(pending):
-        await array.write(lba * bs, data)
-    await array.flush()
-    vc = VCRAID(authority.name, array, cache_disks, base)
+        await backing.write(lba * bs, data)
+    await backing.flush()
+    vc = VCRAID(name, backing, cache_disks, base, route=route)
     await vc.store.format()
-    for disk, sb in zip(cache_disks, _cache_superblocks(base, cache_disks)):
-        await metadata.write_superblock(disk, sb)
+    for i, disk in enumerate(cache_disks):
+        await metadata.write_superblock(disk, base.for_member(first_index + i))
     vc.counters["recovered_blocks"] = len(pending)
-    vc.keeper = keeper
     return vc
