@@ -157,6 +157,11 @@ class VCRAID(RequestActivity):
         self.lru_list: collections.OrderedDict[int, None] = collections.OrderedDict()
         self._dirty: collections.OrderedDict[int, None] = collections.OrderedDict()  # not yet in a log write
         self._inflight: list[_Level1Batch] = []
+        # Blocks in a level-1 write now. A block is in at most one at a time: written again
+        # meanwhile, it waits (dirty) for that write to finish, so the log writes of one block
+        # finish in sequence order even across cache disks (mcd), and a newer copy can never
+        # be destaged home while an older one is still being logged.
+        self._inflight_lbas: set[int] = set()
         self._turn = 0
         self._level2_lock = trio.Lock()
         self._write_seq = 0
@@ -382,10 +387,13 @@ class VCRAID(RequestActivity):
         n_logs = len(self.logs)
         per_write = self.level1_write // self.block_size
 
+        def eligible(lba: int) -> bool:
+            return lba not in self._inflight_lbas and (self.route is None or self.route(lba) == log.index)
+
         def my_turn() -> bool:
-            if self.route is not None:
-                return any(self.route(lba) == log.index for lba in self._dirty)
-            return bool(self._dirty) and self._turn == log.index
+            if self.route is None and self._turn != log.index:
+                return False
+            return any(eligible(lba) for lba in self._dirty)
 
         while True:
             if not my_turn():
@@ -400,7 +408,7 @@ class VCRAID(RequestActivity):
                 self._turn = (self._turn + 1) % n_logs
                 lbas = []
                 for lba in self._dirty:
-                    if self.route is not None and self.route(lba) != log.index:
+                    if not eligible(lba):
                         continue
                     lbas.append(lba)
                     if len(lbas) == per_write:
@@ -415,12 +423,14 @@ class VCRAID(RequestActivity):
                     since.append(entry.dirty_since or 0)
                 batch = _Level1Batch(self.store.next_seq(), blocks, versions, min(since))
                 self._inflight.append(batch)
+                self._inflight_lbas.update(blocks)
                 self._notify()  # the next cache disk may start its log write now
                 self._note("level1_start", disk=log.index, blocks=len(blocks))
                 try:
                     await self.store.append(log.index, list(blocks.items()), batch.seq)
                 finally:
                     self._inflight.remove(batch)
+                    self._inflight_lbas.difference_update(blocks)
                 self.counters[f"level1_disk{log.index}"] += 1
                 for lba, version in versions.items():
                     entry = self.hash_table.get(lba)
