@@ -22,6 +22,12 @@ S is always the size of one *data* member and the caches come in addition:
            config=mcd  (Fig. 1b)    N >= 3 drives; the first `cache_disks` (default 2, as in
                                             the paper) hold one cache partition each of
                                             cache_size / cache_disks after their S bytes of raid5
+           config=scd, mirrored_cache=on (§3.4): also d{N+1}, the backup cache disk written in
+                                            parallel (raidlab.engine.caches.mirror)
+           config=1c|1d (Fig. 1c/1d)       N >= 3 data disks d0..d{N-1} (S each) and N cache
+                                            disks d{N}..d{2N-1} (cache_size / N each, cache_model);
+                                            1d splits the RAM buffer evenly too
+                                            (raidlab.engine.caches.perdisk)
 
 Arch options (-o), named after the papers:
     dcd:    cache=physical|logical, report=immediate|after-complete (§2.4), ram_buffer (512K),
@@ -34,14 +40,6 @@ Arch options (-o), named after the papers:
             mirrored_cache=on|off (scd only)
     The names and defaults are those of `raidlab sim` (raidlab.traces.cachearchs), so a
     scenario's options mean the same in both; cache_model and cache_disks are live-only.
-
-           config=scd -o mirrored_cache=on (§3.4): d{N+1} is the backup cache disk, written in
-                                            parallel (raidlab.engine.caches.mirror)
-
-           config=1c|1d (Fig. 1c/1d)       N >= 3 data disks d0..d{N-1} (S each) and N cache
-                                            disks d{N}..d{2N-1} (cache_size / N each, cache_model);
-                                            1d splits the RAM buffer evenly too
-                                            (raidlab.engine.caches.perdisk)
 
 Not built (refused with one line): a mirrored cache for mcd/1c/1d, failure injection for
 1c/1d; the DCD's NVRAM RAM buffer. `raidlab fail` works on every drive (refusing,
