@@ -195,7 +195,11 @@ class CrashRun:
         self.config, self.home, self.seed, self.phase = config, home, seed, phase
         self.lab_name = f"crashtest-{config.name}"
         self.lab = Lab(self.lab_name, home=home, create=True)
-        self.scratch = Path(tempfile.mkdtemp(prefix="raidlab-crashtest-"))
+        # Scratch (the tree's tar file, the ext4 mount point) beside the labs of this home,
+        # so concurrent runs with different homes never see each other's.
+        scratch_base = self.lab.path.parent.parent / "crashtest"
+        scratch_base.mkdir(parents=True, exist_ok=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="raidlab-crashtest-", dir=scratch_base))
         self.mountpoint = self.scratch / "mnt"
         self.mountpoint.mkdir()
         self.writer: subprocess.Popen | None = None
@@ -256,6 +260,10 @@ class CrashRun:
         finally:
             if not self._mounted():
                 shutil.rmtree(self.scratch, ignore_errors=True)
+                try:
+                    self.scratch.parent.rmdir()  # the home's crashtest/ when no other run uses it
+                except OSError:
+                    pass
             if self.lab.path.exists() and not self.lab.resources() and not self.lab.in_use():
                 control.remove_lab(self.lab, keep_images=False)
 

@@ -42,8 +42,9 @@ def crashtest(raidlab_cmd, home: Path, *args: str) -> tuple[subprocess.Completed
     return proc, (json.loads(proc.stdout) if proc.stdout.strip() else {})
 
 
-def scratch_dirs() -> set[str]:
-    return {p.name for p in Path("/tmp").glob("raidlab-crashtest-*")}
+def scratch_left(home: Path) -> list[str]:
+    """The run's scratch directories (tar file, mount point) under its home."""
+    return [p.name for p in (home / "crashtest").glob("*")]
 
 
 def check_summary(summary: dict, points: int) -> None:
@@ -60,13 +61,12 @@ def check_summary(summary: dict, points: int) -> None:
 
 def run_and_check(raidlab_cmd, tmp_path, preset: str, points: int, seed: int) -> dict:
     home = tmp_path / "home"
-    before = scratch_dirs()
     proc, summary = crashtest(raidlab_cmd, home, preset, "--points", str(points), "--seed", str(seed))
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_summary(summary, points)
     lab_dir = home / "labs" / f"crashtest-{preset}"
     assert settled_leftovers(lab_dir, f"crashtest-{preset}") == {}
-    assert not lab_dir.exists() and scratch_dirs() <= before
+    assert not lab_dir.exists() and scratch_left(home) == []
     return summary
 
 
@@ -84,7 +84,6 @@ def test_twenty_crash_points_per_configuration(raidlab_cmd, tmp_path, preset):
 def test_sigterm_during_a_point_releases_everything(raidlab_cmd, tmp_path):
     home = tmp_path / "home"
     lab_dir = home / "labs" / "crashtest-dcd-immediate"
-    before = scratch_dirs()
     env = {**os.environ, "RAIDLAB_HOME": str(home), "COLUMNS": "200"}
     proc = subprocess.Popen([*raidlab_cmd, "crashtest", "dcd-immediate", "--points", "5", "--files", "400"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -92,7 +91,7 @@ def test_sigterm_during_a_point_releases_everything(raidlab_cmd, tmp_path):
         deadline = time.monotonic() + 60
         # Wait until the point's ext4 is mounted (the untar is under way), then interrupt.
         while time.monotonic() < deadline and not any(
-                "raidlab-crashtest-" in line for line in Path("/proc/mounts").read_text().splitlines()):
+                str(home / "crashtest") in line for line in Path("/proc/mounts").read_text().splitlines()):
             time.sleep(0.05)
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         proc.send_signal(signal.SIGTERM)
@@ -103,8 +102,8 @@ def test_sigterm_during_a_point_releases_everything(raidlab_cmd, tmp_path):
             proc.wait()
     assert proc.returncode != 0
     assert settled_leftovers(lab_dir, "crashtest-dcd-immediate") == {}
-    assert not lab_dir.exists() and scratch_dirs() <= before
-    assert not any("raidlab-crashtest-" in line for line in Path("/proc/mounts").read_text().splitlines())
+    assert not lab_dir.exists() and scratch_left(home) == []
+    assert not any(str(home) in line for line in Path("/proc/mounts").read_text().splitlines())
 
 
 def test_unknown_target_is_one_line_exit_two(raidlab_cmd, tmp_path):
