@@ -144,12 +144,23 @@ def stop_daemon(lab: Lab, *, timeout: float = STOP_TIMEOUT) -> bool:
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + timeout
-    while lab.in_use():
+    # The daemon releases the lab (its lock) as its last cleanup step, then exits: wait for
+    # both, so nothing of the lab is still running when destroy returns.
+    while lab.in_use() or _alive(pid):
         if time.monotonic() > deadline:
             raise LabError(f"array {lab.name!r} (pid {pid}) did not stop within {timeout:.0f} s",
                            hint=f"see {lab.path / 'daemon.log'}")
-        time.sleep(0.1)
+        time.sleep(0.05)
     return True
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
 
 
 def release_leftovers(lab: Lab) -> list[str]:

@@ -232,7 +232,10 @@ def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab
         assert seen, "second run never mounted its array"
         time.sleep(2)  # PostMark is running on it
         proc.send_signal(signum)
-        stdout, _ = proc.communicate(timeout=300)
+        # Not communicate(): it would read stderr too, racing the reader thread for the
+        # "interrupted by" line. stdout carries only the results path.
+        proc.wait(timeout=300)
+        stdout = proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()
