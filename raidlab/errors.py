@@ -109,3 +109,11 @@ class LabInterrupted(LabError):
         super().__init__(f"interrupted by {name}; every loop device, mount and process "
                          f"of the lab was released", signal=name)
         self.exit_code = 128 + signum
+
+
+def leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside trio's (nested) exception groups, in order; `exc` itself if it
+    is not a group. The CLI and the daemon use it to find the one RaidlabError to print."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaf_exceptions(sub)]
+    return [exc]

@@ -96,14 +96,6 @@ def register(cli: click.Group) -> None:
         return 0
 
 
-def _leaves(exc: BaseException):
-    if isinstance(exc, BaseExceptionGroup):
-        for sub in exc.exceptions:
-            yield from _leaves(sub)
-    else:
-        yield exc
-
-
 def _register_engine(bench: click.Group) -> None:
     @bench.command("engine")
     @click.option("--arch", required=True, help="Engine architecture (raid0, raid5, raidx, ...).")
@@ -162,13 +154,13 @@ def _register_engine(bench: click.Group) -> None:
                 finally:
                     nursery.cancel_scope.cancel()
 
-        from raidlab.errors import RaidlabError
+        from raidlab.errors import RaidlabError, leaf_exceptions
 
         with progress:
             try:
                 doc = trio.run(main)
             except BaseExceptionGroup as group:  # the ticker's nursery wraps run_bench's error
-                leaves = list(_leaves(group))
+                leaves = leaf_exceptions(group)
                 first = next((e for e in leaves if isinstance(e, RaidlabError)), None)
                 raise (first or leaves[0]) from None
         if as_json:

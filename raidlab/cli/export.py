@@ -16,7 +16,7 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from raidlab.errors import RaidlabError
+from raidlab.errors import RaidlabError, leaf_exceptions
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -32,19 +32,10 @@ def run_trio(async_fn, *args):
     try:
         return trio.run(async_fn, *args)
     except BaseExceptionGroup as group:
-        leaves = _leaves(group)
+        leaves = leaf_exceptions(group)
         if len(leaves) == 1 and isinstance(leaves[0], (RaidlabError, KeyboardInterrupt)):
             raise leaves[0] from None
         raise
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        out = []
-        for sub in exc.exceptions:
-            out.extend(_leaves(sub))
-        return out
-    return [exc]
 
 
 def _print_ready(disks, session, as_json: bool) -> None:

@@ -13,7 +13,7 @@ background work all live in this one trio run. The CLI talks to it in two ways:
 * afterwards, over a Unix socket in the abstract namespace (no path length limit, gone
   when the process dies): one JSON request per connection, answered by JSON lines —
   {"progress": [done, total]} for long operations, then {"ok": true, "result": ...} or
-  {"ok": false, "error": ...}. Ops: status and stop here; the rest (fail, replace,
+  {"ok": false, "error": ...}. Ops: status, capture and stop here; the rest (fail, replace,
   check for the engine family) are the host's op_NAME methods.
 
 Shutdown is the lab runtime's (raidlab.lab.open_lab): SIGTERM/SIGINT cancel the work,
@@ -39,7 +39,7 @@ from typing import Any
 
 import trio
 
-from raidlab.errors import RaidlabError, UsageError
+from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 
 SPEC_FILE = "array.json"
 RUNTIME_FILE = "runtime.json"
@@ -159,7 +159,7 @@ class Daemon:
         await trio.serve_listeners(self.handle, [listener])
 
     def handler_for(self, op: str):
-        """The host's op_NAME, else the daemon's own (status wrapper, stop)."""
+        """The host's op_NAME, else the daemon's own (status wrapper, capture, stop)."""
         if not isinstance(op, str) or not op.isidentifier():
             return None
         if op != "status" and self.host is not None and hasattr(self.host, f"op_{op}"):
@@ -208,6 +208,17 @@ class Daemon:
             **await self.host.op_status(request, send),
         }
 
+    async def op_capture(self, request, send) -> dict:
+        """`raidlab trace capture` (raidlab.traces.capture): record the requests the FUSE file
+        `volume` receives, for any host that serves one (its `fs` attribute)."""
+        from raidlab.traces.capture import capture_op
+
+        fs = getattr(self.host, "fs", None)
+        if fs is None:
+            raise UsageError(f"{self.spec.arch} serves no engine volume to capture",
+                             hint="capture works on engine and caching architectures")
+        return await capture_op(fs, request, describe=f"{self.spec.name} ({self.spec.arch})")
+
     async def op_stop(self, request, send) -> dict:
         self.session.work_scope.cancel()
         return {"stopping": True}
@@ -244,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     except LabInterrupted:
         return 0  # asked to stop: everything released
     except BaseExceptionGroup as group:
-        leaves = list(_leaves(group))
+        leaves = leaf_exceptions(group)
         error = next((e for e in leaves if isinstance(e, RaidlabError)), None)
         if error is None:
             traceback.print_exception(group)
@@ -260,14 +271,6 @@ def main(argv: list[str] | None = None) -> int:
         daemon.tell(error=f"internal error: {exc!r}")
         return 1
     return 0
-
-
-def _leaves(exc: BaseException):
-    if isinstance(exc, BaseExceptionGroup):
-        for sub in exc.exceptions:
-            yield from _leaves(sub)
-    else:
-        yield exc
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ class EngineHost:
         self.members: list = []
         self.session = None
         self.volume_path: Path | None = None
-        self.fs = None  # the FUSE filesystem serving `volume` (op_capture swaps its target)
+        self.fs = None  # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
         self.busy = trio.Lock()  # one repair operation (replace, check) at a time
 
     async def open(self, session, mode: str) -> dict:
@@ -87,12 +87,6 @@ class EngineHost:
             device = (await attach_loop(session, export, "volume")).device
         return {"device": device, "volume": str(self.volume_path), "capacity": self.array.size,
                 "state": self.array.state}
-
-    async def op_capture(self, request, send) -> dict:
-        """`raidlab trace capture`: record the volume's requests (raidlab.traces.capture)."""
-        from raidlab.traces.capture import capture_op
-
-        return await capture_op(self.fs, request, describe=f"{self.spec.name} ({self.spec.arch})")
 
     def vm_disks(self) -> list[Path]:
         return [self.volume_path]

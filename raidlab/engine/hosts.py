@@ -20,6 +20,8 @@ module is missing or broken cannot stop the others from working. Each host class
                                                return {"device", "capacity", "state", ...}
     async op_status(request, send) -> dict     and any other op_NAME(request, send) it supports
     vm_disks() -> list[Path]                   (optional) the files a lab VM runner attaches
+    fs                                         (optional) the BlockExportFS serving `volume`,
+                                               for the daemon's capture op
 """
 
 from __future__ import annotations

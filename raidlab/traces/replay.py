@@ -49,7 +49,7 @@ from typing import Any
 import trio
 
 from raidlab.blockdev import SECTOR
-from raidlab.errors import RaidlabError, UsageError
+from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 from raidlab.traces.formats import FLUSH, READ, TRIM, WRITE, Request, TraceReader
 
 DEFAULT_MAX_IN_FLIGHT = 100_000
@@ -391,18 +391,10 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
 def _single_user_error(group: BaseExceptionGroup) -> RaidlabError | None:
     """The RaidlabError inside trio's nested nursery exception groups, if it is the only
     error there (cancellations of the sibling tasks aside): the CLI then prints one line."""
-    found = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
+    found = [e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)]
     if len(found) == 1 and isinstance(found[0], RaidlabError):
         return found[0]
     return None
-
-
-def _leaves(error: BaseException):
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield error
 
 
 def replay(spec: SimSpec, reader: TraceReader, *, on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:

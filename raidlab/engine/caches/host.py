@@ -273,7 +273,7 @@ class CacheHost:
             await self._open_vcraid(mode, status)
         self.target.start(session.nursery)
         fs.add("volume", self.target)
-        self.fs = fs  # op_capture swaps the served target for a recording one
+        self.fs = fs  # the daemon's op_capture swaps the served target for a recording one
 
         async def drain():
             # A clean stop: the RAM buffer goes to the cache disk(s) (what a flush does), so
@@ -377,12 +377,6 @@ class CacheHost:
         return [self.volume_path]
 
     # ------------------------------------------------------------------ ops
-
-    async def op_capture(self, request, send) -> dict:
-        """`raidlab trace capture`: record the volume's requests (raidlab.traces.capture)."""
-        from raidlab.traces.capture import capture_op
-
-        return await capture_op(self.fs, request, describe=f"{self.spec.name} ({self.spec.arch})")
 
     async def op_status(self, request, send) -> dict:
         stats = self.target.statistics()
