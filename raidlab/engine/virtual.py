@@ -42,9 +42,9 @@ def _scheduler_rng() -> random.Random:
     return rng
 
 
-def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0) -> T:
-    """trio.run(fn, *args) on a MockClock that jumps to the next deadline, with trio's
-    scheduling order seeded by `seed`. Returns fn's result."""
+def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, clock: trio.abc.Clock | None = None) -> T:
+    """trio.run(fn, *args) on a virtual clock (default: a MockClock that jumps to the next
+    deadline), with trio's scheduling order seeded by `seed`. Returns fn's result."""
     from trio._core import _run
 
     _scheduler_rng().seed(seed)
@@ -53,6 +53,6 @@ def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0) -> T
         raise RuntimeError("this trio release has no deterministic-scheduling switch")
     _run._ALLOW_DETERMINISTIC_SCHEDULING = True
     try:
-        return trio.run(fn, *args, clock=trio.testing.MockClock(autojump_threshold=0))
+        return trio.run(fn, *args, clock=clock or trio.testing.MockClock(autojump_threshold=0))
     finally:
         _run._ALLOW_DETERMINISTIC_SCHEDULING = previous

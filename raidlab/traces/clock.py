@@ -57,16 +57,6 @@ class JumpClock(trio.abc.Clock):
 def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0) -> T:
     """trio.run(fn, *args) on a JumpClock, with trio's scheduling order seeded by `seed` and
     made independent of memory addresses (as raidlab.engine.virtual.run_virtual)."""
-    from trio._core import _run
+    from raidlab.engine.virtual import run_virtual
 
-    from raidlab.engine.virtual import _scheduler_rng
-
-    _scheduler_rng().seed(seed)
-    previous = getattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING", None)
-    if previous is None:  # pragma: no cover - depends on the trio release
-        raise RuntimeError("this trio release has no deterministic-scheduling switch")
-    _run._ALLOW_DETERMINISTIC_SCHEDULING = True
-    try:
-        return trio.run(fn, *args, clock=JumpClock())
-    finally:
-        _run._ALLOW_DETERMINISTIC_SCHEDULING = previous
+    return run_virtual(fn, *args, seed=seed, clock=JumpClock())
