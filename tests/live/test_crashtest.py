@@ -22,16 +22,6 @@ from lab_leftovers import leftovers
 pytestmark = [pytest.mark.root, pytest.mark.live]
 
 
-def settled_leftovers(lab_dir: Path, name: str, timeout: float = 20.0) -> dict:
-    """leftovers() once the stopped daemon process has exited: `destroy` returns when the
-    daemon released the lab (its lock), the interpreter may still be shutting down."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = leftovers(lab_dir, name)
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
-
 PRESETS = ["dcd-immediate", "dcd-after-complete", "vcraid-scd", "vcraid-mcd", "vcraid-1c", "vcraid-1d"]
 
 
@@ -65,7 +55,7 @@ def run_and_check(raidlab_cmd, tmp_path, preset: str, points: int, seed: int) ->
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_summary(summary, points)
     lab_dir = home / "labs" / f"crashtest-{preset}"
-    assert settled_leftovers(lab_dir, f"crashtest-{preset}") == {}
+    assert leftovers(lab_dir, f"crashtest-{preset}") == {}
     assert not lab_dir.exists() and scratch_left(home) == []
     return summary
 
@@ -101,7 +91,7 @@ def test_sigterm_during_a_point_releases_everything(raidlab_cmd, tmp_path):
             proc.kill()
             proc.wait()
     assert proc.returncode != 0
-    assert settled_leftovers(lab_dir, "crashtest-dcd-immediate") == {}
+    assert leftovers(lab_dir, "crashtest-dcd-immediate") == {}
     assert not lab_dir.exists() and scratch_left(home) == []
     assert not any(str(home) in line for line in Path("/proc/mounts").read_text().splitlines())
 

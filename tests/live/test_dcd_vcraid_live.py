@@ -8,10 +8,8 @@ Each test has its own RAIDLAB_HOME (tmp_path), so the leftover checks see only i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import random
 import subprocess
 import time
 from pathlib import Path
@@ -21,20 +19,11 @@ import pytest
 from raidlab.tools.mkfs import e2fsck, mkfs_ext4
 from raidlab.tools.mount import mount, umount
 
+import trees
 from lab_leftovers import leftovers
+from trees import remount, verify_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.live]
-
-
-def settled_leftovers(lab_dir: Path, name: str, timeout: float = 20.0) -> dict:
-    """leftovers() once the stopped daemon process has exited: `destroy` returns when the
-    daemon released the lab (its lock), the interpreter may still be shutting down."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = leftovers(lab_dir, name)
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
 
 
 class Raidlab:
@@ -72,28 +61,7 @@ def mnt(tmp_path):
 def write_tree(root: Path, seed: int, files: int = 50) -> dict[str, str]:
     """Files of mixed sizes: small ones go through the RAM buffer and the log, the 300 KB
     ones are large writes (DCD sends writes over 64 KB to the data disk)."""
-    rng = random.Random(seed)
-    sums = {}
-    for i in range(files):
-        rel = f"d{i % 5}/sub{i % 3}/f{i}.bin"
-        data = rng.randbytes(rng.choice([512, 1500, 4096, 9000, 70_000, 300_000]))
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        sums[rel] = hashlib.sha256(data).hexdigest()
-    os.sync()
-    return sums
-
-
-def verify_tree(root: Path, sums: dict[str, str]) -> None:
-    for rel, digest in sums.items():
-        assert hashlib.sha256((root / rel).read_bytes()).hexdigest() == digest, rel
-
-
-def remount(device: str, where: Path) -> None:
-    umount(where)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    mount(device, where)
+    return trees.write_tree(root, seed, files, dirs=5, sizes=(512, 1500, 4096, 9000, 70_000, 300_000))
 
 
 def wait_for(predicate, timeout: float = 20.0) -> bool:
@@ -166,7 +134,7 @@ def test_cache_architecture_serves_ext4_across_restart(rl, mnt, case):
     assert "RAM buffer" in text and "idle periods found" in text and "waited for a full RAM buffer" in text
 
     rl("destroy", "c", "--keep-images")
-    assert settled_leftovers(lab_dir, "c") == {}
+    assert leftovers(lab_dir, "c") == {}
     device = rl("assemble", "c").stdout.strip()
     assert e2fsck(device).clean
     mount(device, mnt)
@@ -175,7 +143,7 @@ def test_cache_architecture_serves_ext4_across_restart(rl, mnt, case):
     finally:
         umount(mnt)
     rl("destroy", "c")
-    assert settled_leftovers(lab_dir, "c") == {} and not lab_dir.exists()
+    assert leftovers(lab_dir, "c") == {} and not lab_dir.exists()
 
 
 def test_dcd_bypass_drains_then_serves_as_a_plain_disk(rl, mnt):
@@ -292,7 +260,7 @@ def test_vcraid_mirrored_cache_disk_survives_a_cache_disk_and_a_raid5_member_fai
     finally:
         umount(mnt)
     rl("destroy", "m")
-    assert settled_leftovers(lab_dir, "m") == {}
+    assert leftovers(lab_dir, "m") == {}
 
 
 def test_failing_a_dcd_drive_is_refused_without_force(rl):

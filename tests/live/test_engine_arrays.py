@@ -6,9 +6,7 @@ Each test uses its own RAIDLAB_HOME (tmp_path), so the leftover checks see only 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import random
 import subprocess
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from raidlab.tools.mkfs import e2fsck, mkfs_ext4
 from raidlab.tools.mount import mount, umount
 
 from lab_leftovers import leftovers
+from trees import remount, verify_tree, write_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.live]
 
@@ -44,31 +43,6 @@ def rl(raidlab_cmd, tmp_path):
     yield r
     for entry in (tmp_path / "home" / "labs").glob("*"):
         r("destroy", entry.name, check=False)
-
-
-def write_tree(root: Path, seed: int, files: int = 60) -> dict[str, str]:
-    rng = random.Random(seed)
-    sums = {}
-    for i in range(files):
-        rel = f"d{i % 7}/sub{i % 3}/f{i}.bin"
-        data = rng.randbytes(rng.choice([512, 3000, 4096, 70_000, 300_000]))
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        sums[rel] = hashlib.sha256(data).hexdigest()
-    os.sync()
-    return sums
-
-
-def verify_tree(root: Path, sums: dict[str, str]) -> None:
-    for rel, digest in sums.items():
-        assert hashlib.sha256((root / rel).read_bytes()).hexdigest() == digest, rel
-
-
-def remount(device: str, mnt: Path) -> None:
-    umount(mnt)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    mount(device, mnt)
 
 
 def detached(device: str) -> bool:
