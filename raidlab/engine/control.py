@@ -30,7 +30,8 @@ class DaemonError(RaidlabError):
 
 
 def start_daemon(lab: Lab, mode: str, *, home: str | None,
-                 on_status: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+                 on_status: Callable[[str], None] = lambda s: None,
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
     """Spawn the daemon for `lab` in `mode` (create | assemble); return its ready record.
 
     On Ctrl-C while waiting, the daemon is stopped (it releases everything) and
@@ -42,7 +43,8 @@ def start_daemon(lab: Lab, mode: str, *, home: str | None,
         argv += ["--home", home]
     try:
         proc = subprocess.Popen(argv, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=log, start_new_session=True)
+                                stderr=log, start_new_session=True,
+                                env={**os.environ, **env} if env else None)
     finally:
         os.close(write_fd)
         log.close()

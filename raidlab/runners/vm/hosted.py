@@ -17,9 +17,19 @@ How it is built:
 * Commands run under the guest's `timeout -s KILL` (raidlab.runners.session.guest_script), so
   a hung command is killed inside the VM and reported as timed out; LabVM's own deadline (a
   minute later) is the backstop that kills the whole VM if the guest stops answering.
-* Memory: RAIDLAB_VM_MEMORY_MIB (default 2048). The guest runs from RAM: its scratch
-  directory (sources such as a 122 MB kernel tarball, config files) lives there. TCG
-  allocates guest memory lazily, so a large value costs host memory only when used.
+* Memory: RAIDLAB_VM_MEMORY_MIB (default 2048; at least 384, as the ~95 MB initramfs is held
+  twice while the kernel unpacks it). RAIDLAB_VM_AVAILABLE_MIB (a scenario's
+  `vm_available_memory`) then pins a ballast file in a guest ramfs until MemAvailable
+  is that value, so the workload sees a machine the papers' size; the boot RAM defaults to
+  512 MiB then. TCG allocates guest memory lazily, so a large value costs host memory only
+  when used.
+* Scratch disk: the guest's scratch directory (GUEST_SCRATCH: workload sources such as the
+  122 MB untar tarball, config files, client programs) is an ext4 on one more virtio disk, a
+  sparse file of the lab made fresh at every boot and removed at shutdown, not the guest's
+  RAM. So a small guest memory (a scenario's `vm_available_memory`, close to the papers'
+  64 MB machines) still holds the sources, and their pages are ordinary, evictable page cache. It is
+  the last disk, so the array's disks keep /dev/vda, /dev/vdb, ...; it is not timed by any
+  disk model (a host file), as the paper's sources sat on a separate disk.
 * Output travels as files: the daemon writes a command's stdout/stderr to files in the lab
   directory and answers with their paths (DaemonSession reads and removes them), so large
   outputs never sit inside one JSON line.
@@ -39,20 +49,46 @@ from raidlab.errors import UsageError, VMError
 from raidlab.runners.session import GUEST_SCRATCH, GUEST_TIMEOUT_STATUS, guest_script
 
 MEMORY_ENV = "RAIDLAB_VM_MEMORY_MIB"
+AVAILABLE_ENV = "RAIDLAB_VM_AVAILABLE_MIB"
 DEFAULT_MEMORY_MIB = 2048
+BALLAST_MEMORY_MIB = 512  # boot RAM when only an available-memory target is given
+MIN_MEMORY_MIB = 384     # the initramfs (~95 MB, held twice while unpacking) plus the kernel: 320 fails
+MIN_AVAILABLE_MIB = 16
+BALLAST_DIR = "/raidlab-ballast"  # a ramfs (no size limit, never evicted; the root tmpfs caps at half the RAM)
+SCRATCH_SERIAL = "raidlab-scratch"
+SCRATCH_BYTES = 4 << 30  # sparse: costs the host only what the guest writes
 CHANNEL_GRACE_SECONDS = 60.0  # LabVM's deadline beyond the guest's own `timeout`
 
 
-def vm_memory_mib() -> int:
-    text = os.environ.get(MEMORY_ENV, "")
+def _env_mib(name: str) -> int | None:
+    text = os.environ.get(name, "")
     if not text:
-        return DEFAULT_MEMORY_MIB
+        return None
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        raise UsageError(f"{MEMORY_ENV}={text!r} is not a number of MiB", hint="e.g. 2048") from None
-    if value < 256:
-        raise UsageError(f"{MEMORY_ENV}={value}: the lab VM needs at least 256 MiB")
+        raise UsageError(f"{name}={text!r} is not a number of MiB", hint="e.g. 512") from None
+
+
+def vm_memory_mib() -> int:
+    """The lab VM's RAM: $RAIDLAB_VM_MEMORY_MIB, else 512 with an available-memory target, else 2048."""
+    value = _env_mib(MEMORY_ENV)
+    if value is None:
+        return BALLAST_MEMORY_MIB if vm_available_mib() else DEFAULT_MEMORY_MIB
+    if value < MIN_MEMORY_MIB:
+        raise UsageError(f"{MEMORY_ENV}={value}: the lab VM needs at least {MIN_MEMORY_MIB} MiB")
+    return value
+
+
+def vm_available_mib() -> int | None:
+    """$RAIDLAB_VM_AVAILABLE_MIB: what the guest's page cache and programs may use after boot
+    (MemAvailable), brought down to it by a ballast file pinned in a guest ramfs. This
+    is how a scenario gives the workload a machine the size of the paper's (VC-RAID §4.3.5:
+    64 MB of DRAM, 'the available RAM for caching and buffering is about 50MB'), while the
+    VM itself needs more to unpack its initramfs."""
+    value = _env_mib(AVAILABLE_ENV)
+    if value is not None and value < MIN_AVAILABLE_MIB:
+        raise UsageError(f"{AVAILABLE_ENV}={value}: at least {MIN_AVAILABLE_MIB} MiB")
     return value
 
 
@@ -64,6 +100,7 @@ class HostedVM:
         self.disk_paths = [Path(p) for p in disks]
         self.status = status
         self.vm = None
+        self.guest_memory: dict[str, int] = {}
         self.lock = trio.Lock()
         self.exchange = session.lab.path / "exec"
 
@@ -76,7 +113,10 @@ class HostedVM:
         memory = vm_memory_mib()
         self.status("preparing the lab VM image (cached after the first time)")
         image = await trio.to_thread.run_sync(lambda: build_vm_image(progress=self.status))
-        vm = LabVM(image, [VMDisk(str(p), serial=f"raidlab-d{i}") for i, p in enumerate(self.disk_paths)],
+        scratch = self.session.lab.path / "vm-scratch.img"
+        await trio.to_thread.run_sync(make_scratch_image, scratch)
+        disks = [VMDisk(str(p), serial=f"raidlab-d{i}") for i, p in enumerate(self.disk_paths)]
+        vm = LabVM(image, disks + [VMDisk(str(scratch), serial=SCRATCH_SERIAL)],
                    memory_mib=memory, console_log=self.session.lab.path / "vm-console.log")
         self.vm = vm
         recorded = []  # the lab "process" resource of QEMU, once it runs
@@ -85,6 +125,7 @@ class HostedVM:
             await trio.to_thread.run_sync(vm.close)
             for resource in recorded:
                 self.session.lab.forget(resource)
+            scratch.unlink(missing_ok=True)
             return f"VM stopped after {vm.commands_run} commands"
 
         # Pushed before booting: a boot that fails half-way is still killed (close is idempotent).
@@ -115,12 +156,32 @@ class HostedVM:
                 start_time=process_start_time(vm.pid)))
         self.status(f"lab VM up in {vm.boot_seconds:.1f} s ({vm.accel})")
         self.exchange.mkdir(exist_ok=True)
-        await self.run_script(f"mkdir -p {GUEST_SCRATCH}", 30)
+        await self.run_script(f"mkdir -p {GUEST_SCRATCH} && mount -t ext4 /dev/raidlab/{SCRATCH_SERIAL} {GUEST_SCRATCH}"
+                              f" && mkdir -p {GUEST_SCRATCH}/tmp", 60)
+        self.guest_memory = await self.meminfo()
+        target = vm_available_mib()
+        if target:
+            spare = self.guest_memory.get("MemAvailable", 0) // 1024 - target
+            if spare < 0:
+                raise VMError(f"the lab VM has only {self.guest_memory.get('MemAvailable', 0) // 1024} MiB "
+                              f"available after boot, less than the {target} MiB asked for",
+                              hint=f"raise {MEMORY_ENV} (now {memory})")
+            self.status(f"pinning {spare} MiB in the guest so {target} MiB stay available")
+            await self.run_script(f"mkdir -p {BALLAST_DIR} && mount -t ramfs ballast {BALLAST_DIR} && "
+                                  f"dd if=/dev/zero of={BALLAST_DIR}/pinned bs=1M count={spare} status=none", 300)
+            self.guest_memory = {**await self.meminfo(), "ballast_kib": spare * 1024,
+                                 "available_target_kib": target * 1024}
+
+    async def meminfo(self) -> dict[str, int]:
+        result = await self.run_script("cat /proc/meminfo", 30)
+        return _meminfo(result.stdout.decode(errors="replace"))
 
     def ready_fields(self) -> dict:
         stats = self.vm.statistics()
         return {"vm": {"accel": stats["accel"], "boot_seconds": round(stats["boot_seconds"], 2),
-                       "kernel": stats["kernel"], "pid": stats["pid"], "memory_mib": self.vm.memory_mib}}
+                       "kernel": stats["kernel"], "pid": stats["pid"], "memory_mib": self.vm.memory_mib,
+                       # after boot, before any workload: what the guest's page cache can use
+                       "guest_memory_kib": self.guest_memory}}
 
     # -- blocking LabVM calls, one at a time, in a worker thread ---------------------------
 
@@ -188,6 +249,28 @@ class HostedVM:
         data = await self._call(self.vm.get, remote, timeout=600.0)
         await trio.Path(local).write_bytes(data)
         return {"bytes": len(data)}
+
+
+def make_scratch_image(path: Path) -> None:
+    """A fresh sparse file with an empty ext4 (no journal: scratch needs no crash safety)."""
+    from raidlab.tools.base import require, run
+
+    require("mkfs.ext4")
+    path.unlink(missing_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(SCRATCH_BYTES)
+    run(["mkfs.ext4", "-F", "-q", "-O", "^has_journal", "-E", "lazy_itable_init=1,nodiscard",
+         "-L", "raidlab-scratch", str(path)])
+
+
+def _meminfo(text: str) -> dict[str, int]:
+    wanted = ("MemTotal", "MemFree", "MemAvailable", "Shmem")
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in wanted and rest.split():
+            out[key] = int(rest.split()[0])
+    return out
 
 
 def _transfer_seconds(size: int) -> float:
