@@ -88,7 +88,7 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
                          hint=f"use a preset ({', '.join(PRESETS)}) or an architecture id")
     if files < 2 * SYNC_EVERY:
         raise UsageError(f"a tree of {files} files is too small for a crash test", hint="use --files 8 or more")
-    catalog.get(disk_model)
+    catalog.member_models(disk_model, n)  # one model, or one per member
     hosts.validate(arch, n, disk_size, chunk, opts)
     return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files)
 

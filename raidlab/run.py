@@ -160,7 +160,8 @@ def _package_version(prog: str) -> str | None:
 def _disk_models(scenario: Scenario) -> dict[str, Any]:
     from raidlab.disks import catalog
 
-    models = {a.disk_model for a in scenario.archs}
+    # disk_model: one model for every member, or "m0,m1,...", one per member
+    models = {m.strip() for a in scenario.archs for m in a.disk_model.split(",")}
     for a in scenario.archs:
         for key, value in a.options.items():
             if key.endswith("model") and isinstance(value, str):

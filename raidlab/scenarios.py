@@ -289,8 +289,8 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
             raise ScenarioError(path, r.where("label"), f"{label!r} cannot name a run file (no '/', space, '--')")
         arch = r.get("arch", str)
         options = r.get("options", dict, {})
-        entry = ArchEntry(label=label, arch=arch, disks=r.get("disks", int),
-                          disk_model=r.get("disk_model", str, "none"),
+        disks = r.get("disks", int)
+        entry = ArchEntry(label=label, arch=arch, disks=disks, disk_model=_disk_model(r, disks),
                           disk_size=parse_size(r.get("disk_size", (str, int), "256M"), path, r.where("disk_size")),
                           chunk=parse_size(r.get("chunk", (str, int), "512K"), path, r.where("chunk")),
                           discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
@@ -303,7 +303,9 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
             if arch not in known_archs:
                 raise ScenarioError(path, r.where("arch"), f"unknown architecture {arch!r}",
                                     hint=f"known here: {', '.join(known_archs)}")
-            _check_model(path, r.where("disk_model"), entry.disk_model)
+            models = entry.disk_model.split(",")
+            for j, model in enumerate(models):
+                _check_model(path, r.where("disk_model") + (f"[{j}]" if len(models) > 1 else ""), model)
             for key, value in options.items():  # cache-disk models are arch options
                 if key.endswith("model") and isinstance(value, str):
                     _check_model(path, f"{r.where('options')}.{key}", value)
@@ -326,6 +328,23 @@ def validate_arch(entry: ArchEntry, runner: str) -> None:
     from raidlab.engine import hosts
 
     hosts.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), runner)
+
+
+def _disk_model(r: _Reader, disks: int) -> str:
+    """[[arch]].disk_model: one name for every member, or one per member, in member order, as
+    a TOML list or a comma-separated string, normalised to the string "m0,m1,..." that
+    ArraySpec.disk_model keeps (raidlab.disks.catalog.member_models reads it)."""
+    value = r.get("disk_model", (str, list), "none")
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, str) for v in value):
+            raise ScenarioError(r.path, r.where("disk_model"),
+                                f"must be a model name or a list of names, not {value!r}")
+        value = ",".join(value)
+    models = [m.strip() for m in value.split(",")]
+    if len(models) > 1 and len(models) != disks:
+        raise ScenarioError(r.path, r.where("disk_model"), f"{len(models)} models for disks = {disks}",
+                            hint="give one model per member, in member order, or one name for every member")
+    return ",".join(models)
 
 
 def _check_model(path: Path, key: str, model: str) -> None:

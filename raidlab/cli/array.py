@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from raidlab.errors import NeedsRootError, UsageError
+from raidlab.errors import NeedsRootError, UnknownModelError, UsageError
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -76,7 +76,8 @@ def _progress() -> Progress:
 @click.argument("name")
 @click.option("--arch", required=True, help="architecture id (raidlab create --help lists them)")
 @click.option("--disks", type=click.IntRange(1, 64), required=True, help="number of member disks")
-@click.option("--disk-model", default="none", show_default=True, help="catalog model (raidlab disk models)")
+@click.option("--disk-model", default="none", show_default=True,
+              help="catalog model (raidlab disk models) of every member, or one per member: m0,m1,...")
 @click.option("--disk-size", default="256M", show_default=True, help="size of each member, e.g. 256M, 1G")
 @click.option("--chunk", default="512K", show_default=True, help="chunk / stripe unit (md default 512K)")
 @click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
@@ -94,7 +95,12 @@ def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options,
 
     size, chunk_bytes = parse_size(disk_size), parse_size(chunk)
     opts = _parse_options(options)
-    catalog.get(disk_model)
+    try:
+        catalog.member_models(disk_model, disks)
+    except UnknownModelError:
+        raise
+    except UsageError as exc:  # a list of the wrong length
+        raise UsageError(f"--disk-model: {exc.message}", hint=exc.hint) from None
     _validate(arch, disks, size, chunk_bytes, opts, runner)
     check_live_prerequisites("raidlab create")
     lab = _lab(name, home, create=True)
@@ -163,7 +169,8 @@ def list_cmd(home, as_json):
     for col in ("name", "arch", "disks", "model", "size", "chunk", "status", "device"):
         table.add_column(col)
     for a in arrays:
-        table.add_row(a["name"], a["arch"], str(a["disks"]), a["disk_model"], f"{a['disk_size'] >> 20} MiB",
+        table.add_row(a["name"], a["arch"], str(a["disks"]), a["disk_model"].replace(",", ", "),
+                      f"{a['disk_size'] >> 20} MiB",
                       f"{a['chunk'] >> 10} KiB", a["status"], _device_of(a))
     _out.print(table)
 
@@ -183,7 +190,8 @@ def status(name, home, as_json):
     if result.get("kind") != "engine":
         # Other families describe themselves: a title and lines of text, then tables
         # ({"title", "columns", "rows"}).
-        _out.print(f"[bold]{name}[/]: {result['spec']['arch']}, device {_device_of(result)}")
+        _out.print(f"[bold]{name}[/]: {result['spec']['arch']} over {_over(result.get('member_models', []))}, "
+                   f"device {_device_of(result)}")
         for line in result.get("report", []):
             _out.print(line)
         for spec in result.get("tables", []):
@@ -196,7 +204,7 @@ def status(name, home, as_json):
         return
     stats = result["statistics"]
     geo = result["geometry"]
-    _out.print(f"[bold]{name}[/]: {geo['arch']} over {geo['n_disks']} x {result['spec']['disk_model']}, "
+    _out.print(f"[bold]{name}[/]: {geo['arch']} over {_over([m.get('model', '?') for m in stats['members']])}, "
                f"chunk {geo['chunk_bytes'] >> 10} KiB, capacity {stats['capacity'] / 2**20:.1f} MiB, "
                f"device {_device_of(result)}, state [bold]{stats['state']}[/]"
                + (" (rebuilding)" if result["rebuilding"] else ""))
@@ -206,13 +214,21 @@ def status(name, home, as_json):
                f"{stats['member_writes']}; full-stripe {stats['full_stripe_writes']}, RMW {stats['rmw_stripes']}, "
                f"RCW {stats['rcw_stripes']}, degraded reads {stats['degraded_reads']}")
     table = Table(title="members")
-    for col in ("#", "state", "reads", "writes", "KiB read", "KiB written", "busy s", "queue max"):
+    for col in ("#", "model", "state", "reads", "writes", "KiB read", "KiB written", "busy s", "queue max"):
         table.add_column(col)
     for m in stats["members"]:
-        table.add_row(str(m["index"]), "[red]failed[/]" if m["failed"] else "ok", str(m.get("reads", "")),
+        table.add_row(str(m["index"]), m.get("model", ""), "[red]failed[/]" if m["failed"] else "ok",
+                      str(m.get("reads", "")),
                       str(m.get("writes", "")), str(m.get("bytes_read", 0) >> 10), str(m.get("bytes_written", 0) >> 10),
                       f"{m.get('busy_time', 0):.3f}", str(m.get("queue_max", m.get("max_queue", ""))))
     _out.print(table)
+
+
+def _over(models: list[str]) -> str:
+    """'4 x ibm-dnes-309170', or the members' models in order when they differ."""
+    if not models:
+        return "?"
+    return f"{len(models)} x {models[0]}" if len(set(models)) == 1 else ", ".join(models)
 
 
 @click.command()

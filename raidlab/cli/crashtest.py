@@ -21,7 +21,8 @@ _err = Console(stderr=True, highlight=False)
               help="crash points (one create/untar/SIGKILL/assemble/fsck cycle each)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of trees and kill moments")
 @click.option("--disks", type=click.IntRange(1, 64), help="member disks (default: the preset's, else 3)")
-@click.option("--disk-model", default="none", show_default=True, help="catalog model of every disk")
+@click.option("--disk-model", default="none", show_default=True,
+              help="catalog model of every member disk, or one per member: m0,m1,...")
 @click.option("--disk-size", default="64M", show_default=True)
 @click.option("--chunk", default="64K", show_default=True)
 @click.option("--files", type=click.IntRange(8, 100000), default=120, show_default=True,

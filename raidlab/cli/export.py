@@ -59,7 +59,8 @@ def _print_ready(disks, session, as_json: bool) -> None:
 
 @click.command("serve", context_settings={"allow_interspersed_args": False})
 @click.option("--disks", "n_disks", type=int, required=True, help="Number of emulated disks.")
-@click.option("--disk-model", "model", required=True, help="Catalog model (raidlab disk models).")
+@click.option("--disk-model", "model", required=True,
+              help="Catalog model (raidlab disk models), or one per disk: m0,m1,...")
 @click.option("--disk-size", "size", required=True, help="Size of each disk, e.g. 256M, 1G.")
 @click.option("--name", default="serve", show_default=True, help="Lab name (its directory).")
 @click.option("--discipline", default="fifo", show_default=True,

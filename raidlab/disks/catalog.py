@@ -27,7 +27,7 @@ from importlib import resources
 from typing import Any
 
 from raidlab.disks.model import DriveSpec, SeekCurve, Zone, fit_seek_curve
-from raidlab.errors import UnknownModelError
+from raidlab.errors import UnknownModelError, UsageError
 
 _SCALAR_FIELDS = {
     "capacity_bytes": int,
@@ -195,3 +195,21 @@ def get(name: str) -> DriveSpec:
             model=name,
             known=list(drives),
         ) from None
+
+
+def member_models(spec: str, n: int) -> list[str]:
+    """The model of each of an array's `n` members, from its disk_model string: one name
+    (every member is that model) or a comma-separated list "m0,m1,..." of exactly `n` names,
+    member k being model k (VC-RAID Table 1: four different SCSI drives in one array).
+
+    UsageError (one line) for a list of the wrong length, UnknownModelError for a name that
+    is not in the catalog (each element is checked)."""
+    names_ = [part.strip() for part in str(spec).split(",")]
+    if len(names_) == 1:
+        names_ = names_ * n
+    elif len(names_) != n:
+        raise UsageError(f"disk model list {spec!r} names {len(names_)} models for {n} disks",
+                         hint="give one model per member, in member order, or one name for every member")
+    for name in names_:
+        get(name)
+    return names_

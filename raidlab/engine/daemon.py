@@ -52,7 +52,7 @@ class ArraySpec:
     name: str
     arch: str
     disks: int
-    disk_model: str
+    disk_model: str  # one catalog model for every member, or "m0,m1,...": one per member
     disk_size: int
     chunk: int
     discipline: str = "fifo"
@@ -198,10 +198,14 @@ class Daemon:
             await stream.aclose()
 
     async def op_status(self, request, send) -> dict:
-        """What every family reports (name, spec, device, pid) plus the host's own status."""
+        """What every family reports (name, spec, device, pid, the model of each data member
+        d0..d{disks-1}) plus the host's own status."""
+        from raidlab.disks import catalog
+
         return {
             "name": self.spec.name,
             "spec": dataclasses.asdict(self.spec),
+            "member_models": catalog.member_models(self.spec.disk_model, self.spec.disks),
             "device": self.device,
             "guest_device": self.guest_device,
             "pid": os.getpid(),

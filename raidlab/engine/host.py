@@ -60,7 +60,9 @@ class EngineHost:
         self.members = [disk for _relpath, disk, _image in made]
         labels = [str(image) for _relpath, _disk, image in made]
         if mode == "create":
-            status(f"creating {spec.arch} over {spec.disks} x {spec.disk_model}")
+            models = [disk.model.name for disk in self.members]
+            status(f"creating {spec.arch} over "
+                   + (f"{spec.disks} x {models[0]}" if len(set(models)) == 1 else ", ".join(models)))
             self.array, self.keeper = await build.create_array(
                 spec.name, spec.arch, self.members, chunk=spec.chunk, options=spec.options, status=status,
                 nursery=session.nursery)
@@ -122,7 +124,7 @@ class EngineHost:
         return {"failed_members": sorted(array.failed), "state": array.state}
 
     async def op_replace(self, request, send) -> dict:
-        from raidlab.disks import EmulatedDisk, ImageBackend
+        from raidlab.disks import EmulatedDisk, ImageBackend, catalog
 
         index = int(request["disk"])
         array, name = self.array, self.spec.name
@@ -137,7 +139,8 @@ class EngineHost:
             new_image = images / f"d{index}.new.img"
             new_image.unlink(missing_ok=True)
             backend = ImageBackend(new_image, self.spec.disk_size)
-            disk = EmulatedDisk(f"d{index}", self.spec.disk_model, backend,
+            model = catalog.member_models(self.spec.disk_model, self.spec.disks)[index]
+            disk = EmulatedDisk(f"d{index}", model, backend,
                                 discipline=self.spec.discipline, io_in_thread=True)
             disk.start(self.session.nursery)
             old = self.members[index]

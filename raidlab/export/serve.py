@@ -72,11 +72,16 @@ class ServeRequest:
     home: str | None = None
     # Per-member (model, size) for labs whose disks differ (a caching architecture's cache
     # disk beside its data disks, e.g. VC-RAID Table 1: an IDE cache disk, SCSI array
-    # disks). None: `disks` members of `model` and `size`.
+    # disks). None: `disks` members of `size`, their models from `model`: one name for all,
+    # or a comma-separated list, one per member (raidlab.disks.catalog.member_models).
     members: list[tuple[str, int]] | None = None
 
     def member_specs(self) -> list[tuple[str, int]]:
-        return list(self.members) if self.members is not None else [(self.model, self.size)] * self.disks
+        from raidlab.disks import catalog
+
+        if self.members is not None:
+            return list(self.members)
+        return [(model, self.size) for model in catalog.member_models(self.model, self.disks)]
 
     def check(self) -> None:
         from raidlab.disks import catalog
@@ -84,7 +89,8 @@ class ServeRequest:
 
         if self.disks < 1:
             raise UsageError(f"--disks must be at least 1, not {self.disks}")
-        catalog.get(self.model)  # UnknownModelError names the known models
+        for model, _size in self.member_specs():
+            catalog.get(model)  # UnknownModelError names the known models
         if self.discipline not in DISCIPLINES:
             raise UsageError(f"unknown queue discipline {self.discipline!r}",
                              hint=f"use one of: {', '.join(DISCIPLINES)}")
@@ -157,7 +163,7 @@ async def serve_disks(req: ServeRequest, *, status: Callable[[str], None] | None
         served = []
         for k, (relpath, disk, image) in enumerate(made):
             dev = await attach_loop(session, export, relpath)
-            served.append(ServedDisk(k, disk.name, req.model, disk.size, str(image),
+            served.append(ServedDisk(k, disk.name, disk.model.name, disk.size, str(image),
                                      str(export.mountpoint / relpath), dev.device,
                                      dev.direct_io, target=disk))
             if k == 0:

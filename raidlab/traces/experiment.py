@@ -245,6 +245,10 @@ def load_sim_scenario(path: str | Path):
         if entry.arch not in known:
             raise scenarios.ScenarioError(where, f"arch[{i}].arch", f"unknown architecture {entry.arch!r}",
                                           hint=f"replayable: {', '.join(known)}")
+        if "," in entry.disk_model:
+            raise scenarios.ScenarioError(where, f"arch[{i}].disk_model",
+                                          "a replay takes one disk model for every member, not a list",
+                                          hint="per-member models are built by live arrays only")
         if entry.disk_model not in catalog.names():
             raise scenarios.ScenarioError(where, f"arch[{i}].disk_model", f"unknown disk model {entry.disk_model!r}")
         if entry.arch in ("dcd", "vcraid"):

@@ -10,7 +10,10 @@ destage) started in the daemon's nursery, a drain on a clean stop, and crash rec
 member images, builds or assembles the mechanism, and answers `status` and `bypass`.
 
 How `--disks N` and `--disk-size S` map to member images (images/dK.img), chosen so that
-S is always the size of one *data* member and the caches come in addition:
+S is always the size of one *data* member and the caches come in addition. --disk-model is
+one model for every data member, or a comma-separated list with one model per data member
+d0..d{N-1} in order (VC-RAID Table 1's four different SCSI drives; a cache disk's model is
+cache_model, default the first data member's):
 
     dcd    cache=physical (Fig. 1)  N = 1: d0 data disk (S, --disk-model),
                                             d1 cache-disk (cache_size, cache_model)
@@ -33,7 +36,7 @@ Arch options (-o), named after the papers:
     dcd:    cache=physical|logical, report=immediate|after-complete (§2.4), ram_buffer (512K),
             cache_size (80,000 x 256 B, §4), idle_threshold (0.05 s or 50ms, §2.3),
             destage=on|off (§4.3), destage_segment (128K), large_write (64K, §2.1),
-            cache_model (physical only; default: --disk-model)
+            cache_model (physical only; default: --disk-model, its first model if a list)
     vcraid: config=scd|mcd|1c|1d, ram_buffer (4M), cache_size (200M in total), block_size (1K; an
             ext4 block size: 1K, 2K or 4K), level1_write (64K), destage_segment (64K, level 2),
             idle_threshold (0.05 s), destage=on|off, cache_model (scd only), cache_disks (mcd),
@@ -141,29 +144,31 @@ def plan_members(arch: str, disks: int, disk_size: int, disk_model: str, options
     from raidlab.disks import catalog
 
     opts = arch_options(arch, options)
-    cache_model = opts["cache_model"] or disk_model
+    if arch == "dcd" and disks != 1:
+        raise UsageError(f"dcd has one data disk, not {disks}",
+                         hint="use --disks 1 (the cache-disk comes with -o cache=physical|logical)")
+    # The data members' models: one for all, or one per member ("m0,m1,...").
+    models = catalog.member_models(disk_model, disks)
+    cache_model = opts["cache_model"] or models[0]
     catalog.get(cache_model)
     if arch == "dcd":
-        if disks != 1:
-            raise UsageError(f"dcd has one data disk, not {disks}",
-                             hint="use --disks 1 (the cache-disk comes with -o cache=physical|logical)")
         if opts["cache"] == "physical":
-            return [(disk_model, disk_size), (cache_model, opts["cache_size"])]
+            return [(models[0], disk_size), (cache_model, opts["cache_size"])]
         if opts["cache"] == "logical":
             if opts["cache_model"] is not None:
                 raise UsageError("a logical DCD's cache-disk is part of the data drive: it has no cache_model",
                                  hint="use -o cache=physical for a separate cache-disk")
-            return [(disk_model, opts["cache_size"] + disk_size)]
+            return [(models[0], opts["cache_size"] + disk_size)]
         raise UsageError(f"unknown DCD cache {opts['cache']!r}", hint="use cache=physical or cache=logical")
     config = opts["config"]
     if config == "scd":
         caches = 2 if opts["mirrored_cache"] == "on" else 1  # the cache disk and its backup (§3.4)
-        return [(disk_model, disk_size)] * disks + [(cache_model, opts["cache_size"])] * caches
+        return [(m, disk_size) for m in models] + [(cache_model, opts["cache_size"])] * caches
     if opts["mirrored_cache"] == "on":
         raise UsageError(f"a mirrored cache disk is built for config=scd only, not {config}",
                          hint="use -o config=scd -o mirrored_cache=on")
     if config in PER_DISK:
-        return [(disk_model, disk_size)] * disks + [(cache_model, _mcd_partition(opts["cache_size"], disks))] * disks
+        return [(m, disk_size) for m in models] + [(cache_model, _mcd_partition(opts["cache_size"], disks))] * disks
     if config == "mcd":
         if opts["cache_model"] is not None:
             raise UsageError("mcd's cache partitions live on the array's drives: it has no cache_model",
@@ -175,7 +180,7 @@ def plan_members(arch: str, disks: int, disk_size: int, disk_model: str, options
         if k > disks:
             raise UsageError(f"mcd cannot put cache partitions on {k} disks of {disks}")
         part = _mcd_partition(opts["cache_size"], k)
-        return [(disk_model, disk_size + (part if i < k else 0)) for i in range(disks)]
+        return [(m, disk_size + (part if i < k else 0)) for i, m in enumerate(models)]
     raise UsageError(f"unknown VC-RAID configuration {config!r}", hint="use config=scd, mcd, 1c or 1d")
 
 
