@@ -268,12 +268,16 @@ def deferred_signals() -> Iterator[list[int]]:
 
 @contextlib.contextmanager
 def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
-                  status: Callable[[str], None] = lambda s: None) -> Iterator[Any]:
+                  status: Callable[[str], None] = lambda s: None,
+                  vm_available_mib: int | None = None) -> Iterator[Any]:
     """A fresh array for one run, exactly as `raidlab create` makes it; destroyed (images
-    removed) on the way out whatever happens. Yields (lab, ready record)."""
+    removed) on the way out whatever happens. Yields (lab, ready record). `vm_available_mib`
+    (runner vm): the guest memory left to the workload, handed to the daemon as
+    RAIDLAB_VM_AVAILABLE_MIB (see raidlab/runners/vm/hosted.py)."""
     from raidlab.engine import control
     from raidlab.engine.daemon import SPEC_FILE, ArraySpec
     from raidlab.lab import Lab
+    from raidlab.runners.vm.hosted import AVAILABLE_ENV
 
     lab = Lab(_lab_name_for(entry), home=home, create=True)
     if (lab.path / SPEC_FILE).exists():  # a previous process with our pid left it: release it
@@ -286,7 +290,8 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
               entry.discipline, dict(entry.options), runner).save(lab.path)
     try:
         status(f"creating {entry.arch}")
-        ready = control.start_daemon(lab, "create", home=home, on_status=status)
+        env = {AVAILABLE_ENV: str(vm_available_mib)} if runner == "vm" and vm_available_mib else None
+        ready = control.start_daemon(lab, "create", home=home, on_status=status, env=env)
         yield lab, ready
     finally:
         with deferred_signals():
@@ -323,7 +328,8 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
 
     workload = workloads.get(scenario.workload)
     setup: list[dict] = []
-    with scratch_array(run.arch, runner, home=home, status=status) as (lab, ready):
+    with scratch_array(run.arch, runner, home=home, status=status,
+                       vm_available_mib=scenario.vm_available_mib) as (lab, ready):
         session = open_session(lab)
         mountpoint: str | None = None
         mounted = False
@@ -369,6 +375,8 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
     result["runner_kernel"] = runner_kernel
     result["array"] = {k: ready.get(k) for k in ("arch", "capacity", "state", "device", "guest_device")
                        if k in ready}
+    if ready.get("vm"):  # the lab VM: its RAM and what was free for page cache before the run
+        result["vm"] = ready["vm"]
     return result
 
 

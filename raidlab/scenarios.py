@@ -112,6 +112,7 @@ class Scenario:
     runner: str
     repeat: int
     description: str
+    vm_available_mib: int | None  # runner vm: MemAvailable the workload gets (None: all of the VM's)
     archs: tuple[ArchEntry, ...]
     workload: str
     cases: tuple[Case, ...]
@@ -145,7 +146,7 @@ class Scenario:
 # --- the schema: table -> allowed keys ---------------------------------------------------
 
 _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report"}
-_SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description"}
+_SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
@@ -265,9 +266,18 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     claims = _load_claims(path, top.tables("claim"), labels, case_names)
     report = _load_report(path, doc.get("report", {}), claims)
     quick = _load_quick(path, doc.get("quick", {}), labels, case_names)
+    vm_available_mib = None
+    if "vm_available_memory" in head.table:
+        from raidlab.runners.vm.hosted import MIN_AVAILABLE_MIB
+
+        key = "scenario.vm_available_memory"
+        vm_available_mib = parse_size(head.get("vm_available_memory", (str, int)), path, key) >> 20
+        if vm_available_mib < MIN_AVAILABLE_MIB:
+            raise ScenarioError(path, key, f"{vm_available_mib} MiB: at least {MIN_AVAILABLE_MIB} MiB")
     scenario = Scenario(
         path=path, id=scenario_id, title=head.get("title", str), paper=head.get("paper", str, ""),
         source=head.get("source", str, ""), kind=kind, runner=runner, repeat=repeat,
+        vm_available_mib=vm_available_mib,
         description=head.get("description", str, ""), archs=archs, workload=workload_name, cases=cases,
         paper_values=paper_values, claims=claims, report=report, quick=quick, text=text)
     if check_references:

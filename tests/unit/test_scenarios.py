@@ -290,3 +290,17 @@ def test_order_claim_lower_is_better():
     v = evaluate(claim, stats)
     assert v.verdict == FAILS and v.measured == "c: b 5 < a 11"
     assert evaluate(claim, stats, planned_cases={"other"}).verdict == NOT_MEASURED
+
+
+def test_vm_available_memory(tmp_path):
+    """`vm_available_memory` (the guest memory left to the workload, VC-RAID's ~50 MB) is
+    read as MiB; below the floor it is refused naming the key; absent it is None."""
+    assert scenarios.load(_write(tmp_path, GOOD)).vm_available_mib is None
+    text = GOOD.replace("repeat = 3", 'repeat = 3\nvm_available_memory = "50M"', 1)
+    assert scenarios.load(_write(tmp_path, text)).vm_available_mib == 50
+    err = _load_error(tmp_path, GOOD.replace("repeat = 3", 'repeat = 3\nvm_available_memory = "4M"', 1))
+    assert err.key == "scenario.vm_available_memory" and "16 MiB" in str(err)
+    assert _load_error(tmp_path, GOOD.replace("repeat = 3", 'repeat = 3\nvm_available_memory = "lots"', 1)
+                       ).key == "scenario.vm_available_memory"
+    for path in sorted((REPO / "scenarios").glob("vcraid-*.toml")):  # the paper's 64 MB machine
+        assert scenarios.load(path).vm_available_mib == 50, path
