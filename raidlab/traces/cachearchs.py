@@ -30,7 +30,9 @@ except where the paper's simulator differs:
   `forced_destages` says whether that happened.
 * VC-RAID (He & Yang §2-3): `config=scd` a raid5 of --disks drives plus one cache drive (span
   "start", as above); `config=mcd` the first `cache_disks` drives carry a cache partition after
-  their raid5 bytes, as live.
+  their raid5 bytes, as live; with `cache_models` (§4.1: one partition on each IDE disk) each
+  listed model is a separate cache drive of cache_size / len(cache_models) (span "start", as
+  scd's), the raid5 drives holding no cache, as live.
 
 A DCD's writes into its RAM buffer first cross the host-to-controller link (§3.2: 10 MB/s;
 the drive model's bus rate), see `_HostLink`: without it an immediate-report write would
@@ -262,6 +264,26 @@ async def build_vcraid(spec, nursery: trio.Nursery):
         cache.start(nursery)
         cache_targets = [MeteredTarget(cache)]
         members = []
+        for index in range(n):
+            disk = EmulatedDisk(f"d{index}", spec.disk_model, DiscardBackend(size), discipline=spec.discipline)
+            disk.start(nursery)
+            members.append(MeteredTarget(disk))
+    elif opts["config"] == "mcd" and opts["cache_models"] is not None:
+        # As the live host lays it out: one separate cache drive per model (§4.1's two IDE
+        # disks), each holding one partition; the raid5 drives hold no cache.
+        if opts["cache_model"] is not None:
+            raise UsageError("mcd has no cache_model: name its cache drives with cache_models")
+        k = opts["cache_disks"]
+        if k < 2:
+            raise UsageError(f"mcd needs cache partitions on at least two disks, not {k}",
+                             hint="use config=scd for one cache disk")
+        part = _mcd_partition(opts["cache_size"], k)
+        cache_targets, members = [], []
+        for index, model in enumerate(opts["cache_models"]):
+            cache = EmulatedDisk(f"cache{index}", model, DiscardBackend(part), discipline=spec.discipline,
+                                 span="start")
+            cache.start(nursery)
+            cache_targets.append(MeteredTarget(cache))
         for index in range(n):
             disk = EmulatedDisk(f"d{index}", spec.disk_model, DiscardBackend(size), discipline=spec.discipline)
             disk.start(nursery)

@@ -198,6 +198,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path) -> 
     if spec.disk_size:
         argv += ["--disk-size", str(spec.disk_size)]
     for key, value in spec.options.items():
+        if isinstance(value, (list, tuple)):  # e.g. cache_models: the CLI's m0,m1
+            value = ",".join(str(v) for v in value)
         argv += ["-o", f"{key}={value}"]
     equivalent.append(argv)
     report = replay(spec, reader)

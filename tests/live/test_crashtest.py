@@ -65,6 +65,20 @@ def test_crash_points_recover_with_clean_fsck_and_intact_fsynced_files(raidlab_c
     run_and_check(raidlab_cmd, tmp_path, preset, points=3, seed=11)
 
 
+def test_vcraid_mcd_with_its_cache_partitions_on_the_two_ide_drives_recovers(raidlab_cmd, tmp_path):
+    """The mcd preset with -o cache_models (§4.1: one cache partition on each IDE disk,
+    separate drives d4, d5 beside the raid5): killed and assembled like the preset itself."""
+    home = tmp_path / "home"
+    proc, summary = crashtest(raidlab_cmd, home, "vcraid-mcd", "--points", "2", "--seed", "3",
+                              "-o", "cache_models=maxtor-91366u4,maxtor-91020d6")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_summary(summary, 2)
+    assert summary["options"]["cache_models"] == "maxtor-91366u4,maxtor-91020d6"
+    lab_dir = home / "labs" / "crashtest-vcraid-mcd"
+    assert leftovers(lab_dir, "crashtest-vcraid-mcd") == {}
+    assert not lab_dir.exists() and scratch_left(home) == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
 def test_twenty_crash_points_per_configuration(raidlab_cmd, tmp_path, preset):

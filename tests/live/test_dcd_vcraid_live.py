@@ -268,3 +268,79 @@ def test_failing_a_dcd_drive_is_refused_without_force(rl):
     proc = rl("fail", "f", "--disk", "1", check=False)
     assert proc.returncode == 2 and "no redundancy" in proc.stderr and "Traceback" not in proc.stderr
     rl("destroy", "f")
+
+
+IDE = ["maxtor-91366u4", "maxtor-91020d6"]  # VC-RAID Table 1's two IDE disks
+
+
+def test_vcraid_mcd_cache_partitions_on_the_two_ide_drives(rl):
+    """§4.1: "two logical partitions, one from each of the IDE disks, are used as cache disks":
+    -o cache_models puts mcd's partitions on two extra drives d4, d5 of those models, the four
+    raid5 members hold no cache. Data written and fsync'ed through the device sits in the cache
+    drives (destage=off); a raid5 member can fail, a cache drive is refused; after destroy
+    --keep-images, assemble writes the cache drives' blocks home and the data reads back."""
+    import random
+
+    device = rl("create", "i", "--arch", "vcraid", "--disks", "4", "--disk-size", "32M", "--chunk", "64K",
+                "-o", "config=mcd", "-o", f"cache_models={','.join(IDE)}", "-o", "cache_size=8M",
+                "-o", "ram_buffer=512K", "-o", "destage=off").stdout.strip()
+    lab_dir = rl.home / "labs" / "i"
+    images = {p.name: p.stat().st_size for p in (lab_dir / "images").iterdir()}
+    assert images == {**{f"d{k}.img": 32 << 20 for k in range(4)}, "d4.img": 4 << 20, "d5.img": 4 << 20}
+
+    rng = random.Random(7)
+    capacity = rl.status("i")["statistics"]["capacity"]
+    writes = []
+    with open(device, "r+b", buffering=0) as dev:
+        for _ in range(200):
+            size = rng.choice((4096, 16384, 65536))
+            offset = rng.randrange(0, capacity - size) // 4096 * 4096
+            data = rng.randbytes(size)
+            dev.seek(offset)
+            dev.write(data)
+            writes.append((offset, data))
+        os.fsync(dev.fileno())
+
+    def expected() -> dict[int, bytes]:  # later writes win where they overlap
+        image = {}
+        for offset, data in writes:
+            for k in range(0, len(data), 4096):
+                image[offset + k] = data[k:k + 4096]
+        return image
+
+    def read_back(path: str) -> None:
+        with open(path, "rb", buffering=0) as dev:
+            for offset, block in expected().items():
+                dev.seek(offset)
+                assert dev.read(4096) == block, offset
+
+    status = rl.status("i")
+    placement = status["cache_placement"]
+    assert [(p["drive"], p["model"], p["whole_drive"], p["bytes"]) for p in placement] == [
+        ("d4", IDE[0], True, 4 << 20), ("d5", IDE[1], True, 4 << 20)]
+    stats = status["statistics"]
+    assert stats["config"] == "mcd" and stats["cache_disk_used_bytes"] > 0  # destage=off: still cached
+    assert len(stats["level1_per_disk"]) == 2 and all(n > 0 for n in stats["level1_per_disk"])
+    rows = {row[0]: row for row in status["tables"][0]["rows"]}
+    assert [rows[f"d{k}"][1] for k in (4, 5)] == IDE
+    assert all(rows[f"d{k}"][4] > 0 for k in (4, 5))  # the log writes went to the IDE drives
+    text = rl("status", "i").stdout
+    assert "cache drives: d4 (maxtor-91366u4" in text and "d5 (maxtor-91020d6" in text
+    read_back(device)
+
+    # A cache drive is not mirrored: refused. A raid5 member holds no cache: the raid5 loses it.
+    proc = rl("fail", "i", "--disk", "4", check=False)
+    assert proc.returncode == 2 and "would lose data" in proc.stderr and "Traceback" not in proc.stderr
+    rl("fail", "i", "--disk", "0")
+    assert rl.status("i")["state"] == "degraded"
+    read_back(device)
+
+    rl("destroy", "i", "--keep-images")
+    assert leftovers(lab_dir, "i") == {}
+    device = rl("assemble", "i").stdout.strip()
+    status = rl.status("i")
+    assert status["recovered_at_assemble"]["blocks"] > 0 and status["state"] == "degraded"
+    assert [p["drive"] for p in status["cache_placement"]] == ["d4", "d5"]
+    read_back(device)
+    rl("destroy", "i")
+    assert leftovers(lab_dir, "i") == {} and not lab_dir.exists()

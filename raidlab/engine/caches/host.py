@@ -25,6 +25,12 @@ cache_model, default the first data member's):
            config=mcd  (Fig. 1b)    N >= 3 drives; the first `cache_disks` (default 2, as in
                                             the paper) hold one cache partition each of
                                             cache_size / cache_disks after their S bytes of raid5
+           config=mcd, cache_models=[m0, m1, ...] (§4.1: "two logical partitions, one from
+                                            each of the IDE disks"): N >= 3 raid5 disks
+                                            d0..d{N-1} (S each, no cache on them) and one cache
+                                            drive per listed model, d{N}, d{N+1}, ..., each
+                                            holding one partition of cache_size / len(cache_models);
+                                            served and assembled like scd's cache disk
            config=scd, mirrored_cache=on (§3.4): also d{N+1}, the backup cache disk written in
                                             parallel (raidlab.engine.caches.mirror)
            config=1c|1d (Fig. 1c/1d)       N >= 3 data disks d0..d{N-1} (S each) and N cache
@@ -39,10 +45,12 @@ Arch options (-o), named after the papers:
             cache_model (physical only; default: --disk-model, its first model if a list)
     vcraid: config=scd|mcd|1c|1d, ram_buffer (4M), cache_size (200M in total), block_size (1K; an
             ext4 block size: 1K, 2K or 4K), level1_write (64K), destage_segment (64K, level 2),
-            idle_threshold (0.05 s), destage=on|off, cache_model (scd only), cache_disks (mcd),
-            mirrored_cache=on|off (scd only)
+            idle_threshold (0.05 s), destage=on|off, cache_model (scd, 1c, 1d), cache_disks (mcd),
+            cache_models (mcd: a list of catalog models, one separate cache drive each; on the
+            command line m0,m1; cache_disks is then the list's length), mirrored_cache=on|off
+            (scd only)
     The names and defaults are those of `raidlab sim` (raidlab.traces.cachearchs), so a
-    scenario's options mean the same in both; cache_model and cache_disks are live-only.
+    scenario's options mean the same in both.
 
 Not built (refused with one line): a mirrored cache for mcd/1c/1d, failure injection for
 1c/1d; the DCD's NVRAM RAM buffer. `raidlab fail` works on every drive (refusing,
@@ -66,7 +74,7 @@ KiB, MiB = 1024, 1 << 20
 EXT4_BLOCK_SIZES = (1024, 2048, 4096)  # ext4 mounts only block sizes up to the 4 KiB page
 
 # Option names and defaults as in `raidlab sim` (raidlab.traces.cachearchs), so one scenario's
-# options mean the same live and in virtual time; cache_model and cache_disks are live-only.
+# options mean the same live and in virtual time.
 DCD_CACHE_SIZE = 80_000 * 256  # DCD §4: the first 80,000 (256-byte, Table 1) sectors, "20 MB"
 DESTAGE_OFF_THRESHOLD = 1e9    # destage=off (DCD §4.3, Table 4): an idle period never comes
 DCD_OPTIONS: dict[str, Any] = dict(cache="physical", report="immediate", ram_buffer=512 * KiB,
@@ -75,7 +83,7 @@ DCD_OPTIONS: dict[str, Any] = dict(cache="physical", report="immediate", ram_buf
 VCRAID_OPTIONS: dict[str, Any] = dict(config="scd", ram_buffer=4 * MiB, cache_size=200 * MiB,
                                       block_size=1 * KiB, level1_write=64 * KiB, destage_segment=64 * KiB,
                                       idle_threshold=0.050, destage="on", cache_model=None, cache_disks=2,
-                                      mirrored_cache="off")
+                                      cache_models=None, mirrored_cache="off")
 SIZE_OPTIONS = {"ram_buffer", "cache_size", "destage_segment", "large_write", "block_size",
                 "level1_write"}
 PER_DISK = ("1c", "1d")  # raidlab.engine.caches.perdisk
@@ -108,6 +116,21 @@ def _seconds(value: Any) -> float:
     return seconds
 
 
+def _model_list(value: Any) -> tuple[str, ...]:
+    """cache_models: a list of catalog names (scenario TOML, JSON) or "m0,m1" (the CLI)."""
+    if isinstance(value, str):
+        names = [part.strip() for part in value.split(",")]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        names = [v.strip() for v in value]
+    else:
+        raise UsageError(f"option cache_models={value!r} is not a list of disk models",
+                         hint="write it like cache_models=maxtor-91366u4,maxtor-91020d6")
+    if not all(names):
+        raise UsageError(f"option cache_models={value!r} has an empty model name",
+                         hint="write it like cache_models=maxtor-91366u4,maxtor-91020d6")
+    return tuple(names)
+
+
 def idle_threshold_of(opts: dict[str, Any]) -> float:
     return DESTAGE_OFF_THRESHOLD if opts["destage"] == "off" else opts["idle_threshold"]
 
@@ -135,6 +158,16 @@ def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
             out["cache_disks"] = int(out["cache_disks"])
         except (TypeError, ValueError):
             raise UsageError(f"option cache_disks={out['cache_disks']} is not a whole number") from None
+        if out["cache_models"] is not None:  # mcd's partitions on separate drives (§4.1)
+            names = _model_list(out["cache_models"])
+            if out["config"] in ("scd", *PER_DISK):
+                raise UsageError(f"cache_models is for config=mcd, not config={out['config']}",
+                                 hint="use cache_model for its cache disk(s), or config=mcd")
+            if "cache_disks" in options and out["cache_disks"] != len(names):
+                raise UsageError(f"cache_disks={out['cache_disks']} conflicts with cache_models, which names "
+                                 f"{len(names)} cache drive(s)",
+                                 hint="drop cache_disks: with cache_models it is the list's length")
+            out["cache_models"], out["cache_disks"] = names, len(names)
     return out
 
 
@@ -171,15 +204,23 @@ def plan_members(arch: str, disks: int, disk_size: int, disk_model: str, options
         return [(m, disk_size) for m in models] + [(cache_model, _mcd_partition(opts["cache_size"], disks))] * disks
     if config == "mcd":
         if opts["cache_model"] is not None:
-            raise UsageError("mcd's cache partitions live on the array's drives: it has no cache_model",
-                             hint="use config=scd for a dedicated cache disk")
+            raise UsageError("mcd has no cache_model: its cache partitions are on the array's drives, "
+                             "or on the drives cache_models names",
+                             hint="name one separate drive per partition with cache_models=m0,m1, "
+                                  "or use config=scd for a dedicated cache disk")
         k = opts["cache_disks"]
         if k < 2:
             raise UsageError(f"mcd needs cache partitions on at least two disks, not {k}",
                              hint="use config=scd for one cache disk")
-        if k > disks:
-            raise UsageError(f"mcd cannot put cache partitions on {k} disks of {disks}")
         part = _mcd_partition(opts["cache_size"], k)
+        if opts["cache_models"] is not None:  # separate cache drives d{N}.., as scd's cache disk
+            for name in opts["cache_models"]:
+                catalog.get(name)
+            return [(m, disk_size) for m in models] + [(name, part) for name in opts["cache_models"]]
+        if k > disks:
+            raise UsageError(f"mcd cannot put cache partitions on {k} disks of {disks}",
+                             hint=f"use cache_disks of 2..{disks}, or separate cache drives with "
+                                  "cache_models=m0,m1,...")
         return [(m, disk_size + (part if i < k else 0)) for i, m in enumerate(models)]
     raise UsageError(f"unknown VC-RAID configuration {config!r}", hint="use config=scd, mcd, 1c or 1d")
 
@@ -255,6 +296,7 @@ class CacheHost:
         self.volume_path: Path | None = None
         self.recovered: dict[str, Any] = {}
         self.mirror = None          # MirroredCacheDisk of scd with mirrored_cache=on
+        self.caches: list = []      # the cache disks as drives or partitions (cache_placement)
         self.session = None
 
     # ------------------------------------------------------------------ build / assemble
@@ -310,6 +352,7 @@ class CacheHost:
             drive = self.drives[0]
             cache_disk = drive.partition(0, opts["cache_size"], name="d0-cache")
             data_disk = drive.partition(opts["cache_size"], spec.disk_size, name="d0-data")
+        self.caches = [cache_disk]
         if mode == "create":
             status(f"creating a {opts['cache']} DCD, report {opts['report']}")
             self.target = await create_dcd(
@@ -332,6 +375,7 @@ class CacheHost:
             from raidlab.engine.caches.perdisk import assemble_perdisk, create_perdisk
 
             data, caches = self.drives[:n], self.drives[n:]
+            self.caches = list(caches)
             if mode == "create":
                 status(f"creating VC-RAID {opts['config']}: raid5 over {n} disks, each with its own cache disk")
                 self.target = await create_perdisk(
@@ -351,14 +395,16 @@ class CacheHost:
             make = MirroredCacheDisk.create if mode == "create" else MirroredCacheDisk.assemble
             self.mirror = await make("cache-mirror", self.drives[n], self.drives[n + 1])
             cache_disks = [self.mirror]
-        elif opts["config"] == "scd":
-            array_members, cache_disks = self.drives[:n], [self.drives[n]]
+        elif opts["config"] == "scd" or opts["cache_models"] is not None:
+            # scd's cache disk d{N}, or mcd's separate cache drives d{N}.. (cache_models)
+            array_members, cache_disks = self.drives[:n], self.drives[n:]
         else:
             k = opts["cache_disks"]
             part = _mcd_partition(opts["cache_size"], k)
             array_members = [d.partition(0, spec.disk_size, name=f"{d.name}-array") if i < k else d
                              for i, d in enumerate(self.drives)]
             cache_disks = [self.drives[i].partition(spec.disk_size, part, name=f"d{i}-cache") for i in range(k)]
+        self.caches = [self.drives[n], self.drives[n + 1]] if self.mirror is not None else list(cache_disks)
         if mode == "create":
             status(f"creating VC-RAID {opts['config']}: raid5 over {n} disks, {len(cache_disks)} cache disk(s)")
             self.target = await create_vcraid(
@@ -378,6 +424,20 @@ class CacheHost:
             return self.target.array.state
         return "bypass" if self.target.bypass else "caching"
 
+    def cache_placement(self) -> list[dict[str, Any]]:
+        """Which drive holds which cache: a whole drive (scd's cache disk and its backup,
+        mcd's cache_models drives, 1c/1d's, a physical DCD's) or a partition of one (mcd's
+        partitions on the array drives, a logical DCD's log)."""
+        from raidlab.disks.disk import Partition
+
+        out = []
+        for cache in self.caches:
+            drive = cache.disk if isinstance(cache, Partition) else cache
+            out.append({"cache": cache.name, "drive": drive.name, "model": drive.model.name, "bytes": cache.size,
+                        "offset": cache.start if isinstance(cache, Partition) else 0,
+                        "whole_drive": not isinstance(cache, Partition)})
+        return out
+
     def vm_disks(self) -> list[Path]:
         return [self.volume_path]
 
@@ -392,6 +452,8 @@ class CacheHost:
                               for i, label in enumerate(("primary", "backup")))
             report.append(f"mirrored cache disk (§3.4): {sides}; {m['mirrored_writes']} mirrored writes, "
                           f"{m['reads_from_backup']} reads from the backup")
+        placement = self.cache_placement()
+        report.append(placement_line(placement))
         return {
             "kind": "cache",
             "state": self._state(),
@@ -399,6 +461,7 @@ class CacheHost:
             "recovered_at_assemble": self.recovered,
             "statistics": stats,
             "report": report,
+            "cache_placement": placement,
             "tables": [disks_table(self.drives)],
             "timeline": [[round(t, 6), event, detail] for t, event, detail in list(self.target.timeline)[-50:]],
         }
@@ -424,7 +487,8 @@ class CacheHost:
                              hint="use config=scd or mcd")
         if arch == "vcraid" and index < n:
             array = self.target.array
-            holds_cache = self.options["config"] == "mcd" and index < self.options["cache_disks"]
+            holds_cache = (self.options["config"] == "mcd" and self.options["cache_models"] is None
+                           and index < self.options["cache_disks"])
             if (not array.layout.survives(array.failed | {index}) or holds_cache) and not force:
                 why = "holds a cache partition" if holds_cache else "is one the raid5 cannot lose"
                 raise UsageError(f"drive {index} of {name} {why}: failing it would lose data",
@@ -516,6 +580,19 @@ def vcraid_report(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
         f"holes dropped {s['level2_holes_dropped']}, suspended {s['level2_suspended']}, forced {s['level2_forced']}; "
         f"idle periods found {s['idle_periods_found']}; recovered at assemble {s['recovered_blocks']} blocks",
     ]
+
+
+def placement_line(placement: list[dict[str, Any]]) -> str:
+    """`raidlab status`: where each cache is, e.g. "cache drives: d4 (maxtor-91366u4, 100.0 MiB), ..."
+    or "cache partitions: d0-cache on d0 (ibm-dnes-318350) at 1024.0 MiB, 100.0 MiB, ..."."""
+    parts = []
+    for p in placement:
+        if p["whole_drive"]:
+            parts.append(f"{p['drive']} ({p['model']}, {_kib(p['bytes'])})")
+        else:
+            parts.append(f"{p['cache']} on {p['drive']} ({p['model']}) at {_kib(p['offset'])}, {_kib(p['bytes'])}")
+    whole = all(p["whole_drive"] for p in placement)
+    return ("cache drives: " if whole else "cache partitions: ") + ", ".join(parts)
 
 
 def disks_table(drives: list) -> dict[str, Any]:
