@@ -84,7 +84,7 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     blocks.append(("table", (["label", "arch", "disks", "model", "disk size", "chunk", "options"],
                              [[a.label, a.arch, str(a.disks), a.disk_model.replace(",", ", "),
                                f"{a.disk_size >> 20} MiB",
-                               f"{a.chunk >> 10} KiB", ", ".join(f"{k}={v}" for k, v in a.options.items())]
+                               f"{a.chunk >> 10} KiB", ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in a.options.items())]
                               for a in scn.archs])))
     if results.failed_runs:
         blocks.append(("h2", "Failed runs"))

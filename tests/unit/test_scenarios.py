@@ -3,6 +3,7 @@ started); the run plan and claim verdicts follow the schema of scenarios/README.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -304,3 +305,17 @@ def test_vm_available_memory(tmp_path):
                        ).key == "scenario.vm_available_memory"
     for path in sorted((REPO / "scenarios").glob("vcraid-*.toml")):  # the paper's 64 MB machine
         assert scenarios.load(path).vm_available_mib == 50, path
+
+
+def test_vcraid_ram_buffer_comes_out_of_the_guest_memory():
+    """VC-RAID reserved its RAM buffer out of the paper machine's 64 MB; the run gives the
+    lab VM that much less (Fig. 6's sweep then shrinks the file cache as in §4.3.1)."""
+    from raidlab.run import guest_available_mib
+
+    fig6 = scenarios.load(REPO / "scenarios" / "vcraid-fig6-ram-buffer.toml")
+    left = {a.options["ram_buffer"]: guest_available_mib(a, 50) for a in fig6.archs}
+    assert left == {"1M": 49, "2M": 48, "4M": 46, "8M": 42, "16M": 34}
+    table2 = scenarios.load(REPO / "scenarios" / "vcraid-table2-postmark.toml")
+    assert {a.label: guest_available_mib(a, 50) for a in table2.archs} == {"raid0": 50, "scd": 46, "raid5": 50}
+    default = dataclasses.replace(table2.arch("scd"), options={"config": "scd"})
+    assert guest_available_mib(default, 50) == 46  # the 4 MB default buffer
