@@ -338,6 +338,9 @@ def _mountpoint(session) -> str:
     return "/mnt/raidlab"
 
 
+STATUS_TIMEOUT = 120.0
+
+
 def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | None,
              status: Callable[[str], None]) -> dict[str, Any]:
     """create -> mkfs.ext4 -> mount -> workload -> umount -> destroy; the result document."""
@@ -387,7 +390,16 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             close = getattr(session, "close", None)
             if close:
                 close()
+        # The array's own account of the run (member I/O, cache hits and destages, mdstat),
+        # after umount so the filesystem's last writes are in it: what explains a result.
+        from raidlab.engine import control
+
+        try:
+            array_status = control.request(lab, "status", timeout=STATUS_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - the result stands without it; say why
+            array_status = {"error": f"status after the run failed: {exc}"}
     result = dict(result)
+    result["array_status"] = array_status
     result["setup_commands"] = setup
     result["mount_options"] = mount_options if mounted else None
     result["runner_kernel"] = runner_kernel
@@ -401,9 +413,7 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
 def run_sim(run: PlannedRun, scenario: Scenario, out_dir: Path) -> dict[str, Any]:
     from raidlab.traces.experiment import run_case
 
-    work = out_dir / "sim" / run.run_id
-    work.mkdir(parents=True, exist_ok=True)
-    return run_case(scenario, run.arch, run.case, work)
+    return run_case(scenario, run.arch, run.case)
 
 
 def _write_run(out: Path, run: PlannedRun, doc: dict) -> Path:

@@ -29,7 +29,6 @@ Case parameters (merged [workload].params and [[case]].params):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -142,9 +141,11 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path) -> dict[str, Any]:
-    """Replay `case`'s trace on `arch_entry` in virtual time; return the result document and
-    write the full replay report to out_dir/replay.json (see the module doc)."""
+def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Replay `case`'s trace on `arch_entry` in virtual time; return the result document (see
+    the module doc). The full replay report is its raw.replay; nothing is written beside it
+    (`out_dir` is accepted for the runner's call and unused: a replay.json there would only
+    repeat what the run's JSON already holds)."""
     from raidlab.traces.formats import TraceReader
     from raidlab.traces.replay import replay
     from raidlab.traces.stats import TraceStats
@@ -204,9 +205,6 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path) -> 
     equivalent.append(argv)
     report = replay(spec, reader)
     speed = report.pop("speed")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "replay.json").write_text(json.dumps(report, indent=2, sort_keys=True))
     return {
         "workload": WORKLOAD,
         "params": params,

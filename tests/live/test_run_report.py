@@ -163,6 +163,12 @@ def test_run_then_report(tmp_path, raidlab_cmd):
         assert argvs[:1] == ["mkfs.ext4"] and "mount" in argvs and argvs[-1] == "umount"
         assert all(c["rc"] == 0 for c in doc["setup_commands"])
         assert doc["array"]["arch"] == doc["arch_id"]
+        # the array's statistics after umount travel with the result: PostMark's writes reached
+        # the members
+        status = doc["array_status"]
+        assert status["spec"]["arch"] == doc["arch_id"] and status["kind"] == "engine"
+        members = status["statistics"]["members"]
+        assert len(members) == 3 and all(m["writes"] > 0 for m in members), members
 
     rep = subprocess.run(raidlab_cmd + ["report", str(out.parent)], capture_output=True, text=True, timeout=300)
     assert rep.returncode == 0, rep.stderr
