@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -115,6 +116,7 @@ def results_dir(root: Path, scenario: Scenario) -> Path:
 
 # --- environment record -----------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)  # once, when the run starts: the code that ran
 def _git_revision() -> dict[str, Any]:
     repo = Path(__file__).resolve().parent.parent
     try:
