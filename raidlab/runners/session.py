@@ -43,8 +43,8 @@ from raidlab.errors import LabError, RaidlabError, ToolFailedError
 
 # Exit status busybox `timeout -s KILL` reports for a command it killed (128 + SIGKILL).
 GUEST_TIMEOUT_STATUS = 137
-# The guest's scratch directory: the VM runs from its initramfs, so this is RAM (tmpfs-like
-# rootfs), never the array under test.
+# The guest's scratch directory: an ext4 on the lab VM's scratch disk (a sparse file of the
+# lab, raidlab.runners.vm.hosted), never the array under test and not the guest's RAM.
 GUEST_SCRATCH = "/root/scratch"
 
 

@@ -15,8 +15,9 @@ What this driver does and why:
   KB" and "122 MB" agree with decimal units: 12,322 x 9,900 B = 122.0 MB). `scale` multiplies
   the directory and file counts (0.01 -> 10 directories, 123 files, 1.2 MB).
 - The tar file is built on the host (cached under ~/.cache/raidlab/trees/, deterministic tar
-  headers: fixed mtime, uid 0) and put into `session.scratch`, another filesystem (tmpfs in
-  the VM, a temp directory on the host), as the paper kept its source on the system disk.
+  headers: fixed mtime, uid 0) and put into `session.scratch`, another filesystem (in the
+  VM an ext4 on the lab's scratch disk, untimed; a temp directory on the host), as the
+  paper kept its source on the system disk.
 - untar: `tar xf SCRATCH/tree.tar -C MOUNTPOINT` creates MOUNTPOINT/tree.
   copy: `cp -r MOUNTPOINT/tree MOUNTPOINT/tree.copy`. The paper says "copying ... the
   entire directory tree created by the untar test", so the source is the untarred tree on
