@@ -1,11 +1,13 @@
 """Engine architectures as real block devices: `raidlab create` -> ext4 / fio -> fail ->
-replace -> check -> destroy --keep-images -> assemble, through the CLI, as a user runs it.
+replace -> check -> destroy --keep-images -> assemble, through the CLI, as a user runs it;
+and an array of members with different disk models (`--disk-model a,b,c`).
 
 Each test uses its own RAIDLAB_HOME (tmp_path), so the leftover checks see only its lab.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -159,3 +161,34 @@ def test_bad_create_input_is_one_line_exit_two_nothing_made(rl, args, message):
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (rl.home / "labs" / "bad" / "array.json").exists()
+
+
+# ---- per-member disk models (VC-RAID Table 1: four different drives in one array) ----
+
+MEMBER_MODELS = ["ibm-dnes-318350", "seagate-st52160n", "hp-c2200a"]
+
+
+def test_raid5_over_three_different_models(rl):
+    device = rl("create", "mm", "--arch", "raid5", "--disks", "3", "--disk-model", ",".join(MEMBER_MODELS),
+                "--disk-size", "16M", "--chunk", "64K").stdout.strip()
+    assert device.startswith("/dev/loop")
+    status = json.loads(rl("status", "mm", "--json").stdout)
+    assert status["member_models"] == MEMBER_MODELS
+    assert [m["model"] for m in status["statistics"]["members"]] == MEMBER_MODELS
+    assert status["spec"]["disk_model"] == ",".join(MEMBER_MODELS)
+    listed = json.loads(rl("list", "--json").stdout)
+    assert [a["disk_model"] for a in listed if a["name"] == "mm"] == [",".join(MEMBER_MODELS)]
+    text = rl("status", "mm").stdout
+    assert ", ".join(MEMBER_MODELS) in text and all(m in text for m in MEMBER_MODELS)
+
+    # A replaced member is built with its own model again, not the first member's.
+    rl("fail", "mm", "--disk", "1")
+    rl("replace", "mm", "--disk", "1")
+    status = json.loads(rl("status", "mm", "--json").stdout)
+    assert [m["model"] for m in status["statistics"]["members"]] == MEMBER_MODELS
+    assert status["statistics"]["state"] == "optimal"
+
+    lab_dir = rl.home / "labs" / "mm"
+    rl("destroy", "mm")
+    assert leftovers(lab_dir, "mm") == {}
+    assert not lab_dir.exists()

@@ -192,7 +192,7 @@ def test_vm_has_room_and_the_workload_programs(vm_array, tmp_path):
     digest = session.exec(["sha256sum", remote], timeout=300).stdout_text.split()[0]
     assert digest == hashlib.sha256(data).hexdigest()
     on = session.exec(["df", "-P", remote], timeout=30).stdout_text.splitlines()[-1].split()[0]
-    assert on.startswith("/dev/vd"), on  # the scratch disk, not the guest's RAM root
+    assert on == "/dev/raidlab/raidlab-scratch", on  # the scratch disk, not the guest's RAM root
     session.exec(["rm", "-f", remote], timeout=60)
     for program in ("tar", "cp", "rm", "sync", "fio", "postmark", "bonnie++", "mkfs.ext4", "e2fsck", "mdadm"):
         assert session.exec(["sh", "-c", f"command -v {program}"], timeout=30, check=False).rc == 0, program
