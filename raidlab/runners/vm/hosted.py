@@ -27,9 +27,9 @@ How it is built:
   122 MB untar tarball, config files, client programs) is an ext4 on one more virtio disk, a
   sparse file of the lab made fresh at every boot and removed at shutdown, not the guest's
   RAM. So a small guest memory (a scenario's `vm_available_memory`, close to the papers'
-  64 MB machines) still holds the sources, and their pages are ordinary, evictable page cache. It is
-  the last disk, so the array's disks keep /dev/vda, /dev/vdb, ...; it is not timed by any
-  disk model (a host file), as the paper's sources sat on a separate disk.
+  64 MB machines) still holds the sources, and their pages are ordinary, evictable page
+  cache. It is the last disk, so the array's disks keep /dev/vda, /dev/vdb, ...; it is not
+  timed by any disk model (a host file), as the paper's sources sat on a separate disk.
 * Output travels as files: the daemon writes a command's stdout/stderr to files in the lab
   directory and answers with their paths (DaemonSession reads and removes them), so large
   outputs never sit inside one JSON line.
@@ -156,8 +156,8 @@ class HostedVM:
                 start_time=process_start_time(vm.pid)))
         self.status(f"lab VM up in {vm.boot_seconds:.1f} s ({vm.accel})")
         self.exchange.mkdir(exist_ok=True)
-        await self.run_script(f"mkdir -p {GUEST_SCRATCH} && mount -t ext4 /dev/raidlab/{SCRATCH_SERIAL} {GUEST_SCRATCH}"
-                              f" && mkdir -p {GUEST_SCRATCH}/tmp", 60)
+        await self.run_script(f"mkdir -p {GUEST_SCRATCH} && mount -t ext4 /dev/raidlab/{SCRATCH_SERIAL} {GUEST_SCRATCH}",
+                              60)
         self.guest_memory = await self.meminfo()
         target = vm_available_mib()
         if target:
