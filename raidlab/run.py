@@ -275,7 +275,8 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
     """A fresh array for one run, exactly as `raidlab create` makes it; destroyed (images
     removed) on the way out whatever happens. Yields (lab, ready record). `vm_available_mib`
     (runner vm): the guest memory left to the workload, handed to the daemon as
-    RAIDLAB_VM_AVAILABLE_MIB (see raidlab/runners/vm/hosted.py)."""
+    RAIDLAB_VM_AVAILABLE_MIB (see raidlab/runners/vm/hosted.py, which also takes out what
+    the array holds in host RAM, e.g. a VC-RAID RAM buffer)."""
     from raidlab.engine import control
     from raidlab.engine.daemon import SPEC_FILE, ArraySpec
     from raidlab.lab import Lab
@@ -292,9 +293,7 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
               entry.discipline, dict(entry.options), runner).save(lab.path)
     try:
         status(f"creating {entry.arch}")
-        env = None
-        if runner == "vm" and vm_available_mib:
-            env = {AVAILABLE_ENV: str(guest_available_mib(entry, vm_available_mib))}
+        env = {AVAILABLE_ENV: str(vm_available_mib)} if runner == "vm" and vm_available_mib else None
         ready = control.start_daemon(lab, "create", home=home, on_status=status, env=env)
         yield lab, ready
     finally:
@@ -305,22 +304,6 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
             finally:
                 control.release_leftovers(lab)
                 control.remove_lab(lab, keep_images=False)
-
-
-def guest_available_mib(entry: ArchEntry, available_mib: int) -> int:
-    """The guest memory left to the workload on this architecture: a VC-RAID RAM buffer is
-    taken out of it. The paper reserved that buffer out of the machine's 64 MB at boot (§3.1,
-    §4.3.1: 'if the RAM buffer is too large, the remaining system RAM used for regular file
-    system becomes small'); here the buffer lives in the array daemon on the host, so the
-    lab VM gives up the same amount instead."""
-    from raidlab.engine.caches.host import VCRAID_OPTIONS
-    from raidlab.export.serve import parse_size
-
-    if entry.arch != "vcraid":
-        return available_mib
-    buffer = entry.options.get("ram_buffer", VCRAID_OPTIONS["ram_buffer"])
-    buffer = buffer if isinstance(buffer, int) else parse_size(str(buffer))
-    return max(1, available_mib - (buffer >> 20))
 
 
 def _lab_name_for(entry: ArchEntry) -> str:

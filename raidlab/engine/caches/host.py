@@ -441,6 +441,11 @@ class CacheHost:
     def vm_disks(self) -> list[Path]:
         return [self.volume_path]
 
+    def guest_ram_reserved(self) -> int:
+        """Bytes of the lab VM's available memory this architecture gives up (see
+        reserved_ram)."""
+        return reserved_ram(self.spec.arch, self.options)
+
     # ------------------------------------------------------------------ ops
 
     async def op_status(self, request, send) -> dict:
@@ -580,6 +585,17 @@ def vcraid_report(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
         f"holes dropped {s['level2_holes_dropped']}, suspended {s['level2_suspended']}, forced {s['level2_forced']}; "
         f"idle periods found {s['idle_periods_found']}; recovered at assemble {s['recovered_blocks']} blocks",
     ]
+
+
+def reserved_ram(arch: str, options: dict[str, Any]) -> int:
+    """RAM the paper's machine gave this architecture out of its own: VC-RAID's RAM buffer,
+    reserved at boot (§3.1; §4.3.1: 'if the RAM buffer is too large, the remaining system RAM
+    used for regular file system becomes small'). Here the buffer lives in the array daemon on
+    the host, so a lab VM with an available-memory target (RAIDLAB_VM_AVAILABLE_MIB) gives up
+    the same amount instead. 0 for DCD (its buffer is the paper's NVRAM, not system RAM)."""
+    if arch != "vcraid":
+        return 0
+    return arch_options(arch, options)["ram_buffer"]
 
 
 def placement_line(placement: list[dict[str, Any]]) -> str:

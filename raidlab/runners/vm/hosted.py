@@ -20,8 +20,9 @@ How it is built:
 * Memory: RAIDLAB_VM_MEMORY_MIB (default 2048; at least 384, as the ~95 MB initramfs is held
   twice while the kernel unpacks it). RAIDLAB_VM_AVAILABLE_MIB (a scenario's
   `vm_available_memory`) then pins a ballast file in a guest ramfs until MemAvailable
-  is that value, so the workload sees a machine the papers' size; the boot RAM defaults to
-  512 MiB then. TCG allocates guest memory lazily, so a large value costs host memory only
+  is that value, less what the array holds in host RAM that the paper's machine held in its
+  own (a VC-RAID RAM buffer: host.guest_ram_reserved()), so the workload sees a machine the
+  papers' size; the boot RAM defaults to 512 MiB then. TCG allocates guest memory lazily, so a large value costs host memory only
   when used.
 * Scratch disk: the guest's scratch directory (GUEST_SCRATCH: workload sources such as the
   122 MB untar tarball, config files, client programs) is an ext4 on one more virtio disk, a
@@ -95,9 +96,10 @@ def vm_available_mib() -> int | None:
 class HostedVM:
     """The lab VM of one array daemon; `op_exec`, `op_put`, `op_get` are daemon ops."""
 
-    def __init__(self, session, disks: list[Path], *, status=lambda m: None):
+    def __init__(self, session, disks: list[Path], *, status=lambda m: None, reserved_bytes: int = 0):
         self.session = session
         self.disk_paths = [Path(p) for p in disks]
+        self.reserved_mib = reserved_bytes >> 20  # host-side RAM the array takes out of the target
         self.status = status
         self.vm = None
         self.guest_memory: dict[str, int] = {}
@@ -161,6 +163,7 @@ class HostedVM:
         self.guest_memory = await self.meminfo()
         target = vm_available_mib()
         if target:
+            target = max(MIN_AVAILABLE_MIB, target - self.reserved_mib)
             spare = self.guest_memory.get("MemAvailable", 0) // 1024 - target
             if spare < 0:
                 raise VMError(f"the lab VM has only {self.guest_memory.get('MemAvailable', 0) // 1024} MiB "
@@ -170,7 +173,8 @@ class HostedVM:
             await self.run_script(f"mkdir -p {BALLAST_DIR} && mount -t ramfs ballast {BALLAST_DIR} && "
                                   f"dd if=/dev/zero of={BALLAST_DIR}/pinned bs=1M count={spare} status=none", 300)
             self.guest_memory = {**await self.meminfo(), "ballast_kib": spare * 1024,
-                                 "available_target_kib": target * 1024}
+                                 "available_target_kib": target * 1024,
+                                 "reserved_by_array_kib": self.reserved_mib * 1024}
 
     async def meminfo(self) -> dict[str, int]:
         result = await self.run_script("cat /proc/meminfo", 30)
@@ -282,6 +286,7 @@ async def start_hosted_vm(daemon, session) -> HostedVM:
     vm_disks = getattr(daemon.host, "vm_disks", None)
     if vm_disks is None:
         raise UsageError(f"{daemon.spec.arch} cannot run in the lab VM", hint="use --runner native")
-    hosted = HostedVM(session, vm_disks(), status=daemon.status)
+    reserved = getattr(daemon.host, "guest_ram_reserved", lambda: 0)()
+    hosted = HostedVM(session, vm_disks(), status=daemon.status, reserved_bytes=reserved)
     await hosted.start()
     return hosted
