@@ -78,28 +78,29 @@ def plan_runs(scenario: Scenario, *, quick: bool = False, repeat: int | None = N
             archs = [dataclasses.replace(a, disk_size=q["disk_size"]) for a in archs]
         cases = [dataclasses.replace(c, params=quick_params(scenario, c)) for c in cases]
         reps = q.get("repeat", reps)
-    if only:
-        labels = {a.label for a in scenario.archs}
-        for label in only:
-            if label not in labels:
-                raise UsageError(f"--only {label}: no architecture labelled {label!r} in {scenario.path}",
-                                 hint=f"labels: {', '.join(sorted(labels))}")
-        archs = [a for a in archs if a.label in only]
-        if not archs:
-            raise UsageError(f"--only {','.join(only)}: none of these runs in the --quick subset of {scenario.path}")
-    if cases_only:
-        names = {c.name for c in scenario.cases}
-        for name in cases_only:
-            if name not in names:
-                raise UsageError(f"--case {name}: no case named {name!r} in {scenario.path}",
-                                 hint=f"cases: {', '.join(c.name for c in scenario.cases)}")
-        cases = [c for c in cases if c.name in cases_only]
-        if not cases:
-            raise UsageError(f"--case {','.join(cases_only)}: none of these runs in the --quick subset of "
-                             f"{scenario.path}")
+    archs = _select(archs, only, [a.label for a in scenario.archs], lambda a: a.label,
+                    "--only", "architecture labelled", "labels", scenario.path)
+    cases = _select(cases, cases_only, [c.name for c in scenario.cases], lambda c: c.name,
+                    "--case", "case named", "cases", scenario.path)
     if repeat is not None:
         reps = repeat
     return [PlannedRun(a, c, k) for k in range(1, reps + 1) for a in archs for c in cases]
+
+
+def _select(planned: list, wanted: tuple[str, ...], known: list[str], key, option: str, what: str,
+            plural: str, path: Path) -> list:
+    """`planned` narrowed to the entries `wanted` names (all of them when nothing is wanted);
+    a name the scenario does not have, or a choice that leaves nothing to run, is refused."""
+    if not wanted:
+        return planned
+    for name in wanted:
+        if name not in known:
+            raise UsageError(f"{option} {name}: no {what} {name!r} in {path}",
+                             hint=f"{plural}: {', '.join(known)}")
+    chosen = [p for p in planned if key(p) in wanted]
+    if not chosen:
+        raise UsageError(f"{option} {','.join(wanted)}: none of these runs in the --quick subset of {path}")
+    return chosen
 
 
 def results_dir(root: Path, scenario: Scenario) -> Path:

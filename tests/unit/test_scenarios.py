@@ -322,3 +322,17 @@ def test_vcraid_ram_buffer_comes_out_of_the_guest_memory():
     assert {a.label: guest_available_mib(a, 50) for a in table2.archs} == {"raid0": 50, "scd": 46, "raid5": 50}
     default = dataclasses.replace(table2.arch("scd"), options={"config": "scd"})
     assert guest_available_mib(default, 50) == 46  # the 4 MB default buffer
+
+
+def test_plan_only_and_case_select_and_refuse(tmp_path):
+    scn = scenarios.load(_write(tmp_path, GOOD))
+    runs = plan_runs(scn, only=("r0",), cases_only=("medium",), repeat=1)
+    assert [r.run_id for r in runs] == ["r0--medium--r1"]
+    with pytest.raises(UsageError) as err:
+        plan_runs(scn, only=("r9",))
+    assert "--only r9: no architecture labelled 'r9'" in str(err.value) and "r5, r0" in err.value.hint
+    with pytest.raises(UsageError) as err:
+        plan_runs(scn, cases_only=("huge",))
+    assert "--case huge: no case named 'huge'" in str(err.value) and "small, medium" in err.value.hint
+    with pytest.raises(UsageError, match="none of these runs in the --quick subset"):
+        plan_runs(scn, quick=True, cases_only=("medium",))
