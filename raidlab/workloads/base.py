@@ -203,6 +203,12 @@ class Commands:
         return self.run(["sh", "-c", script, "sh", *args], timeout=timeout, check=check,
                         label=label)
 
+    def idle(self, seconds: float, label: str) -> None:
+        """`sleep SECONDS` on the runner (untimed): an idle period in which a write-back cache
+        under the filesystem (VC-RAID's log, DCD's) can destage. Nothing when 0."""
+        if seconds > 0:
+            self.run(["sleep", f"{seconds:g}"], timeout=seconds + 60, label=label)
+
     def host(self, record: dict) -> None:
         """Add a command that ran on the host (e.g. bon_csv2html) to the record."""
         self.records.append({**record, "where": "host"})

@@ -88,6 +88,23 @@ def test_untar_copy_remove_async(tmp_path):
     assert argv["copy"] == ["cp", "-r", f"{mnt}/tree", f"{mnt}/tree.copy"]
     assert argv["remove"] == ["rm", "-rf", f"{mnt}/tree"]
     assert any("untar" in msg for msg in messages)
+    assert not [l for l in labels if "idle" in l]               # idle_s defaults to 0
+
+
+def test_untar_idles_before_each_phase(tmp_path):
+    w = workloads.get("untar_copy_remove")
+    with ext4_session(tmp_path) as (session, mnt):
+        doc = w.run(session, mnt, {"scale": 0.01, "idle_s": 0.3})
+        assert _entries(mnt) == ["lost+found"]
+    records = doc["commands"]
+    labels = _labels(doc)
+    for phase in ("untar", "copy", "remove"):
+        i = labels.index(phase)
+        idle = records[i - 1]
+        assert idle["label"] == f"before {phase}: idle (untimed)"
+        assert idle["argv"] == ["sleep", "0.3"] and idle["rc"] == 0 and idle["seconds"] >= 0.3
+        assert labels[i - 2] == f"before {phase}: sync, drop caches (untimed)"
+    assert doc["params"]["idle_s"] == 0.3
 
 
 def test_untar_sync_mode_on_a_sync_mount(tmp_path):
@@ -167,6 +184,27 @@ def test_tps_over_loopback_with_direct_io(tmp_path):
         assert s["verify_errors"] == 0
     tps_argv = next(c["argv"] for c in doc["commands"] if c.get("label") == "tps")
     assert tps_argv[tps_argv.index("--io") + 1] == "direct"
+
+
+def test_tps_idles_between_the_data_set_and_the_clients(tmp_path):
+    w = workloads.get("tps")
+    params = {"clients": [1], "dataset_mb": 4, "mixes": 2, "mix_tx": 8, "request_size": 512,
+              "write_ratio": 0.5, "idle_s": 0.3}
+    with ext4_session(tmp_path) as (session, mnt):
+        doc = w.run(session, mnt, params)
+        assert _entries(mnt) == ["lost+found"]
+    steps = [(c.get("label"), c["argv"]) for c in doc["commands"]
+             if c.get("label") in ("tps prepare", "after the data set: idle (untimed)", "tps")]
+    assert [label for label, _ in steps] == ["tps prepare", "after the data set: idle (untimed)",
+                                             "tps"]
+    prepare_argv, sleep_argv, run_argv = (argv for _, argv in steps)
+    assert "--prepare" in prepare_argv and "--run" not in prepare_argv
+    assert sleep_argv == ["sleep", "0.3"]
+    assert "--run" in run_argv and "--prepare" not in run_argv
+    assert doc["metrics"]["prepare_seconds"]["value"] > 0      # the prepare step's own report
+    [s] = doc["sets"]
+    assert s["transactions"] == 16 and s["verify_errors"] == 0  # reads the prepared data set
+    assert (s["server_reads"], s["server_writes"]) == (s["reads"], s["writes"])
 
 
 def test_fio_on_the_raw_device(tmp_path):
