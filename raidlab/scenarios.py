@@ -97,7 +97,8 @@ class ReportSpec:
     better: dict[str, str] = dataclasses.field(default_factory=dict)  # metric -> higher|lower
     x: str = ""  # lines: a case parameter or arch option giving the x value
     x_label: str = ""
-    panel: str = ""  # lines: a case parameter splitting the figure into panels
+    panel: str = ""  # lines: the case parameter named first in panel titles (one panel per
+    #                  set of case parameters other than x)
     y_label: str = ""
 
 

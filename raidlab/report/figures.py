@@ -6,8 +6,10 @@ page. Bars: one group per case (PostMark small/medium/large, untar/copy/remove),
 architecture, height = mean over repetitions, error bar = min..max of the repetitions (with
 three runs a standard deviation says little; the range shows every run). The paper's value,
 where it published one, is a black diamond on the same bar. Lines: one line per series (an
-architecture, or for a sweep the arch entries sharing a `series`), one panel per value of
-[report].panel (Fig. 4a/b/c = write ratio), same error bars and diamonds.
+architecture, or for a sweep the arch entries sharing a `series`), same error bars and
+diamonds, one panel per set of case parameters other than x (Fig. 4a/b/c = write ratio),
+titled by them with [report].panel first: cases that differ in anything but x are never
+averaged into one line (Fig. 5's two write ratios at 0.5 KB are two panels, not one).
 
 The Agg backend is used: reports are made on headless hosts and in CI.
 """
@@ -89,6 +91,27 @@ def _dedupe_legend(ax) -> None:
     ax.legend(seen.values(), seen.keys(), fontsize=8)
 
 
+Panel = tuple[tuple[str, str], ...]
+
+
+def panel_of(results: Results, case: str) -> Panel:
+    """The panel of a case: the case parameters that vary between the scenario's cases,
+    other than x, [report].panel first."""
+    scn = results.scenario
+    spec = scn.report
+    missing = object()
+    varying = {k for c in scn.cases for k in c.params
+               if k != spec.x and len({repr(o.params.get(k, missing)) for o in scn.cases}) > 1}
+    params = scn.case(case).params
+    keys = sorted((k for k in varying if k in params), key=lambda k: (k != spec.panel, k))
+    return tuple((k, f"{params[k]:g}" if isinstance(params[k], float) else str(params[k]))
+                 for k in keys)
+
+
+def _panel_title(panel: Panel) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in panel)
+
+
 def line_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any, list[float]]]]:
     """panel value -> series -> x -> values of the ok runs (pure given results)."""
     scn = results.scenario
@@ -97,7 +120,7 @@ def line_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any, 
     for doc in results.ok_runs:
         arch = scn.arch(doc["arch"])
         params = _run_params(results, doc)
-        panel = params.get(spec.panel) if spec.panel else None
+        panel = panel_of(results, doc["case"])
         if "{x}" in metric:  # one run carries every x (tps_c1..tps_c4)
             found = [(pattern_x(metric, name), name) for name in doc.get("metrics", {})]
             pairs = [(x, metric_value(doc, name)) for x, name in found if x is not None]
@@ -123,10 +146,7 @@ def _paper_points(results: Results, metric: str) -> dict[Any, dict[str, dict[Any
         if x is None or not isinstance(x, (int, float, str)):
             continue
         arch = scn.arch(p.arch)
-        params = scn.case(p.case).params
-        if x is None:
-            continue
-        panel = params.get(scn.report.panel) if scn.report.panel else None
+        panel = panel_of(results, p.case)
         out.setdefault(panel, {}).setdefault(arch.series, {})[x] = p.value
     return out
 
@@ -135,7 +155,8 @@ def lines(results: Results, metric: str, out: Path) -> Path | None:
     scn = results.scenario
     points = line_points(results, metric)
     paper = _paper_points(results, metric)
-    panels = sorted(set(points) | set(paper), key=lambda v: (v is None, v))
+    order = list(dict.fromkeys(panel_of(results, c.name) for c in scn.cases))
+    panels = [p for p in order if p in points or p in paper]
     if not panels:
         return None
     series_order = list(dict.fromkeys(a.series for a in scn.archs))
@@ -161,8 +182,8 @@ def lines(results: Results, metric: str, out: Path) -> Path | None:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel(scn.report.x_label or scn.report.x)
         ax.set_ylabel(scn.report.y_label or metric)
-        if panel is not None:
-            ax.set_title(f"{scn.report.panel} = {panel}", fontsize=10)
+        if panel:
+            ax.set_title(_panel_title(panel), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)", fontsize=10)
