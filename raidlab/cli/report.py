@@ -10,15 +10,18 @@ from raidlab.errors import UsageError
 
 
 @click.command()
-@click.argument("results", type=click.Path(path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "formats", default="md,html", show_default=True,
               help="comma-separated: md, html")
 @click.option("--scenario", "scenario_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="check the results against this scenario file (default: the copy kept in RESULTS)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="where to write (default RESULTS/report/)")
+              help="where to write (default RESULTS/report/; required with several RESULTS)")
 def report(results, formats, scenario_file, out_dir):
-    """Figures, our numbers beside the paper's, and claim verdicts for a results directory."""
+    """Figures, our numbers beside the paper's, and claim verdicts for a results directory.
+
+    Several RESULTS directories of one scenario (e.g. cases run on different days) make one
+    combined report, written to --out."""
     from raidlab.report import write_report
     from raidlab.report.render import FORMATS
 
@@ -26,9 +29,10 @@ def report(results, formats, scenario_file, out_dir):
     for fmt in chosen:
         if fmt not in FORMATS:
             raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
-    if not results.exists():
-        raise UsageError(f"{results}: no such results directory", hint="see results/<scenario>/")
-    for path in write_report(results, formats=chosen or FORMATS, scenario_file=scenario_file, out_dir=out_dir):
+    for path in results:
+        if not path.exists():
+            raise UsageError(f"{path}: no such results directory", hint="see results/<scenario>/")
+    for path in write_report(list(results), formats=chosen or FORMATS, scenario_file=scenario_file, out_dir=out_dir):
         click.echo(str(path))
     return 0
 

@@ -1,6 +1,7 @@
-"""`raidlab report RESULTS`: a results directory -> report.md / report.html with figures.
+"""`raidlab report RESULTS...`: a results directory (or several of one scenario, combined)
+-> report.md / report.html with figures.
 
-results.py  load a results directory (refusing one from another scenario), statistics
+results.py  load a results directory (refusing one from another scenario) or several, statistics
 claims.py   verdicts holds / does not hold / not measured with the measured ratio
 figures.py  matplotlib figures drawn like the paper's (grouped bars, lines against clients)
 render.py   the document: environment, figures, our numbers beside the paper's, claims, failures

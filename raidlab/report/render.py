@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from raidlab.errors import UsageError
 from raidlab.report import claims as claimsmod
 from raidlab.report import figures
-from raidlab.report.results import Results, aggregate, load_results, metrics_of
+from raidlab.report.results import Results, aggregate, load_combined, metrics_of
 from raidlab.scenarios import pattern_x
 
 FORMATS = ("md", "html")
@@ -35,17 +36,26 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     scn, man = results.scenario, results.manifest
     stats = aggregate(results.runs)
     blocks: list[tuple[str, Any]] = [("h1", f"{scn.title}")]
-    git = man.get("git", {})
     kernels = sorted({str(r["runner_kernel"]) for r in results.runs if r.get("runner_kernel")})
     blocks.append(("p", f"Scenario `{scn.id}` ({scn.path.name}); paper {scn.paper or '-'}, {scn.source or '-'}. "
                         + (scn.description or "")))
-    blocks.append(("p", f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}, kernel "
-                        f"{man.get('kernel')}, raidlab {man.get('raidlab')}, git {str(git.get('revision'))[:12]}"
-                        f"{' (uncommitted changes)' if git.get('dirty') else ''}; started {man.get('started')}, "
-                        f"finished {man.get('finished') or '-'}; status **{man.get('status')}**: "
-                        f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
-                        f"{len(man.get('planned_runs', []))} planned. Results: `{results.path}`."
-                        + (f" Workloads ran on kernel {', '.join(kernels)}." if kernels else "")))
+    if results.sources:
+        blocks.append(("p", f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}; "
+                            f"combined from {len(results.sources)} results directories of this scenario "
+                            f"(repetitions of one architecture and case are pooled): "
+                            f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
+                            f"{len(man.get('planned_runs', []))} planned."
+                            + (f" Workloads ran on kernel {', '.join(kernels)}." if kernels else "")))
+        blocks.append(("table", (["results", "kernel", "raidlab", "git", "started", "finished", "status", "runs"],
+                                 [_source_row(part) for part in results.sources])))
+    else:
+        blocks.append(("p", f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}, kernel "
+                            f"{man.get('kernel')}, raidlab {man.get('raidlab')}, {_git(man)}; "
+                            f"started {man.get('started')}, "
+                            f"finished {man.get('finished') or '-'}; status **{man.get('status')}**: "
+                            f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
+                            f"{len(man.get('planned_runs', []))} planned. Results: `{results.path}`."
+                            + (f" Workloads ran on kernel {', '.join(kernels)}." if kernels else "")))
     blocks.append(("p", "Our values are means over the repetitions that succeeded (n), with the "
                         "sample standard deviation and the min..max range; the paper's values are "
                         "quoted from the scenario file (its `note` says where each comes from)."))
@@ -95,6 +105,18 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("p", f"{len(missing)} planned runs have no result (interrupted before they ran): "
                             + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")))
     return blocks
+
+
+def _git(man: dict) -> str:
+    git = man.get("git", {})
+    return f"git {str(git.get('revision'))[:12]}" + (" (uncommitted changes)" if git.get("dirty") else "")
+
+
+def _source_row(part: Results) -> list[str]:
+    man = part.manifest
+    return [f"`{part.path}`", str(man.get("kernel")), str(man.get("raidlab")), _git(man)[4:],
+            str(man.get("started")), str(man.get("finished") or "-"), str(man.get("status")),
+            f"{len(part.ok_runs)} ok, {len(part.failed_runs)} failed, {len(man.get('planned_runs', []))} planned"]
 
 
 def _concrete(metric: str, stats: dict, scn) -> list[str]:
@@ -175,10 +197,15 @@ def to_html(blocks: list, base: Path) -> str:
             f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
 
 
-def write_report(results_path: Path, *, formats: tuple[str, ...] = FORMATS,
+def write_report(results_path: Path | list[Path], *, formats: tuple[str, ...] = FORMATS,
                  scenario_file: Path | None = None, out_dir: Path | None = None) -> list[Path]:
-    """Write report.<fmt> (and figures/) into RESULTS/report/; return the written files."""
-    results = load_results(Path(results_path), scenario_file=scenario_file)
+    """Write report.<fmt> (and figures/) into RESULTS/report/ (several RESULTS: into out_dir,
+    which is then required); return the written files."""
+    paths = [Path(p) for p in results_path] if isinstance(results_path, list) else [Path(results_path)]
+    if len(paths) > 1 and out_dir is None:
+        raise UsageError("several RESULTS directories make one combined report: say where it goes "
+                         "with --out")
+    results = load_combined(paths, scenario_file=scenario_file)
     out = Path(out_dir) if out_dir else results.path / "report"
     out.mkdir(parents=True, exist_ok=True)
     blocks = build_blocks(results, out / "figures")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ class Results:
     scenario: Scenario
     manifest: dict[str, Any]
     runs: list[dict[str, Any]]
+    sources: tuple["Results", ...] = ()   # combined: each directory read, with its own manifest
 
     @property
     def ok_runs(self) -> list[dict]:
@@ -108,6 +110,50 @@ def load_results(path: Path, *, scenario_file: Path | None = None) -> Results:
         doc["_file"] = str(run_file)
         runs.append(doc)
     return Results(out, scenario, manifest, runs)
+
+
+def load_combined(paths: list[Path], *, scenario_file: Path | None = None) -> Results:
+    """Several results directories of one scenario as one set of runs (e.g. Fig. 4's write
+    ratios run on different days): repetitions of the same architecture and case are pooled.
+    Refused: directories of different scenarios, runners or sizes (quick against full), the
+    same directory twice, or a run whose architecture or case the scenario used does not
+    have. The scenario is --scenario, else the copy kept by the newest directory."""
+    if len(paths) == 1:
+        return load_results(paths[0], scenario_file=scenario_file)
+    parts = [load_results(p, scenario_file=scenario_file) for p in paths]
+    seen: dict[Path, Path] = {}
+    for part in parts:
+        key = part.path.resolve()
+        if key in seen:
+            raise UsageError(f"{part.path}: given twice (as {seen[key]})")
+        seen[key] = part.path
+    first = parts[0]
+    for part in parts[1:]:
+        for what, key in (("scenario", "scenario"), ("runner", "runner"), ("size", "quick")):
+            mine, theirs = part.manifest.get(key), first.manifest.get(key)
+            if mine != theirs:
+                shown = {True: "quick", False: "full", None: "full"} if key == "quick" else {}
+                raise UsageError(
+                    f"{part.path / MANIFEST}: {key}: {shown.get(mine, mine)!r} but "
+                    f"{first.path} has {shown.get(theirs, theirs)!r}; one report combines "
+                    f"runs of one {what}")
+    scenario = first.scenario if scenario_file else \
+        max(parts, key=lambda r: str(r.manifest.get("started") or "")).scenario
+    labels = {a.label for a in scenario.archs}
+    cases = {c.name for c in scenario.cases}
+    runs = []
+    for part in parts:
+        for doc in part.runs:
+            if doc.get("arch") not in labels or doc.get("case") not in cases:
+                raise UsageError(f"{doc['_file']}: arch {doc.get('arch')!r} / case "
+                                 f"{doc.get('case')!r} is not in the scenario copy used "
+                                 f"({scenario.path})", hint="give the scenario with --scenario")
+            runs.append(doc)
+    planned = list(dict.fromkeys(r for part in parts for r in part.manifest.get("planned_runs", [])))
+    manifest = {"scenario": scenario.id, "runner": first.manifest.get("runner"),
+                "quick": first.manifest.get("quick"), "planned_runs": planned}
+    return Results(Path(os.path.commonpath([p.path.resolve() for p in parts])), scenario,
+                   manifest, runs, tuple(parts))
 
 
 def metric_value(doc: dict, metric: str) -> tuple[float, str] | None:

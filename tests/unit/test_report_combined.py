@@ -1,0 +1,87 @@
+"""`raidlab report DIR DIR ... --out OUT`: results directories of one scenario (e.g. Fig. 4's
+write ratios, run at different times) make one report; repetitions of one architecture and
+case are pooled; mixing scenarios, runners or sizes is refused with one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from raidlab.errors import UsageError
+from raidlab.report.render import write_report
+from raidlab.report.results import load_combined
+
+REPO = Path(__file__).resolve().parents[2]
+FIG4 = REPO / "scenarios" / "vcraid-fig4-tps.toml"
+
+
+def _results_dir(root: Path, name: str, runs: dict[tuple[str, str], float], *,
+                 scenario: Path = FIG4, quick: bool = False, started: str = "2026-11-22T01:00:00") -> Path:
+    """A results directory as `raidlab run` writes it: manifest, scenario copy, runs/."""
+    out = root / name
+    (out / "runs").mkdir(parents=True)
+    (out / "scenario.toml").write_text(scenario.read_text())
+    scenario_id = next(line.split('"')[1] for line in scenario.read_text().splitlines()
+                       if line.startswith("id = "))
+    planned = [f"{arch}--{case}--r1" for arch, case in runs]
+    (out / "manifest.json").write_text(json.dumps({
+        "scenario": scenario_id, "runner": "vm", "quick": quick, "status": "complete",
+        "started": started, "finished": started, "planned_runs": planned,
+        "git": {"revision": name, "dirty": False}, "kernel": "k", "raidlab": "0.1.0"}))
+    for (arch, case), tps in runs.items():
+        (out / "runs" / f"{arch}--{case}--r1.json").write_text(json.dumps({
+            "arch": arch, "case": case, "repetition": 1, "status": "ok",
+            "metrics": {"tps": {"value": tps, "unit": "tx/s"}}}))
+    return out
+
+
+def test_directories_of_one_scenario_make_one_report(tmp_path):
+    a = _results_dir(tmp_path, "a", {("raid5", "w0.5"): 90.0, ("mcd", "w0.5"): 180.0})
+    b = _results_dir(tmp_path, "b", {("raid5", "w0.9"): 60.0, ("mcd", "w0.9"): 200.0,
+                                     ("raid5", "w0.5"): 110.0}, started="2026-11-22T02:00:00")
+    res = load_combined([a, b])
+    assert len(res.runs) == 5 and [p.path for p in res.sources] == [a, b]
+    assert res.manifest["planned_runs"] == ["raid5--w0.5--r1", "mcd--w0.5--r1",
+                                            "raid5--w0.9--r1", "mcd--w0.9--r1"]
+    out = tmp_path / "combined"
+    [md] = write_report([a, b], formats=("md",), out_dir=out)
+    text = md.read_text()
+    # raid5 at w0.5 pooled over both directories: mean 100 of 90 and 110
+    assert "| tps | w0.5 | raid5 | 100 ± 14.1 (n=2, 90..110) |" in text
+    # claims across directories: w0.5 from a and b, w0.9 from b
+    assert "w0.5: mcd/raid5 = 1.8" in text and "w0.9: mcd/raid5 = 3.33" in text
+    assert f"`{a}`" in text and f"`{b}`" in text                  # each source listed
+    assert not (a / "report").exists() and not (b / "report").exists()
+
+
+@pytest.mark.parametrize("second, message", [
+    ("scenario", "scenario: 'vcraid-fig5-scd-mcd' but"),
+    ("quick", "quick: 'quick' but"),
+    ("same", "given twice"),
+])
+def test_mixing_is_refused(tmp_path, second, message):
+    a = _results_dir(tmp_path, "a", {("raid5", "w0.5"): 90.0})
+    if second == "scenario":
+        b = _results_dir(tmp_path, "b", {("scd", "w0.5-512"): 1.0},
+                         scenario=REPO / "scenarios" / "vcraid-fig5-scd-mcd.toml")
+    elif second == "quick":
+        b = _results_dir(tmp_path, "b", {("raid5", "w0.5"): 90.0}, quick=True)
+    else:
+        b = a
+    with pytest.raises(UsageError, match=message):
+        load_combined([a, b])
+
+
+def test_cli_needs_out_for_several_directories(tmp_path, raidlab_cmd):
+    a = _results_dir(tmp_path, "a", {("raid5", "w0.5"): 90.0})
+    b = _results_dir(tmp_path, "b", {("raid5", "w0.9"): 60.0})
+    proc = subprocess.run([*raidlab_cmd, "report", str(a), str(b)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "--out" in proc.stderr and len(proc.stderr.strip().splitlines()) <= 2
+    assert not (a / "report").exists()
+    proc = subprocess.run([*raidlab_cmd, "report", str(a), str(b), "--out", str(tmp_path / "o"),
+                           "--format", "md"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()) == tmp_path / "o" / "report.md"
