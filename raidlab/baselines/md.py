@@ -114,7 +114,7 @@ class MdHost:
     # -- open ---------------------------------------------------------------------------
 
     async def open(self, session, mode: str) -> dict:
-        from raidlab.export import BlockExportFS, attach_loop, mount_export
+        from raidlab.export import attach_loop, block_export, mount_export
         from raidlab.export.serve import ServeRequest, build_disks
 
         spec = self.spec
@@ -127,7 +127,7 @@ class MdHost:
             from raidlab.tools.base import require
 
             require("mdadm")
-        fs = BlockExportFS()
+        fs = block_export(spec.runner)
         req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
                            discipline=spec.discipline, keep_images=True, home=self.daemon.home)
         made = await build_disks(session, fs, req)

@@ -48,12 +48,12 @@ class EngineHost:
         self.busy = trio.Lock()  # one repair operation (replace, check) at a time
 
     async def open(self, session, mode: str) -> dict:
-        from raidlab.export import BlockExportFS, attach_loop, mount_export
+        from raidlab.export import attach_loop, block_export, mount_export
         from raidlab.export.serve import ServeRequest, build_disks
 
         spec, status = self.spec, self.daemon.status
         self.session = session
-        fs = BlockExportFS()
+        fs = block_export(spec.runner)
         req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
                            discipline=spec.discipline, keep_images=True, home=self.daemon.home)
         made = await build_disks(session, fs, req)

@@ -204,3 +204,38 @@ def test_vm_has_room_and_the_workload_programs(vm_array, tmp_path):
     except Exception:
         return  # no TPS program on this host: the image leaves it out
     assert session.exec(["sh", "-c", "command -v tps"], timeout=30).stdout == b"/usr/local/bin/tps\n"
+
+
+@pytest.mark.vm
+@pytest.mark.root
+def test_guest_requests_reach_the_array_at_their_own_size(vm_array):
+    """A 1 KiB O_DIRECT write in the guest is one 1 KiB write at the engine, with no read:
+    QEMU must not pad it to 4 KiB by reading first, which cache=none on a FUSE file did
+    (QEMU could not probe the file's O_DIRECT alignment and assumed 4096)."""
+    lab, _ready, raidlab = vm_array
+    session = open_session(lab)
+
+    def counters() -> dict:
+        stats = json.loads(raidlab("status", "r5", "--json").stdout)["statistics"]
+        return {k: stats[k] for k in ("reads", "writes", "bytes_read", "bytes_written")}
+
+    def guest_stat() -> list[int]:  # /sys/block/vda/stat: reads, _, sectors read, _, writes, _, sectors written
+        return [int(v) for v in session.exec(["cat", "/sys/block/vda/stat"], timeout=30).stdout_text.split()]
+
+    def fio(rw: str) -> None:  # fio, not busybox dd: dd's oflag=direct is not O_DIRECT there
+        session.exec(["fio", "--name=one", f"--filename={session.device}", "--direct=1", f"--rw={rw}",
+                      "--bs=1k", "--size=1k", "--offset=11k", "--ioengine=psync"], timeout=120)
+
+    session.exec(["sync"], timeout=60)
+    before, guest_before = counters(), guest_stat()
+    fio("write")
+    wrote, guest_wrote = counters(), guest_stat()
+    # the guest issued one write of 2 sectors and no read ...
+    assert (guest_wrote[4] - guest_before[4], guest_wrote[6] - guest_before[6]) == (1, 2)
+    assert guest_wrote[0] == guest_before[0]
+    # ... and the array saw exactly that
+    assert (wrote["writes"] - before["writes"], wrote["bytes_written"] - before["bytes_written"]) == (1, 1024)
+    assert wrote["reads"] == before["reads"], (before, wrote)
+    fio("read")
+    read = counters()
+    assert (read["reads"] - wrote["reads"], read["bytes_read"] - wrote["bytes_read"]) == (1, 1024)

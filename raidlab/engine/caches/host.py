@@ -302,13 +302,13 @@ class CacheHost:
     # ------------------------------------------------------------------ build / assemble
 
     async def open(self, session, mode: str) -> dict:
-        from raidlab.export import BlockExportFS, attach_loop, mount_export
+        from raidlab.export import attach_loop, block_export, mount_export
         from raidlab.export.serve import ServeRequest, build_disks
 
         spec, status = self.spec, self.daemon.status
         self.session = session
         members = plan_members(spec.arch, spec.disks, spec.disk_size, spec.disk_model, spec.options)
-        fs = BlockExportFS()
+        fs = block_export(spec.runner)
         req = ServeRequest(disks=len(members), model=spec.disk_model, size=spec.disk_size, name=spec.name,
                            discipline=spec.discipline, keep_images=True, home=self.daemon.home,
                            members=members)

@@ -16,7 +16,10 @@ Why this design (issue 4, DESIGN.md "Where md is missing: the lab VM"):
   TCG otherwise.
 * Disks are virtio-blk from host files with cache=none when the file accepts O_DIRECT (the
   emulated disk then sees every guest write when it happens, which the timing models need),
-  writeback otherwise (tmpfs, some FUSE files). NBD exports use QEMU's own NBD client.
+  writeback otherwise (tmpfs, some FUSE files), or as VMDisk.cache says: an array daemon's
+  FUSE files are opened FOPEN_DIRECT_IO and given with cache=writeback, which reaches the
+  disk as directly and keeps the guest's request sizes (raidlab.export.block_export says
+  why cache=none does not). NBD exports use QEMU's own NBD client.
 * The API is blocking and thread-safe only per VM. From trio code, call it through
   `trio.to_thread.run_sync`; the engine serving the disk files must not run in the same
   thread, or QEMU's first read would wait for it.
@@ -89,6 +92,7 @@ class VMDisk:
     source: str
     read_only: bool = False
     serial: str | None = None
+    cache: str | None = None  # none | writeback; None: none when the file accepts O_DIRECT
 
     def drive(self, index: int) -> qemu_tool.QemuDrive:
         serial = self.serial or f"raidlab-d{index}"
@@ -103,7 +107,7 @@ class VMDisk:
         if not os.access(path, mode):
             raise VMError(f"disk image {path} is not {'readable' if self.read_only else 'read-write'} "
                           f"for this user")
-        cache = "none" if direct_io_supported(path) else "writeback"
+        cache = self.cache or ("none" if direct_io_supported(path) else "writeback")
         return qemu_tool.QemuDrive(path, serial, cache=cache, read_only=self.read_only)
 
 
