@@ -39,23 +39,20 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     kernels = sorted({str(r["runner_kernel"]) for r in results.runs if r.get("runner_kernel")})
     blocks.append(("p", f"Scenario `{scn.id}` ({scn.path.name}); paper {scn.paper or '-'}, {scn.source or '-'}. "
                         + (scn.description or "")))
+    runner = f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}"
+    counts = (f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
+              f"{len(man.get('planned_runs', []))} planned.")
+    kernel_note = f" Workloads ran on kernel {', '.join(kernels)}." if kernels else ""
     if results.sources:
-        blocks.append(("p", f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}; "
-                            f"combined from {len(results.sources)} results directories of this scenario "
-                            f"(repetitions of one architecture and case are pooled): "
-                            f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
-                            f"{len(man.get('planned_runs', []))} planned."
-                            + (f" Workloads ran on kernel {', '.join(kernels)}." if kernels else "")))
+        blocks.append(("p", f"{runner}; combined from {len(results.sources)} results directories of this "
+                            f"scenario (repetitions of one architecture and case are pooled): {counts}"
+                            f"{kernel_note}"))
         blocks.append(("table", (["results", "kernel", "raidlab", "git", "started", "finished", "status", "runs"],
                                  [_source_row(part) for part in results.sources])))
     else:
-        blocks.append(("p", f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}, kernel "
-                            f"{man.get('kernel')}, raidlab {man.get('raidlab')}, {_git(man)}; "
-                            f"started {man.get('started')}, "
-                            f"finished {man.get('finished') or '-'}; status **{man.get('status')}**: "
-                            f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
-                            f"{len(man.get('planned_runs', []))} planned. Results: `{results.path}`."
-                            + (f" Workloads ran on kernel {', '.join(kernels)}." if kernels else "")))
+        blocks.append(("p", f"{runner}, kernel {man.get('kernel')}, raidlab {man.get('raidlab')}, "
+                            f"git {_git(man)}; started {man.get('started')}, finished {man.get('finished') or '-'}; "
+                            f"status **{man.get('status')}**: {counts} Results: `{results.path}`.{kernel_note}"))
     blocks.append(("p", "Our values are means over the repetitions that succeeded (n), with the "
                         "sample standard deviation and the min..max range; the paper's values are "
                         "quoted from the scenario file (its `note` says where each comes from)."))
@@ -109,12 +106,12 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
 
 def _git(man: dict) -> str:
     git = man.get("git", {})
-    return f"git {str(git.get('revision'))[:12]}" + (" (uncommitted changes)" if git.get("dirty") else "")
+    return str(git.get("revision"))[:12] + (" (uncommitted changes)" if git.get("dirty") else "")
 
 
 def _source_row(part: Results) -> list[str]:
     man = part.manifest
-    return [f"`{part.path}`", str(man.get("kernel")), str(man.get("raidlab")), _git(man)[4:],
+    return [f"`{part.path}`", str(man.get("kernel")), str(man.get("raidlab")), _git(man),
             str(man.get("started")), str(man.get("finished") or "-"), str(man.get("status")),
             f"{len(part.ok_runs)} ok, {len(part.failed_runs)} failed, {len(man.get('planned_runs', []))} planned"]
 
