@@ -130,13 +130,10 @@ def load_combined(paths: list[Path], *, scenario_file: Path | None = None) -> Re
     first = parts[0]
     for part in parts[1:]:
         for what, key in (("scenario", "scenario"), ("runner", "runner"), ("size", "quick")):
-            mine, theirs = part.manifest.get(key), first.manifest.get(key)
+            mine, theirs = (_manifest_value(r.manifest, key) for r in (part, first))
             if mine != theirs:
-                shown = {True: "quick", False: "full", None: "full"} if key == "quick" else {}
-                raise UsageError(
-                    f"{part.path / MANIFEST}: {key}: {shown.get(mine, mine)!r} but "
-                    f"{first.path} has {shown.get(theirs, theirs)!r}; one report combines "
-                    f"runs of one {what}")
+                raise UsageError(f"{part.path / MANIFEST}: {key}: {mine!r} but {first.path} has "
+                                 f"{theirs!r}; one report combines runs of one {what}")
     scenario = first.scenario if scenario_file else \
         max(parts, key=lambda r: str(r.manifest.get("started") or "")).scenario
     labels = {a.label for a in scenario.archs}
@@ -154,6 +151,11 @@ def load_combined(paths: list[Path], *, scenario_file: Path | None = None) -> Re
                 "quick": first.manifest.get("quick"), "planned_runs": planned}
     return Results(Path(os.path.commonpath([p.path.resolve() for p in parts])), scenario,
                    manifest, runs, tuple(parts))
+
+
+def _manifest_value(manifest: dict, key: str) -> Any:
+    value = manifest.get(key)
+    return ("quick" if value else "full") if key == "quick" else value
 
 
 def metric_value(doc: dict, metric: str) -> tuple[float, str] | None:

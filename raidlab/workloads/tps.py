@@ -101,6 +101,11 @@ def parse_output(stdout: str) -> list[dict]:
     return events
 
 
+def _last_line(result) -> str:
+    """The last line of a failed command's stderr, or its exit status."""
+    return (text(result.stderr).strip().splitlines() or [f"exit {result.rc}"])[-1]
+
+
 class TPS(Workload):
     name = "tps"
     title = "ServerBench-like transactions per second over loopback"
@@ -166,8 +171,7 @@ class TPS(Workload):
                 prepared = text(first.stdout)
                 if first.rc != 0:
                     out.raw.update(stdout=prepared, stderr=text(first.stderr))
-                    raise WorkloadError("tps --prepare failed: " + (text(first.stderr).strip()
-                                        .splitlines() or [f"exit {first.rc}"])[-1],
+                    raise WorkloadError(f"tps --prepare failed: {_last_line(first)}",
                                         returncode=first.rc)
                 commands.idle(params["idle_s"], "after the data set: idle (untimed)")
                 steps: tuple[str, ...] = ("--run",)
@@ -189,7 +193,7 @@ class TPS(Workload):
                or s["server_reads"] != s["reads"] or s["server_writes"] != s["writes"]]
         if result.rc != 0 or bad or len(sets) != len(params["clients"]):
             detail = (bad[0]["error"] or f"{bad[0]['verify_errors']} verify errors") if bad \
-                else (stderr.strip().splitlines() or [f"exit {result.rc}"])[-1]
+                else _last_line(result)
             raise WorkloadError(f"tps failed: {detail}", returncode=result.rc)
         prepare = next((e for e in events if e.get("event") == "prepare"), None)
         if prepare:
