@@ -166,7 +166,10 @@ class PostMark(Workload):
         try:
             figures = parse_report(stdout)
         except ValueError as exc:
-            raise WorkloadError(f"postmark output not understood: {exc}") from None
+            # e.g. "out of files!": far more transactions than files makes PostMark give up
+            said = [line for line in (re.sub(r"^(pm>)+", "", raw).strip() for raw in stdout.splitlines()) if line]
+            raise WorkloadError(f"postmark output not understood: {exc}"
+                                + (f"; it said: {' '.join(said[-4:])[:300]}" if said else "")) from None
         for key, value in figures.items():
             unit = METRIC_UNITS.get(key) or ("1/s" if key.endswith("per_second") else "files")
             out.metric(key, value, unit)

@@ -146,6 +146,10 @@ def test_postmark(tmp_path):
         with pytest.raises(WorkloadError, match="shorter path"):
             w.run(session, deep, {"files": 10, "transactions": 10})
         os.rmdir(deep)
+        # far more transactions than files: PostMark gives up, and the error says why
+        with pytest.raises(WorkloadError, match="out of files"):
+            w.run(session, mnt, {"files": 10, "transactions": 100_000})
+        assert _entries(mnt) == ["lost+found"]
     m = doc["metrics"]
     assert m["tps"]["value"] > 0 and m["tps"]["unit"] == "tx/s"
     assert 0 < m["files_read"]["value"] + m["files_appended"]["value"] <= 1500
