@@ -195,7 +195,10 @@ def write_manifest(out: Path, scenario: Scenario, *, runner: str, quick: bool, p
         "scenario_copy": SCENARIO_COPY,
         "runner": runner,
         "quick": quick,
-        "status": status,  # running | complete | interrupted
+        "status": status,  # running | complete | interrupted | stopped: missing program
+        # who writes it: a "running" manifest whose process is gone was never closed (killed)
+        "pid": os.getpid(),
+        "boot_id": _boot_id(),
         "started": started,
         "finished": finished,
         "command_line": command_line,
@@ -213,6 +216,30 @@ def write_manifest(out: Path, scenario: Scenario, *, runner: str, quick: bool, p
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2, default=str))
     os.replace(tmp, out / MANIFEST)
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def manifest_status(man: dict) -> str:
+    """The manifest's status for a report. "running" is only believed while the process that
+    wrote it still runs (same boot, pid alive); otherwise the run was killed before it could
+    close its manifest, and the report says so instead of "running"."""
+    status = str(man.get("status"))
+    if status != "running":
+        return status
+    pid = man.get("pid")
+    if isinstance(pid, int) and man.get("boot_id") and man.get("boot_id") == _boot_id():
+        try:
+            if b"raidlab" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return f"running (pid {pid})"
+        except OSError:
+            pass
+    return "not finished (the run stopped without closing its manifest, e.g. killed)"
 
 
 def _memory_bytes() -> int | None:
@@ -344,6 +371,7 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
         if hasattr(workload, "mount_options"):  # e.g. the untar workload's sync mode
             resolved = workload.resolve(dict(run.case.params)) if hasattr(workload, "resolve") else run.case.params
             mount_options += [o for o in workload.mount_options(resolved) if o not in mount_options]
+        interrupted = False
         try:
             uname = session.exec(["uname", "-r"], timeout=60, check=False)  # the VM's kernel differs
             runner_kernel = uname.stdout.decode(errors="replace").strip() if uname.rc == 0 else None
@@ -361,9 +389,15 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                 mounted = True
             status(f"{scenario.workload} running")
             result = workload.run(session, mountpoint, dict(run.case.params),
-                                  progress=lambda msg: status(f"{scenario.workload}: {msg}"))
+                                  progress=status)  # the step line names the workload already
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (_Signalled)
+            interrupted = True
+            raise
         finally:
-            if mounted:
+            # Interrupted in the lab VM, the workload's command still runs in the guest, which
+            # takes one command at a time: an umount would wait for the whole workload. The
+            # array is destroyed next (its daemon kills the VM), so there is nothing to unmount.
+            if mounted and not (interrupted and session.runner == "vm"):
                 with deferred_signals():
                     status("umount")
                     umount = session.exec(["umount", mountpoint], timeout=UMOUNT_TIMEOUT, check=False)

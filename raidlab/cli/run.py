@@ -8,6 +8,7 @@ the results directory is the one line on stdout.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import click
@@ -41,11 +42,17 @@ class _RichProgress(runmod.Progress):
 
     def step(self, message: str) -> None:
         self.bars.update(self.run_task, description=f"{self.current}: {message}")
+        if not self.bars.console.is_terminal:
+            # No live bar in a log file, CI or nohup: one timestamped line per step instead,
+            # so a run of hours shows where it is (e.g. `tail -f` of its stderr).
+            self.bars.console.print(f"{time.strftime('%H:%M:%S')} {self.current}: {message}",
+                                    markup=False, highlight=False, soft_wrap=True)
 
     def run_finished(self, index: int, run, doc: dict) -> None:
         self.bars.advance(self.total_task)
         if doc["status"] != "ok":
-            self.bars.console.print(f"[red]failed[/]: {run.run_id}: {doc['error']}", markup=True, highlight=False)
+            self.bars.console.print(f"[red]failed[/]: {run.run_id}: {doc['error']}", markup=True, highlight=False,
+                                    soft_wrap=True)
         else:
             metrics = doc.get("metrics", {})
             from raidlab.scenarios import pattern_x
@@ -58,7 +65,7 @@ class _RichProgress(runmod.Progress):
                               for k in keys
                               if isinstance(metrics[k], dict) and isinstance(metrics[k].get("value"), (int, float)))
             self.bars.console.print(f"ok: {run.run_id} ({doc['seconds']:.1f} s){': ' + shown if shown else ''}",
-                                    markup=False, highlight=False)
+                                    markup=False, highlight=False, soft_wrap=True)
 
 
 @click.command(name="run")

@@ -17,6 +17,7 @@ from raidlab.errors import UsageError
 from raidlab.report import claims as claimsmod
 from raidlab.report import figures
 from raidlab.report.results import Results, aggregate, load_combined, metrics_of
+from raidlab.run import manifest_status
 from raidlab.scenarios import pattern_x
 
 FORMATS = ("md", "html")
@@ -52,7 +53,7 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     else:
         blocks.append(("p", f"{runner}, kernel {man.get('kernel')}, raidlab {man.get('raidlab')}, "
                             f"git {_git(man)}; started {man.get('started')}, finished {man.get('finished') or '-'}; "
-                            f"status **{man.get('status')}**: {counts} Results: `{results.path}`.{kernel_note}"))
+                            f"status **{manifest_status(man)}**: {counts} Results: `{results.path}`.{kernel_note}"))
     blocks.append(("p", "Our values are means over the repetitions that succeeded (n), with the "
                         "sample standard deviation and the min..max range; the paper's values are "
                         "quoted from the scenario file (its `note` says where each comes from)."))
@@ -112,7 +113,7 @@ def _git(man: dict) -> str:
 def _source_row(part: Results) -> list[str]:
     man = part.manifest
     return [f"`{part.path}`", str(man.get("kernel")), str(man.get("raidlab")), _git(man),
-            str(man.get("started")), str(man.get("finished") or "-"), str(man.get("status")),
+            str(man.get("started")), str(man.get("finished") or "-"), manifest_status(man),
             f"{len(part.ok_runs)} ok, {len(part.failed_runs)} failed, {len(man.get('planned_runs', []))} planned"]
 
 

@@ -159,13 +159,25 @@ class DaemonSession:
         self.lab = lab
         self.device = device
         self.scratch = scratch
+        self._interrupted: KeyboardInterrupt | None = None
 
     def _request(self, op: str, wait: float | None, **fields):
         from raidlab.engine import control
 
-        # The socket waits a little longer than the daemon's own deadline, so the daemon's
-        # answer (the precise error) normally arrives first.
-        return control.request(self.lab, op, timeout=None if wait is None else wait + 120, **fields)
+        # Once a request was interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt),
+        # its command still runs in the guest, which takes one command at a time: any later
+        # request (a workload's cleanup in a `finally`, an umount) would wait for the whole
+        # workload. Raise the same interrupt again instead; the array is destroyed next and
+        # its daemon kills the VM (raidlab.runners.vm.hosted).
+        if self._interrupted is not None:
+            raise self._interrupted
+        try:
+            # The socket waits a little longer than the daemon's own deadline, so the daemon's
+            # answer (the precise error) normally arrives first.
+            return control.request(self.lab, op, timeout=None if wait is None else wait + 120, **fields)
+        except KeyboardInterrupt as exc:
+            self._interrupted = exc
+            raise
 
     def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
              check: bool = True) -> ExecResult:

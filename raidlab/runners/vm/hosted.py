@@ -10,7 +10,9 @@ daemon (success, error, SIGTERM, SIGINT) unwinds that stack.
 How it is built:
 * LabVM's API is blocking; every call runs in a trio worker thread (trio.to_thread), so the
   trio thread keeps serving FUSE requests that QEMU's disk I/O causes. One command at a time
-  (a trio.Lock): the channel is a single request/reply stream.
+  (a trio.Lock): the channel is a single request/reply stream. A stop of the daemon does not
+  wait for a running guest command (a workload may run for an hour): the call's thread is
+  abandoned and the shutdown kills QEMU under it.
 * QEMU is recorded as a lab "process" resource (pid, start time): if the daemon is SIGKILLed
   (QEMU was started from a worker thread, so PR_SET_PDEATHSIG cannot cover it), the next
   `raidlab destroy`/`assemble` of the lab kills it through raidlab.lab.cleanup_stale.
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -104,6 +107,7 @@ class HostedVM:
         self.vm = None
         self.guest_memory: dict[str, int] = {}
         self.lock = trio.Lock()
+        self.in_flight: threading.Event | None = None  # set when the running call returns
         self.exchange = session.lab.path / "exec"
 
     async def start(self) -> None:
@@ -127,10 +131,21 @@ class HostedVM:
         recorded = []  # the lab "process" resource of QEMU, once it runs
 
         async def shutdown():
+            cut_short = self.in_flight is not None and not self.in_flight.is_set()
+            if cut_short:
+                # A command was still running when the daemon was told to stop (a run's
+                # Ctrl-C/SIGTERM, `raidlab destroy`): the guest answers one request at a
+                # time, so a clean poweroff would wait for the whole workload. Kill QEMU now,
+                # as a power cut: the array's own acknowledged writes are already on its
+                # disks; the guest's unsynced page cache is lost, as the stop asked.
+                vm.stop_now()
+                await trio.to_thread.run_sync(self.in_flight.wait, 30.0)
             await trio.to_thread.run_sync(vm.close)
             for resource in recorded:
                 self.session.lab.forget(resource)
             scratch.unlink(missing_ok=True)
+            if cut_short:
+                return f"VM killed during command {vm.commands_run + 1} (stop requested while it ran)"
             return f"VM stopped after {vm.commands_run} commands"
 
         # Pushed before booting: a boot that fails half-way is still killed (close is idempotent).
@@ -196,8 +211,22 @@ class HostedVM:
         if self.vm is None or not self.vm.running:
             raise VMError("the lab VM of this array is not running",
                           hint=f"see {self.session.lab.path / 'vm-console.log'}; destroy and create the array again")
+        if self.in_flight is not None and not self.in_flight.is_set():
+            raise VMError("the lab VM is being stopped: a command cut short still holds its channel")
         async with self.lock:
-            return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+            done = threading.Event()
+
+            def call():
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    done.set()
+
+            self.in_flight = done
+            # abandon_on_cancel: the daemon's stop (SIGTERM, `raidlab destroy`) must not wait
+            # for a guest command that may run for an hour; the thread keeps the channel
+            # until shutdown() kills QEMU under it, and no other call starts meanwhile.
+            return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
 
     async def run_script(self, script: str, timeout: float, check: bool = True):
         """Run a shell script in the guest (for host classes, e.g. mdadm): a CommandResult."""

@@ -439,6 +439,14 @@ class LabVM:
 
     shutdown = close
 
+    def stop_now(self) -> None:
+        """SIGKILL QEMU and nothing else: safe from another thread while a command waits on
+        the channel (that command then fails with VMError and releases the rest itself);
+        call kill() or close() afterwards, from the thread that owns the VM."""
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.popen.kill()  # no reaping here: the waiting thread's poll() does it
+
     def kill(self) -> None:
         """SIGKILL QEMU (if still running) and release everything. Idempotent."""
         if self._proc is not None:
