@@ -135,6 +135,9 @@ def test_md_and_vcraid_scenario_runs_in_the_vm_and_reports(vm_run, raidlab_cmd):
     scd_status = json.loads((out / "runs" / "scd--tiny--r1.json").read_text())["array_status"]
     assert "error" not in md_status and "error" not in scd_status
     assert md_status["spec"]["arch"] == "md-raid5" and scd_status["spec"]["arch"] == "vcraid"
+    # the CPU the engine daemon and the VM's QEMU used (they share this host's cores)
+    for status in (md_status, scd_status):
+        assert status["cpu"]["daemon"]["user_s"] > 0 and status["cpu"]["vm"]["user_s"] > 0
     # step lines go to stderr when it is not a terminal
     assert "scd [vcraid]" in proc.stderr and "postmark: 100 files, 500 transactions" in proc.stderr
     rep = subprocess.run([*raidlab_cmd, "report", str(out)], capture_output=True, text=True, timeout=300)
