@@ -171,6 +171,28 @@ def test_daemon_session_stdin_files_failures_and_timeouts(vm_array, tmp_path):
 
 @pytest.mark.vm
 @pytest.mark.root
+def test_a_second_client_waits_for_the_running_command(vm_array):
+    """The guest takes one command at a time; a second client's command waits its turn and
+    runs (it is not refused), and both answers are the right ones."""
+    import threading
+
+    lab, _, _ = vm_array
+    first: dict = {}
+
+    def slow():
+        first["result"] = open_session(lab).exec(["sh", "-c", "sleep 3; echo first"], timeout=60)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    time.sleep(1)  # the first command is running in the guest
+    second = open_session(lab).exec(["echo", "second"], timeout=60)
+    thread.join(60)
+    assert second.stdout == b"second\n"
+    assert first["result"].stdout == b"first\n"
+
+
+@pytest.mark.vm
+@pytest.mark.root
 def test_vm_has_room_and_the_workload_programs(vm_array, tmp_path):
     lab, ready, _ = vm_array
     session = open_session(lab)

@@ -108,6 +108,7 @@ class HostedVM:
         self.guest_memory: dict[str, int] = {}
         self.lock = trio.Lock()
         self.in_flight: threading.Event | None = None  # set when the running call returns
+        self.abandoned = False  # a call was cancelled while its thread still used the channel
         self.exchange = session.lab.path / "exec"
 
     async def start(self) -> None:
@@ -211,9 +212,9 @@ class HostedVM:
         if self.vm is None or not self.vm.running:
             raise VMError("the lab VM of this array is not running",
                           hint=f"see {self.session.lab.path / 'vm-console.log'}; destroy and create the array again")
-        if self.in_flight is not None and not self.in_flight.is_set():
-            raise VMError("the lab VM is being stopped: a command cut short still holds its channel")
-        async with self.lock:
+        async with self.lock:  # a second client waits here for the running command
+            if self.abandoned:
+                raise VMError("the lab VM is being stopped: a command cut short still holds its channel")
             done = threading.Event()
 
             def call():
@@ -226,7 +227,12 @@ class HostedVM:
             # abandon_on_cancel: the daemon's stop (SIGTERM, `raidlab destroy`) must not wait
             # for a guest command that may run for an hour; the thread keeps the channel
             # until shutdown() kills QEMU under it, and no other call starts meanwhile.
-            return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+            try:
+                return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+            except trio.Cancelled:
+                if not done.is_set():
+                    self.abandoned = True
+                raise
 
     async def run_script(self, script: str, timeout: float, check: bool = True):
         """Run a shell script in the guest (for host classes, e.g. mdadm): a CommandResult."""
