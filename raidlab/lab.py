@@ -80,13 +80,17 @@ def check_lab_name(name: str) -> str:
 
 # --- processes -------------------------------------------------------------------------
 
-def parse_proc_stat_start_time(stat_text: str) -> int:
-    """Field 22 (starttime, clock ticks since boot) of /proc/<pid>/stat (proc(5)).
+def _stat_fields(stat_text: str) -> list[str]:
+    """The fields of /proc/<pid>/stat from field 3 (state) on: rest[k] is field k + 3 of proc(5).
 
     The command name (field 2) may contain spaces and parentheses: split after its last ')'.
     """
-    rest = stat_text[stat_text.rindex(")") + 2:].split()
-    return int(rest[19])  # rest[0] is field 3 (state)
+    return stat_text[stat_text.rindex(")") + 2:].split()
+
+
+def parse_proc_stat_start_time(stat_text: str) -> int:
+    """Field 22 (starttime, clock ticks since boot) of /proc/<pid>/stat (proc(5))."""
+    return int(_stat_fields(stat_text)[19])
 
 
 def process_start_time(pid: int) -> int | None:
@@ -94,6 +98,20 @@ def process_start_time(pid: int) -> int | None:
         return parse_proc_stat_start_time(Path(f"/proc/{pid}/stat").read_text())
     except (OSError, ValueError, IndexError):
         return None
+
+
+def process_cpu(pid: int | None) -> dict[str, float] | None:
+    """User and system CPU seconds of a running process, all its threads (fields 14 and 15
+    of /proc/<pid>/stat); None if it is gone."""
+    if pid is None:
+        return None
+    try:
+        rest = _stat_fields(Path(f"/proc/{pid}/stat").read_text())
+        user, system = int(rest[11]), int(rest[12])
+    except (OSError, ValueError, IndexError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return {"user_s": round(user / tick, 2), "system_s": round(system / tick, 2)}
 
 
 def process_state(pid: int) -> str | None:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from raidlab.errors import LabInterrupted, MissingToolError, RaidlabError, UsageError
+from raidlab.lab import process_start_time, same_process
 from raidlab.scenarios import ArchEntry, Case, Scenario, quick_params
 
 MANIFEST = "manifest.json"
@@ -198,6 +199,7 @@ def write_manifest(out: Path, scenario: Scenario, *, runner: str, quick: bool, p
         "status": status,  # running | complete | interrupted | stopped: missing program
         # who writes it: a "running" manifest whose process is gone was never closed (killed)
         "pid": os.getpid(),
+        "pid_start_time": process_start_time(os.getpid()),
         "boot_id": _boot_id(),
         "started": started,
         "finished": finished,
@@ -227,18 +229,15 @@ def _boot_id() -> str | None:
 
 def manifest_status(man: dict) -> str:
     """The manifest's status for a report. "running" is only believed while the process that
-    wrote it still runs (same boot, pid alive); otherwise the run was killed before it could
-    close its manifest, and the report says so instead of "running"."""
+    wrote it still runs (same boot, same pid and start time: raidlab.lab.same_process);
+    otherwise the run was killed before it could close its manifest, and the report says so."""
     status = str(man.get("status"))
     if status != "running":
         return status
-    pid = man.get("pid")
-    if isinstance(pid, int) and man.get("boot_id") and man.get("boot_id") == _boot_id():
-        try:
-            if b"raidlab" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return f"running (pid {pid})"
-        except OSError:
-            pass
+    pid, started = man.get("pid"), man.get("pid_start_time")
+    if (isinstance(pid, int) and started is not None and man.get("boot_id") == _boot_id()
+            and same_process(pid, started)):
+        return f"running (pid {pid})"
     return "not finished (the run stopped without closing its manifest, e.g. killed)"
 
 
@@ -371,7 +370,6 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
         if hasattr(workload, "mount_options"):  # e.g. the untar workload's sync mode
             resolved = workload.resolve(dict(run.case.params)) if hasattr(workload, "resolve") else run.case.params
             mount_options += [o for o in workload.mount_options(resolved) if o not in mount_options]
-        interrupted = False
         try:
             uname = session.exec(["uname", "-r"], timeout=60, check=False)  # the VM's kernel differs
             runner_kernel = uname.stdout.decode(errors="replace").strip() if uname.rc == 0 else None
@@ -390,14 +388,11 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             status(f"{scenario.workload} running")
             result = workload.run(session, mountpoint, dict(run.case.params),
                                   progress=status)  # the step line names the workload already
-        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM/SIGHUP (_Signalled)
-            interrupted = True
-            raise
         finally:
-            # Interrupted in the lab VM, the workload's command still runs in the guest, which
-            # takes one command at a time: an umount would wait for the whole workload. The
-            # array is destroyed next (its daemon kills the VM), so there is nothing to unmount.
-            if mounted and not (interrupted and session.runner == "vm"):
+            # Interrupted in the lab VM, this umount re-raises the interrupt at once instead of
+            # queueing behind the guest's running command (raidlab.runners.session.DaemonSession);
+            # the array is destroyed next and its daemon kills the VM.
+            if mounted:
                 with deferred_signals():
                     status("umount")
                     umount = session.exec(["umount", mountpoint], timeout=UMOUNT_TIMEOUT, check=False)

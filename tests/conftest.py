@@ -7,6 +7,7 @@ one-line reason only when the process is not root; on the project's machines (ro
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -30,3 +31,15 @@ def raidlab_cmd() -> list[str]:
     if exe.exists():
         return [str(exe)]
     return [sys.executable, "-m", "raidlab.cli"]
+
+
+def _sigint_as_at_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def terminal_sigint():
+    """preexec_fn for a child a test sends SIGINT: SIGINT's default disposition, as a foreground
+    command at a terminal has. A suite started in the background (nohup, `&`) ignores SIGINT,
+    as POSIX has background jobs do; children inherit that and would never see the Ctrl-C."""
+    return _sigint_as_at_a_terminal

@@ -201,6 +201,7 @@ class Daemon:
         """What every family reports (name, spec, device, pid, the model of each data member
         d0..d{disks-1}) plus the host's own status."""
         from raidlab.disks import catalog
+        from raidlab.lab import process_cpu
 
         return {
             "name": self.spec.name,
@@ -231,20 +232,6 @@ class Daemon:
     async def op_stop(self, request, send) -> dict:
         self.session.work_scope.cancel()
         return {"stopping": True}
-
-
-def process_cpu(pid: int | None) -> dict[str, float] | None:
-    """User and system CPU seconds of a running process (all its threads), from
-    /proc/PID/stat; None if it is gone."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    tick = os.sysconf("SC_CLK_TCK")
-    # after the ")": state is field 3 of proc(5), so utime (14) and stime (15) are at 11, 12
-    return {"user_s": round(int(fields[11]) / tick, 2), "system_s": round(int(fields[12]) / tick, 2)}
 
 
 async def _quiet(send, obj) -> None:

@@ -210,20 +210,13 @@ def test_report_refuses_other_scenario(tmp_path, raidlab_cmd):
     assert rep.returncode == 2 and "not a results directory" in rep.stderr
 
 
-def _sigint_as_at_a_terminal() -> None:
-    """The child gets SIGINT's default disposition, as a foreground command at a terminal has.
-    A test suite started in the background (nohup, `&`) ignores SIGINT, as POSIX has
-    background jobs do, and its children would inherit that and never see the Ctrl-C sent."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab_cmd, signum):
+def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab_cmd, signum, terminal_sigint):
     scenario = _scenario(tmp_path, repeat=3, files=2000, transactions=40000, tiny=False)
     home, results = tmp_path / "home", tmp_path / "results"
     proc = subprocess.Popen(raidlab_cmd + ["run", str(scenario), "--home", str(home), "--results", str(results)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_as_at_a_terminal)
+                            preexec_fn=terminal_sigint)
     lines: list[str] = []
     first_ok = threading.Event()
 

@@ -1,33 +1,27 @@
-"""A report believes a manifest's "running" only while the raidlab process that wrote it runs.
+"""A report believes a manifest's "running" only while the process that wrote it runs.
 
 Session 4's Fig. 8 run was SIGKILLed; its manifest kept "running" and the report printed that.
-Real processes stand in for the writer: a live one whose command line names raidlab, and one
-that has exited.
+Real processes stand in for the writer: a live one, one that has exited, and a live one whose
+start time is not the recorded one (the pid reused by another process).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from pathlib import Path
 
+from raidlab.lab import process_start_time
 from raidlab.run import _boot_id, manifest_status
 
 NOT_FINISHED = "not finished (the run stopped without closing its manifest, e.g. killed)"
 
 
-def _started(argv: list[str]) -> subprocess.Popen:
-    """A child whose /proc cmdline is readable (it reads empty for a moment after exec)."""
-    proc = subprocess.Popen(argv)
-    deadline = time.monotonic() + 10
-    while not Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return proc
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 
 
-def _writer(pid: int, boot: str | None = None) -> dict:
-    return {"status": "running", "pid": pid, "boot_id": boot or _boot_id()}
+def _writer(pid: int, *, started: int | None, boot: str | None = None) -> dict:
+    return {"status": "running", "pid": pid, "pid_start_time": started, "boot_id": boot or _boot_id()}
 
 
 def test_closed_statuses_are_shown_as_written():
@@ -35,26 +29,28 @@ def test_closed_statuses_are_shown_as_written():
         assert manifest_status({"status": status, "pid": 1}) == status
 
 
-def test_running_while_its_raidlab_process_lives():
-    proc = _started([sys.executable, "-c", "import time; time.sleep(60)", "raidlab", "run"])
+def test_running_while_its_process_lives():
+    proc = _sleeper()
+    started = process_start_time(proc.pid)
     try:
-        assert manifest_status(_writer(proc.pid)) == f"running (pid {proc.pid})"
+        assert manifest_status(_writer(proc.pid, started=started)) == f"running (pid {proc.pid})"
         # the same pid after a reboot is someone else
-        assert manifest_status(_writer(proc.pid, boot="another-boot")) == NOT_FINISHED
+        assert manifest_status(_writer(proc.pid, started=started, boot="another-boot")) == NOT_FINISHED
     finally:
         proc.kill()
         proc.wait()
-    assert manifest_status(_writer(proc.pid)) == NOT_FINISHED
+    assert manifest_status(_writer(proc.pid, started=started)) == NOT_FINISHED
 
 
-def test_a_pid_reused_by_another_program_is_not_the_run():
-    proc = _started([sys.executable, "-c", "import time; time.sleep(60)"])
+def test_a_pid_reused_by_another_process_is_not_the_run():
+    proc = _sleeper()
     try:
-        assert manifest_status(_writer(proc.pid)) == NOT_FINISHED
+        assert manifest_status(_writer(proc.pid, started=process_start_time(proc.pid) - 1)) == NOT_FINISHED
     finally:
         proc.kill()
         proc.wait()
 
 
-def test_manifests_from_before_the_pid_was_recorded():
+def test_manifests_from_before_the_writer_was_recorded():
     assert manifest_status({"status": "running"}) == NOT_FINISHED
+    assert manifest_status({"status": "running", "pid": 1, "boot_id": _boot_id()}) == NOT_FINISHED

@@ -8,7 +8,7 @@ import resource
 import subprocess
 import sys
 
-from raidlab.engine.daemon import process_cpu
+from raidlab.lab import process_cpu
 
 
 def test_matches_getrusage_for_this_process():

@@ -397,19 +397,12 @@ def _read_stderr_until(proc: subprocess.Popen, needle: bytes, seconds: float) ->
     return seen
 
 
-def _sigint_as_at_a_terminal() -> None:
-    """The child gets SIGINT's default disposition, as a foreground command at a terminal has.
-    A test suite started in the background (nohup, `&`) ignores SIGINT, as POSIX has
-    background jobs do, and its children would inherit that and never see the Ctrl-C sent."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("sig, expected_rc", [
     (signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL)])
-def test_host_process_signal_takes_the_vm_down(vm_image, raidlab_cmd, sig, expected_rc):
+def test_host_process_signal_takes_the_vm_down(vm_image, raidlab_cmd, sig, expected_rc, terminal_sigint):
     proc = subprocess.Popen([*raidlab_cmd, "vm", "exec", "--", "sleep 600"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_sigint_as_at_a_terminal)
+                            preexec_fn=terminal_sigint)
     try:
         seen = _read_stderr_until(proc, b"booted in", 180)
         assert b"booted in" in seen, seen.decode(errors="replace")

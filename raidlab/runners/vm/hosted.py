@@ -107,8 +107,7 @@ class HostedVM:
         self.vm = None
         self.guest_memory: dict[str, int] = {}
         self.lock = trio.Lock()
-        self.in_flight: threading.Event | None = None  # set when the running call returns
-        self.abandoned = False  # a call was cancelled while its thread still used the channel
+        self.in_flight: threading.Event | None = None  # set when the latest call returns
         self.exchange = session.lab.path / "exec"
 
     async def start(self) -> None:
@@ -132,7 +131,7 @@ class HostedVM:
         recorded = []  # the lab "process" resource of QEMU, once it runs
 
         async def shutdown():
-            cut_short = self.in_flight is not None and not self.in_flight.is_set()
+            cut_short = self._cut_short()
             if cut_short:
                 # A command was still running when the daemon was told to stop (a run's
                 # Ctrl-C/SIGTERM, `raidlab destroy`): the guest answers one request at a
@@ -213,7 +212,7 @@ class HostedVM:
             raise VMError("the lab VM of this array is not running",
                           hint=f"see {self.session.lab.path / 'vm-console.log'}; destroy and create the array again")
         async with self.lock:  # a second client waits here for the running command
-            if self.abandoned:
+            if self._cut_short():
                 raise VMError("the lab VM is being stopped: a command cut short still holds its channel")
             done = threading.Event()
 
@@ -227,12 +226,12 @@ class HostedVM:
             # abandon_on_cancel: the daemon's stop (SIGTERM, `raidlab destroy`) must not wait
             # for a guest command that may run for an hour; the thread keeps the channel
             # until shutdown() kills QEMU under it, and no other call starts meanwhile.
-            try:
-                return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
-            except trio.Cancelled:
-                if not done.is_set():
-                    self.abandoned = True
-                raise
+            return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+    def _cut_short(self) -> bool:
+        """A call was abandoned by the daemon's stop while its thread still holds the channel
+        (inside the lock, an unfinished latest call can only be that)."""
+        return self.in_flight is not None and not self.in_flight.is_set()
 
     async def run_script(self, script: str, timeout: float, check: bool = True):
         """Run a shell script in the guest (for host classes, e.g. mdadm): a CommandResult."""
