@@ -62,6 +62,8 @@ def test_an_unknown_model_is_one_line():
     ({"config": "mcd", "cache_models": IDE, "cache_model": "ssd"}, "mcd has no cache_model"),
     ({"config": "scd", "cache_models": IDE}, "cache_models is for config=mcd"),
     ({"config": "1c", "cache_models": IDE}, "cache_models is for config=mcd"),
+    ({"config": "scd", "cache_disks": 3}, "cache_disks is for config=mcd, not config=scd"),
+    ({"config": "1d", "cache_disks": 2}, "cache_disks is for config=mcd, not config=1d"),
 ])
 def test_bad_cache_models_are_one_clear_line(options, words):
     with pytest.raises(UsageError) as info:
@@ -219,3 +221,10 @@ def test_replay_puts_the_cache_on_separate_drives():
     with pytest.raises(UsageError):
         replay_requests(SimSpec("vcraid", "hp-c2200a", disks=4,
                                 options={"config": "mcd", "cache_models": IDE, "cache_disks": 3}), reqs)
+
+
+@pytest.mark.parametrize("config", ["scd", "1c", "1d"])
+def test_configs_other_than_mcd_do_not_show_mcds_cache_disks(config):
+    # scd's status used to show options.cache_disks = 2, mcd's default, beside one cache disk
+    opts = arch_options("vcraid", {"config": config})
+    assert opts["cache_disks"] is None

@@ -154,10 +154,20 @@ def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
         if mirrored not in ("on", "off"):
             raise UsageError(f"option mirrored_cache={out['mirrored_cache']} is neither on nor off")
         out["mirrored_cache"] = mirrored
-        try:
-            out["cache_disks"] = int(out["cache_disks"])
-        except (TypeError, ValueError):
-            raise UsageError(f"option cache_disks={out['cache_disks']} is not a whole number") from None
+        if out["config"] != "mcd":
+            # cache_disks counts mcd's cache partitions; the other configs' cache disks follow
+            # from the config (scd: one, 1c/1d: one per data disk), so it is None there, not
+            # mcd's default shown in their status.
+            if options.get("cache_disks") is not None:
+                raise UsageError(f"cache_disks is for config=mcd, not config={out['config']}",
+                                 hint="scd has one cache disk (mirrored_cache=on adds its backup); "
+                                      "1c and 1d have one per data disk")
+            out["cache_disks"] = None
+        else:
+            try:
+                out["cache_disks"] = int(out["cache_disks"])
+            except (TypeError, ValueError):
+                raise UsageError(f"option cache_disks={out['cache_disks']} is not a whole number") from None
         if out["cache_models"] is not None:  # mcd's partitions on separate drives (§4.1)
             names = _model_list(out["cache_models"])
             if out["config"] in ("scd", *PER_DISK):
