@@ -77,6 +77,7 @@ class MdHost:
         self.vm = None  # HostedVM with --runner vm
         self.resync: dict = {}
         self.members: list[str] = []
+        self.disks: list = []  # the EmulatedDisks behind disks/dK, for their I/O statistics
 
     # -- running mdadm here or in the VM, recorded -----------------------------------------
 
@@ -131,6 +132,7 @@ class MdHost:
         req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
                            discipline=spec.discipline, keep_images=True, home=self.daemon.home)
         made = await build_disks(session, fs, req)
+        self.disks = [disk for _relpath, disk, _image in made]
         export = await mount_export(session, fs)
         self.disk_files = [export.mountpoint / relpath for relpath, _disk, _image in made]
         if spec.runner != "native":
@@ -206,15 +208,30 @@ class MdHost:
     # -- ops ----------------------------------------------------------------------------
 
     async def op_status(self, request, send) -> dict:
-        _rc, detail_text, _err = await self._run(["mdadm", "--detail", self.md_device], check=False)
-        mdstat = await self._read("/proc/mdstat")
-        detail = mdadm.detail_fields(detail_text)
-        report = [f"md {self.md_device} ({'in the lab VM' if self.vm else 'on this host'}), "
-                  f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}",
-                  "", "$ mdadm --detail " + self.md_device, *detail_text.rstrip().splitlines(),
-                  "", "$ cat /proc/mdstat", *mdstat.rstrip().splitlines()]
+        """mdadm --detail and /proc/mdstat, plus what the emulated member disks saw (host side:
+        the same statistics an engine array reports for its members). While the lab VM runs a
+        command (a workload), md's own view waits for it; the member statistics do not."""
+        head = (f"md {self.md_device} ({'in the lab VM' if self.vm else 'on this host'}), "
+                f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}")
+        members = [{"index": i, **disk.statistics()} for i, disk in enumerate(self.disks)]
+        io = [f"{m['name']} ({m['model']}): {m['reads']} reads, {m['writes']} writes, "
+              f"busy {m['busy_time']:.1f} s" for m in members]
+        busy = self.vm.busy() if self.vm is not None else None
+        if busy:
+            detail_text = mdstat = ""
+            detail: dict = {}
+            md_lines = [f"the lab VM is running a command for {busy['seconds']:.0f} s ({busy['command']}); "
+                        "mdadm --detail and /proc/mdstat are read when it has ended"]
+        else:
+            _rc, detail_text, _err = await self._run(["mdadm", "--detail", self.md_device], check=False)
+            mdstat = await self._read("/proc/mdstat")
+            detail = mdadm.detail_fields(detail_text)
+            md_lines = ["$ mdadm --detail " + self.md_device, *detail_text.rstrip().splitlines(),
+                        "", "$ cat /proc/mdstat", *mdstat.rstrip().splitlines()]
+        report = [head, "", *md_lines, "", "member disks (emulated, on this host):", *io]
         return {"kind": "md", "md_device": self.md_device, "where": self.where, "members": self.members,
-                "detail": detail, "mdstat": mdstat, "resync": self.resync, "report": report,
+                "detail": detail, "mdstat": mdstat, "resync": self.resync, "vm_busy": busy,
+                "statistics": {"members": members}, "report": report,
                 "commands_log": str(self.session.lab.path / COMMAND_LOG)}
 
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,29 @@ def test_md_raid5_in_the_lab_vm(rl):
     session.exec(["sh", "-c", "dd if=/dev/urandom of=/mnt/f bs=1M count=4 2>/dev/null && sync"], timeout=120)
     session.exec(["umount", "/mnt"], timeout=60)
     assert session.exec(["e2fsck", "-f", "-n", session.device], timeout=300).rc == 0
+
+    # The emulated members' own account, as an engine array reports it: 4 MiB of file data
+    # plus its parity reached them.
+    doc = json.loads(rl("status", "m5", "--json").stdout)
+    members = doc["statistics"]["members"]
+    assert [m["name"] for m in members] == ["d0", "d1", "d2"] and doc["vm_busy"] is None
+    assert sum(m["bytes_written"] for m in members) >= 6 << 20
+    assert all(m["busy_time"] > 0 for m in members)
+
+    # A status asked while a guest command runs reports that command instead of waiting
+    # behind it (a workload may run for an hour); mdadm's view comes once it has ended.
+    import threading
+
+    slow = threading.Thread(target=lambda: session.exec(["sleep", "20"], timeout=60))
+    slow.start()
+    time.sleep(2)
+    doc = json.loads(rl("status", "m5", "--json").stdout)
+    assert slow.is_alive(), "status waited for the guest command"
+    assert "sleep 20" in doc["vm_busy"]["command"] and doc["detail"] == {} and doc["mdstat"] == ""
+    assert "the lab VM is running a command" in "\n".join(doc["report"])
+    assert len(doc["statistics"]["members"]) == 3
+    slow.join(60)
+    assert "Raid Level : raid5" in rl("status", "m5").stdout
 
     rl("destroy", "m5")
     rl.nothing_left("m5")

@@ -12,7 +12,9 @@ How it is built:
   trio thread keeps serving FUSE requests that QEMU's disk I/O causes. One command at a time
   (a trio.Lock): the channel is a single request/reply stream. A stop of the daemon does not
   wait for a running guest command (a workload may run for an hour): the call's thread is
-  abandoned and the shutdown kills QEMU under it.
+  abandoned and the shutdown kills QEMU under it. Nor does a status request: a host asking
+  the guest for its status (md's mdadm --detail) reports busy() instead, the command that
+  holds the channel and for how long.
 * QEMU is recorded as a lab "process" resource (pid, start time): if the daemon is SIGKILLed
   (QEMU was started from a worker thread, so PR_SET_PDEATHSIG cannot cover it), the next
   `raidlab destroy`/`assemble` of the lab kills it through raidlab.lab.cleanup_stale.
@@ -108,6 +110,7 @@ class HostedVM:
         self.guest_memory: dict[str, int] = {}
         self.lock = trio.Lock()
         self.in_flight: threading.Event | None = None  # set when the latest call returns
+        self.current: tuple[str, float] | None = None  # (what, monotonic start) of the running call
         self.exchange = session.lab.path / "exec"
 
     async def start(self) -> None:
@@ -207,7 +210,7 @@ class HostedVM:
 
     # -- blocking LabVM calls, one at a time, in a worker thread ---------------------------
 
-    async def _call(self, fn, *args, **kwargs):
+    async def _call(self, what: str, fn, *args, **kwargs):
         if self.vm is None or not self.vm.running:
             raise VMError("the lab VM of this array is not running",
                           hint=f"see {self.session.lab.path / 'vm-console.log'}; destroy and create the array again")
@@ -223,10 +226,23 @@ class HostedVM:
                     done.set()
 
             self.in_flight = done
+            self.current = (what, time.monotonic())
             # abandon_on_cancel: the daemon's stop (SIGTERM, `raidlab destroy`) must not wait
             # for a guest command that may run for an hour; the thread keeps the channel
             # until shutdown() kills QEMU under it, and no other call starts meanwhile.
-            return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+            try:
+                return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+            finally:
+                if done.is_set():
+                    self.current = None
+
+    def busy(self) -> dict | None:
+        """The guest command running now ({"command", "seconds"}), or None: what a status
+        request reports instead of queueing behind a workload that may run for an hour."""
+        if self.current is None or not self.lock.locked():
+            return None
+        what, since = self.current
+        return {"command": what, "seconds": round(time.monotonic() - since, 1)}
 
     def _cut_short(self) -> bool:
         """A call was abandoned by the daemon's stop while its thread still holds the channel
@@ -235,19 +251,21 @@ class HostedVM:
 
     async def run_script(self, script: str, timeout: float, check: bool = True):
         """Run a shell script in the guest (for host classes, e.g. mdadm): a CommandResult."""
-        return await self._call(self.vm.run, script, timeout=timeout, check=check)
+        return await self._call(_summary(script), self.vm.run, script, timeout=timeout, check=check)
 
     async def run_argv(self, argv: list[str], timeout: float, stdin: bytes | None = None) -> dict:
         """Run argv under the guest's `timeout`; {"rc", "stdout", "stderr", "seconds", "timed_out"}."""
         stdin_path = None
         if stdin is not None:
             stdin_path = f"/run/raidlab-stdin-{uuid.uuid4().hex[:8]}"
-            await self._call(self.vm.put, stdin_path, stdin, timeout=_transfer_seconds(len(stdin)))
+            await self._call(f"copy {len(stdin)} bytes to {stdin_path}", self.vm.put, stdin_path, stdin,
+                             timeout=_transfer_seconds(len(stdin)))
         script = guest_script(argv, timeout, stdin_path)
         if stdin_path:
             script += f"; rc=$?; rm -f {stdin_path}; exit $rc"
         started = time.monotonic()
-        result = await self._call(self.vm.run, script, timeout=timeout + CHANNEL_GRACE_SECONDS)
+        result = await self._call(_summary(shlex.join(argv)), self.vm.run, script,
+                                  timeout=timeout + CHANNEL_GRACE_SECONDS)
         seconds = time.monotonic() - started
         timed_out = result.returncode == GUEST_TIMEOUT_STATUS and seconds >= timeout * 0.99
         return {"rc": result.returncode, "stdout": result.stdout, "stderr": result.stderr,
@@ -281,15 +299,22 @@ class HostedVM:
         data = await trio.Path(local).read_bytes()
         parent = os.path.dirname(remote)
         if parent:
-            await self._call(self.vm.run, f"mkdir -p {shlex.quote(parent)}", timeout=30, check=True)
-        await self._call(self.vm.put, remote, data, timeout=_transfer_seconds(len(data)))
+            await self._call(f"mkdir -p {parent}", self.vm.run, f"mkdir -p {shlex.quote(parent)}", timeout=30,
+                             check=True)
+        await self._call(f"copy {len(data)} bytes to {remote}", self.vm.put, remote, data,
+                         timeout=_transfer_seconds(len(data)))
         return {"bytes": len(data)}
 
     async def op_get(self, request, send) -> dict:
         local, remote = Path(request["local"]), str(request["remote"])
-        data = await self._call(self.vm.get, remote, timeout=600.0)
+        data = await self._call(f"copy {remote} out", self.vm.get, remote, timeout=600.0)
         await trio.Path(local).write_bytes(data)
         return {"bytes": len(data)}
+
+
+def _summary(command: str, limit: int = 120) -> str:
+    """A command line shortened for a status line."""
+    return command if len(command) <= limit else command[:limit - 3] + "..."
 
 
 def make_scratch_image(path: Path) -> None:
