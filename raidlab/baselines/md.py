@@ -209,16 +209,17 @@ class MdHost:
 
     async def op_status(self, request, send) -> dict:
         """mdadm --detail and /proc/mdstat, plus what the emulated member disks saw (host side:
-        the same statistics an engine array reports for its members). While the lab VM runs a
-        command (a workload), md's own view waits for it; the member statistics do not."""
+        the same statistics an engine array reports for its members, and the drives table
+        the caching hosts show). While the lab VM runs a command (a workload), md's own view
+        waits for it; the member statistics do not."""
+        from raidlab.engine.caches.host import disks_table
+
         head = (f"md {self.md_device} ({'in the lab VM' if self.vm else 'on this host'}), "
                 f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}")
         members = [{"index": i, **disk.statistics()} for i, disk in enumerate(self.disks)]
-        io = [f"{m['name']} ({m['model']}): {m['reads']} reads, {m['writes']} writes, "
-              f"busy {m['busy_time']:.1f} s" for m in members]
         busy = self.vm.busy() if self.vm is not None else None
         if busy:
-            detail_text = mdstat = ""
+            mdstat = ""
             detail: dict = {}
             md_lines = [f"the lab VM is running a command for {busy['seconds']:.0f} s ({busy['command']}); "
                         "mdadm --detail and /proc/mdstat are read when it has ended"]
@@ -228,10 +229,10 @@ class MdHost:
             detail = mdadm.detail_fields(detail_text)
             md_lines = ["$ mdadm --detail " + self.md_device, *detail_text.rstrip().splitlines(),
                         "", "$ cat /proc/mdstat", *mdstat.rstrip().splitlines()]
-        report = [head, "", *md_lines, "", "member disks (emulated, on this host):", *io]
         return {"kind": "md", "md_device": self.md_device, "where": self.where, "members": self.members,
                 "detail": detail, "mdstat": mdstat, "resync": self.resync, "vm_busy": busy,
-                "statistics": {"members": members}, "report": report,
+                "statistics": {"members": members}, "report": [head, "", *md_lines],
+                "tables": [disks_table(self.disks)],
                 "commands_log": str(self.session.lab.path / COMMAND_LOG)}
 
 
