@@ -279,3 +279,47 @@ def test_an_older_copy_under_a_destaged_one_is_not_resurrected():
     low, high = rig.run(recover)
     assert low == payload(4, 96 * KiB)[:4 * KiB]
     assert high == payload(1, 4 * KiB)
+
+
+def test_a_tombstone_taken_off_the_stack_is_written_again_while_it_still_hides_a_copy():
+    # Log: A, then v1, v2, v3 of sector 0. LWFD pops v3 home: tombstone T1 names sector 0
+    # (v1 and v2 are still in the log). A log write of B and its pop leave a blank, not
+    # a second tombstone: T1 still says everything. The next pop takes T1 with v2 (a hole);
+    # v1 is still in the log, so the new marker must name sector 0 again, or recovery
+    # would bring v1 back over v3.
+    rig = dcd_rig(model="none")
+
+    async def body(disks, nursery):
+        dcd = await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
+                               idle_threshold=100.0, destage_segment=SECTOR)
+        dcd.start(nursery)
+        for tag, offset in ((1, 1 * MiB), (2, 0), (3, 0), (4, 0)):
+            await dcd.write(offset, payload(tag, 4 * KiB))
+            await dcd.flush()
+        kinds, live = [], []
+
+        async def pop():
+            async with dcd.log.lock:
+                live.append(await dcd.destage_lwfd(interruptible=False))
+            kinds.append([r.kind for r in dcd.log.records])
+
+        await pop()                                   # v3 home
+        await dcd.write(2 * MiB, payload(5, 4 * KiB))
+        await dcd.flush()
+        await pop()                                   # B home
+        await pop()                                   # T1 and the hole v2
+        return kinds, live, dcd.statistics()
+
+    kinds, live, stats = rig.run(body)
+    D, T = KIND_DATA, KIND_TOMBSTONE
+    assert live == [4 * KiB, 4 * KiB, 0]
+    assert kinds == [[D, D, D, T], [D, D, D, T], [D, D, T]]
+    assert stats["tombstones"] == 2
+    assert stats["tombstone_entries"] == 8 * 2  # the 8 sectors of v3, once per tombstone
+
+    async def recover(disks, nursery):
+        dcd = await assemble_dcd(disks["cache"], disks["data"])
+        dcd.start(nursery)
+        return [await dcd.read(off, 4 * KiB) for off in (0, 1 * MiB, 2 * MiB)]
+
+    assert rig.run(recover) == [payload(4, 4 * KiB), payload(1, 4 * KiB), payload(5, 4 * KiB)]

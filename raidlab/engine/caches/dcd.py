@@ -237,7 +237,7 @@ class DCD(RequestActivity):
             "destage_holes_dropped": sc["destage_holes_dropped"],
             "destages_suspended": sc["destages_suspended"],
             "forced_destages": c["forced_destages"],
-            "tombstones": sc["tombstones"],
+            "tombstones": sc["tombstones"], "tombstone_entries": sc["tombstone_entries"],
             "idle_periods_found": c["idle_periods"],
             "waited_for_full_buffer": c["waited_for_full_buffer"],
             "recovered_blocks": sc["recovered_blocks"],

@@ -271,7 +271,7 @@ class VCRAID(RequestActivity):
             "level2_holes_dropped": sc["destage_holes_dropped"],
             "level2_suspended": sc["destages_suspended"],
             "level2_forced": c["forced_destages"],
-            "tombstones": sc["tombstones"],
+            "tombstones": sc["tombstones"], "tombstone_entries": sc["tombstone_entries"],
             "idle_periods_found": c["idle_periods"],
             "waited_for_full_buffer": c["waited_for_full_buffer"],
             "recovered_blocks": c["recovered_blocks"],
