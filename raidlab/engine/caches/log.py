@@ -45,6 +45,17 @@ Where this departs from the papers, and why:
   new tombstone naming it. (The first version wrote the whole set every time: with
   PostMark medium on VC-RAID that was ~12,000 extents, ~234 KB written, read back and
   encoded per 64 KB destaged, 2.5 GB of the cache disk's 3.3 GB of writes.)
+* The marker journal. A pop's marker overwrites the popped records, and the tombstones
+  among them, in place. A crash that tears a marker of several sectors ends the chain
+  there, and what the marker and the popped tombstones hid would come back. So a marker
+  tombstone longer than one sector is first written (FUA) to a journal slot at the end of
+  the log region, then at the CLP; a one-sector write is taken as atomic. Recovery also
+  applies the tombstone in each journal slot: a tombstone entry stays true for ever (the
+  copies up to its bound are older than what went home; later copies have larger
+  sequence numbers, new epochs included), so a stale slot hides nothing live. Its entries
+  are carried again by the next marker, since no chain tombstone may carry them. The slot
+  is sized for the largest possible tombstone (one extent per block of all log regions:
+  ~0.5% of a log of 4 KiB blocks, ~4% with DCD's 512-byte blocks).
   The bound (rather than "everything before the tombstone") matters with several cache
   disks (VC-RAID mcd): a newer log write of the block may be in flight on another cache
   disk while the tombstone is written, with a smaller sequence number (allocated before).
@@ -248,10 +259,20 @@ class CacheDiskLog:
         self.index = index
         self.start = start
         self.end = end
+        self.journal = end  # the marker journal slot: [journal, region end); see reserve_journal
+        self.region_end = end
         self.block_size = block_size
         self.log_id = log_id
         self.records: list[LogRecord] = []
         self.lock = trio.Lock()
+
+    def reserve_journal(self, nbytes: int) -> None:
+        """Take the marker journal slot (module doc) off the end of the region."""
+        nbytes = -(-nbytes // SECTOR) * SECTOR
+        if nbytes >= self.region_end - self.start:
+            raise ValueError(f"log {self.index}: region of {self.region_end - self.start} bytes "
+                             f"has no room for a {nbytes}-byte marker journal")
+        self.journal = self.end = self.region_end - nbytes
 
     @property
     def clp(self) -> int:
@@ -271,11 +292,17 @@ class CacheDiskLog:
         return self.end - self.clp
 
     async def write_record(self, seq: int, kind: int, addresses: list[int], data: bytes,
-                           bounds: dict[int, int] | None = None) -> LogRecord:
+                           bounds: dict[int, int] | None = None, journal: bool = False) -> LogRecord:
+        """Append one record at the CLP; `journal`: a marker, copied to the journal slot
+        first when longer than a sector (module doc)."""
         raw = encode_record(self.log_id, seq, kind, addresses, data, self.block_size, bounds)
         if len(raw) > self.free:
             raise RuntimeError(f"log {self.index}: record of {len(raw)} bytes does not fit ({self.free} free)")
         offset = self.clp
+        if journal and len(raw) > SECTOR:
+            if len(raw) > self.region_end - self.journal:
+                raise RuntimeError(f"log {self.index}: marker of {len(raw)} bytes exceeds its journal slot")
+            await self.target.write(self.journal, raw, fua=True)
         await self.target.write(offset, raw, fua=True)
         summary_bytes = len(raw) - (len(data) if kind == KIND_DATA else 0)
         if kind == KIND_TOMBSTONE:
@@ -288,6 +315,21 @@ class CacheDiskLog:
     async def write_blank(self, offset: int) -> None:
         if offset < self.end:
             await self.target.write(offset, BLANK_SECTOR, fua=True)
+
+    async def clear_journal(self) -> None:
+        if self.journal < self.region_end:
+            await self.target.write(self.journal, BLANK_SECTOR, fua=True)
+
+    async def read_journal(self) -> ParsedSummary | None:
+        """The tombstone in the journal slot, if one of this log is there whole."""
+        if self.journal + SECTOR > self.region_end:
+            return None
+        first = parse_first_sector(await self.target.read(self.journal, SECTOR), self.log_id, self.block_size)
+        if first is None or self.journal + first[1] * SECTOR > self.region_end:
+            return None
+        parsed = parse_summary(await self.target.read(self.journal, first[1] * SECTOR), self.log_id,
+                               self.block_size)
+        return parsed if parsed is not None and parsed.kind == KIND_TOMBSTONE else None
 
     async def scan(self) -> list[LogRecord]:
         """Walk the chain from the start of the region (DCD §2.5): every record whose
@@ -342,6 +384,10 @@ class LogStore:
     def __init__(self, logs: Sequence[CacheDiskLog], block_size: int, epoch: int) -> None:
         self.logs = list(logs)
         self.block_size = block_size
+        # A tombstone names at most every block with a copy in some log: one extent each.
+        most = sum((log.region_end - log.start) // block_size for log in self.logs)
+        for log in self.logs:
+            log.reserve_journal(record_bytes(most, 0, block_size, KIND_TOMBSTONE))
         self._seq = epoch << EPOCH_SHIFT
         self.mapping: dict[int, Location] = {}
         self.copies: collections.Counter[int] = collections.Counter()
@@ -478,17 +524,17 @@ class LogStore:
     async def _write_marker(self, log: CacheDiskLog) -> None:
         """The blank (or tombstone) at the CLP that ends the chain there (module doc)."""
         if self.unrecorded:
-            await self._write_tombstone(log)
+            await self._write_tombstone(log, journal=True)
         else:
             await log.write_blank(log.clp)
 
-    async def _write_tombstone(self, log: CacheDiskLog) -> None:
+    async def _write_tombstone(self, log: CacheDiskLog, journal: bool = False) -> None:
         """A tombstone of the unrecorded entries. Taken before the write: an entry another
         cache disk adds or raises meanwhile stays unrecorded for the next marker."""
         taken, self.unrecorded = self.unrecorded, set()
         try:
             await log.write_record(self.next_seq(), KIND_TOMBSTONE, [], b"",
-                                   {a: self.superseded[a] for a in taken})
+                                   {a: self.superseded[a] for a in taken}, journal=journal)
         except BaseException:
             self.unrecorded |= {a for a in taken if a in self.superseded}
             raise
@@ -534,22 +580,36 @@ class LogStore:
             else:
                 # A tombstone hides the copies up to its bound only: a copy whose log write
                 # was still in flight (on another cache disk) when it was written is newer.
-                for addr, bound in zip(rec.addresses, rec.bounds or []):
-                    loc = self.mapping.get(addr)
-                    if loc is not None and loc.seq <= bound:
-                        del self.mapping[addr]
+                self._hide(rec.addresses, rec.bounds or [])
+        # The journal slots: a marker torn after its copy there landed (module doc). Their
+        # entries are in no chain tombstone, so the next marker carries them again.
+        journaled: set[int] = set()
+        for log in self.logs:
+            slot = await log.read_journal()
+            if slot is not None:
+                self._hide(slot.addresses, slot.bounds or [])
+                journaled.update(slot.addresses)
+                self._seq = max(self._seq, slot.seq)
         self.superseded = {a: newest[a] for a in self.copies if a not in self.mapping}
-        self.unrecorded = set()  # the chains' tombstones hide every copy of them already
+        self.unrecorded = journaled & self.superseded.keys()
         self.counters["recovered_records"] = len(records)
         self.counters["recovered_blocks"] = len(self.mapping)
         if records:
             self._seq = max(self._seq, records[-1][0])
 
+    def _hide(self, addresses: Sequence[int], bounds: Sequence[int]) -> None:
+        """Replay a tombstone: unmap each block whose mapped copy is not newer than its bound."""
+        for addr, bound in zip(addresses, bounds):
+            loc = self.mapping.get(addr)
+            if loc is not None and loc.seq <= bound:
+                del self.mapping[addr]
+
     async def format(self) -> None:
-        """An empty log on every cache disk: a blank sector at each log start."""
+        """An empty log on every cache disk: a blank sector at each log start and journal slot."""
         for log in self.logs:
             log.records = []
             await log.write_blank(log.start)
+            await log.clear_journal()
         self.mapping.clear()
         self.copies.clear()
         self.superseded.clear()
