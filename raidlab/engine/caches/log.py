@@ -54,8 +54,9 @@ Where this departs from the papers, and why:
   copies up to its bound are older than what went home; later copies have larger
   sequence numbers, new epochs included), so a stale slot hides nothing live. Its entries
   are carried again by the next marker, since no chain tombstone may carry them. The slot
-  is sized for the largest possible tombstone (one extent per block of all log regions:
-  ~0.5% of a log of 4 KiB blocks, ~4% with DCD's 512-byte blocks).
+  is sized for the largest possible tombstone (one 20-byte extent per block of all log
+  regions): ~2% of a log of 1 KiB blocks (the VC-RAID scenarios), ~4% of DCD's log of
+  512-byte blocks.
   The bound (rather than "everything before the tombstone") matters with several cache
   disks (VC-RAID mcd): a newer log write of the block may be in flight on another cache
   disk while the tombstone is written, with a smaller sequence number (allocated before).
