@@ -56,7 +56,7 @@ Where this departs from the papers, and why:
   are carried again by the next marker, since no chain tombstone may carry them. The slot
   is sized for the largest possible tombstone (one 20-byte extent per block of all log
   regions): ~2% of a log of 1 KiB blocks (the VC-RAID scenarios), ~4% of DCD's log of
-  512-byte blocks.
+  512-byte blocks; with two cache disks (mcd) each slot covers both logs.
   The bound (rather than "everything before the tombstone") matters with several cache
   disks (VC-RAID mcd): a newer log write of the block may be in flight on another cache
   disk while the tombstone is written, with a smaller sequence number (allocated before).
