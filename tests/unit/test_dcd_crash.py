@@ -325,6 +325,32 @@ def test_a_tombstone_taken_off_the_stack_is_written_again_while_it_still_hides_a
     assert rig.run(recover) == [payload(4, 4 * KiB), payload(1, 4 * KiB), payload(5, 4 * KiB)]
 
 
+
+SCATTERED = [2 * i for i in range(40)]   # no two adjacent: a tombstone of them has 40 runs
+
+
+async def two_versions_then_pop(disks, nursery):
+    """A DCD whose log holds v1 then v2 of the SCATTERED sectors, one record each, after
+    one LWFD pop of the 40 v2 records home (its marker: a two-sector tombstone)."""
+    dcd = await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
+                           idle_threshold=100.0, destage_segment=40 * KiB)
+    dcd.start(nursery)
+    for tag in (1, 2):
+        for s in SCATTERED:
+            await dcd.write(s * SECTOR, payload(tag, SECTOR))
+            await dcd.flush()
+    async with dcd.log.lock:
+        assert await dcd.destage_lwfd(interruptible=False) == 40 * SECTOR
+    return dcd
+
+
+async def read_scattered(disks, nursery):
+    dcd = await assemble_dcd(disks["cache"], disks["data"])
+    dcd.start(nursery)
+    got = [await dcd.read(s * SECTOR, SECTOR) for s in SCATTERED]
+    return got, dcd
+
+
 def test_a_torn_multi_sector_marker_does_not_bring_older_copies_back():
     # Log: v1 then v2 of 40 scattered sectors. LWFD pops the 40 v2 records home; the
     # marker at the new top is a tombstone naming the 40 sectors (two summary sectors,
@@ -332,18 +358,9 @@ def test_a_torn_multi_sector_marker_does_not_bring_older_copies_back():
     # the chain ends there. The copy of the marker in the log's journal slot, written
     # before it, still hides the v1 copies: recovery must read v2, not v1.
     rig = dcd_rig(model="none")
-    sectors = [2 * i for i in range(40)]
 
     async def body(disks, nursery):
-        dcd = await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
-                               idle_threshold=100.0, destage_segment=40 * KiB)
-        dcd.start(nursery)
-        for tag in (1, 2):
-            for s in sectors:
-                await dcd.write(s * SECTOR, payload(tag, SECTOR))
-                await dcd.flush()
-        async with dcd.log.lock:
-            assert await dcd.destage_lwfd(interruptible=False) == 40 * SECTOR
+        dcd = await two_versions_then_pop(disks, nursery)
         top = dcd.log.records[-1]
         return [r.kind for r in dcd.log.records], top.offset, top.length
 
@@ -353,15 +370,13 @@ def test_a_torn_multi_sector_marker_does_not_bring_older_copies_back():
     rig.backends["cache"].pwrite(offset + SECTOR, bytes(SECTOR))   # torn
 
     async def recover(disks, nursery):
-        dcd = await assemble_dcd(disks["cache"], disks["data"])
-        dcd.start(nursery)
-        got = [await dcd.read(s * SECTOR, SECTOR) for s in sectors]
+        got, dcd = await read_scattered(disks, nursery)
         return got, [r.kind for r in dcd.log.records], set(dcd.store.unrecorded)
 
     got, kinds_after, unrecorded = rig.run(recover)
     assert kinds_after == [KIND_DATA] * 40    # the chain ends at the torn marker
     assert got == [payload(2, SECTOR)] * 40
-    assert unrecorded == set(sectors)         # the next marker names them in the chain
+    assert unrecorded == set(SCATTERED)       # the next marker names them in the chain
 
 
 def test_a_stale_journal_slot_hides_no_newer_copy():
@@ -369,30 +384,19 @@ def test_a_stale_journal_slot_hides_no_newer_copy():
     # journal slot still holds the marker's tombstone (bound: v2's sequence numbers);
     # recovery applies it and must still map every v3 copy, in this epoch and the next.
     rig = dcd_rig(model="none")
-    sectors = [2 * i for i in range(40)]
 
     async def body(disks, nursery):
-        dcd = await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
-                               idle_threshold=100.0, destage_segment=40 * KiB)
-        dcd.start(nursery)
-        for tag in (1, 2):
-            for s in sectors:
-                await dcd.write(s * SECTOR, payload(tag, SECTOR))
-                await dcd.flush()
-        async with dcd.log.lock:
-            await dcd.destage_lwfd(interruptible=False)
-        for s in sectors:
+        dcd = await two_versions_then_pop(disks, nursery)
+        for s in SCATTERED:
             await dcd.write(s * SECTOR, payload(3, SECTOR))
         await dcd.flush()
         slot = await dcd.log.read_journal()
         return sorted(slot.addresses) if slot else None
 
-    assert rig.run(body) == sectors
+    assert rig.run(body) == SCATTERED
 
     async def recover(disks, nursery):
-        dcd = await assemble_dcd(disks["cache"], disks["data"])
-        dcd.start(nursery)
-        got = [await dcd.read(s * SECTOR, SECTOR) for s in sectors]
+        got, dcd = await read_scattered(disks, nursery)
         return got, dcd.statistics()["recovered_blocks"]
 
     for _ in range(2):
