@@ -17,7 +17,10 @@ from raidlab.errors import UsageError
               help="check the results against this scenario file (default: the copy kept in RESULTS)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where to write (default RESULTS/report/; required with several RESULTS)")
-def report(results, formats, scenario_file, out_dir):
+@click.option("--leave-out", "left_out", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="a run file of RESULTS not to use, e.g. a repetition made again later with a "
+                   "changed engine (repeatable); the report names it")
+def report(results, formats, scenario_file, out_dir, left_out):
     """Figures, our numbers beside the paper's, and claim verdicts for a results directory.
 
     Several RESULTS directories of one scenario (e.g. cases run on different days) make one
@@ -32,7 +35,8 @@ def report(results, formats, scenario_file, out_dir):
     for path in results:
         if not path.exists():
             raise UsageError(f"{path}: no such results directory", hint="see results/<scenario>/")
-    for path in write_report(list(results), formats=chosen or FORMATS, scenario_file=scenario_file, out_dir=out_dir):
+    for path in write_report(list(results), formats=chosen or FORMATS, scenario_file=scenario_file,
+                             out_dir=out_dir, left_out=list(left_out)):
         click.echo(str(path))
     return 0
 

@@ -16,7 +16,7 @@ from typing import Any
 from raidlab.errors import UsageError
 from raidlab.report import claims as claimsmod
 from raidlab.report import figures
-from raidlab.report.results import Results, aggregate, load_combined, metrics_of
+from raidlab.report.results import Results, aggregate, leave_out, load_combined, metrics_of
 from raidlab.run import manifest_status
 from raidlab.scenarios import pattern_x
 
@@ -54,6 +54,9 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("p", f"{runner}, kernel {man.get('kernel')}, raidlab {man.get('raidlab')}, "
                             f"git {_git(man)}; started {man.get('started')}, finished {man.get('finished') or '-'}; "
                             f"status **{manifest_status(man)}**: {counts} Results: `{results.path}`.{kernel_note}"))
+    if results.left_out:
+        blocks.append(("p", "Left out of this report (`--leave-out`): "
+                            + ", ".join(f"`{f}`" for f in results.left_out) + "."))
     blocks.append(("p", "Our values are means over the repetitions that succeeded (n), with the "
                         "sample standard deviation and the min..max range; the paper's values are "
                         "quoted from the scenario file (its `note` says where each comes from)."))
@@ -196,14 +199,16 @@ def to_html(blocks: list, base: Path) -> str:
 
 
 def write_report(results_path: Path | list[Path], *, formats: tuple[str, ...] = FORMATS,
-                 scenario_file: Path | None = None, out_dir: Path | None = None) -> list[Path]:
+                 scenario_file: Path | None = None, out_dir: Path | None = None,
+                 left_out: list[Path] | None = None) -> list[Path]:
     """Write report.<fmt> (and figures/) into RESULTS/report/ (several RESULTS: into out_dir,
-    which is then required); return the written files."""
+    which is then required), without the runs of the `left_out` run files; return the
+    written files."""
     paths = [Path(p) for p in results_path] if isinstance(results_path, list) else [Path(results_path)]
     if len(paths) > 1 and out_dir is None:
         raise UsageError("several RESULTS directories make one combined report: say where it goes "
                          "with --out")
-    results = load_combined(paths, scenario_file=scenario_file)
+    results = leave_out(load_combined(paths, scenario_file=scenario_file), left_out or [])
     out = Path(out_dir) if out_dir else results.path / "report"
     out.mkdir(parents=True, exist_ok=True)
     blocks = build_blocks(results, out / "figures")

@@ -50,6 +50,7 @@ class Results:
     manifest: dict[str, Any]
     runs: list[dict[str, Any]]
     sources: tuple["Results", ...] = ()   # combined: each directory read, with its own manifest
+    left_out: tuple[str, ...] = ()        # run files not used (`raidlab report --leave-out`)
 
     @property
     def ok_runs(self) -> list[dict]:
@@ -151,6 +152,23 @@ def load_combined(paths: list[Path], *, scenario_file: Path | None = None) -> Re
                 "quick": first.manifest.get("quick"), "planned_runs": planned}
     return Results(Path(os.path.commonpath([p.path.resolve() for p in parts])), scenario,
                    manifest, runs, tuple(parts))
+
+
+def leave_out(results: Results, files: list[Path]) -> Results:
+    """`results` without the runs of these run files (e.g. a repetition made before an
+    engine change, when a later directory has the same runs again). A file that is not one
+    of the runs read is refused, so a typo never leaves everything in silently."""
+    if not files:
+        return results
+    wanted = {Path(f).resolve(): Path(f) for f in files}
+    have = {Path(r["_file"]).resolve() for r in results.runs}
+    for key, given in wanted.items():
+        if key not in have:
+            raise UsageError(f"--leave-out {given}: not a run file of the RESULTS given",
+                             hint="name a file under RESULTS/runs/")
+    kept = [r for r in results.runs if Path(r["_file"]).resolve() not in wanted]
+    return dataclasses.replace(results, runs=kept,
+                               left_out=tuple(str(f) for f in wanted.values()))
 
 
 def _manifest_value(manifest: dict, key: str) -> Any:

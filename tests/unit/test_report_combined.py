@@ -85,3 +85,26 @@ def test_cli_needs_out_for_several_directories(tmp_path, raidlab_cmd):
                            "--format", "md"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert Path(proc.stdout.strip()) == tmp_path / "o" / "report.md"
+
+
+def test_a_left_out_run_file_is_not_pooled_and_is_named(tmp_path, raidlab_cmd):
+    # a has raid5 and mcd at w0.5; b has mcd at w0.5 again (say, after an engine change):
+    # leaving a's mcd out gives b's value alone, and the report says which file went.
+    a = _results_dir(tmp_path, "a", {("raid5", "w0.5"): 90.0, ("mcd", "w0.5"): 100.0})
+    b = _results_dir(tmp_path, "b", {("mcd", "w0.5"): 180.0}, started="2026-11-22T02:00:00")
+    old = a / "runs" / "mcd--w0.5--r1.json"
+    proc = subprocess.run([*raidlab_cmd, "report", str(a), str(b), "--out", str(tmp_path / "o"),
+                           "--format", "md", "--leave-out", str(old)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "o" / "report.md").read_text()
+    assert "| tps | w0.5 | mcd | 180 ± 0 (n=1, 180..180) |" in text
+    assert "w0.5: mcd/raid5 = 2" in text
+    assert f"Left out of this report (`--leave-out`): `{old}`." in text
+
+
+def test_leaving_out_a_file_that_is_no_run_is_refused(tmp_path, raidlab_cmd):
+    a = _results_dir(tmp_path, "a", {("raid5", "w0.5"): 90.0})
+    proc = subprocess.run([*raidlab_cmd, "report", str(a), "--leave-out", str(a / "manifest.json")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "--leave-out" in proc.stderr and "not a run file" in proc.stderr
+    assert not (a / "report").exists()
