@@ -12,6 +12,7 @@ flush that completed). A value never written fails, and so does a lost durable w
 from __future__ import annotations
 
 import collections
+import dataclasses
 import random
 import zlib
 
@@ -403,3 +404,28 @@ def test_a_stale_journal_slot_hides_no_newer_copy():
         got, recovered = rig.run(recover)
         assert got == [payload(3, SECTOR)] * 40
         assert recovered == 40
+
+
+def test_a_dcd_made_before_the_marker_journal_keeps_its_whole_log_region():
+    # A superblock without log_journal (a DCD made before the journal existed) has log
+    # records up to the end of its region: assembling it reserves no journal slot, so no
+    # record is cut off; a new DCD reserves the slot and says so in its geometry.
+    rig = dcd_rig(model="none")
+    from raidlab.engine import metadata
+
+    async def made_then_aged(disks, nursery):
+        dcd = await create_dcd("c", disks["cache"], disks["data"], ram_buffer=16 * KiB)
+        new_end = dcd.log.end
+        sb = await metadata.read_superblock(disks["cache"])
+        geometry = {k: v for k, v in sb.geometry.items() if k != "log_journal"}
+        await metadata.write_superblock(disks["cache"], dataclasses.replace(sb, geometry=geometry))
+        return sb.geometry.get("log_journal"), new_end, disks["cache"].size
+
+    flag, new_end, size = rig.run(made_then_aged)
+    assert flag == 1 and new_end < size
+
+    async def assemble(disks, nursery):
+        dcd = await assemble_dcd(disks["cache"], disks["data"])
+        return dcd.log.end
+
+    assert rig.run(assemble) == size

@@ -59,6 +59,7 @@ from raidlab.engine.caches.log import (
     DEFAULT_LOG_START,
     CacheDiskLog,
     LogStore,
+    marker_journal_bytes,
     max_record_bytes,
     runs_of,
 )
@@ -103,6 +104,7 @@ def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_thre
     if large_write < SECTOR:
         raise UsageError(f"large-write threshold of {large_write} bytes is smaller than a sector")
     log_bytes = cache_size - log_start
+    log_bytes -= marker_journal_bytes([log_bytes], SECTOR) if log_bytes > 0 else 0
     if ram_buffer > log_bytes:
         raise UsageError(
             f"RAM buffer of {ram_buffer} bytes is larger than the cache-disk log of {max(log_bytes, 0)} bytes",
@@ -134,7 +136,9 @@ class DCD(RequestActivity):
         self.large_write = int(g["large_write"])
         self.log = CacheDiskLog(cache_disk, 0, int(g["log_start"]), cache_disk.size, SECTOR,
                                 log_id_of(superblock.array_uuid))
-        self.store = LogStore([self.log], SECTOR, epoch=superblock.generation)
+        # log_journal: made with the marker journal (cf7eb3e and later; log.py module doc)
+        self.store = LogStore([self.log], SECTOR, epoch=superblock.generation,
+                              journal=bool(g.get("log_journal")))
         self.bypass = False
         self._ram_capacity = self.ram_buffer // SECTOR
         self._collecting: dict[int, bytes] = {}
@@ -483,7 +487,8 @@ async def create_dcd(
         member_size=cache_disk.size, data_offset=DEFAULT_LOG_START,
         geometry=dict(arch="dcd", ram_buffer=ram_buffer, report=report, idle_threshold=idle_threshold,
                       destage_segment=destage_segment, large_write=large_write,
-                      log_start=DEFAULT_LOG_START, block_size=SECTOR, data_disk_size=data_disk.size),
+                      log_start=DEFAULT_LOG_START, block_size=SECTOR, data_disk_size=data_disk.size,
+                      log_journal=1),
     )
     dcd = DCD(name, cache_disk, data_disk, sb)
     await dcd.store.format()

@@ -138,6 +138,13 @@ def tombstone_runs(bounds: dict[int, int]) -> list[tuple[int, int, int]]:
     return runs
 
 
+def marker_journal_bytes(region_bytes: Sequence[int], block_size: int) -> int:
+    """The journal slot each log reserves (module doc): room for a tombstone naming every
+    block of all the log regions, one extent each."""
+    most = sum(max(r, 0) // block_size for r in region_bytes)
+    return record_bytes(most, 0, block_size, KIND_TOMBSTONE)
+
+
 def max_record_bytes(n_blocks: int, block_size: int) -> int:
     """Worst case (no two blocks adjacent) for a log write of n_blocks blocks."""
     return record_bytes(n_blocks, n_blocks, block_size)
@@ -382,13 +389,16 @@ class LogStore:
     copies that went home, and is what the next tombstone carries.
     """
 
-    def __init__(self, logs: Sequence[CacheDiskLog], block_size: int, epoch: int) -> None:
+    def __init__(self, logs: Sequence[CacheDiskLog], block_size: int, epoch: int,
+                 journal: bool = True) -> None:
+        """`journal`: reserve the marker journal slots (module doc); False only for a log
+        made before they existed, whose records may reach the end of its region."""
         self.logs = list(logs)
         self.block_size = block_size
-        # A tombstone names at most every block with a copy in some log: one extent each.
-        most = sum((log.region_end - log.start) // block_size for log in self.logs)
-        for log in self.logs:
-            log.reserve_journal(record_bytes(most, 0, block_size, KIND_TOMBSTONE))
+        if journal:
+            nbytes = marker_journal_bytes([log.region_end - log.start for log in self.logs], block_size)
+            for log in self.logs:
+                log.reserve_journal(nbytes)
         self._seq = epoch << EPOCH_SHIFT
         self.mapping: dict[int, Location] = {}
         self.copies: collections.Counter[int] = collections.Counter()

@@ -57,7 +57,8 @@ from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
 from raidlab.engine.caches.activity import RequestActivity
 from raidlab.engine.caches.dcd import log_id_of
-from raidlab.engine.caches.log import DEFAULT_LOG_START, CacheDiskLog, LogStore, max_record_bytes, runs_of
+from raidlab.engine.caches.log import (DEFAULT_LOG_START, CacheDiskLog, LogStore, marker_journal_bytes,
+                                       max_record_bytes, runs_of)
 from raidlab.errors import UsageError
 
 KiB = 1024
@@ -114,6 +115,8 @@ def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: 
     if idle_threshold <= 0:
         raise UsageError(f"idle threshold must be positive, not {idle_threshold}")
     logs = [size - DEFAULT_LOG_START for size in cache_sizes]
+    journal = marker_journal_bytes(logs, block_size)
+    logs = [size - journal for size in logs]
     if ram_buffer > sum(logs):
         raise UsageError(f"RAM buffer of {ram_buffer} bytes is larger than the cache disks ({max(sum(logs), 0)} bytes of log)",
                          hint="use larger cache disks or a smaller RAM buffer")
@@ -148,7 +151,9 @@ class VCRAID(RequestActivity):
         log_id = log_id_of(superblock.array_uuid)
         self.logs = [CacheDiskLog(d, i, DEFAULT_LOG_START, d.size, self.block_size, log_id)
                      for i, d in enumerate(self.cache_disks)]
-        self.store = LogStore(self.logs, self.block_size, epoch=superblock.generation)
+        # log_journal: made with the marker journal (cf7eb3e and later; log.py module doc)
+        self.store = LogStore(self.logs, self.block_size, epoch=superblock.generation,
+                              journal=bool(g.get("log_journal")))
         # RAM buffer (§3.1)
         self.n_slots = self.ram_buffer // self.block_size
         self.data_buffer = bytearray(self.ram_buffer)
@@ -551,7 +556,8 @@ async def create_vcraid(
         member_index=0, member_size=cache_disks[0].size, data_offset=DEFAULT_LOG_START,
         geometry=dict(arch="vcraid", config=config, block_size=block_size, ram_buffer=ram_buffer,
                       level1_write=level1_write, destage_segment=destage_segment,
-                      idle_threshold=idle_threshold, raid5_uuid=keeper.superblock.array_uuid),
+                      idle_threshold=idle_threshold, raid5_uuid=keeper.superblock.array_uuid,
+                      log_journal=1),
     )
     vc = VCRAID(name, array, cache_disks, base)
     await vc.store.format()
