@@ -104,7 +104,7 @@ def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_thre
     if large_write < SECTOR:
         raise UsageError(f"large-write threshold of {large_write} bytes is smaller than a sector")
     log_bytes = cache_size - log_start
-    log_bytes -= marker_journal_bytes([log_bytes], SECTOR) if log_bytes > 0 else 0
+    log_bytes -= marker_journal_bytes([log_bytes], SECTOR)
     if ram_buffer > log_bytes:
         raise UsageError(
             f"RAM buffer of {ram_buffer} bytes is larger than the cache-disk log of {max(log_bytes, 0)} bytes",

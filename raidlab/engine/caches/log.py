@@ -266,8 +266,7 @@ class CacheDiskLog:
         self.target = target
         self.index = index
         self.start = start
-        self.end = end
-        self.journal = end  # the marker journal slot: [journal, region end); see reserve_journal
+        self.end = end  # of the log; [end, region_end) is the marker journal slot, if any
         self.region_end = end
         self.block_size = block_size
         self.log_id = log_id
@@ -275,12 +274,12 @@ class CacheDiskLog:
         self.lock = trio.Lock()
 
     def reserve_journal(self, nbytes: int) -> None:
-        """Take the marker journal slot (module doc) off the end of the region."""
-        nbytes = -(-nbytes // SECTOR) * SECTOR
+        """Take the marker journal slot (module doc, `nbytes` whole sectors) off the end of
+        the region."""
         if nbytes >= self.region_end - self.start:
             raise ValueError(f"log {self.index}: region of {self.region_end - self.start} bytes "
                              f"has no room for a {nbytes}-byte marker journal")
-        self.journal = self.end = self.region_end - nbytes
+        self.end = self.region_end - nbytes
 
     @property
     def clp(self) -> int:
@@ -308,9 +307,9 @@ class CacheDiskLog:
             raise RuntimeError(f"log {self.index}: record of {len(raw)} bytes does not fit ({self.free} free)")
         offset = self.clp
         if journal and len(raw) > SECTOR:
-            if len(raw) > self.region_end - self.journal:
+            if len(raw) > self.region_end - self.end:
                 raise RuntimeError(f"log {self.index}: marker of {len(raw)} bytes exceeds its journal slot")
-            await self.target.write(self.journal, raw, fua=True)
+            await self.target.write(self.end, raw, fua=True)
         await self.target.write(offset, raw, fua=True)
         summary_bytes = len(raw) - (len(data) if kind == KIND_DATA else 0)
         if kind == KIND_TOMBSTONE:
@@ -325,36 +324,34 @@ class CacheDiskLog:
             await self.target.write(offset, BLANK_SECTOR, fua=True)
 
     async def clear_journal(self) -> None:
-        if self.journal < self.region_end:
-            await self.target.write(self.journal, BLANK_SECTOR, fua=True)
+        if self.end < self.region_end:
+            await self.target.write(self.end, BLANK_SECTOR, fua=True)
 
     async def read_journal(self) -> ParsedSummary | None:
         """The tombstone in the journal slot, if one of this log is there whole."""
-        if self.journal + SECTOR > self.region_end:
-            return None
-        first = parse_first_sector(await self.target.read(self.journal, SECTOR), self.log_id, self.block_size)
-        if first is None or self.journal + first[1] * SECTOR > self.region_end:
-            return None
-        parsed = parse_summary(await self.target.read(self.journal, first[1] * SECTOR), self.log_id,
-                               self.block_size)
+        parsed = await self._summary_at(self.end, self.region_end)
         return parsed if parsed is not None and parsed.kind == KIND_TOMBSTONE else None
+
+    async def _summary_at(self, pos: int, limit: int, after_seq: int = -1) -> ParsedSummary | None:
+        """The checked summary of a record of this log at `pos` whose summary sectors end
+        by `limit` and whose sequence number is above `after_seq`, else None."""
+        if pos + SECTOR > limit:
+            return None
+        first = parse_first_sector(await self.target.read(pos, SECTOR), self.log_id, self.block_size)
+        if first is None or first[0] <= after_seq or pos + first[1] * SECTOR > limit:
+            return None
+        return parse_summary(await self.target.read(pos, first[1] * SECTOR), self.log_id, self.block_size)
 
     async def scan(self) -> list[LogRecord]:
         """Walk the chain from the start of the region (DCD §2.5): every record whose
         checksums hold and whose sequence number is above its predecessor's."""
         chain: list[LogRecord] = []
         pos, last_seq = self.start, -1
-        while pos + SECTOR <= self.end:
-            first = parse_first_sector(await self.target.read(pos, SECTOR), self.log_id, self.block_size)
-            if first is None or first[0] <= last_seq:
-                break
-            seq, n_summary = first
-            if pos + n_summary * SECTOR > self.end:
-                break
-            summary = await self.target.read(pos, n_summary * SECTOR)
-            parsed = parse_summary(summary, self.log_id, self.block_size)
+        while True:
+            parsed = await self._summary_at(pos, self.end, last_seq)
             if parsed is None:
                 break
+            seq, n_summary = parsed.seq, parsed.n_summary
             data_len = parsed.n_blocks * self.block_size if parsed.kind == KIND_DATA else 0
             if pos + n_summary * SECTOR + data_len > self.end:
                 break
