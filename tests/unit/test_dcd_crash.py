@@ -429,3 +429,40 @@ def test_a_dcd_made_before_the_marker_journal_keeps_its_whole_log_region():
         return dcd.log.end
 
     assert rig.run(assemble) == size
+
+
+def test_a_dcd_made_before_the_marker_journal_still_pops_a_multi_sector_marker():
+    # Without a journal slot the marker goes in place only, as before the journal existed
+    # (the pop used to ask for the slot anyway and failed: "exceeds its journal slot").
+    rig = dcd_rig(model="none")
+    from raidlab.engine import metadata
+
+    async def made_without_journal(disks, nursery):
+        await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
+                         idle_threshold=100.0, destage_segment=40 * KiB)
+        sb = await metadata.read_superblock(disks["cache"])
+        geometry = {k: v for k, v in sb.geometry.items() if k != "log_journal"}
+        await metadata.write_superblock(disks["cache"], dataclasses.replace(sb, geometry=geometry))
+
+    rig.run(made_without_journal)
+
+    async def two_versions_then_pop_old(disks, nursery):
+        dcd = await assemble_dcd(disks["cache"], disks["data"])
+        dcd.start(nursery)
+        assert dcd.log.end == disks["cache"].size  # no slot
+        for tag in (1, 2):
+            for s in SCATTERED:
+                await dcd.write(s * SECTOR, payload(tag, SECTOR))
+                await dcd.flush()
+        async with dcd.log.lock:
+            popped = await dcd.destage_lwfd(interruptible=False)
+        top = dcd.log.records[-1]
+        return popped, top.kind, top.length
+
+    assert rig.run(two_versions_then_pop_old) == (40 * SECTOR, KIND_TOMBSTONE, 2 * SECTOR)
+
+    async def recover(disks, nursery):
+        got, _dcd = await read_scattered(disks, nursery)
+        return got
+
+    assert rig.run(recover) == [payload(2, SECTOR)] * 40

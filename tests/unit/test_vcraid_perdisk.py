@@ -12,6 +12,7 @@ import trio
 
 from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
+from raidlab.engine import metadata
 from raidlab.engine.caches.perdisk import assemble_perdisk, create_perdisk
 from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
@@ -62,6 +63,47 @@ def test_each_cache_disk_holds_its_own_data_disk_and_level2_goes_home_on_idle(co
 
     level2 = r.run(body)
     assert len(level2) == (4 if config == "1d" else 1) and all(b > 0 for b in level2)
+
+
+@pytest.mark.parametrize("config", ["1c", "1d"])
+def test_a_multi_sector_marker_goes_through_the_journal_slot(config):
+    # v1 then v2 of 40 scattered blocks of data disk 0, each version one log write. On
+    # idle, LWFD pops v2 home first: the marker then names the 40 v1 copies, a tombstone
+    # longer than a sector, which goes to the log's journal slot first. A per-disk array
+    # made without the slot crashed its idle detector here ("exceeds its journal slot").
+    r = rig()
+    lbas = [1024 + 2 * k for k in range(40)]  # 1 KiB blocks from 1 MiB on, none adjacent
+
+    async def body(disks, nursery):
+        data, caches = split(disks)
+        # A segment pops records from the top until it covers 32 KiB: the v2 records (log
+        # writes of 8, 16 and 16 blocks, top first), and no v1.
+        vc = await create_perdisk("p", config, data, caches, nursery=nursery, ram_buffer=64 * KiB,
+                                  destage_segment=32 * KiB)
+        cache = vc.caches[0]
+        bs = cache.block_size
+        for version in (1, 2):
+            for lba in lbas:
+                await cache.write(lba * bs, pattern(version * 10_000 + lba, bs))
+            await cache.flush()
+        await trio.sleep(3.0)
+        counters = cache.store.counters
+        slot = await cache.logs[0].read_journal()
+        sb = await metadata.read_superblock(caches[0])
+        got = [await cache.read(lba * bs, bs) for lba in lbas]
+        return (cache.statistics()["cache_disk_used_bytes"], counters["tombstone_entries"],
+                slot and sorted(slot.addresses), sb.geometry.get("log_journal"), got, bs)
+
+    used, entries, journaled, log_journal, got, bs = r.run(body)
+    assert used == 0 and entries >= 40
+    assert journaled == lbas and log_journal == 1
+    assert got == [pattern(20_000 + lba, bs) for lba in lbas]
+
+    async def reopen(disks, nursery):
+        vc = await assemble_perdisk(*split(disks), nursery=nursery)
+        return [await vc.caches[0].read(lba * bs, bs) for lba in lbas]
+
+    assert r.run(reopen) == got
 
 
 def crash_and_check(config: str, fraction: float, seed: int, *, ops=80, region=1 * MiB):

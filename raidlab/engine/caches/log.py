@@ -392,6 +392,7 @@ class LogStore:
         made before they existed, whose records may reach the end of its region."""
         self.logs = list(logs)
         self.block_size = block_size
+        self.journal = journal
         if journal:
             nbytes = marker_journal_bytes([log.region_end - log.start for log in self.logs], block_size)
             for log in self.logs:
@@ -532,7 +533,7 @@ class LogStore:
     async def _write_marker(self, log: CacheDiskLog) -> None:
         """The blank (or tombstone) at the CLP that ends the chain there (module doc)."""
         if self.unrecorded:
-            await self._write_tombstone(log, journal=True)
+            await self._write_tombstone(log, journal=self.journal)
         else:
             await log.write_blank(log.clp)
 

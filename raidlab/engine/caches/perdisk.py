@@ -242,7 +242,8 @@ async def create_perdisk(name: str, config: str, data_disks: Sequence[Any], cach
         member_index=0, member_size=cache_disks[0].size, data_offset=DEFAULT_LOG_START,
         geometry=dict(arch="vcraid", config=config, block_size=block_size, ram_buffer=per_cache_ram,
                       ram_buffer_total=ram_buffer, level1_write=level1_write, destage_segment=destage_segment,
-                      idle_threshold=idle_threshold, data_disk_size=data_disks[0].size),
+                      idle_threshold=idle_threshold, data_disk_size=data_disks[0].size,
+                      log_journal=1),
     )
     caches = _build(config, name, data_disks, cache_disks, sb)
     for vc in caches:
