@@ -5,16 +5,25 @@ level-2 destage "only when idle") decide idleness the same way — no request ou
 none for `idle_threshold` seconds — and both suspend a destage when a new request arrives
 (the request counter moved). One mixin keeps that rule in one place.
 
-A class using it sets `kind` (for messages), `_started`, and calls `_init_activity()` in
-its constructor.
+It also starts their background tasks (log writers, destage): a task that fails is logged
+at once and fails the cache, so requests and flushes that wait on it get EIO instead of
+waiting for ever (a stop's final flush among them); the exception still reaches the nursery.
+
+A class using it sets `kind` (for messages), `_started`, calls `_init_activity()` in its
+constructor, and wakes whatever its flushes wait on in `_wake_waiters()`.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
+
+log = logging.getLogger(__name__)
 
 TIMELINE_EVENTS = 4096  # timed events kept for the virtual-clock tests and `status`
 
@@ -27,12 +36,14 @@ class RequestActivity:
         self._outstanding = 0
         self._last_activity = float("-inf")
         self._started = False
+        self._failure: BaseException | None = None
         self.timeline: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque(
             maxlen=TIMELINE_EVENTS)
 
     def _begin(self) -> None:
         if not self._started:
             raise RuntimeError(f"{self.kind} {self.name} is not started (call start(nursery))")
+        self._check_alive()
         self._requests += 1
         self._outstanding += 1
         self._last_activity = trio.current_time()
@@ -53,3 +64,26 @@ class RequestActivity:
             await trio.sleep_until(deadline if now < deadline else now + threshold)
             return False
         return True
+
+    # background tasks
+    def _start_background(self, nursery: trio.Nursery, fn: Callable[..., Awaitable[Any]],
+                          *args: Any, name: str) -> None:
+        nursery.start_soon(self._guarded, fn, args, name=name)
+
+    async def _guarded(self, fn: Callable[..., Awaitable[Any]], args: tuple) -> None:
+        try:
+            await fn(*args)
+        except Exception as exc:
+            if self._failure is None:
+                self._failure = exc
+                log.exception("%s %s: background task %s failed", self.kind, self.name, fn.__name__)
+            self._wake_waiters()
+            raise
+
+    def _check_alive(self) -> None:
+        """OSError(EIO) once a background task failed (the writes it was to make never will)."""
+        if self._failure is not None:
+            raise OSError(errno.EIO, f"{self.kind} {self.name} failed: {self._failure!r}")
+
+    def _wake_waiters(self) -> None:
+        """Wake every task waiting on the background tasks (they then call _check_alive)."""

@@ -165,8 +165,8 @@ class DCD(RequestActivity):
         self._last_activity = trio.current_time()
         if self.log.records:
             self._log_nonempty.set()
-        nursery.start_soon(self._log_writer, name=f"dcd-{self.name}-log-writer")
-        nursery.start_soon(self._idle_detector, name=f"dcd-{self.name}-destage")
+        self._start_background(nursery, self._log_writer, name=f"dcd-{self.name}-log-writer")
+        self._start_background(nursery, self._idle_detector, name=f"dcd-{self.name}-destage")
 
     # ------------------------------------------------------------------ BlockTarget
 
@@ -283,6 +283,7 @@ class DCD(RequestActivity):
         if missing_room() > 0:
             self.counters["waited_for_full_buffer"] += 1
             while missing_room() > 0:
+                self._check_alive()
                 self._log_wanted.set()
                 await self._progress.wait()
         self._write_seq += 1
@@ -303,12 +304,16 @@ class DCD(RequestActivity):
 
     async def _wait_logged(self, write_seq: int) -> None:
         while self._oldest_unlogged() <= write_seq:
+            self._check_alive()
             self._log_wanted.set()
             await self._progress.wait()
 
     def _notify_progress(self) -> None:
         self._progress.set()
         self._progress = trio.Event()
+
+    def _wake_waiters(self) -> None:
+        self._notify_progress()
 
     async def _log_writer(self) -> None:
         """Write the whole RAM buffer as one log write whenever the cache-disk is free."""

@@ -188,8 +188,8 @@ class VCRAID(RequestActivity):
         self._started = True
         self._last_activity = trio.current_time()
         for log in self.logs:
-            nursery.start_soon(self._level1_writer, log, name=f"vcraid-{self.name}-level1-{log.index}")
-        nursery.start_soon(self._idle_detector, name=f"vcraid-{self.name}-level2")
+            self._start_background(nursery, self._level1_writer, log, name=f"vcraid-{self.name}-level1-{log.index}")
+        self._start_background(nursery, self._idle_detector, name=f"vcraid-{self.name}-level2")
 
     # ------------------------------------------------------------------ BlockTarget
 
@@ -296,6 +296,7 @@ class VCRAID(RequestActivity):
                 # a virtual clock that never advanced.)
                 self._notify()
                 while not self.free_list:
+                    self._check_alive()
                     await self._changed.wait()
             entry = self.hash_table.get(lba)  # another writer may have made it meanwhile
             if entry is None:
@@ -328,11 +329,15 @@ class VCRAID(RequestActivity):
         if self._oldest_unlogged() <= write_seq:
             self._notify()  # once: see _put_block
         while self._oldest_unlogged() <= write_seq:
+            self._check_alive()
             await self._changed.wait()
 
     def _notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+
+    def _wake_waiters(self) -> None:
+        self._notify()
 
     # ------------------------------------------------------------------ reads (§3.3.2)
 

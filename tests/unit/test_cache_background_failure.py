@@ -1,0 +1,76 @@
+"""A cache whose background task fails (here: an injected error in the level-2 / LWFD
+destage) must not leave later requests and flushes waiting for ever: they get EIO naming
+the failure, the failure is logged when it happens, and the exception still reaches the
+nursery. (A daemon stopping after such a failure flushed its RAM buffer in a shielded
+cleanup and hung there: the log writers it waited for had been cancelled.)"""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+import pytest
+import trio
+
+from raidlab.disks import EmulatedDisk, MemoryBackend
+from raidlab.engine.caches import create_dcd, create_vcraid
+from raidlab.engine.virtual import run_virtual
+
+KiB, MiB = 1024, 1 << 20
+
+
+async def make(kind: str, nursery):
+    if kind == "vcraid":
+        members = [EmulatedDisk(f"d{i}", "none", MemoryBackend(8 * MiB)) for i in range(4)]
+        cache = EmulatedDisk("cache", "none", MemoryBackend(1 * MiB))
+        disks = [*members, cache]
+        for d in disks:
+            d.start(nursery)
+        target = await create_vcraid("v", members, [cache], ram_buffer=64 * KiB, idle_threshold=0.05)
+    else:
+        cache = EmulatedDisk("cache", "none", MemoryBackend(1 * MiB))
+        data = EmulatedDisk("data", "none", MemoryBackend(8 * MiB))
+        for d in (cache, data):
+            d.start(nursery)
+        target = await create_dcd("t", cache, data, ram_buffer=64 * KiB, idle_threshold=0.05)
+    return target
+
+
+@pytest.mark.parametrize("kind", ["vcraid", "dcd"])
+def test_a_failed_background_task_fails_requests_instead_of_hanging(kind, caplog):
+    after: dict[str, object] = {}
+
+    async def injected(*args, **kwargs):
+        raise RuntimeError("injected destage failure")
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            target = await make(kind, nursery)
+            target.store.destage_top = injected
+            target.start(nursery)
+            try:
+                await target.write(0, b"a" * 4096)
+                await target.flush()
+                await trio.sleep(10.0)  # idle: the destage runs and fails, cancelling us
+            finally:
+                # What a stopping daemon does (shielded): flush what is in RAM.
+                with trio.CancelScope(shield=True), trio.move_on_after(60) as waited:
+                    for name, call in (("write", lambda: target.write(8192, b"b" * 4096)),
+                                       ("flush", target.flush)):
+                        try:
+                            await call()
+                            after[name] = "returned"
+                        except OSError as exc:
+                            after[name] = exc
+                after["timed_out"] = waited.cancelled_caught
+
+    with caplog.at_level(logging.ERROR, logger="raidlab.engine.caches.activity"):
+        with pytest.raises(BaseExceptionGroup) as group:
+            run_virtual(main)
+    assert group.group_contains(RuntimeError, match="injected destage failure")
+    assert after["timed_out"] is False
+    for name in ("write", "flush"):
+        exc = after[name]
+        assert isinstance(exc, OSError) and exc.errno == errno.EIO, (name, exc)
+        assert "injected destage failure" in str(exc)
+    assert any("background task" in r.getMessage() and r.exc_info for r in caplog.records)
