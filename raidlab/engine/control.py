@@ -101,8 +101,11 @@ def request(lab: Lab, op: str, *, on_progress: Callable[[int, int], None] | None
         sock.connect(control_address(lab.path))
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
-        raise LabError(f"array {lab.name!r} is not running",
-                       hint=f"start it with `raidlab assemble {lab.name}`") from None
+        hint = f"start it with `raidlab assemble {lab.name}`"
+        tail = _log_tail(lab.path / "daemon.log")
+        if '"error"' in tail:  # its daemon stopped on an error: say which
+            hint += f"; its daemon stopped with {tail} (see {lab.path / 'daemon.log'})"
+        raise LabError(f"array {lab.name!r} is not running", hint=hint) from None
     sock.settimeout(timeout)
     with sock:
         sock.sendall((json.dumps({"op": op, **fields}) + "\n").encode())

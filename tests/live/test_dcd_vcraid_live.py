@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from raidlab.errors import ToolFailedError
 from raidlab.tools.mkfs import e2fsck, mkfs_ext4
 from raidlab.tools.mount import mount, umount
 
@@ -46,6 +47,9 @@ def rl(raidlab_cmd, tmp_path):
     r = Raidlab(raidlab_cmd, tmp_path / "home")
     yield r
     for entry in (tmp_path / "home" / "labs").glob("*"):
+        log = entry / "daemon.log"
+        if log.exists():  # destroy removes the lab; keep its log for a failure's post-mortem
+            (tmp_path / f"{entry.name}-daemon.log").write_bytes(log.read_bytes())
         r("destroy", entry.name, check=False)
 
 
@@ -71,6 +75,18 @@ def wait_for(predicate, timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.2)
     return predicate()
+
+
+def fsck_clean(rl: Raidlab, name: str, device: str) -> bool:
+    """e2fsck -f -n; if it cannot even open the device, fail with the lab's daemon log and
+    the kernel's last lines (the lab, and so its log, is gone once the test ends)."""
+    try:
+        return e2fsck(device).clean
+    except ToolFailedError as exc:
+        log = rl.home / "labs" / name / "daemon.log"
+        tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no daemon.log)"
+        dmesg = subprocess.run(["dmesg"], capture_output=True, text=True).stdout[-2000:]
+        raise AssertionError(f"{exc}\n--- {log}:\n{tail}\n--- dmesg:\n{dmesg}") from exc
 
 
 CASES = {
@@ -104,7 +120,7 @@ def test_cache_architecture_serves_ext4_across_restart(rl, mnt, case):
         verify_tree(mnt, sums)
     finally:
         umount(mnt)
-    assert e2fsck(device).clean
+    assert fsck_clean(rl, "c", device)
 
     # The statistics the issue asks for, moved by what ext4 did.
     stats = rl.status("c")["statistics"]
@@ -136,7 +152,7 @@ def test_cache_architecture_serves_ext4_across_restart(rl, mnt, case):
     rl("destroy", "c", "--keep-images")
     assert leftovers(lab_dir, "c") == {}
     device = rl("assemble", "c").stdout.strip()
-    assert e2fsck(device).clean
+    assert fsck_clean(rl, "c", device)
     mount(device, mnt)
     try:
         verify_tree(mnt, sums)
