@@ -350,6 +350,11 @@ def _mountpoint(session) -> str:
     return "/mnt/raidlab"
 
 
+def _rmdir_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
 STATUS_TIMEOUT = 120.0
 
 
@@ -361,11 +366,14 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
 
     workload = workloads.get(scenario.workload)
     setup: list[dict] = []
-    with scratch_array(run.arch, runner, home=home, status=status,
-                       vm_available_mib=scenario.vm_available_mib) as (lab, ready):
+    # `dirs` closes after the array is destroyed: a mount point left busy by an interrupt is
+    # free by then (destroy lazily unmounts what is on the array), and removed.
+    with contextlib.ExitStack() as dirs, scratch_array(run.arch, runner, home=home, status=status,
+                                                        vm_available_mib=scenario.vm_available_mib) as (lab, ready):
         session = open_session(lab)
         mountpoint: str | None = None
         mounted = False
+        mount_tried = False  # an interrupt may land after the kernel mounted, before exec returned
         mount_options = list(run.case.mount_options)
         if hasattr(workload, "mount_options"):  # e.g. the untar workload's sync mode
             resolved = workload.resolve(dict(run.case.params)) if hasattr(workload, "resolve") else run.case.params
@@ -376,6 +384,8 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             if run.case.filesystem == "ext4" and getattr(workload, "needs_mountpoint", True):
                 status("mkfs.ext4")
                 mountpoint = _mountpoint(session)
+                if session.runner == "native":  # rmdir only: never deletes through a mount
+                    dirs.callback(_rmdir_quietly, mountpoint)
                 setup.append(session.exec(["mkfs.ext4", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
                                            session.device], timeout=MKFS_TIMEOUT).as_record())
                 setup.append(session.exec(["mkdir", "-p", mountpoint], timeout=60).as_record())
@@ -383,6 +393,7 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                 if mount_options:
                     argv += ["-o", ",".join(mount_options)]
                 status("mount " + (",".join(mount_options) or "(defaults)"))
+                mount_tried = True
                 setup.append(session.exec(argv + [session.device, mountpoint], timeout=MOUNT_TIMEOUT).as_record())
                 mounted = True
             status(f"{scenario.workload} running")
@@ -392,16 +403,14 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             # Interrupted in the lab VM, this umount re-raises the interrupt at once instead of
             # queueing behind the guest's running command (raidlab.runners.session.DaemonSession);
             # the array is destroyed next and its daemon kills the VM.
-            if mounted:
+            if mount_tried:
                 with deferred_signals():
                     status("umount")
                     umount = session.exec(["umount", mountpoint], timeout=UMOUNT_TIMEOUT, check=False)
-                    setup.append(umount.as_record())
+                    if mounted or umount.rc == 0:
+                        setup.append(umount.as_record())
                     if umount.rc != 0:  # the array is destroyed next; a lazy umount lets it go
                         session.exec(["umount", "-l", mountpoint], timeout=60, check=False)
-            if mountpoint and session.runner == "native":
-                with contextlib.suppress(OSError):
-                    os.rmdir(mountpoint)  # only if empty: never deletes through a mount
             close = getattr(session, "close", None)
             if close:
                 close()

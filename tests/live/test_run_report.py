@@ -257,7 +257,10 @@ def test_ctrl_c_destroys_current_array_and_keeps_finished_runs(tmp_path, raidlab
     assert kept and kept[0] == "raid0--small--r1"
     assert json.loads((out / "runs" / "raid0--small--r1.json").read_text())["status"] == "ok"
     assert len(kept) < len(manifest["planned_runs"])
-    _no_leftovers(home, seen)
+    try:
+        _no_leftovers(home, seen)
+    except AssertionError as exc:  # what the run was doing when the signal came
+        raise AssertionError(f"{exc}\n{''.join(lines)[-3000:]}") from exc
     assert not list(home.glob("labs/*"))
     assert os.path.isdir(out / "runs")
 
