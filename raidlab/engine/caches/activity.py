@@ -36,7 +36,7 @@ class RequestActivity:
         self._outstanding = 0
         self._last_activity = float("-inf")
         self._started = False
-        self._failure: BaseException | None = None
+        self._failure: Exception | None = None
         self.timeline: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque(
             maxlen=TIMELINE_EVENTS)
 

@@ -57,8 +57,10 @@ from raidlab.engine import metadata
 from raidlab.engine.caches.activity import RequestActivity
 from raidlab.engine.caches.log import (
     DEFAULT_LOG_START,
+    LOG_GEOMETRY,
     CacheDiskLog,
     LogStore,
+    made_with_journal,
     marker_journal_bytes,
     max_record_bytes,
     runs_of,
@@ -136,9 +138,8 @@ class DCD(RequestActivity):
         self.large_write = int(g["large_write"])
         self.log = CacheDiskLog(cache_disk, 0, int(g["log_start"]), cache_disk.size, SECTOR,
                                 log_id_of(superblock.array_uuid))
-        # log_journal: made with the marker journal (cf7eb3e and later; log.py module doc)
         self.store = LogStore([self.log], SECTOR, epoch=superblock.generation,
-                              journal=bool(g.get("log_journal")))
+                              journal=made_with_journal(g))
         self.bypass = False
         self._ram_capacity = self.ram_buffer // SECTOR
         self._collecting: dict[int, bytes] = {}
@@ -493,7 +494,7 @@ async def create_dcd(
         geometry=dict(arch="dcd", ram_buffer=ram_buffer, report=report, idle_threshold=idle_threshold,
                       destage_segment=destage_segment, large_write=large_write,
                       log_start=DEFAULT_LOG_START, block_size=SECTOR, data_disk_size=data_disk.size,
-                      log_journal=1),
+                      **LOG_GEOMETRY),
     )
     dcd = DCD(name, cache_disk, data_disk, sb)
     await dcd.store.format()

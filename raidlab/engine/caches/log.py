@@ -138,6 +138,16 @@ def tombstone_runs(bounds: dict[int, int]) -> list[tuple[int, int, int]]:
     return runs
 
 
+# Every cache-disk log made since the marker journal (cf7eb3e) records this in its array's
+# geometry; a log made before has no such key, and its records may reach its region's end.
+LOG_GEOMETRY = {"log_journal": 1}
+
+
+def made_with_journal(geometry: dict) -> bool:
+    """Whether the array whose superblock geometry this is reserved the journal slots."""
+    return bool(geometry.get("log_journal"))
+
+
 def marker_journal_bytes(region_bytes: Sequence[int], block_size: int) -> int:
     """The journal slot each log reserves (module doc): room for a tombstone naming every
     block of all the log regions, one extent each."""

@@ -49,7 +49,7 @@ import trio
 
 from raidlab.blockdev import check_aligned
 from raidlab.engine import build, metadata
-from raidlab.engine.caches.log import DEFAULT_LOG_START
+from raidlab.engine.caches.log import DEFAULT_LOG_START, LOG_GEOMETRY
 from raidlab.engine.caches.vcraid import (
     DEFAULTS,
     PER_DISK_CONFIGS,
@@ -243,7 +243,7 @@ async def create_perdisk(name: str, config: str, data_disks: Sequence[Any], cach
         geometry=dict(arch="vcraid", config=config, block_size=block_size, ram_buffer=per_cache_ram,
                       ram_buffer_total=ram_buffer, level1_write=level1_write, destage_segment=destage_segment,
                       idle_threshold=idle_threshold, data_disk_size=data_disks[0].size,
-                      log_journal=1),
+                      **LOG_GEOMETRY),
     )
     caches = _build(config, name, data_disks, cache_disks, sb)
     for vc in caches:

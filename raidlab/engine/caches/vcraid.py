@@ -57,8 +57,8 @@ from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
 from raidlab.engine.caches.activity import RequestActivity
 from raidlab.engine.caches.dcd import log_id_of
-from raidlab.engine.caches.log import (DEFAULT_LOG_START, CacheDiskLog, LogStore, marker_journal_bytes,
-                                       max_record_bytes, runs_of)
+from raidlab.engine.caches.log import (DEFAULT_LOG_START, LOG_GEOMETRY, CacheDiskLog, LogStore,
+                                       made_with_journal, marker_journal_bytes, max_record_bytes, runs_of)
 from raidlab.errors import UsageError
 
 KiB = 1024
@@ -151,9 +151,8 @@ class VCRAID(RequestActivity):
         log_id = log_id_of(superblock.array_uuid)
         self.logs = [CacheDiskLog(d, i, DEFAULT_LOG_START, d.size, self.block_size, log_id)
                      for i, d in enumerate(self.cache_disks)]
-        # log_journal: made with the marker journal (cf7eb3e and later; log.py module doc)
         self.store = LogStore(self.logs, self.block_size, epoch=superblock.generation,
-                              journal=bool(g.get("log_journal")))
+                              journal=made_with_journal(g))
         # RAM buffer (§3.1)
         self.n_slots = self.ram_buffer // self.block_size
         self.data_buffer = bytearray(self.ram_buffer)
@@ -562,7 +561,7 @@ async def create_vcraid(
         geometry=dict(arch="vcraid", config=config, block_size=block_size, ram_buffer=ram_buffer,
                       level1_write=level1_write, destage_segment=destage_segment,
                       idle_threshold=idle_threshold, raid5_uuid=keeper.superblock.array_uuid,
-                      log_journal=1),
+                      **LOG_GEOMETRY),
     )
     vc = VCRAID(name, array, cache_disks, base)
     await vc.store.format()
