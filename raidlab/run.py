@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -471,15 +471,18 @@ class Progress:
     def run_finished(self, index: int, run: PlannedRun, doc: dict) -> None: ...
 
 
-def check_runner(scenario: Scenario, runner: str) -> None:
-    """--runner may differ from the scenario's: every architecture must accept it (md has
-    no native runner on a kernel without md). One line naming the file and arch."""
+def check_runner(scenario: Scenario, runner: str, only: Collection[str] = ()) -> None:
+    """--runner may differ from the scenario's: every architecture that will run (all, or
+    the `only` labels) must accept it (md has no native runner on a kernel without md).
+    One line naming the file and arch."""
     if scenario.kind != "live":
         return
     from raidlab.errors import RaidlabError as _Err
     from raidlab.scenarios import validate_arch
 
     for i, entry in enumerate(scenario.archs):
+        if only and entry.label not in only:
+            continue
         try:
             validate_arch(entry, runner)
         except _Err as exc:

@@ -92,7 +92,7 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
     case_names = tuple(name for item in cases for name in item.split(",") if name)
     planned = runmod.plan_runs(scenario, quick=quick, repeat=repeat, only=labels, cases_only=case_names)
     if runner != scenario.runner:
-        runmod.check_runner(scenario, runner)
+        runmod.check_runner(scenario, runner, {p.arch.label for p in planned})
     if dry_run:
         for p in planned:
             click.echo(f"{p.run_id}\t{p.arch.arch}\t{p.case.params}")

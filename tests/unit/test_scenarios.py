@@ -336,3 +336,28 @@ def test_plan_only_and_case_select_and_refuse(tmp_path):
     assert "--case huge: no case named 'huge'" in str(err.value) and "small, medium" in err.value.hint
     with pytest.raises(UsageError, match="none of these runs in the --quick subset"):
         plan_runs(scn, quick=True, cases_only=("medium",))
+
+
+def test_runner_override_checks_only_the_selected_architectures(raidlab_cmd, tmp_path):
+    """`--runner native --only scd` on a VM scenario with md baselines runs the vcraid arch
+    natively; the md archs not selected are not refused (they would be on a kernel without md)."""
+    from raidlab.baselines.md import kernel_has_md
+
+    scn = REPO / "scenarios" / "vcraid-fig7-untar.toml"
+
+    def dry(*args):
+        return subprocess.run(raidlab_cmd + ["run", str(scn), "--runner", "native", "--dry-run",
+                                             "--results", str(tmp_path / "res"), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    proc = dry("--only", "scd", "--case", "sync", "--repeat", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split("\t")[0] for line in proc.stdout.splitlines()] == ["scd--sync--r1"]
+    proc = dry("--only", "scd,raid5")
+    if kernel_has_md():
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "arch[1] (raid5) with --runner native" in lines[0] and "no md driver" in lines[0]
+    assert not (tmp_path / "res").exists()
