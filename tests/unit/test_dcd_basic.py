@@ -246,8 +246,8 @@ def test_bypass_drains_then_serves_as_a_plain_disk():
 
 @pytest.mark.parametrize("cache, ram, words", [
     (DEFAULT_LOG_START + 256 * KiB, 512 * KiB, "larger than the cache-disk log"),
-    (DEFAULT_LOG_START + 536 * KiB, 512 * KiB, "smaller than one log write"),  # log: 515 KiB after the journal slot
-    (DEFAULT_LOG_START + 512 * KiB, 512 * KiB, "larger than the cache-disk log"),  # 491 KiB after it
+    (DEFAULT_LOG_START + 560 * KiB, 512 * KiB, "smaller than one log write"),  # log: 516 KiB after the tombstone area
+    (DEFAULT_LOG_START + 536 * KiB, 512 * KiB, "larger than the cache-disk log"),  # 494 KiB after it
 ])
 def test_bad_sizes_are_one_clear_usage_error(cache, ram, words):
     disks, cache_disk, data_disk = physical_dcd(cache=cache)

@@ -213,7 +213,8 @@ def test_every_durable_write_survives_crashes_at_24_points(report):
     # The runs did exercise what matters: durable writes, and logs left to recover.
     assert durable > 100 and recovered_total > 0
     exercised = ["destages", "destage_holes_dropped", "destages_suspended", "tombstones",
-                 "large_writes_to_data_disk", "forced_destages", "idle_periods_found"]
+                 "tombstone_area_compactions", "large_writes_to_data_disk", "forced_destages",
+                 "idle_periods_found"]
     if report == "immediate":  # one writer waiting for each log write never fills the buffer
         exercised.append("waited_for_full_buffer")
     for counter in exercised:
@@ -266,10 +267,14 @@ def test_an_older_copy_under_a_destaged_one_is_not_resurrected():
             assert await dcd.destage_lwfd(interruptible=False) == 4 * KiB
         await dcd.write(0, payload(4, 96 * KiB))  # large: straight to the data disk
         await dcd.flush()
-        return [r.kind for r in dcd.log.records], dcd.statistics()
+        area = await dcd.log.scan_area()
+        return [r.kind for r in dcd.log.records], [sorted(r.addresses) for r in area], dcd.statistics()
 
-    kinds, stats = rig.run(body)
-    assert kinds == [KIND_DATA, KIND_DATA, KIND_TOMBSTONE]
+    kinds, area, stats = rig.run(body)
+    # The chain keeps only data records; the pop's tombstone (sector 0's 8 sectors, v2
+    # still below) is in the tombstone area; the large write added nothing new to say.
+    assert kinds == [KIND_DATA, KIND_DATA]
+    assert area == [list(range(8))]
     assert stats["tombstones"] == 1
 
     async def recover(disks, nursery):
@@ -287,12 +292,18 @@ def test_a_tombstone_taken_off_the_stack_is_written_again_while_it_still_hides_a
     # (v1 and v2 are still in the log). A log write of B and its pop leave a blank, not
     # a second tombstone: T1 still says everything. The next pop takes T1 with v2 (a hole);
     # v1 is still in the log, so the new marker must name sector 0 again, or recovery
-    # would bring v1 back over v3.
+    # would bring v1 back over v3. (The journal layout, where tombstones are on the stack.)
     rig = dcd_rig(model="none")
 
+    async def made(disks, nursery):
+        await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
+                         idle_threshold=100.0, destage_segment=SECTOR)
+        await age_layout(disks, JOURNAL_LAYOUT)
+
+    rig.run(made)
+
     async def body(disks, nursery):
-        dcd = await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
-                               idle_threshold=100.0, destage_segment=SECTOR)
+        dcd = await assemble_dcd(disks["cache"], disks["data"])
         dcd.start(nursery)
         for tag, offset in ((1, 1 * MiB), (2, 0), (3, 0), (4, 0)):
             await dcd.write(offset, payload(tag, 4 * KiB))
@@ -327,14 +338,32 @@ def test_a_tombstone_taken_off_the_stack_is_written_again_while_it_still_hides_a
 
 
 
+async def age_layout(disks, drop: tuple[str, ...]) -> None:
+    """Rewrite the DCD's superblock as an older raidlab wrote it: without the geometry keys
+    `drop` ("log_tombstone_area": the journal layout; both: the plain layout of before the
+    journal; raidlab.engine.caches.log)."""
+    from raidlab.engine import metadata
+
+    sb = await metadata.read_superblock(disks["cache"])
+    geometry = {k: v for k, v in sb.geometry.items() if k not in drop}
+    await metadata.write_superblock(disks["cache"], dataclasses.replace(sb, geometry=geometry))
+
+
+JOURNAL_LAYOUT = ("log_tombstone_area",)
+PLAIN_LAYOUT = ("log_tombstone_area", "log_journal")
+
+
 SCATTERED = [2 * i for i in range(40)]   # no two adjacent: a tombstone of them has 40 runs
 
 
-async def two_versions_then_pop(disks, nursery):
-    """A DCD whose log holds v1 then v2 of the SCATTERED sectors, one record each, after
-    one LWFD pop of the 40 v2 records home (its marker: a two-sector tombstone)."""
-    dcd = await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
-                           idle_threshold=100.0, destage_segment=40 * KiB)
+async def two_versions_then_pop(disks, nursery, drop: tuple[str, ...] = ()):
+    """A DCD (of the layout without the geometry keys `drop`) whose log holds v1 then v2 of
+    the SCATTERED sectors, one record each, after one LWFD pop of the 40 v2 records home
+    (its tombstone: two sectors)."""
+    await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
+                     idle_threshold=100.0, destage_segment=40 * KiB)
+    await age_layout(disks, drop)
+    dcd = await assemble_dcd(disks["cache"], disks["data"])
     dcd.start(nursery)
     for tag in (1, 2):
         for s in SCATTERED:
@@ -357,11 +386,12 @@ def test_a_torn_multi_sector_marker_does_not_bring_older_copies_back():
     # marker at the new top is a tombstone naming the 40 sectors (two summary sectors,
     # since the runs do not merge). A crash tears it: its second sector never lands, so
     # the chain ends there. The copy of the marker in the log's journal slot, written
-    # before it, still hides the v1 copies: recovery must read v2, not v1.
+    # before it, still hides the v1 copies: recovery must read v2, not v1. (The journal
+    # layout: the tombstone area keeps tombstones off the stack.)
     rig = dcd_rig(model="none")
 
     async def body(disks, nursery):
-        dcd = await two_versions_then_pop(disks, nursery)
+        dcd = await two_versions_then_pop(disks, nursery, JOURNAL_LAYOUT)
         top = dcd.log.records[-1]
         return [r.kind for r in dcd.log.records], top.offset, top.length
 
@@ -384,10 +414,11 @@ def test_a_stale_journal_slot_hides_no_newer_copy():
     # As above, but the marker lands whole; then v3 of the same sectors is logged. The
     # journal slot still holds the marker's tombstone (bound: v2's sequence numbers);
     # recovery applies it and must still map every v3 copy, in this epoch and the next.
+    # (The journal layout; the same for the tombstone area in test_a_stale_tombstone_area...)
     rig = dcd_rig(model="none")
 
     async def body(disks, nursery):
-        dcd = await two_versions_then_pop(disks, nursery)
+        dcd = await two_versions_then_pop(disks, nursery, JOURNAL_LAYOUT)
         for s in SCATTERED:
             await dcd.write(s * SECTOR, payload(3, SECTOR))
         await dcd.flush()
@@ -417,12 +448,11 @@ def test_a_dcd_made_before_the_marker_journal_keeps_its_whole_log_region():
         dcd = await create_dcd("c", disks["cache"], disks["data"], ram_buffer=16 * KiB)
         new_end = dcd.log.end
         sb = await metadata.read_superblock(disks["cache"])
-        geometry = {k: v for k, v in sb.geometry.items() if k != "log_journal"}
-        await metadata.write_superblock(disks["cache"], dataclasses.replace(sb, geometry=geometry))
-        return sb.geometry.get("log_journal"), new_end, disks["cache"].size
+        await age_layout(disks, PLAIN_LAYOUT)
+        return sb.geometry.get("log_journal"), sb.geometry.get("log_tombstone_area"), new_end, disks["cache"].size
 
-    flag, new_end, size = rig.run(made_then_aged)
-    assert flag == 1 and new_end < size
+    flag, area_flag, new_end, size = rig.run(made_then_aged)
+    assert flag == 1 and area_flag == 1 and new_end < size
 
     async def assemble(disks, nursery):
         dcd = await assemble_dcd(disks["cache"], disks["data"])
@@ -435,14 +465,11 @@ def test_a_dcd_made_before_the_marker_journal_still_pops_a_multi_sector_marker()
     # Without a journal slot the marker goes in place only, as before the journal existed
     # (the pop used to ask for the slot anyway and failed: "exceeds its journal slot").
     rig = dcd_rig(model="none")
-    from raidlab.engine import metadata
 
     async def made_without_journal(disks, nursery):
         await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
                          idle_threshold=100.0, destage_segment=40 * KiB)
-        sb = await metadata.read_superblock(disks["cache"])
-        geometry = {k: v for k, v in sb.geometry.items() if k != "log_journal"}
-        await metadata.write_superblock(disks["cache"], dataclasses.replace(sb, geometry=geometry))
+        await age_layout(disks, PLAIN_LAYOUT)
 
     rig.run(made_without_journal)
 
@@ -463,6 +490,117 @@ def test_a_dcd_made_before_the_marker_journal_still_pops_a_multi_sector_marker()
 
     async def recover(disks, nursery):
         got, _dcd = await read_scattered(disks, nursery)
+        return got
+
+    assert rig.run(recover) == [payload(2, SECTOR)] * 40
+
+
+# --------------------------------------------------------------- the tombstone area (LAYOUT_AREA)
+
+
+def test_a_pop_whose_tombstone_was_torn_before_its_marker_is_not_lost():
+    # Log: v1 then v2 of 40 scattered sectors. The pop of the v2 records writes their
+    # tombstone (two sectors: naming the v1 copies) to the tombstone area, then the blank
+    # marker at the new top. A crash after the tombstone's first sector only: the marker
+    # never landed, so the chain still holds the v2 records above v1, and recovery maps v2.
+    rig = dcd_rig(model="none")
+    before = {}
+
+    async def body(disks, nursery):
+        await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
+                         idle_threshold=100.0, destage_segment=40 * KiB)
+        dcd = await assemble_dcd(disks["cache"], disks["data"])
+        dcd.start(nursery)
+        for tag in (1, 2):
+            for s in SCATTERED:
+                await dcd.write(s * SECTOR, payload(tag, SECTOR))
+                await dcd.flush()
+        top = dcd.log.records[-40]
+        before["marker"] = (top.offset, rig.backends["cache"].pread(top.offset, SECTOR))
+        async with dcd.log.lock:
+            assert await dcd.destage_lwfd(interruptible=False) == 40 * SECTOR
+        area = await dcd.log.scan_area()
+        return [r.kind for r in dcd.log.records], [(r.offset, r.summary_bytes, sorted(r.addresses)) for r in area]
+
+    kinds, area = rig.run(body)
+    assert kinds == [KIND_DATA] * 40
+    [(offset, length, addresses)] = area
+    assert length == 2 * SECTOR and addresses == SCATTERED
+    cache = rig.backends["cache"]
+    cache.pwrite(offset + SECTOR, bytes(SECTOR))      # the tombstone torn
+    marker_at, old_sector = before["marker"]
+    cache.pwrite(marker_at, old_sector)               # and the marker never written
+
+    async def recover(disks, nursery):
+        got, dcd = await read_scattered(disks, nursery)
+        return got, [r.kind for r in dcd.log.records]
+
+    got, kinds_after = rig.run(recover)
+    assert kinds_after == [KIND_DATA] * 80
+    assert got == [payload(2, SECTOR)] * 40
+
+
+def test_a_stale_tombstone_area_hides_no_newer_copy():
+    # After the pop, v3 of the same sectors is logged: the area's tombstone (bound: the v2
+    # sequence numbers) must not hide a v3 copy, in this epoch or the next.
+    rig = dcd_rig(model="none")
+
+    async def body(disks, nursery):
+        dcd = await two_versions_then_pop(disks, nursery)
+        for s in SCATTERED:
+            await dcd.write(s * SECTOR, payload(3, SECTOR))
+        await dcd.flush()
+        return [sorted(r.addresses) for r in await dcd.log.scan_area()]
+
+    assert rig.run(body) == [SCATTERED]
+
+    async def recover(disks, nursery):
+        got, dcd = await read_scattered(disks, nursery)
+        return got, dcd.statistics()["recovered_blocks"]
+
+    for _ in range(2):
+        got, recovered = rig.run(recover)
+        assert got == [payload(3, SECTOR)] * 40
+        assert recovered == 40
+
+
+def test_a_full_tombstone_area_half_is_compacted_into_the_other_and_still_hides_older_copies():
+    # v1 then v2 of 40 scattered sectors, one record each; then pop the v2 records one by
+    # one (a segment of one sector): each pop's tombstone names one sector, one summary
+    # sector each. The rig's area halves hold 11 sectors, so the 12th tombstone does not
+    # fit: the whole superseded set goes to the start of the other half, and appending
+    # goes on there. After a crash every sector must read v2 (home), never v1.
+    rig = dcd_rig(model="none")
+
+    async def body(disks, nursery):
+        await create_dcd("c", disks["cache"], disks["data"], ram_buffer=64 * KiB,
+                         idle_threshold=100.0, destage_segment=SECTOR)
+        dcd = await assemble_dcd(disks["cache"], disks["data"])
+        dcd.start(nursery)
+        for tag in (1, 2):
+            for s in SCATTERED:
+                await dcd.write(s * SECTOR, payload(tag, SECTOR))
+                await dcd.flush()
+        halves = []
+        for _ in SCATTERED:
+            async with dcd.log.lock:
+                assert await dcd.destage_lwfd(interruptible=False) == SECTOR
+            halves.append(dcd.log.area_current)
+        area = await dcd.log.scan_area()
+        return (dcd.log.area_half, halves, dcd.statistics(), len(area),
+                sorted(a for r in area for a in r.addresses), dict(dcd.store.superseded))
+
+    half, halves, stats, n_area, named, superseded = rig.run(body)
+    assert half == 11 * SECTOR
+    assert halves[:11] == [0] * 11 and halves[11] == 1
+    assert stats["tombstones"] == 40
+    switches = sum(1 for a, b in zip(halves, halves[1:]) if a != b)
+    assert stats["tombstone_area_compactions"] == switches >= 1
+    assert stats["tombstone_entries"] > 40  # a compaction writes the whole set again
+    assert sorted(superseded) == SCATTERED and set(named) == set(SCATTERED)
+
+    async def recover(disks, nursery):
+        got, dcd = await read_scattered(disks, nursery)
         return got
 
     assert rig.run(recover) == [payload(2, SECTOR)] * 40

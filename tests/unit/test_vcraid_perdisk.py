@@ -66,11 +66,11 @@ def test_each_cache_disk_holds_its_own_data_disk_and_level2_goes_home_on_idle(co
 
 
 @pytest.mark.parametrize("config", ["1c", "1d"])
-def test_a_multi_sector_marker_goes_through_the_journal_slot(config):
+def test_a_multi_sector_tombstone_goes_to_the_tombstone_area(config):
     # v1 then v2 of 40 scattered blocks of data disk 0, each version one log write. On
-    # idle, LWFD pops v2 home first: the marker then names the 40 v1 copies, a tombstone
-    # longer than a sector, which goes to the log's journal slot first. A per-disk array
-    # made without the slot crashed its idle detector here ("exceeds its journal slot").
+    # idle, LWFD pops v2 home first: its tombstone then names the 40 v1 copies, longer than
+    # a sector, and goes to the log's tombstone area. A per-disk array made without the
+    # journal slot once crashed its idle detector here ("exceeds its journal slot").
     r = rig()
     lbas = [1024 + 2 * k for k in range(40)]  # 1 KiB blocks from 1 MiB on, none adjacent
 
@@ -88,15 +88,16 @@ def test_a_multi_sector_marker_goes_through_the_journal_slot(config):
             await cache.flush()
         await trio.sleep(3.0)
         counters = cache.store.counters
-        slot = await cache.logs[0].read_journal()
+        area = await cache.logs[0].scan_area()
         sb = await metadata.read_superblock(caches[0])
         got = [await cache.read(lba * bs, bs) for lba in lbas]
         return (cache.statistics()["cache_disk_used_bytes"], counters["tombstone_entries"],
-                slot and sorted(slot.addresses), sb.geometry.get("log_journal"), got, bs)
+                sorted(a for rec in area for a in rec.addresses),
+                sb.geometry.get("log_tombstone_area"), got, bs)
 
-    used, entries, journaled, log_journal, got, bs = r.run(body)
+    used, entries, named, area_flag, got, bs = r.run(body)
     assert used == 0 and entries >= 40
-    assert journaled == lbas and log_journal == 1
+    assert named == lbas and area_flag == 1
     assert got == [pattern(20_000 + lba, bs) for lba in lbas]
 
     async def reopen(disks, nursery):

@@ -60,9 +60,9 @@ from raidlab.engine.caches.log import (
     LOG_GEOMETRY,
     CacheDiskLog,
     LogStore,
-    made_with_journal,
-    marker_journal_bytes,
+    log_layout,
     max_record_bytes,
+    reserved_bytes,
     runs_of,
 )
 from raidlab.errors import UsageError
@@ -106,7 +106,7 @@ def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_thre
     if large_write < SECTOR:
         raise UsageError(f"large-write threshold of {large_write} bytes is smaller than a sector")
     log_bytes = cache_size - log_start
-    log_bytes -= marker_journal_bytes([log_bytes], SECTOR)
+    log_bytes -= reserved_bytes([log_bytes], SECTOR)
     if ram_buffer > log_bytes:
         raise UsageError(
             f"RAM buffer of {ram_buffer} bytes is larger than the cache-disk log of {max(log_bytes, 0)} bytes",
@@ -139,7 +139,7 @@ class DCD(RequestActivity):
         self.log = CacheDiskLog(cache_disk, 0, int(g["log_start"]), cache_disk.size, SECTOR,
                                 log_id_of(superblock.array_uuid))
         self.store = LogStore([self.log], SECTOR, epoch=superblock.generation,
-                              journal=made_with_journal(g))
+                              layout=log_layout(g))
         self.bypass = False
         self._ram_capacity = self.ram_buffer // SECTOR
         self._collecting: dict[int, bytes] = {}
@@ -243,6 +243,7 @@ class DCD(RequestActivity):
             "destages_suspended": sc["destages_suspended"],
             "forced_destages": c["forced_destages"],
             "tombstones": sc["tombstones"], "tombstone_entries": sc["tombstone_entries"],
+            "tombstone_area_compactions": sc["tombstone_area_compactions"],
             "idle_periods_found": c["idle_periods"],
             "waited_for_full_buffer": c["waited_for_full_buffer"],
             "recovered_blocks": sc["recovered_blocks"],

@@ -26,10 +26,10 @@ Where this departs from the papers, and why:
 
 * Stale records above the top. After a pop the bytes above the CLP still hold old records.
   Each pop therefore writes a *marker* at the new CLP (the paper's "marked as blank"): a
-  blank sector, or a tombstone record (below). The scan also requires sequence numbers to
-  increase along the chain, and every assembly starts a new epoch (the superblock
-  generation is the high bits of every sequence number), so an old record that happens to
-  sit right after the top can never extend the chain.
+  blank sector. The scan also requires sequence numbers to increase along the chain, and
+  every assembly starts a new epoch (the superblock generation is the high bits of every
+  sequence number), so an old record that happens to sit right after the top can never
+  extend the chain.
 * Tombstones. LWFD destages the *newest* copy of a block first, while older copies of the
   same block may remain lower in the stack (holes). Replaying the log after a crash would
   resurrect such an older copy over the newer data already on the data disk; the papers do
@@ -37,29 +37,38 @@ Where this departs from the papers, and why:
   record listing every block that has copies in the log but whose current version is on
   the data disk ("superseded"), each with a *bound*: the sequence number of the newest copy
   that went home. Recovery replays records in sequence order: a data record maps its
-  blocks, a tombstone unmaps a block whose mapped copy is not newer than its bound.
-  A tombstone carries only what no tombstone in the chains carries yet: the entries this
-  pop (or large write) added or raised, and the still-superseded entries of tombstones
-  this pop took off the stack. Replaying the chains hides the same copies as if every
-  tombstone carried the whole set, since an entry's bound only changes together with a
-  new tombstone naming it. (The first version wrote the whole set every time: with
-  PostMark medium on VC-RAID that was ~12,000 extents, ~234 KB written, read back and
-  encoded per 64 KB destaged, 2.5 GB of the cache disk's 3.3 GB of writes.)
-* The marker journal. A pop's marker overwrites the popped records, and the tombstones
-  among them, in place. A crash that tears a marker of several sectors ends the chain
-  there, and what the marker and the popped tombstones hid would come back. So a marker
-  tombstone longer than one sector is first written (FUA) to a journal slot at the end of
-  the log region, then at the CLP; a one-sector write is taken as atomic. Recovery also
-  applies the tombstone in each journal slot: a tombstone entry stays true for ever (the
-  copies up to its bound are older than what went home; later copies have larger
-  sequence numbers, new epochs included), so a stale slot hides nothing live. Its entries
-  are carried again by the next marker, since no chain tombstone may carry them. The slot
-  is sized for the largest possible tombstone (one 20-byte extent per block of all log
-  regions): ~2% of a log of 1 KiB blocks (the VC-RAID scenarios), ~4% of DCD's log of
-  512-byte blocks; with two cache disks (mcd) each slot covers both logs.
+  blocks, a tombstone unmaps a block whose mapped copy is not newer than its bound. A
+  tombstone entry stays true for ever (the copies up to its bound are older than what went
+  home; later copies have larger sequence numbers, new epochs included), so a stale
+  tombstone hides nothing live.
   The bound (rather than "everything before the tombstone") matters with several cache
   disks (VC-RAID mcd): a newer log write of the block may be in flight on another cache
   disk while the tombstone is written, with a smaller sequence number (allocated before).
+* The tombstone area (LAYOUT_AREA, every log made now). Tombstones are not on the stack:
+  they are appended (FUA, before the pop's blank marker) to an area at the end of the log
+  region, in two halves, each sized for the largest possible tombstone (one 20-byte extent
+  per block of all log regions: ~2% of a log of 1 KiB blocks, ~4% of DCD's log of 512-byte
+  blocks, per half). A tombstone carries only the entries no earlier one carries (those
+  this pop or large write added or raised). When the current half is full, the whole
+  superseded set is written at the start of the other half, which becomes current; the
+  full half stays intact until then, so a torn write loses nothing. Recovery applies the
+  tombstones of both halves (each a chain of increasing sequence numbers from its start).
+  A torn tombstone means its pop's marker was never written: the popped records are still
+  in the chain and map the copies that went home.
+  Why: the two older layouts kept tombstones on the stack, where the next pop took the top
+  one off and its still-superseded entries had to be written again. With a full cache
+  disk under a synchronous workload every pop then rewrote the whole set (Fig. 7 sync,
+  mcd: ~10,700 entries, ~214 KB written twice and read back for each pop, whose 64 KB
+  segment then held one ~7 KB data record: 15,459 forced pops moved 152 MB in 1,930 s).
+* The older layouts, still assembled (geometry keys: see LOG_GEOMETRY). LAYOUT_JOURNAL
+  (cf7eb3e): a pop's marker is a tombstone at the new CLP when there are unrecorded
+  entries, and the still-superseded entries of tombstones a pop takes off the stack are
+  unrecorded again. A marker longer than one sector is first written (FUA) to a journal
+  slot at the end of the log region (sized as one area half), then at the CLP, since a
+  crash that tears a marker of several sectors ends the chain there and what it hid would
+  come back; recovery also applies the journal slot, and its entries are carried again by
+  the next marker. LAYOUT_PLAIN (before cf7eb3e): the same without the journal slot; the
+  marker is written in place only.
 * The paper's LWFD also "picks up the current destage segment from the RAM buffer" when the
   newest writes are still there; we always read the segment back from the cache-disk (one
   sequential read) to keep one destage path.
@@ -138,21 +147,36 @@ def tombstone_runs(bounds: dict[int, int]) -> list[tuple[int, int, int]]:
     return runs
 
 
-# Every cache-disk log made since the marker journal (cf7eb3e) records this in its array's
-# geometry; a log made before has no such key, and its records may reach its region's end.
-LOG_GEOMETRY = {"log_journal": 1}
+# The layout of a cache-disk log is recorded in its array's geometry (module doc):
+#   no key:                    LAYOUT_PLAIN, made before cf7eb3e; records may reach the region's end
+#   log_journal = 1:           LAYOUT_JOURNAL, one marker journal slot at the region's end (cf7eb3e)
+#   log_journal = 1, log_tombstone_area = 1: LAYOUT_AREA, tombstones in their own area (every
+#                              log made now; LOG_GEOMETRY)
+LAYOUT_PLAIN, LAYOUT_JOURNAL, LAYOUT_AREA = "plain", "journal", "area"
+LOG_GEOMETRY = {"log_journal": 1, "log_tombstone_area": 1}
 
 
-def made_with_journal(geometry: dict) -> bool:
-    """Whether the array whose superblock geometry this is reserved the journal slots."""
-    return bool(geometry.get("log_journal"))
+def log_layout(geometry: dict) -> str:
+    """The layout of the logs of the array whose superblock geometry this is."""
+    if geometry.get("log_tombstone_area"):
+        return LAYOUT_AREA
+    return LAYOUT_JOURNAL if geometry.get("log_journal") else LAYOUT_PLAIN
 
 
 def marker_journal_bytes(region_bytes: Sequence[int], block_size: int) -> int:
-    """The journal slot each log reserves (module doc): room for a tombstone naming every
-    block of all the log regions, one extent each."""
+    """The largest possible tombstone (module doc): one naming every block of all the log
+    regions, one extent each. A journal slot, and each half of a tombstone area, hold one."""
     most = sum(max(r, 0) // block_size for r in region_bytes)
     return record_bytes(most, 0, block_size, KIND_TOMBSTONE)
+
+
+def reserved_bytes(region_bytes: Sequence[int], block_size: int, layout: str = LAYOUT_AREA) -> int:
+    """What each log region gives up at its end for `layout`: nothing, the journal slot, or
+    the two halves of the tombstone area."""
+    if layout == LAYOUT_PLAIN:
+        return 0
+    slot = marker_journal_bytes(region_bytes, block_size)
+    return 2 * slot if layout == LAYOUT_AREA else slot
 
 
 def max_record_bytes(n_blocks: int, block_size: int) -> int:
@@ -276,20 +300,77 @@ class CacheDiskLog:
         self.target = target
         self.index = index
         self.start = start
-        self.end = end  # of the log; [end, region_end) is the marker journal slot, if any
+        self.end = end  # of the log; [end, region_end) is the journal slot or tombstone area
         self.region_end = end
         self.block_size = block_size
         self.log_id = log_id
         self.records: list[LogRecord] = []
         self.lock = trio.Lock()
+        # The tombstone area (LAYOUT_AREA): two halves of `area_half` bytes from `end`;
+        # tombstones are appended to the current half at `area_pos`.
+        self.area_half = 0
+        self.area_current = 0
+        self.area_pos = 0
 
     def reserve_journal(self, nbytes: int) -> None:
         """Take the marker journal slot (module doc, `nbytes` whole sectors) off the end of
         the region."""
+        self._reserve(nbytes, "marker journal")
+
+    def reserve_area(self, half: int) -> None:
+        """Take the tombstone area (module doc: two halves of `half` bytes) off the end."""
+        self._reserve(2 * half, "tombstone area")
+        self.area_half = half
+
+    def _reserve(self, nbytes: int, what: str) -> None:
         if nbytes >= self.region_end - self.start:
             raise ValueError(f"log {self.index}: region of {self.region_end - self.start} bytes "
-                             f"has no room for a {nbytes}-byte marker journal")
+                             f"has no room for a {nbytes}-byte {what}")
         self.end = self.region_end - nbytes
+
+    def _half_start(self, half: int) -> int:
+        return self.end + half * self.area_half
+
+    async def area_append(self, seq: int, bounds: dict[int, int], *, compact: bool = False) -> bool:
+        """Write a tombstone to the tombstone area (FUA): after the current half's last one,
+        or with `compact` (the whole superseded set) at the start of the other half, which
+        then becomes current. False if it does not fit after the current half's last one."""
+        raw = encode_record(self.log_id, seq, KIND_TOMBSTONE, [], b"", self.block_size, bounds)
+        half, pos = (1 - self.area_current, 0) if compact else (self.area_current, self.area_pos)
+        if pos + len(raw) > self.area_half:
+            if compact:
+                raise RuntimeError(f"log {self.index}: a tombstone of {len(raw)} bytes exceeds its "
+                                   f"area's half of {self.area_half} bytes")
+            return False
+        await self.target.write(self._half_start(half) + pos, raw, fua=True)
+        self.area_current, self.area_pos = half, pos + len(raw)
+        return True
+
+    async def scan_area(self) -> list[LogRecord]:
+        """The tombstones of both halves of the area (each half a chain of increasing sequence
+        numbers from its start); the half with the newest one becomes current, and the next
+        append goes after it."""
+        found: list[LogRecord] = []
+        newest = (-1, 0, 0)
+        for half in (0, 1):
+            base, pos, last = self._half_start(half), 0, -1
+            while True:
+                parsed = await self._summary_at(base + pos, base + self.area_half, last)
+                if parsed is None or parsed.kind != KIND_TOMBSTONE:
+                    break
+                found.append(LogRecord(parsed.seq, base + pos, KIND_TOMBSTONE, parsed.addresses,
+                                       parsed.n_summary * SECTOR, self.block_size, parsed.bounds))
+                pos += parsed.n_summary * SECTOR
+                last = parsed.seq
+            if last > newest[0]:
+                newest = (last, half, pos)
+        _, self.area_current, self.area_pos = newest
+        return found
+
+    async def clear_area(self) -> None:
+        for half in (0, 1):
+            await self.target.write(self._half_start(half), BLANK_SECTOR, fua=True)
+        self.area_current = self.area_pos = 0
 
     @property
     def clp(self) -> int:
@@ -397,16 +478,18 @@ class LogStore:
     """
 
     def __init__(self, logs: Sequence[CacheDiskLog], block_size: int, epoch: int,
-                 journal: bool = True) -> None:
-        """`journal`: reserve the marker journal slots (module doc); False only for a log
-        made before they existed, whose records may reach the end of its region."""
+                 layout: str = LAYOUT_AREA) -> None:
+        """`layout` (from `log_layout` of the array's geometry): where tombstones go and what
+        each log reserves at its end (module doc)."""
         self.logs = list(logs)
         self.block_size = block_size
-        self.journal = journal
-        if journal:
-            nbytes = marker_journal_bytes([log.region_end - log.start for log in self.logs], block_size)
-            for log in self.logs:
-                log.reserve_journal(nbytes)
+        self.layout = layout
+        slot = marker_journal_bytes([log.region_end - log.start for log in self.logs], block_size)
+        for log in self.logs:
+            if layout == LAYOUT_AREA:
+                log.reserve_area(slot)
+            elif layout == LAYOUT_JOURNAL:
+                log.reserve_journal(slot)
         self._seq = epoch << EPOCH_SHIFT
         self.mapping: dict[int, Location] = {}
         self.copies: collections.Counter[int] = collections.Counter()
@@ -541,24 +624,37 @@ class LogStore:
             self.unrecorded.add(addr)
 
     async def _write_marker(self, log: CacheDiskLog) -> None:
-        """The blank (or tombstone) at the CLP that ends the chain there (module doc)."""
-        if self.unrecorded:
-            await self._write_tombstone(log, journal=self.journal)
+        """What ends the chain at the new CLP (module doc): a blank sector, after the
+        tombstone of this pop in the tombstone area; in the older layouts, a blank or the
+        tombstone itself."""
+        if self.layout == LAYOUT_AREA:
+            if self.unrecorded:
+                await self._write_tombstone(log)
+            await log.write_blank(log.clp)
+        elif self.unrecorded:
+            await self._write_tombstone(log, journal=self.layout == LAYOUT_JOURNAL)
         else:
             await log.write_blank(log.clp)
 
     async def _write_tombstone(self, log: CacheDiskLog, journal: bool = False) -> None:
-        """A tombstone of the unrecorded entries. Taken before the write: an entry another
-        cache disk adds or raises meanwhile stays unrecorded for the next marker."""
+        """A tombstone of the unrecorded entries (in `log`'s tombstone area, or at its CLP).
+        Taken before the write: an entry another cache disk adds or raises meanwhile stays
+        unrecorded for the next tombstone. When the area's current half is full, the whole
+        superseded set goes to the start of its other half instead."""
         taken, self.unrecorded = self.unrecorded, set()
         try:
-            await log.write_record(self.next_seq(), KIND_TOMBSTONE, [], b"",
-                                   {a: self.superseded[a] for a in taken}, journal=journal)
+            bounds = {a: self.superseded[a] for a in taken}
+            if self.layout != LAYOUT_AREA:
+                await log.write_record(self.next_seq(), KIND_TOMBSTONE, [], b"", bounds, journal=journal)
+            elif not await log.area_append(self.next_seq(), bounds):
+                bounds = dict(self.superseded)
+                await log.area_append(self.next_seq(), bounds, compact=True)
+                self.counters["tombstone_area_compactions"] += 1
         except BaseException:
             self.unrecorded |= {a for a in taken if a in self.superseded}
             raise
         self.counters["tombstones"] += 1
-        self.counters["tombstone_entries"] += len(taken)
+        self.counters["tombstone_entries"] += len(bounds)
 
     async def forget(self, log_index: int, addresses: Iterable[int]) -> None:
         """Blocks just written at home by a path around the log (a large write): unmap
@@ -575,9 +671,11 @@ class LogStore:
             await self._write_tombstone(self.logs[log_index])
 
     def tombstone_bytes(self) -> int:
-        """Room the next marker may need: at most every superseded entry, one extent each
-        (an upper bound that costs nothing to compute; the exact run count meant sorting
-        the whole set before every log write)."""
+        """Room the next marker may need in the log: none with a tombstone area; else at
+        most every superseded entry, one extent each (an upper bound that costs nothing to
+        compute; the exact run count meant sorting the whole set before every log write)."""
+        if self.layout == LAYOUT_AREA:
+            return 0
         return record_bytes(len(self.superseded) or 1, 0, self.block_size, KIND_TOMBSTONE)
 
     async def recover(self) -> None:
@@ -586,6 +684,8 @@ class LogStore:
         for log in self.logs:
             for rec in await log.scan():
                 records.append((rec.seq, log.index, rec))
+            if self.layout == LAYOUT_AREA:
+                records.extend((rec.seq, log.index, rec) for rec in await log.scan_area())
         records.sort(key=lambda r: r[0])
         self.mapping.clear()
         self.copies.clear()
@@ -603,7 +703,7 @@ class LogStore:
         # The journal slots: a marker torn after its copy there landed (module doc). Their
         # entries are in no chain tombstone, so the next marker carries them again.
         journaled: set[int] = set()
-        for log in self.logs:
+        for log in self.logs if self.layout == LAYOUT_JOURNAL else ():
             slot = await log.read_journal()
             if slot is not None:
                 self._hide(slot.addresses, slot.bounds or [])
@@ -628,7 +728,10 @@ class LogStore:
         for log in self.logs:
             log.records = []
             await log.write_blank(log.start)
-            await log.clear_journal()
+            if self.layout == LAYOUT_AREA:
+                await log.clear_area()
+            else:
+                await log.clear_journal()
         self.mapping.clear()
         self.copies.clear()
         self.superseded.clear()

@@ -58,7 +58,7 @@ from raidlab.engine import build, metadata
 from raidlab.engine.caches.activity import RequestActivity
 from raidlab.engine.caches.dcd import log_id_of
 from raidlab.engine.caches.log import (DEFAULT_LOG_START, LOG_GEOMETRY, CacheDiskLog, LogStore,
-                                       made_with_journal, marker_journal_bytes, max_record_bytes, runs_of)
+                                       log_layout, max_record_bytes, reserved_bytes, runs_of)
 from raidlab.errors import UsageError
 
 KiB = 1024
@@ -115,8 +115,8 @@ def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: 
     if idle_threshold <= 0:
         raise UsageError(f"idle threshold must be positive, not {idle_threshold}")
     logs = [size - DEFAULT_LOG_START for size in cache_sizes]
-    journal = marker_journal_bytes(logs, block_size)
-    logs = [size - journal for size in logs]
+    reserved = reserved_bytes(logs, block_size)
+    logs = [size - reserved for size in logs]
     if ram_buffer > sum(logs):
         raise UsageError(f"RAM buffer of {ram_buffer} bytes is larger than the cache disks ({max(sum(logs), 0)} bytes of log)",
                          hint="use larger cache disks or a smaller RAM buffer")
@@ -152,7 +152,7 @@ class VCRAID(RequestActivity):
         self.logs = [CacheDiskLog(d, i, DEFAULT_LOG_START, d.size, self.block_size, log_id)
                      for i, d in enumerate(self.cache_disks)]
         self.store = LogStore(self.logs, self.block_size, epoch=superblock.generation,
-                              journal=made_with_journal(g))
+                              layout=log_layout(g))
         # RAM buffer (§3.1)
         self.n_slots = self.ram_buffer // self.block_size
         self.data_buffer = bytearray(self.ram_buffer)
@@ -276,6 +276,7 @@ class VCRAID(RequestActivity):
             "level2_suspended": sc["destages_suspended"],
             "level2_forced": c["forced_destages"],
             "tombstones": sc["tombstones"], "tombstone_entries": sc["tombstone_entries"],
+            "tombstone_area_compactions": sc["tombstone_area_compactions"],
             "idle_periods_found": c["idle_periods"],
             "waited_for_full_buffer": c["waited_for_full_buffer"],
             "recovered_blocks": c["recovered_blocks"],
