@@ -358,6 +358,17 @@ def _rmdir_quietly(path: str) -> None:
 STATUS_TIMEOUT = 120.0
 
 
+def _array_status(lab, when: str) -> dict[str, Any]:
+    """The daemon's status of the lab's array; a result stands without it, so a failure is
+    recorded with its reason instead of raised."""
+    from raidlab.engine import control
+
+    try:
+        return control.request(lab, "status", timeout=STATUS_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - say why, keep the run
+        return {"error": f"status {when} failed: {exc}"}
+
+
 def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | None,
              status: Callable[[str], None]) -> dict[str, Any]:
     """create -> mkfs.ext4 -> mount -> workload -> umount -> destroy; the result document."""
@@ -396,6 +407,10 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                 mount_tried = True
                 setup.append(session.exec(argv + [session.device, mountpoint], timeout=MOUNT_TIMEOUT).as_record())
                 mounted = True
+            # The array's account before the workload (after mkfs and mount): subtracted from
+            # the one after umount, it leaves what the workload itself did (md's initial
+            # resync, mkfs and the mount are in both).
+            status_before = _array_status(lab, "before the workload")
             status(f"{scenario.workload} running")
             result = workload.run(session, mountpoint, dict(run.case.params),
                                   progress=status)  # the step line names the workload already
@@ -416,14 +431,10 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                 close()
         # The array's own account of the run (member I/O, cache hits and destages, mdstat),
         # after umount so the filesystem's last writes are in it: what explains a result.
-        from raidlab.engine import control
-
-        try:
-            array_status = control.request(lab, "status", timeout=STATUS_TIMEOUT)
-        except Exception as exc:  # noqa: BLE001 - the result stands without it; say why
-            array_status = {"error": f"status after the run failed: {exc}"}
+        array_status = _array_status(lab, "after the run")
     result = dict(result)
     result["array_status"] = array_status
+    result["array_status_before"] = status_before
     result["setup_commands"] = setup
     result["mount_options"] = mount_options if mounted else None
     result["runner_kernel"] = runner_kernel

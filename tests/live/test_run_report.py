@@ -169,6 +169,11 @@ def test_run_then_report(tmp_path, raidlab_cmd):
         assert status["spec"]["arch"] == doc["arch_id"] and status["kind"] == "engine"
         members = status["statistics"]["members"]
         assert len(members) == 3 and all(m["writes"] > 0 for m in members), members
+        # and the account taken before the workload (after mkfs and mount): PostMark's own
+        # writes are the difference
+        before = doc["array_status_before"]["statistics"]["members"]
+        assert [m["name"] for m in before] == [m["name"] for m in members]
+        assert all(0 < b["writes"] < m["writes"] for b, m in zip(before, members)), (before, members)
 
     rep = subprocess.run(raidlab_cmd + ["report", str(out.parent)], capture_output=True, text=True, timeout=300)
     assert rep.returncode == 0, rep.stderr

@@ -135,6 +135,13 @@ def test_md_and_vcraid_scenario_runs_in_the_vm_and_reports(vm_run, raidlab_cmd):
     scd_status = json.loads((out / "runs" / "scd--tiny--r1.json").read_text())["array_status"]
     assert "error" not in md_status and "error" not in scd_status
     assert md_status["spec"]["arch"] == "md-raid5" and scd_status["spec"]["arch"] == "vcraid"
+    # the accounts before the workload: the member writes of mkfs (and md's resync) only
+    for label, after in (("raid5", md_status), ("scd", scd_status)):
+        before = json.loads((out / "runs" / f"{label}--tiny--r1.json").read_text())["array_status_before"]
+        assert "error" not in before, before
+        w0 = sum(m["writes"] for m in _members(before))
+        w1 = sum(m["writes"] for m in _members(after))
+        assert 0 < w0 < w1, (label, w0, w1)
     # the CPU the engine daemon and the VM's QEMU used (they share this host's cores)
     for status in (md_status, scd_status):
         assert status["cpu"]["daemon"]["user_s"] > 0 and status["cpu"]["vm"]["user_s"] > 0
@@ -144,6 +151,15 @@ def test_md_and_vcraid_scenario_runs_in_the_vm_and_reports(vm_run, raidlab_cmd):
     assert rep.returncode == 0, rep.stderr
     report = (out / "report" / "report.md").read_text()
     assert "both-measured" in report and "holds" in report
+
+
+def _members(status: dict) -> list[dict]:
+    """The emulated drives of an array status: md's members, or VC-RAID's raid5 members and
+    cache disks."""
+    stats = status["statistics"]
+    if "members" in stats:
+        return stats["members"]
+    return stats["array"]["members"] + stats["cache_disks"]
 
 
 def test_sigterm_during_a_guest_workload_stops_the_run_promptly(vm_run, raidlab_cmd):
