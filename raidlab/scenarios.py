@@ -413,7 +413,7 @@ def _check_workload_params(scenario: Scenario, quick: dict) -> None:
         workload = module.get(scenario.workload)
     except (UsageError, KeyError, LookupError) as exc:
         raise ScenarioError(scenario.path, "workload.name", f"unknown workload {scenario.workload!r}",
-                            hint=str(exc)) from None
+                            hint=getattr(exc, "hint", None) or str(exc)) from None
     for i, case in enumerate(scenario.cases):
         for variant, params in (("", case.params), ("quick ", quick_params(scenario, case))):
             try:
