@@ -40,7 +40,7 @@ from typing import Any
 
 from raidlab.errors import LabInterrupted, MissingToolError, RaidlabError, UsageError
 from raidlab.lab import process_start_time, same_process
-from raidlab.scenarios import ArchEntry, Case, Scenario, quick_params
+from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, Case, Scenario, quick_params
 
 MANIFEST = "manifest.json"
 SCENARIO_COPY = "scenario.toml"
@@ -48,7 +48,7 @@ RUNS_DIR = "runs"
 MKFS_TIMEOUT = 3600.0
 MOUNT_TIMEOUT = 600.0
 UMOUNT_TIMEOUT = 3600.0  # umount writes back everything an async run left dirty
-WORKLOAD_PROGRAMS = ("mkfs.ext4", "mount", "umount")
+WORKLOAD_PROGRAMS = ("mount", "umount")  # and mkfs.<filesystem> of each case
 
 
 @dataclasses.dataclass(frozen=True)
@@ -392,15 +392,16 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
         try:
             uname = session.exec(["uname", "-r"], timeout=60, check=False)  # the VM's kernel differs
             runner_kernel = uname.stdout.decode(errors="replace").strip() if uname.rc == 0 else None
-            if run.case.filesystem == "ext4" and getattr(workload, "needs_mountpoint", True):
-                status("mkfs.ext4")
+            fstype = run.case.filesystem
+            if fstype in MOUNTED_FILESYSTEMS and getattr(workload, "needs_mountpoint", True):
+                status(f"mkfs.{fstype}")
                 mountpoint = _mountpoint(session)
                 if session.runner == "native":  # rmdir only: never deletes through a mount
                     dirs.callback(_rmdir_quietly, mountpoint)
-                setup.append(session.exec(["mkfs.ext4", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
+                setup.append(session.exec([f"mkfs.{fstype}", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
                                            session.device], timeout=MKFS_TIMEOUT).as_record())
                 setup.append(session.exec(["mkdir", "-p", mountpoint], timeout=60).as_record())
-                argv = ["mount", "-t", "ext4"]
+                argv = ["mount", "-t", fstype]
                 if mount_options:
                     argv += ["-o", ",".join(mount_options)]
                 status("mount " + (",".join(mount_options) or "(defaults)"))
@@ -510,8 +511,8 @@ def check_programs(scenario: Scenario, runner: str) -> None:
     if scenario.kind == "live":
         import raidlab.workloads as workloads
 
-        if any(c.filesystem == "ext4" for c in scenario.cases):
-            needed += list(WORKLOAD_PROGRAMS)
+        for fstype in dict.fromkeys(c.filesystem for c in scenario.cases if c.filesystem in MOUNTED_FILESYSTEMS):
+            needed += [f"mkfs.{fstype}", *WORKLOAD_PROGRAMS]
         workload = workloads.get(scenario.workload)
         needed += list(getattr(workload, "programs", ()) or ())
     for prog in dict.fromkeys(needed):

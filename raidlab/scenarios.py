@@ -27,7 +27,11 @@ from raidlab.errors import UsageError
 
 KINDS = ("live", "sim")
 RUNNERS = ("native", "vm")
-FILESYSTEMS = ("ext4", "none")  # "none": raw-device workload (fio), mountpoint None
+# "ext2": the VC-RAID paper's filesystem (§3, ext2 with 1 KiB blocks), no journal; made by
+# mke2fs and mounted by the ext4 driver where the kernel has no ext2 of its own (Debian's).
+# "none": raw-device workload (fio), mountpoint None.
+FILESYSTEMS = ("ext4", "ext2", "none")
+MOUNTED_FILESYSTEMS = ("ext4", "ext2")
 CLAIM_KINDS = ("order", "ratio")
 REPORT_STYLES = ("bars", "lines")
 BETTER = ("higher", "lower")

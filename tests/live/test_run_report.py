@@ -355,3 +355,58 @@ def test_missing_workload_program_stops_the_scenario(tmp_path, raidlab_cmd):
     runs = [json.loads(p.read_text()) for p in (out / "runs").glob("*.json")]
     assert len(runs) == 1 and runs[0]["status"] == "failed" and runs[0]["error_type"] == "MissingToolError"
     _no_leftovers(home)
+
+
+FILESYSTEMS_SCENARIO = """
+[scenario]
+id = "live-run-filesystems"
+title = "live test: the untar workload on ext4 and on ext2"
+kind = "live"
+runner = "native"
+repeat = 1
+
+[[arch]]
+label = "raid0"
+arch = "raid0"
+disks = 2
+disk_model = "none"
+disk_size = "64M"
+chunk = "64K"
+
+[workload]
+name = "untar_copy_remove"
+params = { scale = 0.01, seed = 1, mode = "sync" }
+mkfs_options = ["-b", "1024"]
+
+[[case]]
+name = "ext4"
+
+[[case]]
+name = "ext2"
+filesystem = "ext2"
+"""
+
+
+@pytest.mark.parametrize("runner", ["native", pytest.param("vm", marks=pytest.mark.vm)])
+def test_a_case_can_run_on_ext2(tmp_path, raidlab_cmd, runner):
+    """`filesystem = "ext2"` (the VC-RAID paper's filesystem): mkfs.ext2, mounted as ext2 (in
+    the lab VM by the ext4 driver: Debian's kernel has no ext2 of its own), and no journal, so
+    the same synchronous untar/copy/remove writes less to the array."""
+    scenario = tmp_path / "fs.toml"
+    scenario.write_text(FILESYSTEMS_SCENARIO)
+    home = tmp_path / "home"
+    proc = subprocess.run(raidlab_cmd + ["run", str(scenario), "--runner", runner, "--home", str(home),
+                                         "--results", str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = Path(proc.stdout.strip())
+    written = {}
+    for fs in ("ext4", "ext2"):
+        doc = json.loads((out / "runs" / f"raid0--{fs}--r1.json").read_text())
+        assert doc["status"] == "ok", doc.get("error")
+        assert doc["filesystem"] == fs and doc["tree"]["fstype"] == fs
+        assert doc["setup_commands"][0]["argv"][0] == f"mkfs.{fs}"
+        before, after = (doc[key]["statistics"]["members"] for key in ("array_status_before", "array_status"))
+        written[fs] = sum(m["bytes_written"] for m in after) - sum(m["bytes_written"] for m in before)
+    assert 0 < written["ext2"] < written["ext4"], written
+    _no_leftovers(home)
