@@ -17,7 +17,8 @@ raidlab.traces.experiment.run_case.
 Robustness rules (issue 6): a run that fails is recorded with status "failed" and its error,
 and the loop goes on; Ctrl-C or SIGTERM stops after unmounting and destroying the current
 array (cleanup runs with further signals deferred), keeps every finished run file and marks
-the manifest interrupted.
+the manifest interrupted. A run killed outright (SIGKILL) leaves its array; the next run, or
+`raidlab lab cleanup`, destroys it (OWNER_FILE).
 """
 
 from __future__ import annotations
@@ -312,10 +313,9 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
     lab = Lab(_lab_name_for(entry), home=home, create=True)
     if (lab.path / SPEC_FILE).exists():  # a previous process with our pid left it: release it
         with deferred_signals():
-            control.stop_daemon(lab)
-            control.release_leftovers(lab)
-            control.remove_lab(lab, keep_images=False)
+            _destroy_scratch(lab)
         lab = Lab(lab.name, home=home, create=True)
+    _claim_scratch(lab)
     ArraySpec(lab.name, entry.arch, entry.disks, entry.disk_model, entry.disk_size, entry.chunk,
               entry.discipline, dict(entry.options), runner).save(lab.path)
     try:
@@ -326,11 +326,75 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
     finally:
         with deferred_signals():
             status(f"destroying {entry.arch}")
-            try:
-                control.stop_daemon(lab)
-            finally:
-                control.release_leftovers(lab)
-                control.remove_lab(lab, keep_images=False)
+            _destroy_scratch(lab)
+
+
+# Who made a scratch array: a `raidlab run` killed where it cannot clean up (SIGKILL, a lost
+# session or machine) leaves its array -- daemon, mounts, 1 GiB-class member images -- and the
+# next run, or `raidlab lab cleanup NAME`, destroys it once this owner is gone.
+OWNER_FILE = "run-owner.json"
+
+
+def _claim_scratch(lab, *, mountpoint: str | None = None) -> None:
+    """Record this process as the owner of scratch array `lab` (and the host directory its
+    file system is mounted on, natively)."""
+    pid = os.getpid()
+    (lab.path / OWNER_FILE).write_text(json.dumps(
+        {"pid": pid, "start_time": process_start_time(pid), "boot_id": _boot_id(),
+         "mountpoint": mountpoint}) + "\n")
+
+
+def abandoned_owner(lab_path: Path) -> dict[str, Any] | None:
+    """The owner record of a scratch array whose `raidlab run` is gone (another boot, or no
+    process with that pid and start time); None for a live run's array or a user's array."""
+    try:
+        owner = json.loads((lab_path / OWNER_FILE).read_text())
+        pid = int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if owner.get("boot_id") == _boot_id() and same_process(pid, owner.get("start_time")):
+        return None
+    return owner
+
+
+def _destroy_scratch(lab) -> None:
+    from raidlab.engine import control
+
+    try:
+        control.stop_daemon(lab)
+    finally:
+        control.release_leftovers(lab)
+        control.remove_lab(lab, keep_images=False)
+
+
+def remove_abandoned_scratch(lab) -> str | None:
+    """Destroy `lab` (daemon, mounts, loops, images) if it is a scratch array of a `raidlab
+    run` that is gone; a line saying so, or None if it is not one."""
+    owner = abandoned_owner(lab.path)
+    if owner is None:
+        return None
+    with deferred_signals():
+        _destroy_scratch(lab)  # unmounts what is on the array, lazily
+    if owner.get("mountpoint"):
+        _rmdir_quietly(str(owner["mountpoint"]))
+    return f"destroyed scratch array {lab.name} left by a killed `raidlab run` (pid {owner['pid']})"
+
+
+def remove_abandoned_scratch_arrays(home: str | None) -> list[str]:
+    """Every scratch array left by a killed `raidlab run` under `home`: destroyed, one line
+    each; one that cannot be released is named with the reason and left alone."""
+    from raidlab.lab import Lab, labs_dir
+
+    base = Path(home).absolute() / "labs" if home is not None else labs_dir()
+    lines = []
+    for owner_file in sorted(base.glob(f"*/{OWNER_FILE}")):
+        try:
+            line = remove_abandoned_scratch(Lab(owner_file.parent.name, home=home))
+        except RaidlabError as exc:
+            line = f"could not destroy scratch array {owner_file.parent.name}: {exc}"
+        if line:
+            lines.append(line)
+    return lines
 
 
 def _lab_name_for(entry: ArchEntry) -> str:
@@ -398,6 +462,7 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                 mountpoint = _mountpoint(session)
                 if session.runner == "native":  # rmdir only: never deletes through a mount
                     dirs.callback(_rmdir_quietly, mountpoint)
+                    _claim_scratch(lab, mountpoint=mountpoint)  # for whoever cleans up after a SIGKILL
                 setup.append(session.exec([f"mkfs.{fstype}", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
                                            session.device], timeout=MKFS_TIMEOUT).as_record())
                 setup.append(session.exec(["mkdir", "-p", mountpoint], timeout=60).as_record())
@@ -480,6 +545,8 @@ class Progress:
 
     def step(self, message: str) -> None: ...
 
+    def notice(self, message: str) -> None: ...
+
     def run_finished(self, index: int, run: PlannedRun, doc: dict) -> None: ...
 
 
@@ -533,6 +600,9 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
                     command_line=argv)
     write_manifest(out, **manifest, finished=None, status="running")
     summary = RunSummary(out)
+    if scenario.kind == "live":
+        for line in remove_abandoned_scratch_arrays(home):
+            progress.notice(line)
     progress.start(len(planned))
     try:
         with _terminate_as_interrupt():

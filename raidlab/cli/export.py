@@ -123,12 +123,18 @@ def lab_list(as_json):
 @click.argument("name")
 def lab_cleanup(name):
     """Release what a killed run of lab NAME left: processes, mounts, loop devices, its
-    FUSE mount, scratch images. Refused while the lab is running."""
+    FUSE mount, scratch images. Refused while the lab is running. The scratch array of a
+    killed `raidlab run` is destroyed, member images and all (its run would have)."""
     from raidlab.errors import LabError, NeedsRootError
-    from raidlab.lab import cleanup_lab
+    from raidlab.lab import Lab, cleanup_lab
+    from raidlab.run import remove_abandoned_scratch
 
     if os.geteuid() != 0:
         raise NeedsRootError("raidlab lab cleanup")
+    removed = remove_abandoned_scratch(Lab(name))
+    if removed:
+        _out.print(removed)
+        return 0
     report = cleanup_lab(name)
     if report.nothing_to_do:
         _out.print(f"lab {name}: nothing to release")

@@ -48,6 +48,9 @@ class _RichProgress(runmod.Progress):
             self.bars.console.print(f"{time.strftime('%H:%M:%S')} {self.current}: {message}",
                                     markup=False, highlight=False, soft_wrap=True)
 
+    def notice(self, message: str) -> None:
+        self.bars.console.print(message, markup=False, highlight=False, soft_wrap=True)
+
     def run_finished(self, index: int, run, doc: dict) -> None:
         self.bars.advance(self.total_task)
         if doc["status"] != "ok":

@@ -410,3 +410,47 @@ def test_a_case_can_run_on_ext2(tmp_path, raidlab_cmd, runner):
         written[fs] = sum(m["bytes_written"] for m in after) - sum(m["bytes_written"] for m in before)
     assert 0 < written["ext2"] < written["ext4"], written
     _no_leftovers(home)
+
+
+@pytest.mark.parametrize("how", ["next run", "lab cleanup"])
+def test_sigkilled_run_leaves_an_array_the_next_run_or_lab_cleanup_destroys(tmp_path, raidlab_cmd, how):
+    """SIGKILL (or a lost session) gives `raidlab run` no chance to destroy its scratch array:
+    the daemon, its loops, the mounted ext4 and the member images stay. The next `raidlab run`
+    under the same home, or `raidlab lab cleanup NAME`, destroys them."""
+    scenario = _scenario(tmp_path, repeat=1, files=2000, transactions=400000, tiny=False)
+    home, results = tmp_path / "home", tmp_path / "results"
+    proc = subprocess.Popen(raidlab_cmd + ["run", str(scenario), "--only", "raid0", "--home", str(home),
+                                           "--results", str(results)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        seen: set[str] = set()
+        while not seen and time.monotonic() < deadline and proc.poll() is None:
+            seen = _workload_mounts(home)
+            time.sleep(0.2)
+        assert seen, "the run never mounted its array"
+        time.sleep(2)  # PostMark is running on it
+    finally:
+        proc.kill()
+        proc.wait()
+    labs = [p for p in (home / "labs").iterdir()]
+    assert len(labs) == 1 and (labs[0] / "run-owner.json").exists()
+    assert loops_of(home) and _workload_mounts(home) == seen  # left behind, really
+    assert any((labs[0] / "images").iterdir())  # the member images
+    if how == "next run":
+        (tmp_path / "again").mkdir()
+        small = _scenario(tmp_path / "again", repeat=1, files=100, transactions=200, tiny=False)
+        again = subprocess.run(raidlab_cmd + ["run", str(small), "--only", "raid0", "--home", str(home),
+                                              "--results", str(results)],
+                               capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, again.stderr[-3000:]
+        said = again.stderr
+    else:
+        env = dict(os.environ, RAIDLAB_HOME=str(home))
+        again = subprocess.run(raidlab_cmd + ["lab", "cleanup", labs[0].name], env=env,
+                               capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-3000:]
+        said = again.stdout
+    assert f"destroyed scratch array {labs[0].name} left by a killed `raidlab run` (pid {proc.pid})" in \
+        " ".join(said.split())
+    _no_leftovers(home, seen)
