@@ -67,8 +67,8 @@ def raidlab_home() -> Path:
     return Path(os.environ.get("RAIDLAB_HOME", "run")).absolute()
 
 
-def labs_dir() -> Path:
-    return raidlab_home() / "labs"
+def labs_dir(home: str | os.PathLike | None = None) -> Path:
+    return (Path(home).absolute() if home is not None else raidlab_home()) / "labs"
 
 
 def check_lab_name(name: str) -> str:
@@ -201,7 +201,7 @@ class Lab:
     def __init__(self, name: str, *, home: str | os.PathLike | None = None,
                  create: bool = False):
         self.name = check_lab_name(name)
-        base = Path(home).absolute() / "labs" if home is not None else labs_dir()
+        base = labs_dir(home)
         self.path = base / name
         if create:
             try:
@@ -777,7 +777,7 @@ async def open_lab(name: str, *, home: str | os.PathLike | None = None,
 def list_labs(home: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """Every lab directory with its status: running (locked), stale (resources left by a
     killed run) or idle."""
-    base = (Path(home).absolute() / "labs") if home is not None else labs_dir()
+    base = labs_dir(home)
     out = []
     if not base.is_dir():
         return out

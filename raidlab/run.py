@@ -385,9 +385,8 @@ def remove_abandoned_scratch_arrays(home: str | None) -> list[str]:
     each; one that cannot be released is named with the reason and left alone."""
     from raidlab.lab import Lab, labs_dir
 
-    base = Path(home).absolute() / "labs" if home is not None else labs_dir()
     lines = []
-    for owner_file in sorted(base.glob(f"*/{OWNER_FILE}")):
+    for owner_file in sorted(labs_dir(home).glob(f"*/{OWNER_FILE}")):
         try:
             line = remove_abandoned_scratch(Lab(owner_file.parent.name, home=home))
         except RaidlabError as exc:

@@ -198,7 +198,7 @@ def remove_lab(lab: Lab, *, keep_images: bool) -> None:
 def list_arrays(home: str | None) -> list[dict[str, Any]]:
     from raidlab.lab import labs_dir
 
-    base = (Path(home).absolute() / "labs") if home else labs_dir()
+    base = labs_dir(home or None)
     out = []
     if not base.is_dir():
         return out
