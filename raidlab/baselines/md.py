@@ -165,6 +165,10 @@ class MdHost:
         await self._run(argv, timeout=300)
 
         async def stop():
+            if self.vm is not None and self.vm.stopping_under_command():
+                # The guest is busy with a command the stop cut short; the lab VM's shutdown,
+                # next on the stack, kills QEMU under it, and md with it (a power cut).
+                return f"{self.md_device} not stopped: the lab VM is killed under a running command"
             rc, _out, err = await self._run(mdadm.stop_argv(self.md_device), timeout=120, check=False)
             if rc != 0:
                 raise RaidlabError(f"mdadm --stop {self.md_device} failed: {err.strip()[-200:]}")

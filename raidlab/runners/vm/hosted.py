@@ -214,6 +214,8 @@ class HostedVM:
         if self.vm is None or not self.vm.running:
             raise VMError("the lab VM of this array is not running",
                           hint=f"see {self.session.lab.path / 'vm-console.log'}; destroy and create the array again")
+        if self.stopping_under_command():
+            raise VMError("the lab VM is being stopped while a command holds its channel")
         async with self.lock:  # a second client waits here for the running command
             if self._cut_short():
                 raise VMError("the lab VM is being stopped: a command cut short still holds its channel")
@@ -243,6 +245,15 @@ class HostedVM:
             return None
         what, since = self.current
         return {"command": what, "seconds": round(time.monotonic() - since, 1)}
+
+    def stopping_under_command(self) -> bool:
+        """The daemon is stopping (SIGTERM, `raidlab destroy`: its work scope is cancelled)
+        while a guest command holds the channel, or was abandoned holding it. The control
+        handlers do not run in the work scope, so that command goes on until the lab VM's
+        shutdown kills QEMU under it (a power cut). A cleanup step that needs the guest
+        (md's `mdadm --stop`, released before the VM) would only queue behind it, for as long
+        as the workload runs: it must not ask."""
+        return self.session.work_scope.cancel_called and (self.lock.locked() or self._cut_short())
 
     def _cut_short(self) -> bool:
         """A call was abandoned by the daemon's stop while its thread still holds the channel
