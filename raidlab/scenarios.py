@@ -25,6 +25,21 @@ from typing import Any
 
 from raidlab.errors import UsageError
 
+# The papers (`paper = "000"` names seeds/000_*.txt; seeds/INDEX.md): how a report cites them.
+PAPERS = {
+    "000": 'He & Yang, "On Design and Implementation of a Large Virtual NVRAM Cache for Software RAID" (VC-RAID)',
+    "001": 'McCormick, "Implementing a Statically Adaptive Software RAID System"',
+    "002": 'Hu & Yang, "DCD - Disk Caching Disk" (ISCA 1996)',
+    "003": 'Pallipadi & Gopinath, "Design, Implementation and Policy Framework for a Linux Based Temperature Sensitive Storage" (TSS)',
+    "004": 'Hwang, Jin & Ho, "Orthogonal Striping and Mirroring in Distributed RAID for I/O-Centric Cluster Computing" (RAID-x)',
+}
+
+
+def paper_citation(paper: str) -> str:
+    """The paper a scenario reproduces, as a report names it (its seed number in brackets)."""
+    return f"{PAPERS[paper]} [seed {paper}]" if paper in PAPERS else (paper or "-")
+
+
 KINDS = ("live", "sim")
 RUNNERS = ("native", "vm")
 # "ext2": the VC-RAID paper's filesystem (§3, ext2 with 1 KiB blocks), no journal; made by
@@ -255,6 +270,10 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     if head is None:
         raise ScenarioError(path, "scenario", "missing [scenario] table")
     scenario_id = head.get("id", str)
+    paper = head.get("paper", str, "")
+    if paper and paper not in PAPERS:
+        raise ScenarioError(path, "scenario.paper", f"unknown paper {paper!r}",
+                            hint="known: " + ", ".join(f"{k} ({v.split(',')[0]})" for k, v in PAPERS.items()))
     if not scenario_id or any(c in scenario_id for c in "/ \\") or scenario_id.startswith("."):
         raise ScenarioError(path, "scenario.id", f"{scenario_id!r} cannot name a results directory")
     kind = head.choice("kind", KINDS, "live")
@@ -280,7 +299,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
         if vm_available_mib < MIN_AVAILABLE_MIB:
             raise ScenarioError(path, key, f"{vm_available_mib} MiB: at least {MIN_AVAILABLE_MIB} MiB")
     scenario = Scenario(
-        path=path, id=scenario_id, title=head.get("title", str), paper=head.get("paper", str, ""),
+        path=path, id=scenario_id, title=head.get("title", str), paper=paper,
         source=head.get("source", str, ""), kind=kind, runner=runner, repeat=repeat,
         vm_available_mib=vm_available_mib,
         description=head.get("description", str, ""), archs=archs, workload=workload_name, cases=cases,

@@ -18,7 +18,7 @@ from raidlab.report import claims as claimsmod
 from raidlab.report import figures
 from raidlab.report.results import Results, aggregate, leave_out, load_combined, metrics_of
 from raidlab.run import manifest_status
-from raidlab.scenarios import pattern_x
+from raidlab.scenarios import paper_citation, pattern_x
 
 FORMATS = ("md", "html")
 
@@ -38,7 +38,7 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     stats = aggregate(results.runs)
     blocks: list[tuple[str, Any]] = [("h1", f"{scn.title}")]
     kernels = sorted({str(r["runner_kernel"]) for r in results.runs if r.get("runner_kernel")})
-    blocks.append(("p", f"Scenario `{scn.id}` ({scn.path.name}); paper {scn.paper or '-'}, {scn.source or '-'}. "
+    blocks.append(("p", f"Scenario `{scn.id}` ({scn.path.name}); {paper_citation(scn.paper)}, {scn.source or '-'}. "
                         + (scn.description or "")))
     runner = f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}"
     counts = (f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
