@@ -26,18 +26,21 @@ from typing import Any
 from raidlab.errors import UsageError
 
 # The papers (`paper = "000"` names seeds/000_*.txt; seeds/INDEX.md): how a report cites them.
-PAPERS = {
-    "000": 'He & Yang, "On Design and Implementation of a Large Virtual NVRAM Cache for Software RAID" (VC-RAID)',
-    "001": 'McCormick, "Implementing a Statically Adaptive Software RAID System"',
-    "002": 'Hu & Yang, "DCD - Disk Caching Disk" (ISCA 1996)',
-    "003": 'Pallipadi & Gopinath, "Design, Implementation and Policy Framework for a Linux Based Temperature Sensitive Storage" (TSS)',
-    "004": 'Hwang, Jin & Ho, "Orthogonal Striping and Mirroring in Distributed RAID for I/O-Centric Cluster Computing" (RAID-x)',
+PAPERS = {  # seed: (the system it describes, the citation)
+    "000": ("VC-RAID", 'He & Yang, "On Design and Implementation of a Large Virtual NVRAM Cache for '
+                       'Software RAID" (VC-RAID)'),
+    "001": ("statically adaptive RAID0", 'McCormick, "Implementing a Statically Adaptive Software RAID System"'),
+    "002": ("DCD", 'Hu & Yang, "DCD - Disk Caching Disk" (ISCA 1996)'),
+    "003": ("TSS", 'Pallipadi & Gopinath, "Design, Implementation and Policy Framework for a Linux Based '
+                   'Temperature Sensitive Storage" (TSS)'),
+    "004": ("RAID-x", 'Hwang, Jin & Ho, "Orthogonal Striping and Mirroring in Distributed RAID for I/O-Centric '
+                      'Cluster Computing" (RAID-x)'),
 }
 
 
 def paper_citation(paper: str) -> str:
     """The paper a scenario reproduces, as a report names it (its seed number in brackets)."""
-    return f"{PAPERS[paper]} [seed {paper}]" if paper in PAPERS else (paper or "-")
+    return f"{PAPERS[paper][1]} [seed {paper}]" if paper in PAPERS else (paper or "-")
 
 
 KINDS = ("live", "sim")
@@ -273,7 +276,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     paper = head.get("paper", str, "")
     if paper and paper not in PAPERS:
         raise ScenarioError(path, "scenario.paper", f"unknown paper {paper!r}",
-                            hint="known: " + ", ".join(f"{k} ({v.split(',')[0]})" for k, v in PAPERS.items()))
+                            hint="known: " + ", ".join(f"{k} ({system})" for k, (system, _) in PAPERS.items()))
     if not scenario_id or any(c in scenario_id for c in "/ \\") or scenario_id.startswith("."):
         raise ScenarioError(path, "scenario.id", f"{scenario_id!r} cannot name a results directory")
     kind = head.choice("kind", KINDS, "live")

@@ -368,7 +368,7 @@ def test_runner_override_checks_only_the_selected_architectures(raidlab_cmd, tmp
 def test_unknown_paper_and_how_a_report_cites_a_known_one(tmp_path):
     err = _load_error(tmp_path, GOOD.replace('paper = "000"', 'paper = "007"'))
     assert err.key == "scenario.paper" and "'007'" in str(err)
-    assert "000 (He & Yang" in err.hint
+    assert "000 (VC-RAID)" in err.hint and "002 (DCD)" in err.hint
     assert scenarios.paper_citation("000").startswith('He & Yang, "On Design and Implementation')
     assert scenarios.paper_citation("000").endswith("[seed 000]")
     assert scenarios.paper_citation("") == "-"
