@@ -214,8 +214,6 @@ class HostedVM:
         if self.vm is None or not self.vm.running:
             raise VMError("the lab VM of this array is not running",
                           hint=f"see {self.session.lab.path / 'vm-console.log'}; destroy and create the array again")
-        if self.stopping_under_command():
-            raise VMError("the lab VM is being stopped while a command holds its channel")
         async with self.lock:  # a second client waits here for the running command
             if self._cut_short():
                 raise VMError("the lab VM is being stopped: a command cut short still holds its channel")
