@@ -93,15 +93,7 @@ disk_size = "64M"
 chunk = "64K"
 """
 
-MD_RAID0 = """
-[[arch]]
-label = "raid0"
-arch = "md-raid0"
-disks = 2
-disk_model = "none"
-disk_size = "64M"
-chunk = "64K"
-"""
+MD_RAID0 = RAID0.replace('arch = "raid0"', 'arch = "md-raid0"')
 
 
 @pytest.fixture
