@@ -106,6 +106,38 @@ def test_a_sync_write_is_acknowledged_only_once_on_the_cache_disk():
     assert run(body, disks)
 
 
+def test_a_flush_waits_for_the_cache_disk_and_leaves_the_array_to_level_2():
+    """The array is flushed by level 2 before log entries are dropped, not by every flush of
+    the volume (each would cost the members a flush behind their queued I/O)."""
+    disks, members, caches = scd_disks(model="hp-c2200a", cache=2 * MiB)
+
+    def array_flushes(vc):
+        a = vc.statistics()["array"]
+        return a["flushes"], [m["flushes"] for m in a["members"]]
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=256 * KiB, idle_threshold=1.0)
+        vc.start(nursery)
+        before = array_flushes(vc)
+        for i in range(8):
+            await vc.write(i * 16 * KiB, pattern(i, 4 * KiB))
+            await vc.flush()
+        s = vc.statistics()
+        assert s["flushes"] == 8 and s["ram_dirty_blocks"] == 0
+        assert all(i * 16 + j in vc.store.mapping for i in range(8) for j in range(4))
+        assert array_flushes(vc) == before
+        await trio.sleep(2.0)  # idle: level 2 writes the blocks home and flushes the array
+        s = vc.statistics()
+        assert s["level2_destages"] >= 1 and s["cache_disk_blocks_mapped"] == 0
+        after = array_flushes(vc)
+        assert after[0] > before[0] and all(a > b for a, b in zip(after[1], before[1]))
+        for i in range(8):
+            assert await vc.array.read(i * 16 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+        return True
+
+    assert run(body, disks)
+
+
 def test_level1_writes_are_at_most_64_kb_and_go_round_robin_in_mcd():
     whole, members, caches = mcd_disks(model="hp-c2200a", cache=2 * MiB)
 

@@ -18,7 +18,7 @@ Structure (§2, Fig. 1): the engine's raid5 (the "data disk array") behind a RAM
   64 KB (configurable), the array computing parity, only when the system is idle (no
   request for `idle_threshold`) or a cache disk is full; a new request suspends it.
 * Synchronous writes (§3.3.1, O_SYNC; here FUA, or a flush) are acknowledged only when
-  their blocks are on a cache disk.
+  their blocks are on a cache disk; a flush does not touch the array (see `flush`).
 * Cache disk headers (§3.2): the summary sectors of raidlab.engine.caches.log (cache block
   -> array LBA). Crash recovery (§3.4): `assemble_vcraid` scans them and writes everything
   not yet destaged to the array *before* the volume is used, then starts with empty caches.
@@ -234,12 +234,17 @@ class VCRAID(RequestActivity):
             self._end()
 
     async def flush(self) -> None:
-        """Every write acknowledged before the call is on a cache disk (or the array)."""
+        """Every write acknowledged before the call is on a cache disk (or the array).
+
+        The array is not flushed: blocks reach it only by level-2 destage, which flushes it
+        before their log entries are dropped, so what it holds unflushed is also in a log,
+        whose writes are FUA. Flushing it here would cost the array's members a flush
+        (host fdatasyncs, and a wait behind their queued I/O) for every flush of the volume.
+        """
         self._begin()
         try:
             self.counters["flushes"] += 1
             await self._wait_on_cache_disk(self._write_seq)
-            await self.array.flush()
         finally:
             self._end()
 
