@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "live"))
-from lab_leftovers import loops_of, mounts_of, processes_of  # noqa: E402
+from lab_leftovers import loops_of, mounts_of, processes_of
 
 pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md]
 

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,8 +19,7 @@ import pytest
 from raidlab.baselines.md import kernel_has_md
 from raidlab.runners.session import open_session
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "live"))
-from lab_leftovers import loops_of, mounts_of, processes_of  # noqa: E402
+from lab_leftovers import loops_of, mounts_of, processes_of
 
 pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md]
 

@@ -20,14 +20,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "live"))
-from lab_leftovers import loops_of, mounts_of, processes_of  # noqa: E402
+from lab_leftovers import loops_of, mounts_of, processes_of
 
 pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md]
 

@@ -22,8 +22,7 @@ import pytest
 from raidlab.runners.session import (DaemonSession, ExecFailed, ExecTimeout, NativeSession, RunnerSession,
                                      guest_script, open_session)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "live"))
-from lab_leftovers import loops_of, mounts_of, processes_of  # noqa: E402
+from lab_leftovers import loops_of, mounts_of, processes_of
 
 
 # ---- pure ----
