@@ -134,8 +134,12 @@ def _row(scn, stats: dict, metric: str, case: str, label: str, planned: bool = T
     paper = next((p for p in scn.paper_values if p.arch == label and p.case == case and p.metric == metric), None)
     if stat is None and paper is None:
         return []
-    ours = (f"{_fmt(stat.mean)} ± {_fmt(stat.sd)} (n={stat.n}, {_fmt(stat.min)}..{_fmt(stat.max)})"
-            if stat else "not measured" if planned else "not run (not in this run's plan)")
+    if stat is None:
+        ours = "not measured" if planned else "not run (not in this run's plan)"
+    elif stat.n == 1:  # one value has no sample standard deviation: '± 0' would claim no spread
+        ours = f"{_fmt(stat.mean)} (n=1)"
+    else:
+        ours = f"{_fmt(stat.mean)} ± {_fmt(stat.sd)} (n={stat.n}, {_fmt(stat.min)}..{_fmt(stat.max)})"
     ratio = _fmt(stat.mean / paper.value) if stat and paper and paper.value else ""
     return [[metric, case, label, ours, (stat.unit if stat else "") or (paper.unit if paper else ""),
              _fmt(paper.value) if paper else "", ratio, paper.note if paper else ""]]
