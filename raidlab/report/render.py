@@ -136,7 +136,7 @@ def _row(scn, stats: dict, metric: str, case: str, label: str, planned: bool = T
         return []
     if stat is None:
         ours = "not measured" if planned else "not run (not in this run's plan)"
-    elif stat.n == 1:  # one value has no sample standard deviation: '± 0' would claim no spread
+    elif stat.sd is None:  # a single value: '± 0' would claim there is no spread
         ours = f"{_fmt(stat.mean)} (n=1)"
     else:
         ours = f"{_fmt(stat.mean)} ± {_fmt(stat.sd)} (n={stat.n}, {_fmt(stat.min)}..{_fmt(stat.max)})"

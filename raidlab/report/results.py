@@ -30,7 +30,7 @@ from raidlab.scenarios import Scenario
 class Stat:
     n: int
     mean: float
-    sd: float
+    sd: float | None  # sample standard deviation; None for a single value, which has none
     min: float
     max: float
     unit: str
@@ -39,7 +39,7 @@ class Stat:
     def of(cls, values: list[float], unit: str = "") -> "Stat":
         if not values:
             raise ValueError("no values")
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        sd = statistics.stdev(values) if len(values) > 1 else None
         return cls(len(values), statistics.fmean(values), sd, min(values), max(values), unit)
 
 
