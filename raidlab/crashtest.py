@@ -76,7 +76,7 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
                disk_size: int, chunk: int, files: int) -> CrashConfig:
     """A preset (options merged over its own) or any arch id; validated, nothing started."""
     from raidlab.disks import catalog
-    from raidlab.engine import hosts
+    from raidlab.service import hosts
 
     if name in PRESETS:
         preset = PRESETS[name]
@@ -207,8 +207,8 @@ class CrashRun:
     # -- lab lifecycle, as the CLI does it ---------------------------------------------
 
     def _start(self, mode: str) -> dict[str, Any]:
-        from raidlab.engine import control
-        from raidlab.engine.daemon import ArraySpec
+        from raidlab.service import control
+        from raidlab.service.daemon import ArraySpec
 
         c = self.config
         if mode == "create":
@@ -241,7 +241,7 @@ class CrashRun:
 
     def _teardown(self) -> None:
         """Whatever state a point is in: writer, mount, daemon, leftovers, lab — all gone."""
-        from raidlab.engine import control
+        from raidlab.service import control
 
         self._stop_writer()
         self._unmount()
@@ -253,7 +253,7 @@ class CrashRun:
     def close(self) -> None:
         import shutil
 
-        from raidlab.engine import control
+        from raidlab.service import control
 
         try:
             self._teardown()
@@ -270,7 +270,7 @@ class CrashRun:
     # -- one point -----------------------------------------------------------------------
 
     def run_point(self, point: int) -> PointResult:
-        from raidlab.engine import control
+        from raidlab.service import control
         from raidlab.errors import RaidlabError
         from raidlab.tools.mkfs import e2fsck, mkfs_ext4
         from raidlab.tools.mount import mount

@@ -214,7 +214,7 @@ def check_tcg() -> Capability:
 def _vm_kernel_state() -> tuple[bool, str]:
     """Is a lab-VM kernel cached, or can one be fetched? (asks the VM runner if present)."""
     try:
-        from raidlab.runners.vm import kernel as vm_kernel  # type: ignore[attr-defined]
+        from raidlab.vm import kernel as vm_kernel  # type: ignore[attr-defined]
     except ImportError:
         vm_kernel = None
     if vm_kernel is not None and hasattr(vm_kernel, "availability"):

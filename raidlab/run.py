@@ -8,7 +8,7 @@ carries over from one run to the next. Repetitions are the outer loop so that a 
 the host (other load, thermal) spreads over all architectures instead of biasing one.
 
 Arrays are made exactly as `raidlab create`/`destroy` make them (ArraySpec saved in a lab,
-raidlab.engine.control.start_daemon, then stop_daemon / release_leftovers / remove_lab), and
+raidlab.service.control.start_daemon, then stop_daemon / release_leftovers / remove_lab), and
 every command that touches the array (mkfs, mount, the workload, umount) goes through a
 RunnerSession (raidlab.runners.session), so the same loop runs natively or inside the lab VM
 that the array daemon owns. kind = "sim" scenarios have no array: each run is one call of
@@ -303,12 +303,12 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
     """A fresh array for one run, exactly as `raidlab create` makes it; destroyed (images
     removed) on the way out whatever happens. Yields (lab, ready record). `vm_available_mib`
     (runner vm): the guest memory left to the workload, handed to the daemon as
-    RAIDLAB_VM_AVAILABLE_MIB (see raidlab/runners/vm/hosted.py, which also takes out what
+    RAIDLAB_VM_AVAILABLE_MIB (see raidlab/vm/hosted.py, which also takes out what
     the array holds in host RAM, e.g. a VC-RAID RAM buffer)."""
-    from raidlab.engine import control
-    from raidlab.engine.daemon import SPEC_FILE, ArraySpec
+    from raidlab.service import control
+    from raidlab.service.daemon import SPEC_FILE, ArraySpec
     from raidlab.lab import Lab
-    from raidlab.runners.vm.hosted import AVAILABLE_ENV
+    from raidlab.vm.hosted import AVAILABLE_ENV
 
     lab = Lab(_lab_name_for(entry), home=home, create=True)
     if (lab.path / SPEC_FILE).exists():  # a previous process with our pid left it: release it
@@ -358,7 +358,7 @@ def abandoned_owner(lab_path: Path) -> dict[str, Any] | None:
 
 
 def _destroy_scratch(lab) -> None:
-    from raidlab.engine import control
+    from raidlab.service import control
 
     try:
         control.stop_daemon(lab)
@@ -424,7 +424,7 @@ STATUS_TIMEOUT = 120.0
 def _array_status(lab, when: str) -> dict[str, Any]:
     """The daemon's status of the lab's array; a result stands without it, so a failure is
     recorded with its reason instead of raised."""
-    from raidlab.engine import control
+    from raidlab.service import control
 
     try:
         return control.request(lab, "status", timeout=STATUS_TIMEOUT)

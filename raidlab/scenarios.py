@@ -295,7 +295,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     quick = _load_quick(path, doc.get("quick", {}), labels, case_names)
     vm_available_mib = None
     if "vm_available_memory" in head.table:
-        from raidlab.runners.vm.hosted import MIN_AVAILABLE_MIB
+        from raidlab.vm.hosted import MIN_AVAILABLE_MIB
 
         key = "scenario.vm_available_memory"
         vm_available_mib = parse_size(head.get("vm_available_memory", (str, int)), path, key) >> 20
@@ -333,7 +333,7 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
                           discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
                           options=options, series=r.get("series", str, label))
         if check:
-            from raidlab.engine import hosts
+            from raidlab.service import hosts
 
             if known_archs is None:
                 known_archs = hosts.all_archs()
@@ -362,7 +362,7 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
 def validate_arch(entry: ArchEntry, runner: str) -> None:
     """The host family's own check of one [[arch]] for `runner` (md refuses the native runner
     on a kernel without md); raises UsageError / CapabilityError, starts nothing."""
-    from raidlab.engine import hosts
+    from raidlab.service import hosts
 
     hosts.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), runner)
 

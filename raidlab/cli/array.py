@@ -1,7 +1,7 @@
 """Engine arrays: create, list, status, destroy, assemble, fail, replace, check.
 
-Parsing and printing only; the work is done by the array daemon (raidlab.engine.daemon)
-through raidlab.engine.control.
+Parsing and printing only; the work is done by the array daemon (raidlab.service.daemon)
+through raidlab.service.control.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, 
     """Refuse an impossible configuration before anything is started."""
     import importlib.util
 
-    from raidlab.engine import hosts
+    from raidlab.service import hosts
 
     hosts.validate(arch, disks, disk_size, chunk, options, runner)
-    if runner == "vm" and importlib.util.find_spec("raidlab.runners.vm.hosted") is None:
+    if runner == "vm" and importlib.util.find_spec("raidlab.vm.hosted") is None:
         raise UsageError("the lab VM runner cannot host arrays in this version", hint="use --runner native")
 
 
@@ -89,8 +89,8 @@ def _progress() -> Progress:
 def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options, runner, home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
-    from raidlab.engine import control
-    from raidlab.engine.daemon import SPEC_FILE, ArraySpec
+    from raidlab.service import control
+    from raidlab.service.daemon import SPEC_FILE, ArraySpec
     from raidlab.export.serve import check_live_prerequisites, parse_size
 
     size, chunk_bytes = parse_size(disk_size), parse_size(chunk)
@@ -125,8 +125,8 @@ def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options,
 @click.option("--json", "as_json", is_flag=True)
 def assemble(name, home, as_json):
     """Bring array NAME back from its member images (refuses foreign or misordered members)."""
-    from raidlab.engine import control
-    from raidlab.engine.daemon import SPEC_FILE
+    from raidlab.service import control
+    from raidlab.service.daemon import SPEC_FILE
 
     _need_root("raidlab assemble")
     lab = _lab(name, home)
@@ -156,7 +156,7 @@ def _print_ready(ready: dict, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def list_cmd(home, as_json):
     """List engine arrays and their state."""
-    from raidlab.engine import control
+    from raidlab.service import control
 
     arrays = control.list_arrays(home)
     if as_json:
@@ -181,7 +181,7 @@ def list_cmd(home, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def status(name, home, as_json):
     """Geometry, state and per-member statistics of array NAME."""
-    from raidlab.engine import control
+    from raidlab.service import control
 
     result = control.request(_lab(name, home), "status")
     if as_json:
@@ -237,8 +237,8 @@ def _over(models: list[str]) -> str:
 @click.option("--home", envvar="RAIDLAB_HOME")
 def destroy(name, keep_images, home):
     """Stop array NAME, release its loop device and mount, delete its images unless kept."""
-    from raidlab.engine import control
-    from raidlab.engine.daemon import SPEC_FILE
+    from raidlab.service import control
+    from raidlab.service.daemon import SPEC_FILE
 
     _need_root("raidlab destroy")
     lab = _lab(name, home)
@@ -260,7 +260,7 @@ def destroy(name, keep_images, home):
 @click.option("--home", envvar="RAIDLAB_HOME")
 def fail(name, disk, force, home):
     """Make member DISK of NAME fail (it returns EIO from now on)."""
-    from raidlab.engine import control
+    from raidlab.service import control
 
     result = control.request(_lab(name, home), "fail", disk=disk, force=force)
     _err.print(f"{name}: member {disk} failed; state {result['state']}, failed members {result['failed_members']}")
@@ -272,7 +272,7 @@ def fail(name, disk, force, home):
 @click.option("--home", envvar="RAIDLAB_HOME")
 def replace(name, disk, home):
     """Rebuild failed member DISK of NAME onto a fresh image (with progress)."""
-    from raidlab.engine import control
+    from raidlab.service import control
 
     with _progress() as progress:
         task = progress.add_task(f"rebuilding member {disk}", total=None)
@@ -287,7 +287,7 @@ def replace(name, disk, home):
 @click.option("--json", "as_json", is_flag=True)
 def check(name, home, as_json):
     """Scrub NAME: compare mirrors and parity; report mismatches (exit 1 if any)."""
-    from raidlab.engine import control
+    from raidlab.service import control
 
     with _progress() as progress:
         task = progress.add_task("checking", total=None)

@@ -4,7 +4,7 @@ The `bench` group is shared: other modules may add commands to it, so `register`
 group only if it is missing. This module adds `bench sim`: replay speed of a synthetic
 trace on raid5 and on a single disk (issue 7 "Determinism and speed"), with peak RSS; and
 `bench engine`: an engine architecture's loop device against a bare pass-through FUSE file
-(issue 3; the measurement itself is raidlab.engine.bench).
+(issue 3; the measurement itself is raidlab.service.bench).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _register_engine(bench: click.Group) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        from raidlab.engine.bench import BenchConfig, parse_options, run_bench
+        from raidlab.service.bench import BenchConfig, parse_options, run_bench
         from raidlab.export.serve import parse_size
 
         cfg = BenchConfig(arch=arch, disks=disks, disk_size=parse_size(disk_size), chunk=parse_size(chunk),

@@ -20,7 +20,7 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def bypass(name, off, home, as_json):
     """Turn DCD NAME into a plain disk on the fly (drains RAM buffer and cache-disk first)."""
-    from raidlab.engine import control
+    from raidlab.service import control
     from raidlab.lab import Lab, check_lab_name
 
     check_lab_name(name)

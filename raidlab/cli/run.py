@@ -126,7 +126,7 @@ def _check_live(runner: str) -> None:
     from raidlab.errors import NeedsRootError, UsageError
     from raidlab.export.serve import check_live_prerequisites
 
-    if runner == "vm" and importlib.util.find_spec("raidlab.runners.vm.hosted") is None:
+    if runner == "vm" and importlib.util.find_spec("raidlab.vm.hosted") is None:
         raise UsageError("the lab VM runner cannot host arrays in this version", hint="use --runner native")
     if os.geteuid() != 0:
         raise NeedsRootError("raidlab run")

@@ -1,6 +1,6 @@
-"""`raidlab vm ...`: build, inspect, use and measure the lab VM (raidlab.runners.vm).
+"""`raidlab vm ...`: build, inspect, use and measure the lab VM (raidlab.vm).
 
-Parsing only; the actions live in raidlab.runners.vm. Progress and timings go to stderr so
+Parsing only; the actions live in raidlab.vm. Progress and timings go to stderr so
 that `raidlab vm exec -- CMD` prints exactly CMD's stdout on stdout.
 """
 
@@ -42,8 +42,8 @@ def register(cli: click.Group) -> None:
                   help="decide now (and cache) whether KVM boots this kernel")
     def build_cmd(force: bool, probe_kvm: bool) -> int:
         """Fetch the kernel package and build the initramfs (both cached)."""
-        from raidlab.runners.vm import build_vm_image
-        from raidlab.runners.vm import qemu as vmq
+        from raidlab.vm import build_vm_image
+        from raidlab.vm import qemu as vmq
         from raidlab.tools import qemu as qemu_tool
 
         qemu_tool.find()
@@ -88,7 +88,7 @@ def register(cli: click.Group) -> None:
 
         COMMAND's stdout and stderr are printed as they came; the exit code is COMMAND's.
         """
-        from raidlab.runners.vm import LabVM, VMDisk, build_vm_image
+        from raidlab.vm import LabVM, VMDisk, build_vm_image
 
         script = " ".join(command)
         all_disks = [VMDisk(d) for d in disks] + [VMDisk(d, read_only=True) for d in ro_disks]
@@ -110,7 +110,7 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True)
     def info_cmd(as_json: bool) -> int:
         """What is cached, which QEMU, which accelerator (no boot)."""
-        from raidlab.runners.vm import initramfs, kernel
+        from raidlab.vm import initramfs, kernel
         from raidlab.tools import qemu as qemu_tool
         from raidlab.tools.base import which
 
@@ -184,7 +184,7 @@ def _median(values: list[float]) -> float:
 
 def measure_slowdown(size_mib: int, accel: str | None) -> dict:
     """Boot once, time the same commands in the VM and on the host (busybox on both)."""
-    from raidlab.runners.vm import LabVM, VMDisk, build_vm_image, guest_device
+    from raidlab.vm import LabVM, VMDisk, build_vm_image, guest_device
     from raidlab.tools.base import require
 
     busybox = require("busybox")

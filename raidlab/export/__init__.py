@@ -31,7 +31,7 @@ def block_export(runner: str) -> BlockExportFS:
 
     native: page-cache mode open replies (loop devices use direct I/O on top; see
     raidlab.export.fuse). vm: FOPEN_DIRECT_IO, and the lab VM's QEMU opens these files
-    without O_DIRECT (cache=writeback, raidlab.runners.vm.hosted), so every guest request
+    without O_DIRECT (cache=writeback, raidlab.vm.hosted), so every guest request
     reaches the engine or emulated disk when it is made and at its own size. With O_DIRECT
     (cache=none) QEMU cannot learn a FUSE file's alignment (any offset and size is accepted,
     so its probe finds 1 byte) and falls back to 4096 bytes: every 1 KiB guest write (ext4

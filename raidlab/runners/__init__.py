@@ -2,7 +2,7 @@
 
 * native: on this host's kernel (loop devices over the engine's FUSE files; mdadm when the
   kernel has md). Needs root.
-* vm (raidlab.runners.vm): inside a small QEMU VM booted from the distribution's kernel
+* vm (raidlab.vm): inside a small QEMU VM booted from the distribution's kernel
   package, for hosts without md or without root; the member disks and the engine's volume
   reach it as virtio disks.
 * cluster (RAID-x): nodes as network namespaces or hosts serving disks over NBD.

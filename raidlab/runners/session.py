@@ -9,7 +9,7 @@ in, copy a file out, and a scratch directory on a filesystem other than the arra
 
 * NativeSession: subprocess through raidlab.tools.base.run, so every command line is in the
   active CommandLog like any other external program; a timeout kills the command.
-* DaemonSession: the array daemon owns the lab VM (raidlab.runners.vm.hosted), so the
+* DaemonSession: the array daemon owns the lab VM (raidlab.vm.hosted), so the
   session sends the daemon's `exec`/`put`/`get` ops over its control socket. File contents
   do not travel through the socket: the daemon runs on this host as this user, so put/get
   name host paths and the daemon reads/writes them itself (a 122 MB source tarball would
@@ -40,12 +40,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from raidlab.errors import LabError, RaidlabError, ToolFailedError
+from raidlab.vm.protocol import GUEST_SCRATCH
 
-# Exit status busybox `timeout -s KILL` reports for a command it killed (128 + SIGKILL).
-GUEST_TIMEOUT_STATUS = 137
-# The guest's scratch directory: an ext4 on the lab VM's scratch disk (a sparse file of the
-# lab, raidlab.runners.vm.hosted), never the array under test and not the guest's RAM.
-GUEST_SCRATCH = "/root/scratch"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,16 +138,9 @@ class NativeSession:
         self.close()
 
 
-def guest_script(argv: list[str], timeout: float, stdin_path: str | None = None) -> str:
-    """The shell line the lab VM runs for `argv`: killed by the guest's own `timeout` so a hung
-    command does not take the VM with it. Pure (tested)."""
-    seconds = max(1, int(timeout + 0.999))
-    command = f"timeout -s KILL {seconds} {shlex.join([str(a) for a in argv])}"
-    return command + (f" < {shlex.quote(stdin_path)}" if stdin_path else " < /dev/null")
-
 
 class DaemonSession:
-    """Commands in the lab VM that the array daemon of `lab` hosts (raidlab.runners.vm.hosted)."""
+    """Commands in the lab VM that the array daemon of `lab` hosts (raidlab.vm.hosted)."""
 
     runner = "vm"
 
@@ -162,13 +151,13 @@ class DaemonSession:
         self._interrupted: KeyboardInterrupt | None = None
 
     def _request(self, op: str, wait: float | None, **fields):
-        from raidlab.engine import control
+        from raidlab.service import control
 
         # Once a request was interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt),
         # its command still runs in the guest, which takes one command at a time: any later
         # request (a workload's cleanup in a `finally`, an umount) would wait for the whole
         # workload. Raise the same interrupt again instead; the array is destroyed next and
-        # its daemon kills the VM (raidlab.runners.vm.hosted).
+        # its daemon kills the VM (raidlab.vm.hosted).
         if self._interrupted is not None:
             raise self._interrupted
         try:
@@ -229,7 +218,7 @@ def _read_and_remove(path: str) -> bytes:
 
 def open_session(lab) -> RunnerSession:
     """The session for the running array of `lab` (a raidlab.lab.Lab), from its runtime.json."""
-    from raidlab.engine.daemon import RUNTIME_FILE
+    from raidlab.service.daemon import RUNTIME_FILE
 
     try:
         runtime = json.loads((lab.path / RUNTIME_FILE).read_text())

@@ -7,7 +7,7 @@ line in the active CommandLog, updating the record's exit code when the process 
 
 Why `build_argv` is a pure function of a `QemuMachine`: the argv is what a result records
 and what a test can check without booting anything. The lab VM runner
-(raidlab/runners/vm/qemu.py) decides *what* machine to build; this module only spells it.
+(raidlab/vm/qemu.py) decides *what* machine to build; this module only spells it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ them); what a *simulation* needs on top is how to lay them out on emulated drive
 the papers' simulators did, and that is a replay concern. So this module only builds
 (`create_dcd`, `create_vcraid`) and registers the builders with raidlab.traces.replay.
 
-Options are the live host's (raidlab.engine.caches.host.arch_options: the same names,
+Options are the live host's (raidlab.service.hosts.cache.arch_options: the same names,
 defaults and one-line errors as `raidlab create --arch dcd|vcraid -o ...`), so one scenario's
 [[arch]] options mean the same thing live and in a replay; `destage=on|off` (DCD Table 4) is
 handled here if the host does not take it. Layouts follow the live host's `plan_members`,
@@ -63,10 +63,10 @@ def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
 
 
 def sim_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The live host's options for `arch` (raidlab.engine.caches.host.arch_options: same
+    """The live host's options for `arch` (raidlab.service.hosts.cache.arch_options: same
     names, same defaults, same errors), plus `destage` (on|off) if the host does not take it
     itself, and `idle_threshold` in seconds. Pure."""
-    from raidlab.engine.caches import host
+    from raidlab.service.hosts import cache as host
 
     options = dict(options)
     defaults = host.DCD_OPTIONS if arch == "dcd" else host.VCRAID_OPTIONS
@@ -244,7 +244,7 @@ class _PartitionWithBusy:
 async def build_vcraid(spec, nursery: trio.Nursery):
     from raidlab.disks.disk import EmulatedDisk
     from raidlab.engine.caches import create_vcraid
-    from raidlab.engine.caches.host import _mcd_partition
+    from raidlab.service.hosts.cache import _mcd_partition
     from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
     from raidlab.traces.replay import Built, DiscardBackend, MeteredTarget, member_disk_size
 

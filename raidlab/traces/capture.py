@@ -16,7 +16,7 @@ compared"):
   (and kept, 8 bytes each, for exact percentiles) so the live side of the comparison needs
   no second run.
 * The daemon op (`capture`, action start|stop) is a small additive hook in the host
-  (raidlab.engine.host.EngineHost.op_capture); the logic is here.
+  (raidlab.service.hosts.engine.EngineHost.op_capture); the logic is here.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def capture_command(lab, argv: list[str], output: Path, *, timeout: float | None
     device), stop the capture whatever happens; return {"status", "capture", "rc", ...}."""
     import os
 
-    from raidlab.engine import control
+    from raidlab.service import control
     from raidlab.tools.base import run
 
     status = control.request(lab, "status")

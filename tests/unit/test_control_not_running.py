@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raidlab.engine.control import request
+from raidlab.service.control import request
 from raidlab.errors import LabError
 from raidlab.lab import Lab
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raidlab.engine.array import coalesce_writes
-from raidlab.engine.bench import aim_for, parse_options, ratio_rows
+from raidlab.service.bench import aim_for, parse_options, ratio_rows
 from raidlab.engine.layouts.raid0 import Raid0Layout
 
 KiB = 1024

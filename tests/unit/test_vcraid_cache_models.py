@@ -11,8 +11,8 @@ import pytest
 import trio
 
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.engine.caches.host import CacheHost, arch_options, placement_line, plan_members
-from raidlab.engine.daemon import ArraySpec
+from raidlab.service.hosts.cache import CacheHost, arch_options, placement_line, plan_members
+from raidlab.service.daemon import ArraySpec
 from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UnknownModelError, UsageError
 

@@ -18,10 +18,10 @@ import subprocess
 import pytest
 
 from raidlab.errors import VMError
-from raidlab.runners.vm import elf, kernel, modules, protocol
-from raidlab.runners.vm.cpio import CpioEntry, with_parents, write_newc
-from raidlab.runners.vm.initramfs import CHANNEL_NAME, init_script
-from raidlab.runners.vm.qemu import direct_io_supported, guest_device
+from raidlab.vm import elf, kernel, modules, protocol
+from raidlab.vm.cpio import CpioEntry, with_parents, write_newc
+from raidlab.vm.initramfs import CHANNEL_NAME, init_script
+from raidlab.vm.qemu import direct_io_supported, guest_device
 from raidlab.tools import qemu as qemu_tool
 
 # ---------------------------------------------------------------- modules.dep
@@ -483,7 +483,7 @@ def test_kernel_deb_override_must_be_a_file(monkeypatch, tmp_path):
 
 
 def test_old_initramfs_images_are_pruned_per_kernel_release(tmp_path):
-    from raidlab.runners.vm.initramfs import _prune_old_images
+    from raidlab.vm.initramfs import _prune_old_images
 
     for age, name in enumerate(["r1-aaaa", "r1-bbbb", "r1-cccc", "r2-dddd"]):
         for suffix in (".cpio", ".json"):

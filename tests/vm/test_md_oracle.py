@@ -20,7 +20,7 @@ import trio
 
 from raidlab.baselines.md_oracle import open_md_members
 from raidlab.errors import VMError
-from raidlab.runners.vm import LabVM, VMDisk, build_vm_image, guest_device
+from raidlab.vm import LabVM, VMDisk, build_vm_image, guest_device
 
 pytestmark = [pytest.mark.vm, pytest.mark.md]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from raidlab.runners.session import (DaemonSession, ExecFailed, ExecTimeout, NativeSession, RunnerSession,
-                                     guest_script, open_session)
+from raidlab.runners.session import DaemonSession, ExecFailed, ExecTimeout, NativeSession, RunnerSession, open_session
+from raidlab.vm.protocol import guest_script
 
 from lab_leftovers import loops_of, mounts_of, processes_of
 

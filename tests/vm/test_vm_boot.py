@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from raidlab.errors import VMError
-from raidlab.runners.vm import LabVM, VMDisk, build_vm_image
-from raidlab.runners.vm.cpio import CpioEntry, write_newc
-from raidlab.runners.vm.initramfs import VMImage
-from raidlab.runners.vm.kernel import vm_cache_dir
-from raidlab.runners.vm.qemu import sweep_stale_workdirs
+from raidlab.vm import LabVM, VMDisk, build_vm_image
+from raidlab.vm.cpio import CpioEntry, write_newc
+from raidlab.vm.initramfs import VMImage
+from raidlab.vm.kernel import vm_cache_dir
+from raidlab.vm.qemu import sweep_stale_workdirs
 
 pytestmark = pytest.mark.vm
 

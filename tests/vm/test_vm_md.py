@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from raidlab.errors import VMError
-from raidlab.runners.vm import LabVM, VMDisk, build_vm_image, guest_device
+from raidlab.vm import LabVM, VMDisk, build_vm_image, guest_device
 
 pytestmark = [pytest.mark.vm, pytest.mark.md]
 

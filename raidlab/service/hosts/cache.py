@@ -261,7 +261,7 @@ class CacheHost:
                              idle_threshold=idle_threshold_of(opts), destage_segment=opts["destage_segment"],
                              large_write=opts["large_write"])
             return
-        from raidlab.engine.host import EngineHost
+        from raidlab.service.hosts.engine import EngineHost
         from raidlab.engine.layouts import create_layout
         from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
 

@@ -37,11 +37,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from raidlab.errors import MissingToolError, VMError
-from raidlab.runners.vm import elf
-from raidlab.runners.vm.cpio import CpioEntry, write_newc
-from raidlab.runners.vm.kernel import KernelTree, Progress, _quiet, prepare_kernel, vm_cache_dir
-from raidlab.runners.vm.modules import LoadPlan
-from raidlab.runners.vm.protocol import GUEST_AGENT
+from raidlab.vm import elf
+from raidlab.vm.cpio import CpioEntry, write_newc
+from raidlab.vm.kernel import KernelTree, Progress, _quiet, prepare_kernel, vm_cache_dir
+from raidlab.vm.modules import LoadPlan
+from raidlab.vm.protocol import GUEST_AGENT
 from raidlab.tools.base import PACKAGES, require, run
 
 FORMAT_VERSION = 1
@@ -74,7 +74,7 @@ HOST_CONFIG_FILES = ("/etc/mke2fs.conf",)
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 INIT_SCRIPT = r"""#!/bin/sh
-# raidlab lab-VM /init (PID 1). Built by raidlab/runners/vm/initramfs.py; see its header.
+# raidlab lab-VM /init (PID 1). Built by raidlab/vm/initramfs.py; see its header.
 export PATH=@PATH@ HOME=/root TERM=dumb
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys

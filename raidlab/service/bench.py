@@ -11,7 +11,7 @@ isolates the engine (layout planning, member fan-out, the disks' service path):
     1 MiB sequential writes, iodepth 8, MB/s     (aim: >= 0.8x)
 
 Why this shape:
-* The array is built the way the array daemon builds it (raidlab.engine.host.EngineHost:
+* The array is built the way the array daemon builds it (raidlab.service.hosts.engine.EngineHost:
   lab session -> member images -> EmulatedDisks -> create_array -> FUSE -> losetup
   --direct-io=on), but inside this process, so `--profile` can run cProfile in the very
   trio thread that serves FUSE and executes the engine: that thread is the engine's hot
@@ -126,7 +126,7 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
     from raidlab.tools import fio
     from raidlab.tools.base import require
 
-    from raidlab.engine.host import EngineHost
+    from raidlab.service.hosts.engine import EngineHost
 
     check_live_prerequisites("raidlab bench engine")
     require("fio")

@@ -1,6 +1,6 @@
 """The array daemon: one process per array, holding its lab (FUSE mount, loop device,
 member disks, lab VM) for as long as the array exists. What it builds is up to the host
-object of the architecture's family (raidlab.engine.hosts: engine layouts, caching
+object of the architecture's family (raidlab.service.hosts: engine layouts, caching
 architectures, md baselines); the daemon owns the lab session and the control socket.
 
 Why a daemon: `raidlab create` must return with a block device the user can mkfs and
@@ -57,7 +57,7 @@ class ArraySpec:
     chunk: int
     discipline: str = "fifo"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    runner: str = "native"  # native | vm (the lab VM runner, raidlab.runners.vm)
+    runner: str = "native"  # native | vm (the lab VM runner, raidlab.vm)
 
     def save(self, lab_path: Path) -> None:
         tmp = lab_path / (SPEC_FILE + ".tmp")
@@ -81,7 +81,7 @@ def control_address(lab_path: Path) -> str:
 
 class Daemon:
     """Owns the lab session and the control socket; the architecture is built and served by
-    a host object of its family (raidlab.engine.hosts)."""
+    a host object of its family (raidlab.service.hosts)."""
 
     def __init__(self, spec: ArraySpec, mode: str, home: str | None, ready_fd: int | None):
         self.spec = spec
@@ -92,7 +92,7 @@ class Daemon:
         self.session = None
         self.device: str | None = None
         self.guest_device: str | None = None  # the array as the lab VM sees it (--runner vm)
-        self.vm = None  # raidlab.runners.vm.hosted.HostedVM with --runner vm
+        self.vm = None  # raidlab.vm.hosted.HostedVM with --runner vm
 
     # -- talking to the CLI that started us ------------------------------------------
 
@@ -119,7 +119,7 @@ class Daemon:
     # -- the lab -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        from raidlab.engine.hosts import host_class
+        from raidlab.service.hosts import host_class
         from raidlab.lab import open_lab
 
         spec = self.spec
@@ -128,10 +128,10 @@ class Daemon:
             self.host = host_class(spec.arch)(self)
             opened = await self.host.open(session, self.mode)
             if spec.runner == "vm":
-                # The lab VM runner (raidlab.runners.vm.hosted): boot the VM over the host's
+                # The lab VM runner (raidlab.vm.hosted): boot the VM over the host's
                 # vm_disks(); its shutdown is on the session's cleanup stack. A host may then
                 # finish inside the VM (md: mdadm --create) and name the guest device.
-                from raidlab.runners.vm.hosted import start_hosted_vm
+                from raidlab.vm.hosted import start_hosted_vm
 
                 self.vm = await start_hosted_vm(self, session)
                 opened = {**opened, **self.vm.ready_fields()}

@@ -2,8 +2,8 @@
 lab's member disks, exported as the FUSE file `volume` and attached as a loop device.
 
 Ops: status, fail, replace (rebuild with progress), check (scrub with progress). The
-daemon (raidlab.engine.daemon) owns the lab session and the control socket; this class
-only builds the array and answers for it (see raidlab.engine.hosts for the interface).
+daemon (raidlab.service.daemon) owns the lab session and the control socket; this class
+only builds the array and answers for it (see raidlab.service.hosts for the interface).
 """
 
 from __future__ import annotations

@@ -28,14 +28,14 @@ QEMU runs as the calling user on image files that user can read and write.
 
 Typical use:
 
-    from raidlab.runners.vm import LabVM, VMDisk, build_vm_image
+    from raidlab.vm import LabVM, VMDisk, build_vm_image
     image = build_vm_image()                    # cached after the first call
     with LabVM(image, [VMDisk("d0.img")]) as vm:
         print(vm.run("mdadm --version").stderr_text)
 """
 
-from raidlab.runners.vm.initramfs import WANTED_MODULES, VMImage, build_vm_image
-from raidlab.runners.vm.qemu import CommandResult, LabVM, VMDisk, guest_device
+from raidlab.vm.initramfs import WANTED_MODULES, VMImage, build_vm_image
+from raidlab.vm.qemu import CommandResult, LabVM, VMDisk, guest_device
 
 __all__ = ["WANTED_MODULES", "CommandResult", "LabVM", "VMDisk", "VMImage", "build_vm_image",
            "guest_device"]

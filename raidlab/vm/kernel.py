@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from raidlab.errors import MissingToolError, ToolFailedError, VMError
-from raidlab.runners.vm import elf
-from raidlab.runners.vm import modules as kmod
+from raidlab.vm import elf
+from raidlab.vm import modules as kmod
 from raidlab.tools.base import run, which
 
 METAPACKAGE = "linux-image-amd64"

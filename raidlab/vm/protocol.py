@@ -32,7 +32,13 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import shlex
 
+# Exit status busybox `timeout -s KILL` reports for a command it killed (128 + SIGKILL).
+GUEST_TIMEOUT_STATUS = 137
+# The guest's scratch directory: an ext4 on the lab VM's scratch disk (a sparse file of the
+# lab, raidlab.vm.hosted), never the array under test and not the guest's RAM.
+GUEST_SCRATCH = "/root/scratch"
 HEADER_PREFIX = b"@@RAIDLAB "
 MAX_HEADER = 4096
 
@@ -193,3 +199,11 @@ raidlab_agent() {
     done
 }
 """
+
+
+def guest_script(argv: list[str], timeout: float, stdin_path: str | None = None) -> str:
+    """The shell line the lab VM runs for `argv`: killed by the guest's own `timeout` so a hung
+    command does not take the VM with it. Pure (tested)."""
+    seconds = max(1, int(timeout + 0.999))
+    command = f"timeout -s KILL {seconds} {shlex.join([str(a) for a in argv])}"
+    return command + (f" < {shlex.quote(stdin_path)}" if stdin_path else " < /dev/null")

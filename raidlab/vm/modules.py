@@ -10,7 +10,7 @@ of Debian's 6.1 kernel need a decision modprobe would not make for us:
   `crc32c_generic` (SOFT_DEPENDENCY_CHOICES): `crc32c-intel` needs SSE4.2, which not every
   emulated CPU has, and without any crc32c loaded first raid456 fails to load.
 * modules.dep is not shipped in the package; it exists only after `depmod -b` over the
-  extracted tree (raidlab.runners.vm.kernel does that).
+  extracted tree (raidlab.vm.kernel does that).
 
 Everything here is pure: text in, plan out, so it is tested on small modules.dep texts.
 """

@@ -1,13 +1,13 @@
 """Architecture families served by the array daemon: which host class builds which arch.
 
-Why a registry: one daemon per array (raidlab.engine.daemon) owns the lab (FUSE mount,
+Why a registry: one daemon per array (raidlab.service.daemon) owns the lab (FUSE mount,
 member disks, loop device, control socket), but what it builds differs by family:
 
 * engine layouts (raid0 ... sa3): an Array over the member disks, exported as `volume`;
 * caching architectures (dcd, vcraid): RAM buffer + cache disk(s) in front of a data disk or
-  an engine raid5 (raidlab.engine.caches.host);
+  an engine raid5 (raidlab.service.hosts.cache);
 * md baselines (md-raid0 ... md-raid10): mdadm over loop devices on the lab's `disks/dK`
-  files, natively or in the lab VM (raidlab.baselines.md).
+  files, natively or in the lab VM (raidlab.service.hosts.md).
 
 A host class is named here by dotted path and imported only when used, so a family whose
 module is missing or broken cannot stop the others from working. Each host class provides
@@ -33,9 +33,9 @@ from raidlab.errors import UsageError
 
 # family name -> "module:Class"; order is the order `raidlab create --help` lists them.
 HOST_CLASSES: dict[str, str] = {
-    "engine": "raidlab.engine.host:EngineHost",
-    "cache": "raidlab.engine.caches.host:CacheHost",
-    "md": "raidlab.baselines.md:MdHost",
+    "engine": "raidlab.service.hosts.engine:EngineHost",
+    "cache": "raidlab.service.hosts.cache:CacheHost",
+    "md": "raidlab.service.hosts.md:MdHost",
 }
 
 

@@ -46,9 +46,9 @@ import weakref
 from pathlib import Path
 
 from raidlab.errors import VMError
-from raidlab.runners.vm import protocol
-from raidlab.runners.vm.initramfs import CHANNEL_NAME, VMImage
-from raidlab.runners.vm.kernel import vm_cache_dir
+from raidlab.vm import protocol
+from raidlab.vm.initramfs import CHANNEL_NAME, VMImage
+from raidlab.vm.kernel import vm_cache_dir
 from raidlab.tools import qemu as qemu_tool
 
 ACCEL_ENV = "RAIDLAB_VM_ACCEL"          # auto | tcg | kvm

@@ -146,7 +146,7 @@ class MdHost:
         return list(self.disk_files)
 
     async def vm_ready(self, hosted) -> dict:
-        from raidlab.runners.vm import guest_device
+        from raidlab.vm import guest_device
 
         self.vm = hosted
         self.md_device = GUEST_MD_DEVICE
@@ -216,7 +216,7 @@ class MdHost:
         the same statistics an engine array reports for its members, and the drives table
         the caching hosts show). While the lab VM runs a command (a workload), md's own view
         waits for it; the member statistics do not."""
-        from raidlab.engine.caches.host import disks_table
+        from raidlab.service.hosts.cache import disks_table
 
         head = (f"md {self.md_device} ({'in the lab VM' if self.vm else 'on this host'}), "
                 f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}")

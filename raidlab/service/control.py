@@ -1,4 +1,4 @@
-"""Start, stop and talk to array daemons (raidlab.engine.daemon) from the CLI.
+"""Start, stop and talk to array daemons (raidlab.service.daemon) from the CLI.
 
 Blocking code on purpose: the CLI is a short-lived client; the daemon is the trio program.
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from raidlab.engine.daemon import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
+from raidlab.service.daemon import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
 from raidlab.errors import LabError, RaidlabError
 from raidlab.lab import Lab, cleanup_stale
 
@@ -38,7 +38,7 @@ def start_daemon(lab: Lab, mode: str, *, home: str | None,
     KeyboardInterrupt propagates."""
     read_fd, write_fd = os.pipe()
     log = open(lab.path / "daemon.log", "ab")
-    argv = [sys.executable, "-m", "raidlab.engine.daemon", str(lab.path), mode, "--ready-fd", str(write_fd)]
+    argv = [sys.executable, "-m", "raidlab.service.daemon", str(lab.path), mode, "--ready-fd", str(write_fd)]
     if home:
         argv += ["--home", home]
     try:

@@ -18,7 +18,7 @@ How it is built:
 * QEMU is recorded as a lab "process" resource (pid, start time): if the daemon is SIGKILLed
   (QEMU was started from a worker thread, so PR_SET_PDEATHSIG cannot cover it), the next
   `raidlab destroy`/`assemble` of the lab kills it through raidlab.lab.cleanup_stale.
-* Commands run under the guest's `timeout -s KILL` (raidlab.runners.session.guest_script), so
+* Commands run under the guest's `timeout -s KILL` (raidlab.vm.protocol.guest_script), so
   a hung command is killed inside the VM and reported as timed out; LabVM's own deadline (a
   minute later) is the backstop that kills the whole VM if the guest stops answering.
 * Memory: RAIDLAB_VM_MEMORY_MIB (default 2048; at least 384, as the ~95 MB initramfs is held
@@ -52,7 +52,7 @@ from pathlib import Path
 import trio
 
 from raidlab.errors import UsageError, VMError
-from raidlab.runners.session import GUEST_SCRATCH, GUEST_TIMEOUT_STATUS, guest_script
+from raidlab.vm.protocol import GUEST_SCRATCH, GUEST_TIMEOUT_STATUS, guest_script
 
 MEMORY_ENV = "RAIDLAB_VM_MEMORY_MIB"
 AVAILABLE_ENV = "RAIDLAB_VM_AVAILABLE_MIB"
@@ -115,7 +115,7 @@ class HostedVM:
 
     async def start(self) -> None:
         """Build (cached) the image, boot the VM, push its shutdown on the lab session."""
-        from raidlab.runners.vm import LabVM, VMDisk, build_vm_image
+        from raidlab.vm import LabVM, VMDisk, build_vm_image
         from raidlab.tools.base import require
 
         require("qemu-system-x86_64")
