@@ -76,12 +76,12 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
                disk_size: int, chunk: int, files: int) -> CrashConfig:
     """A preset (options merged over its own) or any arch id; validated, nothing started."""
     from raidlab.disks import catalog
-    from raidlab.service import hosts
+    from raidlab import archs
 
     if name in PRESETS:
         preset = PRESETS[name]
         arch, n, opts = preset["arch"], disks or preset["disks"], {**preset["options"], **options}
-    elif name in hosts.all_archs():
+    elif name in archs.names("native"):
         arch, n, opts = name, disks or 3, dict(options)
     else:
         raise UsageError(f"unknown crash-test target {name!r}",
@@ -89,7 +89,7 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
     if files < 2 * SYNC_EVERY:
         raise UsageError(f"a tree of {files} files is too small for a crash test", hint="use --files 8 or more")
     catalog.member_models(disk_model, n)  # one model, or one per member
-    hosts.validate(arch, n, disk_size, chunk, opts)
+    archs.validate(arch, n, disk_size, chunk, opts, disk_model=disk_model)
     return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files)
 
 

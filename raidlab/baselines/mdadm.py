@@ -11,6 +11,7 @@ differs from md's default, so the recorded command line says exactly what was ch
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from raidlab.errors import UsageError
 
@@ -21,6 +22,11 @@ RAID5_LAYOUTS = ("left-asymmetric", "left-symmetric", "right-asymmetric", "right
                  "parity-first", "parity-last")
 RAID10_LAYOUT = re.compile(r"^[nof]([2-9])$")
 OPTIONS = ("layout", "assume_clean")
+
+
+def kernel_has_md() -> bool:
+    """Whether this kernel has the md driver (it shows /proc/mdstat)."""
+    return Path("/proc/mdstat").exists()
 
 
 def check_md_config(arch: str, disks: int, chunk: int, options: dict) -> None:

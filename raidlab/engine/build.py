@@ -1,25 +1,20 @@
-"""Create and assemble engine architectures: the architecture registry.
+"""Create and assemble an Array of an engine layout, with the engine's member superblocks.
 
-Why a module of its own: `raidlab create`, `raidlab assemble`, the trace replayer and the
-tests all turn (architecture name, members, options) into a served Array the same way, and
+Why a module of its own: the architecture registry (raidlab.archs), the caching
+architectures' raid5 and the tests all turn (architecture name, members, options) into a served Array the same way, and
 the member superblocks must always be written and checked by the same code.
 
 Creation: validate the geometry (the layout raises UsageError for too few disks, a chunk
 that does not divide, ...), refuse members of different sizes, run the architecture's
-creation-time work (SA-RAID's bandwidth probe), write a superblock on every member (FUSE
+creation-time work (the layout's `prepare`), write a superblock on every member (FUSE
 writes with FUA), and return the Array. Assembly: read every member's superblock, check
 that they form one array in order (raidlab.engine.metadata.check_assembly), rebuild the
 layout from the stored geometry — never re-measure: the SA-RAID mapping "remains the same
 for the life of the device" (McCormick §2) — and return the Array with the recorded failure
 set.
 
-The SA-RAID probe (McCormick §2: "test each disks' bandwidth by writing and then reading a
-large amount of data to/from each disk and timing the operations"; §4 "a write and then
-read on the raw device"): each member in turn gets a sequential write of `probe_bytes` in
-1 MiB requests, a flush, and a sequential read of the same range; bandwidth = 2 x bytes /
-elapsed. The probe runs in the middle of the member's data area by default, where a file
-system will put most of its data; `--probe-at start` measures the first bytes instead. Time
-comes from trio.current_time(), so the probe measures the timing model under both clocks.
+Creation-time work of a layout (SA-RAID's bandwidth probe, raidlab.engine.layouts.sa) is
+the layout class's own `prepare`, so this module has no branch for any layout.
 """
 
 from __future__ import annotations
@@ -33,52 +28,22 @@ import trio
 from raidlab.blockdev import SECTOR
 from raidlab.engine import metadata
 from raidlab.engine.array import Array
-from raidlab.engine.layouts import DEFAULT_CHUNK, create_layout, layout_from_geometry, layout_names
+from raidlab.engine.layouts import DEFAULT_CHUNK, create_layout, layout_class, layout_from_geometry, layout_names
 from raidlab.errors import UsageError
-
-MiB = 1 << 20
-SA_ARCHS = ("sa1", "sa2", "sa3")
-DEFAULT_PROBE_BYTES = 8 * MiB
 
 
 def engine_archs() -> list[str]:
-    """Architecture ids the engine builds (md-* baselines are built by mdadm instead)."""
+    """Architecture ids the engine builds as an Array of a layout."""
     return layout_names()
 
 
-@dataclasses.dataclass
-class ProbeResult:
-    member: int
-    bytes: int
-    write_seconds: float
-    read_seconds: float
-
-    @property
-    def bandwidth(self) -> float:
-        """Bytes per second; infinite for an untimed member (disk model `none`)."""
-        elapsed = self.write_seconds + self.read_seconds
-        return 2 * self.bytes / elapsed if elapsed > 0 else float("inf")
-
-
-async def probe_bandwidth(member, offset: int, nbytes: int, index: int = 0) -> ProbeResult:
-    """Write then read `nbytes` sequentially at `offset` of `member`, timed (SA-RAID §2)."""
-    step = MiB
-    pattern = bytes(range(256)) * (step // 256)
-    start = trio.current_time()
-    pos = offset
-    while pos < offset + nbytes:
-        n = min(step, offset + nbytes - pos)
-        await member.write(pos, pattern[:n])
-        pos += n
-    await member.flush()
-    written = trio.current_time()
-    pos = offset
-    while pos < offset + nbytes:
-        n = min(step, offset + nbytes - pos)
-        await member.read(pos, n)
-        pos += n
-    done = trio.current_time()
-    return ProbeResult(index, nbytes, written - start, done - written)
+def check_geometry(arch: str, disks: int, disk_size: int, chunk: int, options: dict[str, Any],
+                   data_offset: int = metadata.DEFAULT_DATA_OFFSET) -> None:
+    """Refuse an impossible geometry (too few disks, a chunk that does not divide, a bad
+    option) with the layout's own UsageError, before anything is started or measured."""
+    cls = layout_class(arch)
+    params = dict(n_disks=disks, disk_size=disk_size, chunk_bytes=chunk, data_offset=data_offset, **options)
+    create_layout(arch, **cls.placeholder_params(params))
 
 
 def check_members(members: Sequence[Any]) -> int:
@@ -98,11 +63,10 @@ async def create_array(
     chunk: int = DEFAULT_CHUNK,
     options: dict[str, Any] | None = None,
     data_offset: int = metadata.DEFAULT_DATA_OFFSET,
-    probe_bytes: int = DEFAULT_PROBE_BYTES,
-    probe_at: str = "middle",
     status: Callable[[str], None] | None = None,
     nursery: trio.Nursery | None = None,
     image_delay: float | None = None,
+    prepare_options: dict[str, Any] | None = None,
 ) -> tuple[Array, "MetadataKeeper"]:
     """Build architecture `arch` over `members`, write their superblocks, return the Array."""
     if arch not in engine_archs():
@@ -111,32 +75,8 @@ async def create_array(
     member_size = check_members(members)
     params: dict[str, Any] = dict(n_disks=len(members), disk_size=member_size, chunk_bytes=chunk,
                                   data_offset=data_offset, **options)
-    arch_state: dict[str, Any] = {}
-    if arch in SA_ARCHS and "virtual_device_array" not in options and "bandwidths" not in options:
-        # Validate the geometry before spending time on the probe.
-        create_layout(arch, **{**params, "bandwidths": tuple([1.0] * len(members))})
-        probes = []
-        room = member_size - data_offset
-        nbytes = min(probe_bytes, room) // SECTOR * SECTOR
-        where = data_offset if probe_at == "start" else data_offset + (room - nbytes) // 2 // SECTOR * SECTOR
-        for index, member in enumerate(members):
-            if status:
-                status(f"probing bandwidth of member {index} ({nbytes // MiB} MiB write then read)")
-            probes.append(await probe_bandwidth(member, where, nbytes, index))
-        measured = [p.bandwidth for p in probes]
-        untimed = [p.member for p in probes if p.bandwidth == float("inf")]
-        if untimed and len(untimed) < len(probes):
-            raise UsageError(
-                f"members {untimed} take no time (disk model 'none') while the others do: "
-                f"their bandwidths cannot be compared",
-                hint="give every member a timed disk model, or pass bandwidths explicitly",
-            )
-        # All untimed: every member is equally (infinitely) fast, so the shares are equal.
-        params["bandwidths"] = tuple(1.0 for _ in probes) if untimed else tuple(measured)
-        arch_state["probe"] = [
-            dataclasses.asdict(p) | {"bandwidth": None if p.member in untimed else p.bandwidth}
-            for p in probes
-        ]
+    check_geometry(arch, len(members), member_size, chunk, options, data_offset)
+    params, arch_state = await layout_class(arch).prepare(members, params, status=status, **(prepare_options or {}))
     layout = create_layout(arch, **params)
     base = metadata.Superblock(
         array_uuid=metadata.new_array_uuid(), name=name, arch=arch, n_members=len(members),

@@ -5,7 +5,7 @@ them); what a *simulation* needs on top is how to lay them out on emulated drive
 the papers' simulators did, and that is a replay concern. So this module only builds
 (`create_dcd`, `create_vcraid`) and registers the builders with raidlab.traces.replay.
 
-Options are the live host's (raidlab.service.hosts.cache.arch_options: the same names,
+Options are the live host's (raidlab.archs.caching.arch_options: the same names,
 defaults and one-line errors as `raidlab create --arch dcd|vcraid -o ...`), so one scenario's
 [[arch]] options mean the same thing live and in a replay; `destage=on|off` (DCD Table 4) is
 handled here if the host does not take it. Layouts follow the live host's `plan_members`,
@@ -49,6 +49,7 @@ from typing import Any
 
 import trio
 
+from raidlab.archs import caching
 from raidlab.errors import UsageError
 
 DCD_CACHE_SIZE = 80_000 * 256  # DCD §4: first 80,000 (256-byte, Table 1) sectors, "20 MB"
@@ -63,18 +64,16 @@ def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
 
 
 def sim_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The live host's options for `arch` (raidlab.service.hosts.cache.arch_options: same
+    """The live host's options for `arch` (raidlab.archs.caching.arch_options: same
     names, same defaults, same errors), plus `destage` (on|off) if the host does not take it
     itself, and `idle_threshold` in seconds. Pure."""
-    from raidlab.service.hosts import cache as host
-
     options = dict(options)
-    defaults = host.DCD_OPTIONS if arch == "dcd" else host.VCRAID_OPTIONS
+    defaults = caching.DCD_OPTIONS if arch == "dcd" else caching.VCRAID_OPTIONS
     destage = options.pop("destage", "on") if "destage" not in defaults else options.get("destage", "on")
     destage = _choice(destage, "destage", ("on", "off"))
     if arch == "dcd":
         options.setdefault("cache_size", DCD_CACHE_SIZE)
-    out = host.arch_options(arch, options)
+    out = caching.arch_options(arch, options)
     if arch == "dcd" and out["cache"] not in ("physical", "logical"):
         raise UsageError(f"option cache={out['cache']!r}: use one of physical, logical")
     out["destage"] = destage
@@ -95,7 +94,8 @@ def dcd_volume_size(drive_bytes: int, options: dict[str, Any]) -> int:
 async def build_dcd(spec, nursery: trio.Nursery):
     from raidlab.disks.disk import EmulatedDisk
     from raidlab.engine.caches import create_dcd
-    from raidlab.traces.replay import Built, DiscardBackend, MeteredTarget, member_disk_size
+    from raidlab.archs import Built
+    from raidlab.traces.replay import DiscardBackend, MeteredTarget, member_disk_size
 
     if spec.disks not in (None, 1):
         raise UsageError(f"dcd has one data disk, not {spec.disks}",
@@ -244,9 +244,10 @@ class _PartitionWithBusy:
 async def build_vcraid(spec, nursery: trio.Nursery):
     from raidlab.disks.disk import EmulatedDisk
     from raidlab.engine.caches import create_vcraid
-    from raidlab.service.hosts.cache import _mcd_partition
+    from raidlab.archs.caching import mcd_partition as _mcd_partition
     from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
-    from raidlab.traces.replay import Built, DiscardBackend, MeteredTarget, member_disk_size
+    from raidlab.archs import Built
+    from raidlab.traces.replay import DiscardBackend, MeteredTarget, member_disk_size
 
     opts = sim_options("vcraid", spec.options)
     n = spec.disks or 4
@@ -324,8 +325,4 @@ async def build_vcraid(spec, nursery: trio.Nursery):
     return Built(vc, cache_targets + members, statistics)
 
 
-def register() -> None:
-    from raidlab.traces.replay import register_arch
-
-    register_arch("dcd", build_dcd)
-    register_arch("vcraid", build_vcraid)
+BUILDERS = {"dcd": build_dcd, "vcraid": build_vcraid}

@@ -32,6 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from raidlab import archs
 from raidlab.errors import UsageError
 
 CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format")
@@ -233,14 +234,13 @@ def load_sim_scenario(path: str | Path):
     families, which its own check asks, build no `disk`), so `raidlab run` runs them."""
     from raidlab import scenarios
     from raidlab.disks import catalog
-    from raidlab.traces.replay import arch_names
 
     scenario = scenarios.load(path, check_references=False)
     where = scenario.path
     if scenario.kind != "sim":
         raise scenarios.ScenarioError(where, "scenario.kind", f"{scenario.kind!r} is not a replay",
                                       hint="run live scenarios with `raidlab run`")
-    known = arch_names()
+    known = archs.names("sim")
     for i, entry in enumerate(scenario.archs):
         if entry.arch not in known:
             raise scenarios.ScenarioError(where, f"arch[{i}].arch", f"unknown architecture {entry.arch!r}",

@@ -1,6 +1,6 @@
 """Open-loop trace replay on the virtual clock: `raidlab sim`.
 
-Why built this way (issue 7 "Replay", DESIGN.md "One engine, two clocks"):
+Why built this way (the design's "one engine, two clocks"):
 
 * The replay drives the *same* engine code as the live volume (EmulatedDisk, Array) on a
   virtual clock (raidlab.traces.clock.run_replay: MockClock(autojump_threshold=0)'s jumps in
@@ -29,13 +29,9 @@ Why built this way (issue 7 "Replay", DESIGN.md "One engine, two clocks"):
   simulated device, each keeping its offsets. A request past the device's end is a bad
   line (TraceError naming the line, or skipped and counted with skip_bad).
 
-Architectures: the ARCHITECTURES registry maps an id to an async builder
-`builder(spec, nursery) -> Built`. `disk` is a single EmulatedDisk (the DCD paper's
-"traditional disk"); every engine layout (raid0, raid5, ...) is built by
-raidlab.engine.build.create_array over `spec.disks` member disks; dcd and vcraid are
-built by raidlab.traces.cachearchs (cache-disk layouts, `-o cache=logical` etc.). Another
-architecture is one `register_arch(name, builder)` call; its builder can use
-`make_member_disks(spec, n, nursery)` for metered member disks.
+Architectures come from the registry (raidlab.archs): the replay makes the member drives
+an architecture's `plan` asks for (DiscardBackend, metered) and calls the same `build` that
+`raidlab create` calls, with the virtual clock.
 """
 
 from __future__ import annotations
@@ -48,12 +44,15 @@ from typing import Any
 
 import trio
 
+from raidlab import archs
+from raidlab.archs import Built
+from raidlab.archs.layouts import drive_capacity
 from raidlab.blockdev import SECTOR
+from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 from raidlab.traces.formats import FLUSH, READ, TRIM, WRITE, Request, TraceReader
 
 DEFAULT_MAX_IN_FLIGHT = 100_000
-DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY = 1 << 30  # models with no capacity (none, ssd)
 
 
 class DiscardBackend:
@@ -147,96 +146,30 @@ class SimSpec:
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass
-class Built:
-    """An architecture ready for replay: the target, its metered member disks, and a
-    callable returning the architecture's own statistics."""
-
-    target: Any
-    members: list[MeteredTarget]
-    statistics: Callable[[], dict[str, Any]]
-
-
-ArchBuilder = Callable[[SimSpec, trio.Nursery], Awaitable[Built]]
-ARCHITECTURES: dict[str, ArchBuilder] = {}
-
-
-def register_arch(name: str, builder: ArchBuilder) -> None:
-    """Make architecture `name` replayable by `raidlab sim --arch name`."""
-    ARCHITECTURES[name] = builder
-
-
-def arch_names() -> list[str]:
-    return list(ARCHITECTURES)
-
-
 def member_disk_size(spec: SimSpec) -> int:
-    if spec.disk_size is not None:
-        return spec.disk_size
-    from raidlab.disks import catalog
-
-    capacity = catalog.get(spec.disk_model).media_capacity_bytes if spec.disk_model != "none" else 0
-    return (capacity // SECTOR * SECTOR) if capacity else DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY
+    """Bytes of one member: --disk-size, else the whole drive of the model."""
+    return spec.disk_size if spec.disk_size is not None else drive_capacity(spec.disk_model)
 
 
-def make_member_disks(spec: SimSpec, count: int, nursery: trio.Nursery, *, prefix: str = "d",
-                      size: int | None = None) -> list[MeteredTarget]:
-    """`count` started, metered EmulatedDisks of spec's model, discipline and size
-    (default member_disk_size(spec))."""
-    from raidlab.disks.disk import EmulatedDisk
+async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
+    """The architecture of `spec` from the registry, over drives that keep no data, each
+    metered; the same builder `raidlab create` uses, under the virtual clock."""
+    arch = archs.get(spec.arch, "sim")
+    config = archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
+                          spec.discipline)
+    if arch.plan is None:  # the caching architectures' simulator layouts
+        from raidlab.traces import cachearchs
 
-    size = size or member_disk_size(spec)
-    disks = []
-    for index in range(count):
-        disk = EmulatedDisk(f"{prefix}{index}", spec.disk_model, DiscardBackend(size), discipline=spec.discipline)
+        return await cachearchs.BUILDERS[spec.arch](spec, nursery)
+    arch.validate(config, "sim")
+    drives = []
+    for drive in arch.plan(config, archs.VIRTUAL):
+        disk = EmulatedDisk(drive.name, drive.model, DiscardBackend(drive.size), discipline=spec.discipline,
+                            span=drive.span)
         disk.start(nursery)
-        disks.append(MeteredTarget(disk))
-    return disks
-
-
-async def _build_single_disk(spec: SimSpec, nursery: trio.Nursery) -> Built:
-    if spec.disks not in (None, 1):
-        raise UsageError(f"architecture 'disk' is one disk, not {spec.disks}", hint="drop --disks")
-    (member,) = make_member_disks(spec, 1, nursery)
-    return Built(member, [member], lambda: {"arch": "disk", "model": spec.disk_model})
-
-
-def _engine_builder(arch: str) -> ArchBuilder:
-    async def build(spec: SimSpec, nursery: trio.Nursery) -> Built:
-        from raidlab.engine.build import create_array
-        from raidlab.engine.layouts import DEFAULT_CHUNK
-        from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
-
-        chunk = spec.chunk or DEFAULT_CHUNK
-        size = spec.disk_size
-        if size is None:
-            # The drive's capacity, trimmed so that the data area is whole chunks.
-            size = DEFAULT_DATA_OFFSET + (member_disk_size(spec) - DEFAULT_DATA_OFFSET) // chunk * chunk
-        members = make_member_disks(spec, spec.disks or 4, nursery, size=size)
-        array, _keeper = await create_array(f"sim-{arch}", arch, members, chunk=chunk, options=spec.options)
-
-        def statistics() -> dict[str, Any]:
-            stats = array.statistics()
-            stats.pop("members", None)  # reported per disk by the replay
-            return stats
-
-        return Built(array, members, statistics)
-
-    return build
-
-
-def _register_builtin() -> None:
-    register_arch("disk", _build_single_disk)
-    from raidlab.engine.build import engine_archs
-
-    for arch in engine_archs():
-        register_arch(arch, _engine_builder(arch))
-    from raidlab.traces import cachearchs
-
-    cachearchs.register()
-
-
-_register_builtin()
+        drives.append(MeteredTarget(disk))
+    return await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",
+                                               clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget))
 
 
 # ------------------------------------------------------------------------------ replay
@@ -263,8 +196,7 @@ _BASELINE_KEYS = ("reads", "writes", "ios", "flushes", "busy_time")
 
 
 async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, Any]:
-    if spec.arch not in ARCHITECTURES:
-        raise UsageError(f"unknown architecture {spec.arch!r}", hint=f"choose one of: {', '.join(ARCHITECTURES)}")
+    archs.get(spec.arch, "sim")
     if not spec.compact > 0:
         raise UsageError(f"--compact must be positive, not {spec.compact}")
     samples = {READ: array("d"), WRITE: array("d")}
@@ -274,7 +206,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
     slot_free = trio.Event()
 
     async with trio.open_nursery() as disks_nursery:
-        built = await ARCHITECTURES[spec.arch](spec, disks_nursery)
+        built = await build_virtual(spec, disks_nursery)
         target = built.target
         size = target.size
         baseline = [{k: m.statistics().get(k, 0) for k in _BASELINE_KEYS} for m in built.members]

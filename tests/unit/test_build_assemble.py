@@ -68,7 +68,7 @@ def test_sa_probe_sees_the_slow_member():
             for d in [*fast, whole]:
                 d.start(nursery)
             array, keeper = await build.create_array("sa", "sa3", members, chunk=64 * 1024,
-                                                     probe_bytes=4 * MiB, probe_at="start")
+                                                     prepare_options={"probe_bytes": 4 * MiB, "probe_at": "start"})
             nursery.cancel_scope.cancel()
         return array, keeper
 

@@ -66,7 +66,7 @@ def test_serve_request_builds_one_model_per_member():
 
 
 def test_cache_host_members_take_their_own_models():
-    from raidlab.service.hosts.cache import plan_members
+    from raidlab.archs.caching import plan_members
 
     gib = 1 << 30
     models = ",".join(TABLE1)

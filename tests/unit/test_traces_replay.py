@@ -8,10 +8,11 @@ import subprocess
 import pytest
 
 from raidlab.disks import catalog
-from raidlab.disks.model import DiskMechanism
+from raidlab.disks.mechanisms import make_mechanism as DiskMechanism
 from raidlab.errors import UsageError
 from raidlab.traces.formats import Request, TraceError, raidlab_text
-from raidlab.traces.replay import ARCHITECTURES, SimSpec, replay_requests
+from raidlab import archs
+from raidlab.traces.replay import SimSpec, replay_requests
 from raidlab.traces.synth import synth
 
 MiB = 1 << 20
@@ -79,7 +80,7 @@ def test_past_end_of_device_names_the_line():
 def test_unknown_arch_and_registry_hook():
     with pytest.raises(UsageError, match="unknown architecture 'nosuch'"):
         replay_requests(SimSpec("nosuch", "hp-c2200a"), [Request(0, "read", 0, 512)])
-    assert {"disk", "raid0", "raid5", "dcd", "vcraid"} <= set(ARCHITECTURES)
+    assert {"disk", "raid0", "raid5", "dcd", "vcraid"} <= set(archs.names("sim"))
 
 
 def _sim(raidlab_cmd, trace, *extra):

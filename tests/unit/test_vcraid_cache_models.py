@@ -11,7 +11,9 @@ import pytest
 import trio
 
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.service.hosts.cache import CacheHost, arch_options, placement_line, plan_members
+from raidlab.archs.caching import arch_options, check_configuration, plan_members
+from raidlab.service.hosts.cache import CacheHost
+from raidlab.service.hosts.status import placement_line
 from raidlab.service.daemon import ArraySpec
 from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UnknownModelError, UsageError
@@ -23,7 +25,7 @@ SIZE = 16 * MiB
 
 
 def validate(options: dict, disks: int = 4) -> None:
-    CacheHost.validate("vcraid", disks, SIZE, 64 * KiB, {"cache_size": "4M", "ram_buffer": "512K", **options})
+    check_configuration("vcraid", disks, SIZE, 64 * KiB, {"cache_size": "4M", "ram_buffer": "512K", **options})
 
 
 # ------------------------------------------------------------------------------ validation

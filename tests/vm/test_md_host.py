@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from raidlab.service.hosts.md import kernel_has_md
+from raidlab.baselines.mdadm import kernel_has_md
 from raidlab.runners.session import open_session
 
 from lab_leftovers import loops_of, mounts_of, processes_of

@@ -393,6 +393,24 @@ class Layout:
             object.__setattr__(self, "member_data_size", self.disk_size - self.data_offset)
         self.validate()
 
+    # ---- creation-time work
+
+    @classmethod
+    def placeholder_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """`params` completed with stand-ins for what `prepare` will measure, so the geometry
+        can be checked before anything is measured. Most layouts measure nothing."""
+        return params
+
+    @classmethod
+    async def prepare(cls, members: Sequence[Any], params: dict[str, Any], *, status=None,
+                      **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Creation-time work over the member targets before the layout is built: returns the
+        layout's params and what to record in the superblock's arch_state. Most layouts have
+        none; SA-RAID measures its members here (raidlab.engine.layouts.sa)."""
+        if options:
+            raise UsageError(f"{cls.name} takes no creation options ({', '.join(sorted(options))})")
+        return params, {}
+
     # ---- validation
 
     def validate(self) -> None:

@@ -2,7 +2,7 @@
 Software RAID System", §2.2.
 
 Idea: put more of every file on the faster disks. At creation each member's bandwidth is
-measured (a write-then-read probe: I/O, done by the engine, not here); the relative
+measured (the write-then-read probe below); the relative
 bandwidths fill a 100-entry *virtual device array* whose entries name real disks; each
 disk appears as many times as its percentage of the total bandwidth. The array is built
 once and persisted; the mapping is a pure function of it, so it "remains the same for the
@@ -37,6 +37,15 @@ arithmetic uses exact fractions, so equal bandwidths always give equal shares wh
 allows (4 equal disks: 25 each; 3 equal disks: 34, 33, 33). A disk whose share rounds to
 zero would hold no data; that is refused (UsageError) rather than silently dropped.
 
+The probe is the one part of this module that does I/O: (McCormick §2: "test each disks' bandwidth by writing and then reading a
+large amount of data to/from each disk and timing the operations"; §4 "a write and then
+read on the raw device"): each member in turn gets a sequential write of `probe_bytes` in
+1 MiB requests, a flush, and a sequential read of the same range; bandwidth = 2 x bytes /
+elapsed. The probe runs in the middle of the member's data area by default, where a file
+system will put most of its data; `--probe-at start` measures the first bytes instead. Time
+comes from trio.current_time(), so the probe measures the timing model under both clocks.
+It runs from `prepare`, before the layout exists; the layout's methods stay pure.
+
 SA3 exactness: with integer shares s_i summing to 100 and pass starting at 1/s_i, the picks
 are the 100 smallest of the values k/s_i (k = 1, 2, ...); exactly sum(s_i) = 100 of them are
 <= 1, so every disk gets exactly its share. Ties (equal pass values) go to the lower disk.
@@ -55,13 +64,18 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import trio
+
+from raidlab.blockdev import SECTOR
 from raidlab.engine.layouts.base import ChunkMappedLayout
 from raidlab.errors import UsageError
 
 VIRTUAL_DEVICES = 100
 TECHNIQUES = ("sa1", "sa2", "sa3")
+MiB = 1 << 20
+DEFAULT_PROBE_BYTES = 8 * MiB
 
 
 def bandwidth_shares(bandwidths: Sequence[float], entries: int = VIRTUAL_DEVICES) -> tuple[int, ...]:
@@ -160,6 +174,43 @@ class StaticallyAdaptiveLayout(ChunkMappedLayout):
             object.__setattr__(self, "virtual_device_array", tuple(self.virtual_device_array))
         super().__post_init__()
 
+    @classmethod
+    def placeholder_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """Equal bandwidths stand in for the probe's, so the geometry is checked first."""
+        if "bandwidths" in params or "virtual_device_array" in params:
+            return params
+        return {**params, "bandwidths": tuple([1.0] * params["n_disks"])}
+
+    @classmethod
+    async def prepare(cls, members: Sequence[Any], params: dict[str, Any], *, status=None,
+                      probe_bytes: int = DEFAULT_PROBE_BYTES, probe_at: str = "middle",
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Measure every member (the probe below) unless bandwidths or an array are given;
+        the measurements go into the superblock's arch_state as the record of creation."""
+        if "virtual_device_array" in params or "bandwidths" in params:
+            return params, {}
+        data_offset, member_size = params["data_offset"], params["disk_size"]
+        room = member_size - data_offset
+        nbytes = min(probe_bytes, room) // SECTOR * SECTOR
+        where = data_offset if probe_at == "start" else data_offset + (room - nbytes) // 2 // SECTOR * SECTOR
+        probes = []
+        for index, member in enumerate(members):
+            if status:
+                status(f"probing bandwidth of member {index} ({nbytes // MiB} MiB write then read)")
+            probes.append(await probe_bandwidth(member, where, nbytes, index))
+        untimed = [p.member for p in probes if p.bandwidth == float("inf")]
+        if untimed and len(untimed) < len(probes):
+            raise UsageError(
+                f"members {untimed} take no time (disk model 'none') while the others do: "
+                f"their bandwidths cannot be compared",
+                hint="give every member a timed disk model, or pass bandwidths explicitly",
+            )
+        # All untimed: every member is equally (infinitely) fast, so the shares are equal.
+        bandwidths = tuple(1.0 for _ in probes) if untimed else tuple(p.bandwidth for p in probes)
+        arch_state = {"probe": [dataclasses.asdict(p) | {"bandwidth": None if p.member in untimed else p.bandwidth}
+                                for p in probes]}
+        return {**params, "bandwidths": bandwidths}, arch_state
+
     def _validate_options(self) -> None:
         vda = self.virtual_device_array
         if vda is None:
@@ -245,3 +296,41 @@ class SA2Layout(StaticallyAdaptiveLayout):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SA3Layout(StaticallyAdaptiveLayout):
     name: ClassVar[str] = "sa3"
+
+
+# ------------------------------------------------------------------ the bandwidth probe (§2, §4)
+
+
+@dataclasses.dataclass
+class ProbeResult:
+    member: int
+    bytes: int
+    write_seconds: float
+    read_seconds: float
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second; infinite for an untimed member (disk model `none`)."""
+        elapsed = self.write_seconds + self.read_seconds
+        return 2 * self.bytes / elapsed if elapsed > 0 else float("inf")
+
+
+async def probe_bandwidth(member, offset: int, nbytes: int, index: int = 0) -> ProbeResult:
+    """Write then read `nbytes` sequentially at `offset` of `member`, timed (SA-RAID §2)."""
+    step = MiB
+    pattern = bytes(range(256)) * (step // 256)
+    start = trio.current_time()
+    pos = offset
+    while pos < offset + nbytes:
+        n = min(step, offset + nbytes - pos)
+        await member.write(pos, pattern[:n])
+        pos += n
+    await member.flush()
+    written = trio.current_time()
+    pos = offset
+    while pos < offset + nbytes:
+        n = min(step, offset + nbytes - pos)
+        await member.read(pos, n)
+        pos += n
+    done = trio.current_time()
+    return ProbeResult(index, nbytes, written - start, done - written)

@@ -14,27 +14,15 @@ from pathlib import Path
 
 import trio
 
-from raidlab.engine import build
+from raidlab import archs
+from raidlab.disks import EmulatedDisk, ImageBackend, catalog
 from raidlab.errors import UsageError
+from raidlab.export import attach_loop, block_export, mount_export
+from raidlab.export.serve import ServeRequest, build_disks
 
 
 class EngineHost:
     family = "engine"
-
-    @classmethod
-    def archs(cls) -> list[str]:
-        return build.engine_archs()
-
-    @classmethod
-    def validate(cls, arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
-        from raidlab.engine.layouts import create_layout
-        from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
-
-        params = dict(n_disks=disks, disk_size=disk_size, chunk_bytes=chunk, data_offset=DEFAULT_DATA_OFFSET,
-                      **options)
-        if arch in build.SA_ARCHS and "bandwidths" not in params and "virtual_device_array" not in params:
-            params["bandwidths"] = tuple([1.0] * disks)
-        create_layout(arch, **params)
 
     def __init__(self, daemon):
         self.daemon = daemon
@@ -48,30 +36,26 @@ class EngineHost:
         self.busy = trio.Lock()  # one repair operation (replace, check) at a time
 
     async def open(self, session, mode: str) -> dict:
-        from raidlab.export import attach_loop, block_export, mount_export
-        from raidlab.export.serve import ServeRequest, build_disks
-
         spec, status = self.spec, self.daemon.status
         self.session = session
+        arch = archs.get(spec.arch)
+        config = archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options),
+                              spec.disk_model, spec.discipline)
+        drives = arch.plan(config, archs.LIVE)
         fs = block_export(spec.runner)
-        req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
-                           discipline=spec.discipline, keep_images=True, home=self.daemon.home)
+        req = ServeRequest(disks=len(drives), model=spec.disk_model, size=spec.disk_size, name=spec.name,
+                           discipline=spec.discipline, keep_images=True, home=self.daemon.home,
+                           members=[(drive.model, drive.size) for drive in drives])
         made = await build_disks(session, fs, req)
         self.members = [disk for _relpath, disk, _image in made]
-        labels = [str(image) for _relpath, _disk, image in made]
         if mode == "create":
             models = [disk.model.name for disk in self.members]
             status(f"creating {spec.arch} over "
                    + (f"{spec.disks} x {models[0]}" if len(set(models)) == 1 else ", ".join(models)))
-            self.array, self.keeper = await build.create_array(
-                spec.name, spec.arch, self.members, chunk=spec.chunk, options=spec.options, status=status,
-                nursery=session.nursery)
-        else:
-            status(f"assembling {spec.name} from {spec.disks} member images")
-            self.array, self.keeper = await build.assemble_array(self.members, labels=labels, status=status,
-                                                                 nursery=session.nursery)
-            if self.array.layout.name != spec.arch:
-                raise UsageError(f"member images hold a {self.array.layout.name} array, the lab records {spec.arch}")
+        built = await arch.build(archs.BuildContext(
+            spec.name, config, self.members, mode=mode, clock=archs.LIVE, nursery=session.nursery, status=status,
+            labels=[str(image) for _relpath, _disk, image in made]))
+        self.array, self.keeper = built.parts["array"], built.parts["keeper"]
         fs.add("volume", self.array)
         self.fs = fs
 
@@ -124,8 +108,6 @@ class EngineHost:
         return {"failed_members": sorted(array.failed), "state": array.state}
 
     async def op_replace(self, request, send) -> dict:
-        from raidlab.disks import EmulatedDisk, ImageBackend, catalog
-
         index = int(request["disk"])
         array, name = self.array, self.spec.name
         if index not in array.failed:

@@ -1,5 +1,5 @@
 """The md family's host in the array daemon: md-raid0, md-raid1, md-raid5, md-raid10 built by
-mdadm on the lab's emulated member disks (issue 4 "Native baselines", DESIGN.md "Data path").
+mdadm on the lab's emulated member disks, the same disks every engine architecture uses.
 
 Why it is built this way:
 * Same disks as the engine: the members are the lab's FUSE files disks/dK, served by the
@@ -35,6 +35,11 @@ import trio
 
 from raidlab.baselines import mdadm
 from raidlab.errors import CapabilityError, RaidlabError, UsageError
+from raidlab.export import attach_loop, block_export, mount_export
+from raidlab.export.serve import ServeRequest, build_disks
+from raidlab.service.hosts.status import disks_table
+from raidlab.tools.base import require, run
+from raidlab.vm import guest_device
 
 GUEST_MD_DEVICE = "/dev/md0"
 COMMAND_LOG = "mdadm-commands.log"
@@ -42,30 +47,8 @@ MD_RECORD = "md.json"
 RESYNC_POLL_SECONDS = 1.0
 
 
-def kernel_has_md() -> bool:
-    return Path("/proc/mdstat").exists()
-
-
 class MdHost:
     family = "md"
-
-    @classmethod
-    def archs(cls) -> list[str]:
-        return list(mdadm.LEVELS)
-
-    @classmethod
-    def validate(cls, arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
-        mdadm.check_md_config(arch, disks, chunk, options)
-        if disk_size < 8 << 20:
-            raise UsageError(f"md members of {disk_size} bytes are too small", hint="use --disk-size 8M or more")
-
-    @classmethod
-    def validate_runner(cls, arch: str, runner: str) -> None:
-        """Refuse the native runner on a kernel without md before any lab is created."""
-        if runner == "native" and not kernel_has_md():
-            raise CapabilityError("this kernel has no md driver (/proc/mdstat is missing), so mdadm cannot "
-                                  "build an array here", hint="use --runner vm (md runs in the lab VM)",
-                                  capability="md")
 
     def __init__(self, daemon):
         self.daemon = daemon
@@ -96,8 +79,6 @@ class MdHost:
             result = await self.vm.run_script(shlex.join(argv) + " < /dev/null", timeout=timeout, check=False)
             rc, out, err = result.returncode, result.stdout_text, result.stderr_text
         else:
-            from raidlab.tools.base import run
-
             proc = await trio.to_thread.run_sync(lambda: run(argv, check=False, timeout=timeout))
             rc, out, err = proc.returncode, proc.stdout, proc.stderr
         self._log(argv, rc, time.monotonic() - started, err)
@@ -115,18 +96,13 @@ class MdHost:
     # -- open ---------------------------------------------------------------------------
 
     async def open(self, session, mode: str) -> dict:
-        from raidlab.export import attach_loop, block_export, mount_export
-        from raidlab.export.serve import ServeRequest, build_disks
-
         spec = self.spec
         self.session = session
-        if spec.runner == "native" and not kernel_has_md():
+        if spec.runner == "native" and not mdadm.kernel_has_md():
             raise CapabilityError("this kernel has no md driver (/proc/mdstat is missing), so mdadm cannot "
                                   "build an array here", hint="use --runner vm (md runs in the lab VM)",
                                   capability="md")
         if spec.runner == "native":
-            from raidlab.tools.base import require
-
             require("mdadm")
         fs = block_export(spec.runner)
         req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
@@ -146,8 +122,6 @@ class MdHost:
         return list(self.disk_files)
 
     async def vm_ready(self, hosted) -> dict:
-        from raidlab.vm import guest_device
-
         self.vm = hosted
         self.md_device = GUEST_MD_DEVICE
         built = await self._build([guest_device(i) for i in range(self.spec.disks)], self.daemon.mode)
@@ -216,8 +190,6 @@ class MdHost:
         the same statistics an engine array reports for its members, and the drives table
         the caching hosts show). While the lab VM runs a command (a workload), md's own view
         waits for it; the member statistics do not."""
-        from raidlab.service.hosts.cache import disks_table
-
         head = (f"md {self.md_device} ({'in the lab VM' if self.vm else 'on this host'}), "
                 f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}")
         members = [{"index": i, **disk.statistics()} for i, disk in enumerate(self.disks)]

@@ -1,0 +1,64 @@
+"""The architecture registry: every architecture raidlab builds, each declared once.
+
+`raidlab create`, the array daemon, `raidlab sim`, scenarios, `raidlab crashtest` and
+`raidlab doctor` all look architectures up here, so an id, its options and its checks mean
+the same everywhere. Each family's module declares its architectures (raidlab.archs.base
+says what a declaration holds):
+
+    raidlab.archs.layouts   engine layouts: raid0, raid1, raid10, raid5, chained, raidx, sa1-3
+    raidlab.archs.caching   dcd, vcraid
+    raidlab.archs.md        md-raid0, md-raid1, md-raid5, md-raid10 (kernel md, the baselines)
+    raidlab.archs.disk      disk (one drive; virtual time only)
+
+Adding an architecture: its mechanism in raidlab.engine (a layout in engine/layouts needs
+nothing more: archs.layouts declares every layout), its declaration in one of these modules
+(or a new one), and one line in FAMILIES below. A module that fails to import is an error
+naming it, never a silent omission: the import below is not guarded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidlab.archs import caching, disk, layouts, md
+from raidlab.archs.base import (LIVE, RUNNERS, VIRTUAL, Architecture, BuildContext, Built, Config, Drive,
+                                Option)
+from raidlab.errors import UsageError
+
+# In the order `raidlab archs` and `raidlab create --help` list them.
+FAMILIES = (layouts, caching, md, disk)
+
+REGISTRY: dict[str, Architecture] = {}
+for _family in FAMILIES:
+    for _arch in _family.ARCHITECTURES:
+        if _arch.name in REGISTRY:
+            raise RuntimeError(f"architecture {_arch.name!r} is declared twice ({_family.__name__})")
+        REGISTRY[_arch.name] = _arch
+
+
+def names(runner: str | None = None) -> list[str]:
+    """Every architecture id, or those that run on `runner` (native, vm, sim)."""
+    return [a.name for a in REGISTRY.values() if runner is None or runner in a.runners]
+
+
+def get(name: str, runner: str | None = None) -> Architecture:
+    """The architecture `name`, or a UsageError naming the known ids (for `runner`, if given)."""
+    arch = REGISTRY.get(name)
+    if arch is None or (runner is not None and runner not in arch.runners):
+        known = names(runner)
+        where = "" if arch is None else f" on the {runner} runner"
+        raise UsageError(f"unknown architecture {name!r}{where}", hint=f"choose one of: {', '.join(known)}",
+                         arch=name, known=known)
+    return arch
+
+
+def validate(name: str, disks: int | None, disk_size: int | None, chunk: int | None, options: dict[str, Any],
+             runner: str = "native", disk_model: str = "none") -> Architecture:
+    """Refuse an impossible configuration for `runner` before anything is started."""
+    arch = get(name)
+    arch.validate(Config(name, disks, disk_size, chunk, dict(options), disk_model), runner)
+    return arch
+
+
+__all__ = ["FAMILIES", "LIVE", "REGISTRY", "RUNNERS", "VIRTUAL", "Architecture", "BuildContext", "Built", "Config",
+           "Drive", "Option", "get", "names", "validate"]

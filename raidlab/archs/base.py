@@ -1,0 +1,133 @@
+"""What an architecture declares, and what its builder receives and returns.
+
+An `Architecture` is the one place that says, for one id (`raid5`, `dcd`, `md-raid5`, ...):
+its family, its options with their defaults, how to refuse an impossible configuration
+before anything starts (`check`), which member drives it needs (`plan`), and how to build
+or assemble it over those drives (`build`). Every command reads it: `raidlab create` and
+the array daemon (live), `raidlab sim` and sim scenarios (virtual time), scenario loading,
+`raidlab crashtest`, `raidlab doctor`.
+
+One builder for both clocks: the caller makes the member drives that `plan` asks for
+(live: image files served through the lab's FUSE mount; virtual: drives that keep no data)
+and hands them to `build` with the clock's name. The builder is trio code over those
+drives, so the same mechanism runs under trio's real clock and under MockClock. Where the
+papers' simulators laid a drive out differently from a live lab (a cache disk that uses the
+first bytes of its drive, per-partition busy time), `plan` and `build` see the clock and say
+so in their docstrings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from raidlab.errors import UsageError
+
+LIVE, VIRTUAL = "live", "virtual"
+RUNNERS = ("native", "vm", "sim")  # where an architecture can run: two live runners, virtual time
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One `-o KEY=VALUE` option: its name, default and a short description."""
+
+    name: str
+    default: Any
+    help: str = ""
+
+
+@dataclasses.dataclass
+class Config:
+    """What the user asked for: `raidlab create` flags, a scenario's [[arch]], `raidlab sim` flags.
+
+    disk_size and chunk may be None only in virtual time (the drive model's capacity and the
+    architecture's default chunk are then used)."""
+
+    arch: str
+    disks: int | None
+    disk_size: int | None
+    chunk: int | None
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    disk_model: str = "none"
+    discipline: str = "fifo"
+
+
+@dataclasses.dataclass(frozen=True)
+class Drive:
+    """One member drive to make: its name, catalog model, bytes, and how the bytes map onto
+    the modelled drive ("full": spread over the whole stroke; "start": the first bytes)."""
+
+    name: str
+    model: str
+    size: int
+    span: str = "full"
+
+
+@dataclasses.dataclass
+class BuildContext:
+    """What a builder gets: the configuration, the started member drives (one per Drive of
+    `plan`, in order), create or assemble, the clock, a nursery for background tasks, a
+    status callback, and `meter`, which wraps a target the builder carves out of a drive (a
+    partition) so virtual time can report it per disk (live: returns it unchanged)."""
+
+    name: str
+    config: Config
+    drives: list[Any]
+    mode: str = "create"
+    clock: str = LIVE
+    nursery: Any = None
+    status: Callable[[str], None] = lambda message: None
+    labels: list[str] | None = None
+    meter: Callable[[Any], Any] = lambda target: target
+
+
+@dataclasses.dataclass
+class Built:
+    """A built architecture: the block target served as `volume` (or replayed against), the
+    targets reported per disk, its own statistics, and handles the service keeps (the array,
+    its metadata keeper, cache disks, ...)."""
+
+    target: Any
+    members: list[Any]
+    statistics: Callable[[], dict[str, Any]]
+    parts: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+Check = Callable[[Config, str], None]
+Plan = Callable[[Config, str], list[Drive]]
+Builder = Callable[[BuildContext], Awaitable[Built]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """One architecture id, declared once (see the module doc)."""
+
+    name: str
+    family: str    # which service host serves it live: "engine", "cache", "md"; "disk" is virtual only
+    summary: str   # one line for `raidlab archs` and `raidlab create --help`
+    source: str    # the paper and section it follows
+    options: tuple[Option, ...] = ()
+    runners: tuple[str, ...] = RUNNERS
+    check: Check | None = None
+    plan: Plan | None = None
+    build: Builder | None = None
+
+    def option_names(self) -> list[str]:
+        return [option.name for option in self.options]
+
+    def check_option_names(self, options: dict[str, Any]) -> None:
+        """UsageError naming the valid options (with their defaults) for an unknown key."""
+        known = self.option_names()
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            listing = ", ".join(f"{o.name} (default {o.default})" for o in self.options) or "none"
+            raise UsageError(f"{self.name} has no option {unknown[0]!r}", hint=f"its options: {listing}")
+
+    def validate(self, config: Config, runner: str) -> None:
+        """Refuse an impossible configuration for `runner` before anything starts."""
+        if runner not in self.runners:
+            where = ", ".join(self.runners)
+            raise UsageError(f"{self.name} does not run on the {runner} runner", hint=f"it runs on: {where}")
+        if self.check is not None:
+            self.check(config, runner)

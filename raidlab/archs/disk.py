@@ -1,0 +1,33 @@
+"""One plain drive: the DCD paper's "traditional disk", for virtual time.
+
+A replay's baseline: the drive model alone, no array and no cache (`raidlab sim --arch disk`).
+"""
+
+from __future__ import annotations
+
+from raidlab.archs.base import Architecture, BuildContext, Built, Config, Drive
+from raidlab.archs.layouts import member_size
+from raidlab.errors import UsageError
+
+
+def check(config: Config, runner: str) -> None:
+    if config.disks not in (None, 1):
+        raise UsageError(f"architecture 'disk' is one disk, not {config.disks}", hint="drop --disks")
+
+
+def plan(config: Config, clock: str) -> list[Drive]:
+    check(config, "sim")
+    size = config.disk_size if config.disk_size is not None else member_size(
+        Config(config.arch, 1, None, 1, disk_model=config.disk_model), clock)
+    return [Drive("d0", config.disk_model, size)]
+
+
+async def build(ctx: BuildContext) -> Built:
+    (drive,) = ctx.drives
+    return Built(drive, [drive], lambda: {"arch": "disk", "model": ctx.config.disk_model})
+
+
+ARCHITECTURES = (
+    Architecture(name="disk", family="disk", summary="one drive, no array (the DCD paper's traditional disk)",
+                 source="Hu & Yang, DCD §4", runners=("sim",), check=check, plan=plan, build=build),
+)

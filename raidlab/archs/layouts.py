@@ -1,0 +1,104 @@
+"""The engine's layouts as architectures: raid0, raid1, raid10, raid5, chained, raidx, sa1-3.
+
+Each is an Array of its layout (raidlab.engine.layouts) over N equal member drives, with the
+engine's superblock on every member (raidlab.engine.build). Options are the layout
+dataclass's own fields (raid10's `layout`, raid5's `algorithm`, SA-RAID's `bandwidths` or
+`virtual_device_array`); creation-time work such as SA-RAID's bandwidth probe is the
+layout's (raidlab.engine.layouts.sa), so a new layout needs only its module in
+raidlab.engine.layouts and nothing here.
+
+Live, member drives are d0..d{N-1} of --disk-size each. In virtual time without a disk size,
+each member is the drive model's capacity trimmed so the data area is whole chunks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from raidlab.archs.base import VIRTUAL, Architecture, BuildContext, Built, Config, Drive, Option
+from raidlab.disks import catalog
+from raidlab.engine import build as engine_build
+from raidlab.engine.layouts import DEFAULT_CHUNK, LAYOUTS, Layout
+from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
+from raidlab.errors import UsageError
+
+# Layout fields that come from the geometry (flags), not from -o options.
+GEOMETRY_FIELDS = ("n_disks", "disk_size", "chunk_bytes", "data_offset", "member_data_size")
+DEFAULT_DISKS = 4  # virtual time, when --disks is not given
+DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY = 1 << 30  # drive models with no capacity (none, ssd)
+
+SOURCES = {
+    "raid0": "md's RAID 0; the SA-RAID paper's \"original\" striping",
+    "raid1": "md's RAID 1",
+    "raid10": "md's RAID 10 (near/far/offset copies)",
+    "raid5": "md's RAID 5, left-symmetric by default; VC-RAID's array",
+    "chained": "RAID-x paper: chained declustering",
+    "raidx": "RAID-x paper: orthogonal striping and mirroring",
+    "sa1": "SA-RAID paper §2.2: consecutive virtual device array",
+    "sa2": "SA-RAID paper §2.2: round-robin virtual device array",
+    "sa3": "SA-RAID paper §2.2: stride-scheduled virtual device array",
+}
+
+
+def layout_options(cls: type[Layout]) -> tuple[Option, ...]:
+    return tuple(Option(f.name, f.default if f.default is not dataclasses.MISSING else None, "layout option")
+                 for f in dataclasses.fields(cls) if f.init and f.name not in GEOMETRY_FIELDS)
+
+
+def drive_capacity(model: str) -> int:
+    """Bytes of one whole drive of `model` (whole sectors), for virtual time without a size."""
+    capacity = catalog.get(model).media_capacity_bytes if model != "none" else 0
+    return (capacity // 512 * 512) if capacity else DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY
+
+
+def member_size(config: Config, clock: str) -> int:
+    if config.disk_size is not None:
+        return config.disk_size
+    if clock != VIRTUAL:
+        raise UsageError(f"{config.arch} needs a member size", hint="give --disk-size")
+    chunk = config.chunk or DEFAULT_CHUNK
+    return DEFAULT_DATA_OFFSET + (drive_capacity(config.disk_model) - DEFAULT_DATA_OFFSET) // chunk * chunk
+
+
+def _architecture(cls: type[Layout]) -> Architecture:
+    name = cls.name
+
+    def check(config: Config, runner: str) -> None:
+        arch.check_option_names(config.options)
+        engine_build.check_geometry(name, config.disks or DEFAULT_DISKS, member_size(config, VIRTUAL),
+                                    config.chunk or DEFAULT_CHUNK, config.options)
+
+    def plan(config: Config, clock: str) -> list[Drive]:
+        models = catalog.member_models(config.disk_model, config.disks or DEFAULT_DISKS)
+        size = member_size(config, clock)
+        return [Drive(f"d{index}", model, size) for index, model in enumerate(models)]
+
+    async def build(ctx: BuildContext) -> Built:
+        config = ctx.config
+        if ctx.mode == "create":
+            array, keeper = await engine_build.create_array(
+                ctx.name, name, ctx.drives, chunk=config.chunk or DEFAULT_CHUNK, options=config.options,
+                status=ctx.status, nursery=ctx.nursery)
+        else:
+            ctx.status(f"assembling {ctx.name} from {len(ctx.drives)} member images")
+            array, keeper = await engine_build.assemble_array(ctx.drives, labels=ctx.labels, status=ctx.status,
+                                                              nursery=ctx.nursery)
+            if array.layout.name != name:
+                raise UsageError(f"member images hold a {array.layout.name} array, the lab records {name}")
+
+        def statistics() -> dict[str, Any]:
+            stats = array.statistics()
+            if ctx.clock == VIRTUAL:
+                stats.pop("members", None)  # virtual time reports each member disk itself
+            return stats
+
+        return Built(array, list(ctx.drives), statistics, {"array": array, "keeper": keeper})
+
+    arch = Architecture(
+        name=name, family="engine", summary=f"engine {name}: {cls.failure_rule}", source=SOURCES.get(name, ""),
+        options=layout_options(cls), check=check, plan=plan, build=build)
+    return arch
+
+
+ARCHITECTURES = tuple(_architecture(cls) for cls in LAYOUTS.values())
