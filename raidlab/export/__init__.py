@@ -17,10 +17,10 @@ from __future__ import annotations
 import trio
 
 from raidlab.export.fuse import BlockExportFS, FuseExport, tune_connection
-from raidlab.export.loop import attach_and_wait, detach_and_wait
+from raidlab.export.loop import attach_and_wait
 from raidlab.export.passthrough import ImageFileTarget, create_sparse_image
-from raidlab.lab import LabSession, unmount_users_of
-from raidlab.tools.losetup import LoopDevice
+from raidlab.lab import LabSession, detach_loops_under, release_fuse_mount, unmount_users_of
+from raidlab.tools.losetup import LoopDevice, detach_and_wait
 
 __all__ = ["BlockExportFS", "FuseExport", "ImageFileTarget", "LoopDevice", "attach_loop",
            "block_export", "create_sparse_image", "mount_export"]
@@ -57,15 +57,11 @@ async def mount_export(session: LabSession, fs: BlockExportFS, *,
     async def release():
         # Loops over our files that are not on the cleanup stack (a COMMAND may attach its
         # own): detach them while we still serve, or they would outlive the mount.
-        from raidlab.lab import detach_loops_under
-
         others = await trio.to_thread.run_sync(detach_loops_under, lab.mountpoint)
         note = f" after detaching {', '.join(others)}" if others else ""
         if await export.stop_and_wait():
             return "unmounted" + note
         # The server did not stop (a handler stuck in a target): abort and lazy-unmount.
-        from raidlab.lab import release_fuse_mount
-
         return await trio.to_thread.run_sync(release_fuse_mount, str(lab.mountpoint),
                                              str(lab.fusectl_dir))
 

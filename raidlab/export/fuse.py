@@ -62,6 +62,7 @@ import trio
 
 from raidlab.blockdev import SECTOR, BlockTarget
 from raidlab.errors import LabError, RaidlabError
+from raidlab.lab.fuse_control import fuse_connection_id, fusectl
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,6 @@ MAX_WORKER_TASKS = 256
 # Outstanding background requests the kernel may have in flight (see module docstring).
 MAX_BACKGROUND = 128
 CONGESTION_THRESHOLD = 96
-
-FUSECTL_DIR = Path("/sys/fs/fuse/connections")
 
 
 @dataclass
@@ -386,23 +385,6 @@ class BlockExportFS(pyfuse3.Operations):
         self._handles.pop(fh, None)
 
 
-def fuse_connection_id(mountpoint: str | os.PathLike, mountinfo: str | None = None) -> int | None:
-    """The FUSE connection number (minor of st_dev) of a mount, from /proc/self/mountinfo.
-
-    Read from mountinfo rather than stat(2): stat would send GETATTR to our own server
-    from the thread that runs it.
-    """
-    from raidlab.tools.mount import parse_mountinfo  # local: tools import nothing of ours
-
-    text = mountinfo if mountinfo is not None else Path("/proc/self/mountinfo").read_text()
-    wanted = os.path.abspath(mountpoint)
-    for entry in reversed(parse_mountinfo(text)):
-        if entry.mount_point == wanted and (entry.fstype in ("fuse", "fuseblk")
-                                            or entry.fstype.startswith("fuse.")):
-            return entry.minor
-    return None
-
-
 @dataclass
 class ConnectionTuning:
     connection: int | None
@@ -416,25 +398,6 @@ def _write_knobs(conn_dir: Path, max_background: int, congestion: int) -> tuple[
     (conn_dir / "congestion_threshold").write_text(f"{congestion}\n")
     return (int((conn_dir / "max_background").read_text()),
             int((conn_dir / "congestion_threshold").read_text()))
-
-
-@contextlib.contextmanager
-def fusectl(scratch_dir: str | os.PathLike) -> Iterator[tuple[Path, str]]:
-    """The fuse control file system: the host's, or mounted at `scratch_dir` for the
-    duration of the block (and unmounted again, so nothing is left mounted)."""
-    from raidlab.tools import mount as mount_tool
-
-    if any(e.fstype == "fusectl" and e.mount_point == str(FUSECTL_DIR)
-           for e in mount_tool.current_mounts()):
-        yield FUSECTL_DIR, str(FUSECTL_DIR)
-        return
-    scratch = Path(scratch_dir)
-    scratch.mkdir(parents=True, exist_ok=True)
-    mount_tool.mount("fusectl", scratch, fstype="fusectl")
-    try:
-        yield scratch, "fusectl mounted privately for the moment"
-    finally:
-        mount_tool.umount(scratch)
 
 
 def tune_connection(mountpoint: str | os.PathLike, scratch_dir: str | os.PathLike,
@@ -451,24 +414,6 @@ def tune_connection(mountpoint: str | os.PathLike, scratch_dir: str | os.PathLik
     except (RaidlabError, OSError) as exc:
         return ConnectionTuning(conn, None, None, f"fusectl unusable: {exc}")
     return ConnectionTuning(conn, mb, ct, how)
-
-
-def abort_connection(mountpoint: str | os.PathLike, scratch_dir: str | os.PathLike) -> bool:
-    """Abort a FUSE mount's connection: every waiting and future request fails with
-    ENOTCONN, so releasing loop devices over it cannot hang on a hung or dead server.
-    Returns False when there is no live connection (a dead server's is aborted already)."""
-    conn = fuse_connection_id(mountpoint)
-    if conn is None:
-        return False
-    try:
-        with fusectl(scratch_dir) as (ctl, _how):
-            abort = ctl / str(conn) / "abort"
-            if not abort.exists():
-                return False
-            abort.write_text("1\n")
-            return True
-    except (RaidlabError, OSError):
-        return False
 
 
 _mounted_in_this_process = False

@@ -115,17 +115,3 @@ def attach_and_wait(path: str | os.PathLike, *, direct_io: bool = True,
         raise LabError(f"the kernel attached {path} to {dev.device} without direct I/O",
                        hint="the file system of the backing file must support O_DIRECT")
     return dev, ReadyWait(source, events, time.monotonic() - start)
-
-
-def detach_and_wait(device: str, *, timeout: float = 20.0) -> bool:
-    """Detach `device`; return True once the kernel released it, False if it stays in use
-    (then the kernel's autoclear releases it at its last close)."""
-    losetup.detach(device, timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not losetup.sysfs_state(device):
-            return True
-        if losetup.sysfs_state(device).get("autoclear") == "1":
-            return False
-        time.sleep(0.01)
-    return not losetup.sysfs_state(device)

@@ -1,4 +1,5 @@
-"""losetup(8): attach a file as a loop device, detach it, list loop devices.
+"""losetup(8): attach a file as a loop device, detach it (and wait until the kernel released
+it), list loop devices.
 
 Why `--direct-io=on` by default: the files raidlab attaches live on its own FUSE mount;
 without direct I/O the loop driver would cache every block twice (loop's page cache and the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,3 +139,17 @@ def detach(device: str, *, timeout: float = 60) -> None:
         if "No such device" in exc.fields.get("stderr", "") or not sysfs_state(device):
             return
         raise
+
+
+def detach_and_wait(device: str, *, timeout: float = 20.0) -> bool:
+    """Detach `device`; return True once the kernel released it, False if it stays in use
+    (then the kernel's autoclear releases it at its last close)."""
+    detach(device, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not sysfs_state(device):
+            return True
+        if sysfs_state(device).get("autoclear") == "1":
+            return False
+        time.sleep(0.01)
+    return not sysfs_state(device)

@@ -13,7 +13,9 @@ import pytest
 
 from raidlab.errors import UsageError
 from raidlab.export.serve import parse_size
-from raidlab.lab import parse_environ, parse_proc_stat_start_time
+from raidlab.lab.fuse_control import fuse_connection_id, is_fuse_fstype
+from raidlab.lab.proc import (parse_environ, parse_proc_stat_start_time, process_start_time,
+                              same_process)
 from raidlab.tools import fio, losetup
 from raidlab.tools.mount import mounts_of_source, mounts_under, parse_mountinfo
 
@@ -150,16 +152,12 @@ def test_mounts_under_a_lab_deepest_first_and_by_source():
 
 
 def test_fuse_connection_id_is_read_from_mountinfo():
-    from raidlab.export.fuse import fuse_connection_id
-
     assert fuse_connection_id("/run/labs/x/mnt", MOUNTINFO) == 39
     assert fuse_connection_id("/tmp/sp ace/mnt pt", MOUNTINFO) is None  # not FUSE
     assert fuse_connection_id("/sys/fs/fuse/connections", MOUNTINFO) is None  # fusectl
 
 
 def test_fusectl_is_not_a_fuse_mount():
-    from raidlab.lab import is_fuse_fstype
-
     assert is_fuse_fstype("fuse.raidlab") and is_fuse_fstype("fuse")
     assert not is_fuse_fstype("fusectl")
 
@@ -174,7 +172,6 @@ def test_proc_stat_start_time_with_a_hostile_command_name():
 
 
 def test_proc_stat_start_time_of_this_process():
-    from raidlab.lab import process_start_time, same_process
     import os
 
     start = process_start_time(os.getpid())

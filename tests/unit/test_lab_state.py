@@ -17,6 +17,7 @@ import trio
 from raidlab.errors import LabError, LabInterrupted, UsageError
 from raidlab.lab import (FAIL_AT_ENV, Lab, check_lab_name, cleanup_stale, list_labs,
                          open_lab, process_start_time)
+from raidlab.lab.cleanup import recorded_backing_names
 
 
 def test_state_file_records_and_forgets(tmp_path):
@@ -197,8 +198,6 @@ def test_command_in_its_own_group_is_terminated_with_its_children(tmp_path):
 
 
 def test_a_loop_of_a_detached_fuse_mount_is_still_recognised():
-    from raidlab.lab import recorded_backing_names
-
     fields = {"device": "/dev/loop3", "backing_file": "/run/labs/x/mnt/disks/d0",
               "mountpoint": "/run/labs/x/mnt"}
     assert recorded_backing_names(fields) == {"/run/labs/x/mnt/disks/d0", "/disks/d0"}

@@ -1,0 +1,263 @@
+"""Releasing a lab's kernel objects: the steps shared by a live run's cleanup stack and the
+stale cleanup of what a killed run left behind.
+
+`cleanup_stale` releases what the state file lists: it kills recorded processes (checked by
+start time, so a reused pid is never hit), unmounts mounts on the lab's loop devices and
+under its directory, aborts the connections of its FUSE mounts, detaches its loops and
+lazily unmounts its dead FUSE mount. It also *scans* for what the record may have missed in
+the instant between creation and recording: loop devices whose backing file lies in the
+lab's mount, mounts under the lab directory, and processes whose environment carries the
+dead run's RAIDLAB_LAB_RUN token. Each step keeps going when one release fails, so one
+stuck object does not keep the others alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from raidlab.errors import LabError, RaidlabError
+from raidlab.lab.fuse_control import abort_connection, is_fuse_fstype
+from raidlab.lab.proc import (process_start_time, processes_with_env, same_process,
+                              signal_group_or_pid)
+from raidlab.lab.state import (LAB_NAME_RE, RUN_TOKEN_ENV, TERMINATE_GRACE_SECONDS, Lab,
+                               Resource, labs_dir)
+from raidlab.tools import losetup
+from raidlab.tools import mount as mount_tool
+
+
+def release_process(fields: dict[str, Any], *, grace: float = TERMINATE_GRACE_SECONDS) -> str:
+    """Terminate a recorded child process group (blocking; used by stale cleanup)."""
+    pid, pgid, start = fields["pid"], fields.get("pgid"), fields.get("start_time")
+    if not same_process(pid, start):
+        # Leader gone; its group may still have members (children of a shell).
+        if pgid:
+            signal_group_or_pid(pid, pgid, signal.SIGKILL)
+        return "already exited"
+    signal_group_or_pid(pid, pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and same_process(pid, start):
+        time.sleep(0.05)
+    signal_group_or_pid(pid, pgid, signal.SIGKILL)
+    return "terminated"
+
+
+def kill_tagged_processes(run_id: str, *, grace: float = TERMINATE_GRACE_SECONDS) -> list[int]:
+    """SIGTERM, then SIGKILL, every process carrying RAIDLAB_LAB_RUN=run_id (blocking)."""
+    pids = processes_with_env(RUN_TOKEN_ENV, run_id)
+    starts = {pid: process_start_time(pid) for pid in pids}
+    for pid in pids:
+        signal_group_or_pid(pid, None, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(same_process(p, starts[p]) for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if same_process(pid, starts[pid]):
+            signal_group_or_pid(pid, None, signal.SIGKILL)
+    return pids
+
+
+def unmount_users_of(device: str) -> list[str]:
+    """Unmount every mount whose source is `device` (lazily if busy). Blocking."""
+    done = []
+    for entry in mount_tool.mounts_of_source(device):
+        try:
+            mount_tool.umount(entry.mount_point, timeout=60)
+        except RaidlabError:
+            mount_tool.umount(entry.mount_point, lazy=True, timeout=60)
+        done.append(entry.mount_point)
+    return done
+
+
+def release_loop(fields: dict[str, Any]) -> str:
+    """Detach a recorded loop device if it still serves the recorded file. Blocking."""
+    device = fields["device"]
+    state = losetup.sysfs_state(device)
+    if not state:
+        return "already detached"
+    backing = losetup.strip_deleted(state.get("backing_file", ""))
+    if fields.get("backing_file") and backing not in recorded_backing_names(fields):
+        return f"now serves {backing}: left alone"
+    unmounted = unmount_users_of(device)
+    released = losetup.detach_and_wait(device)
+    note = f"unmounted {', '.join(unmounted)}; " if unmounted else ""
+    return note + ("detached" if released else "detach pending (still open: autoclear)")
+
+
+def recorded_backing_names(fields: dict[str, Any]) -> set[str]:
+    """The names the kernel may give a recorded loop's backing file: its path, and -- once
+    its FUSE mount was detached while the loop still held the file -- the path relative to
+    that mount ("/disks/d0"), which is how the kernel names a file of a detached mount."""
+    names = {fields["backing_file"]}
+    mount = fields.get("mountpoint")
+    if mount and fields["backing_file"].startswith(mount.rstrip("/") + "/"):
+        names.add(fields["backing_file"][len(mount.rstrip("/")):])
+    return names
+
+
+def detach_loops_under(directory: str | os.PathLike) -> list[str]:
+    """Unmount and detach every loop device backed by a file under `directory` (e.g. loops a
+    COMMAND attached itself to the lab's FUSE files). Blocking; returns what it did."""
+    done = []
+    for dev in losetup.devices_backed_under(directory):
+        unmount_users_of(dev.device)
+        released = losetup.detach_and_wait(dev.device)
+        done.append(f"{dev.device} {'detached' if released else 'autoclear pending'}")
+    return done
+
+
+def release_fuse_mount(path: str, scratch: str | os.PathLike | None = None) -> str:
+    """Unmount a FUSE mount whose server is gone or hung: abort its connection first when
+    `scratch` is given (so nothing waits on it), then a lazy unmount. Blocking."""
+    if not mount_tool.is_mount_point(path):
+        return "not mounted"
+    if scratch is not None:
+        abort_connection(path, scratch)
+    mount_tool.umount(path, lazy=True, timeout=60)
+    return "unmounted (lazy)"
+
+
+@dataclass
+class StaleReport:
+    released: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.released and not self.failed
+
+
+def cleanup_stale(lab: Lab) -> StaleReport:
+    """Release what a killed run of `lab` left behind. The caller must own the lab's lock.
+
+    Order: processes, mounts on the lab's loops and under its directory, loops, the FUSE
+    mount, scratch images -- the reverse of how a run creates them.
+    """
+    if not lab.holds_lock:
+        raise LabError(f"cleanup of lab {lab.name!r} needs its lock")
+    report = StaleReport()
+    state = lab.read_state()
+    resources = lab.resources()
+
+    def attempt(what: str, fn: Callable[[], str], resource: Resource | None = None) -> None:
+        try:
+            outcome = fn()
+        except Exception as exc:  # keep going: release everything else
+            report.failed.append(f"{what}: {exc}")
+            return
+        report.released.append(f"{what}: {outcome}")
+        if resource is not None:
+            lab.forget(resource)
+
+    # 1. processes: recorded ones, then anything carrying the dead run's token
+    for res in reversed([r for r in resources if r.kind == "process"]):
+        attempt(res.describe(), lambda f=res.fields: release_process(f, grace=2.0), res)
+    run_id = state.get("owner", {}).get("run_id")
+    if run_id:
+        pids = kill_tagged_processes(run_id, grace=2.0)
+        if pids:
+            report.released.append(f"processes of the run {run_id[:8]}: killed {pids}")
+
+    # 2. mounts: recorded ones, then every other non-FUSE mount under the lab directory
+    for res in [r for r in resources if r.kind == "mount"]:
+        attempt(res.describe(), lambda f=res.fields: _release_mount(f), res)
+    for entry in mount_tool.mounts_under(lab.path):
+        if not is_fuse_fstype(entry.fstype):
+            attempt(f"mount {entry.mount_point}",
+                    lambda p=entry.mount_point: _release_mount({"target": p}))
+
+    # 3. the lab's FUSE mounts: recorded, plus any under the lab directory. Abort their
+    #    connections first, so detaching the loops below cannot wait on a hung server.
+    fuse_res = [r for r in resources if r.kind == "fuse_mount"]
+    fuse_paths = {r.fields["path"] for r in fuse_res} | {
+        e.mount_point for e in mount_tool.mounts_under(lab.path) if is_fuse_fstype(e.fstype)}
+    for path in fuse_paths:
+        with contextlib.suppress(Exception):
+            abort_connection(path, lab.fusectl_dir)
+
+    # 4. loops: recorded, plus any whose backing file is in the lab's mount
+    loops = {r.fields["device"]: r for r in resources if r.kind == "loop"}
+    try:
+        scanned = losetup.devices_backed_under(lab.mountpoint)
+    except RaidlabError as exc:
+        scanned = []
+        report.failed.append(f"listing loop devices: {exc}")
+    found = {d.device: losetup.strip_deleted(d.backing_file) for d in scanned}
+    for device in sorted(set(loops) | set(found)):
+        res = loops.get(device)
+        fields = res.fields if res else {"device": device, "backing_file": found[device]}
+        attempt(f"loop device {device}", lambda f=fields: release_loop(f), res)
+
+    # 5. the FUSE mounts themselves (lazy: a dead server's mount cannot be stat'ed)
+    for path in sorted(fuse_paths, key=lambda p: -p.count("/")):
+        attempt(f"FUSE mount {path}", lambda p=path: release_fuse_mount(p))
+    for res in fuse_res:
+        if not mount_tool.is_mount_point(res.fields["path"]):
+            lab.forget(res)
+
+    # 6. scratch images of the dead run
+    for res in [r for r in lab.resources() if r.kind == "image"]:
+        if res.fields.get("keep"):
+            lab.forget(res)
+            continue
+        attempt(res.describe(), lambda f=res.fields: _remove_file(f["path"]), res)
+    if not report.failed:
+        lab.end_run()
+    return report
+
+
+def _release_mount(fields: dict[str, Any]) -> str:
+    target = fields["target"]
+    if not mount_tool.is_mount_point(target):
+        return "not mounted"
+    try:
+        mount_tool.umount(target, timeout=60)
+        return "unmounted"
+    except RaidlabError:
+        mount_tool.umount(target, lazy=True, timeout=60)
+        return "unmounted (lazy)"
+
+
+def _remove_file(path: str) -> str:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return "already gone"
+    return "removed"
+
+
+def list_labs(home: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """Every lab directory with its status: running (locked), stale (resources left by a
+    killed run) or idle."""
+    base = labs_dir(home)
+    out = []
+    if not base.is_dir():
+        return out
+    for entry in sorted(base.iterdir()):
+        if not entry.is_dir() or not LAB_NAME_RE.match(entry.name):
+            continue
+        lab = Lab(entry.name, home=home)
+        state = lab.read_state()
+        resources = lab.resources()
+        if lab.in_use():
+            status = "running"
+        elif resources:
+            status = "stale"
+        else:
+            status = "idle"
+        out.append({"name": lab.name, "path": str(lab.path), "status": status,
+                    "pid": state.get("owner", {}).get("pid") if status == "running" else None,
+                    "resources": [r.describe() for r in resources]})
+    return out
+
+
+def cleanup_lab(name: str, *, home: str | os.PathLike | None = None) -> StaleReport:
+    """`raidlab lab cleanup NAME`: release a killed run's leftovers (refused while running)."""
+    lab = Lab(name, home=home)
+    with lab.owned():
+        return cleanup_stale(lab)
