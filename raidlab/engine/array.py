@@ -28,9 +28,15 @@ functions, I/O sits around them"):
   contract allows ("zeros or old data"). RAID-x first writes its pending images home, so
   none lands after the trim. The loop device cannot send trims here (pyfuse3 has no
   fallocate handler, see raidlab.export.fuse); tests/unit/test_array_trim.py drives it.
-* RAID-x (layout raidx) writes images through its persistent buffer of pending images
-  (raidlab.engine.imagebuffer, attached by raidlab.engine.build): images first into the
-  buffer, then the data copy; degraded reads lay pending images over what they read.
+* The image hook: a layout whose second copies may be written late (RAID-x's images,
+  `Layout.buffers_images`) gets an `image_buffer` (raidlab.engine.imagebuffer, attached by
+  raidlab.engine.build). The array calls it at five points and nowhere else (ImageHook
+  below): `log` takes a write's image extents before the data copies are written;
+  `overlay_snapshot` / `overlay` lay pending images over a degraded read; `drain` writes
+  every pending image home (before a trim, a rebuild or a scrub); `write_through` makes
+  later images go straight home while a rebuild runs; `statistics` joins the array's. The
+  hook issues its own member I/O through `member_call` and `gather`, so a member error
+  there is handled like any other.
 * Member requests of one write that continue each other on a member are merged into one
   request (coalesce_writes): measured with `raidlab bench engine`, every member request is
   a worker-thread round trip in live mode (~65-75 us here against ~5 us for the pwrite
@@ -41,12 +47,33 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
 from raidlab.blockdev import check_aligned
 from raidlab.engine.layouts.base import DataUnavailableError, DiskRange, Layout, WritePlan
+
+
+class ImageHook(Protocol):
+    """What the array asks of a layout's image buffer (module doc, "The image hook")."""
+
+    write_through: bool
+
+    async def log(self, images: list[tuple[int, int, int, bytes]], fua: bool) -> None:
+        """Take image extents (disk, disk offset, logical offset, payload) durably."""
+
+    def overlay_snapshot(self, offset: int, length: int) -> Any:
+        """Pending images over [offset, offset + length), taken before a degraded read."""
+
+    def overlay(self, offset: int, data: bytes, pending: Any) -> bytes:
+        """`data` read at `offset` with the `pending` images laid over it."""
+
+    async def drain(self) -> None:
+        """Write every pending image home."""
+
+    def statistics(self) -> dict[str, Any]:
+        """The buffer's counters, for the array's statistics."""
 
 
 ROW = 4096  # md's STRIPE_SIZE (one page): the member bytes one stripe_head covers
@@ -120,9 +147,9 @@ class Array:
         self._ungated_writes = 0
         self._ungated_drained = trio.Event()
         self._parity = bool(getattr(layout.redundancy, "parity", False))
-        # RAID-x's persistent buffer of pending images (raidlab.engine.imagebuffer), attached
+        # The image hook (module doc): RAID-x's persistent buffer of pending images, attached
         # by raidlab.engine.build; None: images are written like mirrors.
-        self.image_buffer = None
+        self.image_buffer: ImageHook | None = None
         self.counters = {
             "reads": 0, "writes": 0, "flushes": 0, "trims": 0,
             "bytes_read": 0, "bytes_written": 0,
@@ -217,12 +244,12 @@ class Array:
     async def flush(self) -> None:
         self.counters["flushes"] += 1
         calls = [
-            (self._member_call, index, member.flush)
+            (self.member_call, index, member.flush)
             for index, member in enumerate(self.members)
             if index not in self.failed
         ]
         try:
-            await self._gather(calls)
+            await self.gather(calls)
         except _MemberFailed:
             pass  # the member is marked failed; what it held survives on the others
 
@@ -234,13 +261,13 @@ class Array:
         if self.image_buffer is not None:
             await self.image_buffer.drain()  # a pending image must not land after the trim
         calls = [
-            (self._member_call, ext.disk, self.members[ext.disk].trim, ext.disk_offset, ext.length)
+            (self.member_call, ext.disk, self.members[ext.disk].trim, ext.disk_offset, ext.length)
             for piece in self.layout.copies(offset, length)
             for ext in piece
             if ext.disk not in self.failed
         ]
         try:
-            await self._gather(calls)
+            await self.gather(calls)
         except _MemberFailed:
             pass
 
@@ -384,7 +411,7 @@ class Array:
                 async with self._write_gate:  # no write may land between the two reads
                     plan = self.layout.rebuild_plan(index, pos, n, ())
                     expected = plan.assemble(await self._read_ranges(plan.reads))
-                    actual = await self._member_call(index, self.members[index].read, pos, n)
+                    actual = await self.member_call(index, self.members[index].read, pos, n)
                 if expected != actual:
                     mismatches.extend(_diff_ranges(index, pos, expected, actual))
                 pos += n
@@ -417,13 +444,13 @@ class Array:
         self.counters["member_read_bytes"] += sum(r.length for r in ranges)
         if len(ranges) == 1:
             rng = ranges[0]
-            return [await self._member_call(rng.disk, self.members[rng.disk].read, rng.disk_offset, rng.length)]
+            return [await self.member_call(rng.disk, self.members[rng.disk].read, rng.disk_offset, rng.length)]
         results: list[bytes | None] = [None] * len(ranges)
 
         async def one(i: int, rng: DiskRange) -> None:
-            results[i] = await self._member_call(rng.disk, self.members[rng.disk].read, rng.disk_offset, rng.length)
+            results[i] = await self.member_call(rng.disk, self.members[rng.disk].read, rng.disk_offset, rng.length)
 
-        await self._gather([(one, i, rng) for i, rng in enumerate(ranges)])
+        await self.gather([(one, i, rng) for i, rng in enumerate(ranges)])
         return results  # type: ignore[return-value]
 
     async def _write_extents(self, writes: Sequence, payloads: Sequence[bytes | memoryview], fua: bool) -> None:
@@ -434,15 +461,15 @@ class Array:
         self.counters["member_write_bytes"] += sum(len(payload) for _disk, _offset, payload in requests)
 
         async def one(disk: int, offset: int, payload) -> None:
-            await self._member_call(disk, self.members[disk].write, offset, payload, fua=fua)
+            await self.member_call(disk, self.members[disk].write, offset, payload, fua=fua)
 
         if len(requests) == 1:
             await one(*requests[0])
             return
-        await self._gather([(one, *request) for request in requests])
+        await self.gather([(one, *request) for request in requests])
 
-    async def _gather(self, calls) -> None:
-        """Run the calls concurrently. Errors are re-raised as themselves (not as an
+    async def gather(self, calls) -> None:
+        """Run the calls concurrently (each `(fn, *args)`, typically member_call). Errors are re-raised as themselves (not as an
         ExceptionGroup): a fatal OSError first, otherwise one _MemberFailed."""
         fatal: list[OSError] = []
         failures: list[_MemberFailed] = []
@@ -463,7 +490,10 @@ class Array:
         if failures:
             raise failures[0]
 
-    async def _member_call(self, index: int, fn, *args, **kwargs):
+    async def member_call(self, index: int, fn, *args, **kwargs):
+        """`fn(*args)` on member `index`, with the array's failure handling: an EIO marks the
+        member failed (persisted through on_failure) and raises EIO if the layout cannot
+        survive it, else an internal signal that makes the request plan again."""
         try:
             return await fn(*args, **kwargs)
         except OSError as exc:

@@ -28,6 +28,7 @@ import trio
 from raidlab.blockdev import SECTOR
 from raidlab.engine import metadata
 from raidlab.engine.array import Array
+from raidlab.engine.imagebuffer import DEFAULT_DELAY, ImageBuffer
 from raidlab.engine.layouts import DEFAULT_CHUNK, create_layout, layout_class, layout_from_geometry, layout_names
 from raidlab.errors import UsageError
 
@@ -136,13 +137,12 @@ async def assemble_array(
 
 
 async def attach_image_buffer(array: Array, array_uuid: str, nursery, delay: float | None):
-    """RAID-x: give the array its persistent buffer of pending images and start the
-    background writer in `nursery` (without one, the buffer is written out whenever it
-    fills: still durable, just not in the background). Other layouts: None."""
-    if array.layout.name != "raidx":
+    """A layout that buffers its images (RAID-x) gets its persistent buffer of pending images
+    as the array's image hook, with the background writer started in `nursery` (without one,
+    the buffer is written out whenever it fills: still durable, just not in the background).
+    Other layouts: None."""
+    if not array.layout.buffers_images:
         return None
-    from raidlab.engine.imagebuffer import DEFAULT_DELAY, ImageBuffer
-
     buffer = ImageBuffer(array, array_uuid, delay=DEFAULT_DELAY if delay is None else delay)
     array.image_buffer = buffer
     if nursery is not None:

@@ -248,7 +248,7 @@ class ImageBuffer:
             appends.append((disk, home, logical, payload))
         if direct:
             await self.drain()
-            await self.array._gather([(self._write_member, d, h, p, True) for d, h, p in direct])
+            await self.array.gather([(self._write_member, d, h, p, True) for d, h, p in direct])
             self.stats["written_through"] += len(direct)
         if not appends:
             return
@@ -280,7 +280,7 @@ class ImageBuffer:
             return
         calls = [(self._write_member, e.disk, e.log_offset, encode_entry(self.uuid, e), fua) for e in entries]
         try:
-            await self.array._gather(calls)
+            await self.array.gather(calls)
         finally:
             for e in entries:
                 e.logged = True
@@ -290,7 +290,7 @@ class ImageBuffer:
             self._wake.set()
 
     async def _write_member(self, disk: int, offset: int, payload, fua: bool) -> None:
-        await self.array._member_call(disk, self.array.members[disk].write, offset, payload, fua=fua)
+        await self.array.member_call(disk, self.array.members[disk].write, offset, payload, fua=fua)
 
     def overlay_snapshot(self, offset: int, length: int) -> list[PendingImage]:
         """Pending images overlapping logical [offset, offset+length), oldest first."""
@@ -379,11 +379,11 @@ class ImageBuffer:
         spans = sorted((e.home, e.home + e.length) for e in batch)
         disjoint = all(a_end <= b_start for (_a, a_end), (b_start, _b) in zip(spans, spans[1:]))
         if disjoint and len(batch) > 1:
-            await self.array._gather([(self._write_member, disk, e.home, e.data, False) for e in batch])
+            await self.array.gather([(self._write_member, disk, e.home, e.data, False) for e in batch])
         else:
             for e in batch:
                 await self._write_member(disk, e.home, e.data, False)
-        await self.array._member_call(disk, self.array.members[disk].flush)
+        await self.array.member_call(disk, self.array.members[disk].flush)
 
     async def _write_tail(self, disk: int, cleared: int) -> None:
         self._tail_gen[disk] += 1

@@ -387,6 +387,9 @@ class Layout:
     uses_chunks: ClassVar[bool] = True
     # Which failure sets survive, in words (Redundancy.rule).
     failure_rule: ClassVar[str] = ""
+    # True when the layout's image copies go through the array's image hook (RAID-x's buffer
+    # of pending images, raidlab.engine.imagebuffer) instead of straight to their homes.
+    buffers_images: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.member_data_size is None and isinstance(self.disk_size, int) and isinstance(self.data_offset, int):

@@ -59,6 +59,7 @@ class RaidxLayout(ChunkMappedLayout):
     name: ClassVar[str] = "raidx"
     min_disks: ClassVar[int] = 2
     failure_rule: ClassVar[str] = "survives any single failure"
+    buffers_images: ClassVar[bool] = True  # images are written late, from a persistent buffer (§3.5)
 
     def _placement_period(self) -> int:
         return self.n_disks * (self.n_disks - 1)
