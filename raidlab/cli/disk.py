@@ -38,7 +38,8 @@ def _fmt(value, digits: int = 1) -> str:
 def model_rows() -> list[dict]:
     """One row per catalog drive: what `disk models` shows (and prints with --json)."""
     from raidlab.disks import catalog
-    from raidlab.disks.model import manufacturer_average_seek_ms, zone_sequential_rate
+    from raidlab.disks.geometry import zone_sequential_rate
+    from raidlab.disks.seek import manufacturer_average_seek_ms
 
     rows = []
     for spec in catalog.all_models():

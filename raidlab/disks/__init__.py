@@ -1,6 +1,9 @@
 """Emulated member disks: a backing store plus a timing model, as trio BlockTargets.
 
-model.py      the timing model (pure arithmetic: seek curve, rotation, zones, buffers)
+seek.py       the Ruemmler-Wilkes seek curve and its fit to a spec sheet's figures
+geometry.py   DriveSpec (a drive's description) and the zoned geometry an image maps onto
+mechanisms/   the timing model, one class per drive kind (pure arithmetic: seek, rotation,
+              zones, buffers; ssd latency + rate; none)
 catalog.py    the papers' drives and their sources (data/catalog.toml)
 scheduler.py  queue disciplines (FIFO, SSTF, SCAN)
 backend.py    where the bytes live (memory, sparse image file, real block device)

@@ -2,8 +2,9 @@
 
 Why through the real disk object and not the model's closed forms: the bench must show what
 an architecture built on the disk will see, queue, read-ahead, write cache and all. The
-closed forms (raidlab.disks.model.expected_random_read_s, zone_sequential_rate) are printed
-next to the measurements so a user can see where the two differ and why.
+closed forms (raidlab.disks.mechanisms.expected_random_read_s,
+raidlab.disks.geometry.zone_sequential_rate) are printed next to the measurements so a
+user can see where the two differ and why.
 
 Two clocks (DESIGN.md "One engine, two clocks"):
 * virtual: MemoryBackend (sparse), trio.testing.MockClock(autojump_threshold=0); every figure
@@ -31,8 +32,9 @@ import trio.testing
 from raidlab.blockdev import SECTOR
 from raidlab.disks import catalog
 from raidlab.disks.backend import ImageBackend, MemoryBackend, check_size
-from raidlab.disks.disk import EmulatedDisk
-from raidlab.disks.model import DriveSpec, expected_random_read_s, percentile, zone_sequential_rate
+from raidlab.disks.disk import EmulatedDisk, percentile
+from raidlab.disks.geometry import DriveSpec, zone_sequential_rate
+from raidlab.disks.mechanisms import expected_random_read_s
 from raidlab.errors import UsageError
 
 SEQ_REQUEST = 64 * 1024

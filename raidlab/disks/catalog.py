@@ -9,7 +9,7 @@ that has neither, so an unexplained number cannot enter the catalog.
 Two kinds of derived parameters keep the file close to what the sources print:
 * `seek = { fit = { track_to_track_ms, average_ms, full_stroke_ms }, ... }`: a
   Ruemmler-Wilkes curve through the three figures a spec sheet gives
-  (raidlab.disks.model.fit_seek_curve);
+  (raidlab.disks.seek.fit_seek_curve);
 * `zones = { derive = { count, outer_mb_s, inner_mb_s }, ... }`: equal-width zones whose
   sectors per track fall linearly from the outer to the inner media rate (sectors per
   track are proportional to the radius, and equal-width zones are equally spaced in
@@ -26,7 +26,8 @@ import tomllib
 from importlib import resources
 from typing import Any
 
-from raidlab.disks.model import DriveSpec, SeekCurve, Zone, fit_seek_curve
+from raidlab.disks.geometry import DriveSpec, Zone
+from raidlab.disks.seek import SeekCurve, fit_seek_curve
 from raidlab.errors import UnknownModelError, UsageError
 
 _SCALAR_FIELDS = {

@@ -4,7 +4,7 @@ Why built this way (DESIGN.md "Member disks and timing models", "One engine, two
 
 * One service task per disk takes requests from a queue discipline (raidlab.disks.scheduler)
   and serves exactly one at a time, like a drive with one arm. The mechanism's arithmetic
-  (raidlab.disks.model) says when each request would end on the modelled drive; the task
+  (raidlab.disks.mechanisms) says when each request would end on the modelled drive; the task
   sleeps until then with `trio.sleep_until`, so the same code is a discrete-event simulation
   under `trio.testing.MockClock(autojump_threshold=0)` and a real-time emulation under trio's
   real clock (where the last 1.5 ms are waited with checkpoints, see SPIN_WINDOW).
@@ -35,13 +35,16 @@ from __future__ import annotations
 import collections
 import errno
 import itertools
+import math
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.disks.backend import Backend
-from raidlab.disks.model import DiskMechanism, DriveSpec, Plan, percentile
+from raidlab.disks.geometry import DriveSpec
+from raidlab.disks.mechanisms import Plan, make_mechanism
 from raidlab.disks.scheduler import DISCIPLINES, make_discipline
 from raidlab.errors import UsageError
 
@@ -110,6 +113,15 @@ async def _sleep_until_precisely(deadline: float) -> None:
         await trio.lowlevel.checkpoint()
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
+    if not values:
+        raise ValueError("percentile of no values")
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
+    return s[k]
+
+
 def _eio(name: str) -> OSError:
     return OSError(errno.EIO, f"emulated disk {name} has failed")
 
@@ -121,7 +133,7 @@ class EmulatedDisk:
     discipline: "fifo", "sstf" or "scan".
     io_in_thread: live mode (real I/O in a worker thread, overlapped with the model's wait).
     span: how the image maps onto the drive's cylinders ("full" or "start"; see
-      raidlab.disks.model.Geometry). write_cache: override the model's default.
+      raidlab.disks.geometry.Geometry). write_cache: override the model's default.
     """
 
     def __init__(
@@ -156,7 +168,7 @@ class EmulatedDisk:
         self.io_in_thread = io_in_thread
         self.failed = False
         try:
-            self.mechanism = DiskMechanism(model, backend.size, span=span, write_cache=write_cache)
+            self.mechanism = make_mechanism(model, backend.size, span=span, write_cache=write_cache)
         except ValueError as exc:
             raise UsageError(str(exc), model=model.name) from None
         self._bypass = model.kind == "none"

@@ -19,7 +19,7 @@ import trio.testing
 
 from raidlab.disks import EmulatedDisk, MemoryBackend, catalog
 from raidlab.disks.bench import default_size, random_qd1, sequential_rate, zone_ranges
-from raidlab.disks.model import manufacturer_average_seek_ms
+from raidlab.disks.seek import manufacturer_average_seek_ms
 
 RANDOM_SAMPLES = 1500
 

@@ -25,15 +25,10 @@ import trio.testing
 
 from raidlab.disks import EmulatedDisk, MemoryBackend, catalog
 from raidlab.disks.bench import random_qd, random_qd1, sequential_rate, zone_ranges
-from raidlab.disks.model import (
-    MS,
-    DiskMechanism,
-    Geometry,
-    expected_random_read_s,
-    fit_seek_curve,
-    manufacturer_average_seek_ms,
-    zone_sequential_rate,
-)
+from raidlab.disks.geometry import MS, Geometry, zone_sequential_rate
+from raidlab.disks.mechanisms import expected_random_read_s
+from raidlab.disks.mechanisms import make_mechanism as DiskMechanism
+from raidlab.disks.seek import fit_seek_curve, manufacturer_average_seek_ms
 from raidlab.errors import UnknownModelError, UsageError
 
 GiB = 1 << 30
