@@ -155,6 +155,14 @@ class _FileBackend:
     def flush(self) -> None:
         os.fdatasync(self._fd)
 
+    def _open(self, flags: int, what: str, hint: str, mode: int = 0o777) -> None:
+        """Open self.path into self._fd; a refusal by the OS becomes a UsageError that
+        names `what` and says what to do (`hint`)."""
+        try:
+            self._fd = os.open(self.path, flags, mode)
+        except OSError as exc:
+            raise UsageError(f"cannot open {what}: {exc.strerror}", hint=hint, path=str(self.path)) from None
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
@@ -179,14 +187,8 @@ class ImageBackend(_FileBackend):
         self.size = check_size(size)
         self._fd = -1
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        try:
-            self._fd = os.open(self.path, flags, 0o644)
-        except OSError as exc:
-            raise UsageError(
-                f"cannot open disk image {self.path}: {exc.strerror}",
-                hint="choose a path in a directory you can write to",
-                path=str(self.path),
-            ) from None
+        self._open(flags, f"disk image {self.path}", "choose a path in a directory you can write to",
+                   0o644)
         try:
             st = os.fstat(self._fd)
             if not stat.S_ISREG(st.st_mode):
@@ -254,14 +256,8 @@ class BlockDeviceBackend(_FileBackend):
                     device=str(self.path),
                     signature=[s.type for s in found],
                 )
-        try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC | os.O_EXCL)
-        except OSError as exc:
-            raise UsageError(
-                f"cannot open {self.path}: {exc.strerror}",
-                hint="is it mounted or in use? (needs root)",
-                path=str(self.path),
-            ) from None
+        self._open(os.O_RDWR | os.O_CLOEXEC | os.O_EXCL, str(self.path),
+                   "is it mounted or in use? (needs root)")
         try:
             dev_size = _device_size(self._fd)
             self.size = check_size(size if size is not None else dev_size - dev_size % SECTOR)
