@@ -23,6 +23,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from raidlab import units
 from raidlab.errors import UsageError
 
 # The papers (`paper = "000"` names seeds/000_*.txt; seeds/INDEX.md): how a report cites them.
@@ -180,11 +181,10 @@ _REPORT = {"style", "metrics", "better", "x", "x_label", "panel", "y_label"}
 
 
 def parse_size(text: Any, path: Path, key: str) -> int:
-    """'256M', '1G', '512K' or an int of bytes."""
-    from raidlab.export.serve import parse_size as _parse
-
+    """'256M', '1G', '512K' (raidlab.units.parse_size) or an int of bytes; a bad value is a
+    ScenarioError naming the file and the key."""
     try:
-        return int(text) if isinstance(text, int) else _parse(str(text))
+        return int(text) if isinstance(text, int) else units.parse_size(str(text))
     except (UsageError, ValueError) as exc:
         raise ScenarioError(path, key, f"bad size {text!r} ({exc})") from None
 

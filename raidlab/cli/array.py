@@ -15,6 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from raidlab.errors import NeedsRootError, UnknownModelError, UsageError
+from raidlab.units import parse_key_values, parse_size
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -33,11 +34,10 @@ def _need_root(what: str) -> None:
 
 
 def _parse_options(pairs: tuple[str, ...]) -> dict:
+    """-o KEY=VALUE pairs -> architecture options; a value is JSON if it reads as JSON (a
+    number, true, a list, which becomes a tuple), else the string itself."""
     options = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise UsageError(f"option {pair!r} is not KEY=VALUE", hint="e.g. -o layout=n2")
-        key, value = pair.split("=", 1)
+    for key, value in parse_key_values(pairs, example="layout=n2").items():
         try:
             options[key] = json.loads(value)
         except ValueError:
@@ -91,7 +91,7 @@ def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options,
     from raidlab.disks import catalog
     from raidlab.service import control
     from raidlab.service.daemon import SPEC_FILE, ArraySpec
-    from raidlab.export.serve import check_live_prerequisites, parse_size
+    from raidlab.export.serve import check_live_prerequisites
 
     size, chunk_bytes = parse_size(disk_size), parse_size(chunk)
     opts = _parse_options(options)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from raidlab.units import parse_size
+
 
 def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
@@ -119,7 +121,6 @@ def _register_engine(bench: click.Group) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         from raidlab.service.bench import BenchConfig, parse_options, run_bench
-        from raidlab.export.serve import parse_size
 
         cfg = BenchConfig(arch=arch, disks=disks, disk_size=parse_size(disk_size), chunk=parse_size(chunk),
                           runtime=runtime, options=parse_options(options), profile_path=profile_path,

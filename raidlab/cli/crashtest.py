@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from raidlab.units import parse_size
+
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
 
@@ -36,7 +38,6 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
     Exit 1 if a point fails."""
     from raidlab.cli.array import _parse_options
     from raidlab.crashtest import PRESETS, config_for, run_crashtest
-    from raidlab.export.serve import parse_size
 
     names = list(PRESETS) if target == "all" else [target]
     opts = _parse_options(options)

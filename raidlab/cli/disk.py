@@ -22,7 +22,7 @@ _out = Console(highlight=False)
 def _parse_size(text: str | None) -> int | None:
     if text is None:
         return None
-    from raidlab.export.serve import parse_size  # one size syntax across the CLI
+    from raidlab.units import parse_size  # one size syntax across the CLI
 
     return parse_size(text)
 

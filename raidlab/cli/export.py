@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from raidlab.errors import RaidlabError, leaf_exceptions
+from raidlab.units import parse_size
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -77,7 +78,7 @@ def serve(n_disks, model, size, name, discipline, keep_images, as_json, command)
 
       raidlab disk serve --disks 3 --disk-model none --disk-size 256M -- sh -c 'lsblk $RAIDLAB_DISKS'
     """
-    from raidlab.export.serve import ServeRequest, parse_size, serve_disks
+    from raidlab.export.serve import ServeRequest, serve_disks
 
     req = ServeRequest(disks=n_disks, model=model, size=parse_size(size), name=name,
                        discipline=discipline, command=list(command) or None,

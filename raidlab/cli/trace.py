@@ -13,25 +13,19 @@ import sys
 import click
 
 from raidlab.errors import UsageError
+from raidlab.units import parse_duration, parse_key_values, parse_size
 
 
 def _size(text: str | None) -> int | None:
-    if text is None:
-        return None
-    from raidlab.export.serve import parse_size
-
-    return parse_size(text)
+    """An optional size option: None when not given."""
+    return None if text is None else parse_size(text)
 
 
 def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
-    """-o KEY=VALUE pairs -> dict (values stay strings; the builder parses them)."""
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"-o {pair!r} is not KEY=VALUE", hint="e.g. -o cache=logical")
-        out[key.strip().replace("-", "_")] = value.strip()
-    return out
+    """-o KEY=VALUE pairs -> dict, `cache-size` read as `cache_size` (values stay strings;
+    the builder parses them)."""
+    return {key.replace("-", "_"): value
+            for key, value in parse_key_values(pairs, example="cache=logical").items()}
 
 
 def _print_stats(s: dict) -> None:
@@ -125,7 +119,7 @@ def register(cli: click.Group) -> None:
     def synth_cmd(profile_name: str, duration: str, seed: int, device_size: str | None, output: str | None) -> int:
         """A labelled synthetic trace (NOT the real HP trace) in raidlab's format."""
         from raidlab.traces.formats import write_raidlab
-        from raidlab.traces.synth import HP_C2200A_BYTES, label, parse_duration, synth
+        from raidlab.traces.synth import HP_C2200A_BYTES, label, synth
 
         seconds = parse_duration(duration)
         size = _size(device_size) or HP_C2200A_BYTES

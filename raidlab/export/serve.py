@@ -14,7 +14,6 @@ The COMMAND sees RAIDLAB_DISKS="/dev/loopX /dev/loopY ...", RAIDLAB_DISK0 ..., R
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,22 +26,6 @@ from raidlab.errors import NeedsRootError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.lab import LabSession, open_lab
 from raidlab.tools.base import require
-
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    """'64M', '1G', '1.5GiB', '4096' -> bytes (binary units). Must be a sector multiple."""
-    match = _SIZE_RE.match(str(text))
-    if not match:
-        raise UsageError(f"cannot read size {text!r}", hint="write it like 512M or 2G")
-    value = float(match.group(1)) * _UNITS[match.group(2).upper()]
-    if value != int(value) or int(value) <= 0 or int(value) % SECTOR:
-        raise UsageError(f"size {text!r} is not a positive multiple of {SECTOR} bytes",
-                         hint="write it like 512M or 2G")
-    return int(value)
-
 
 @dataclass
 class ServedDisk:

@@ -42,7 +42,7 @@ from typing import Any
 
 import trio
 
-from raidlab.errors import UsageError
+from raidlab.units import parse_key_values
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -231,11 +231,10 @@ def _mounted_under(directory: Path) -> bool:
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """-o KEY=VALUE pairs -> architecture options; a value is an int or a float if it reads
+    as one, else the string itself."""
     out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"option {pair!r} is not KEY=VALUE")
+    for key, value in parse_key_values(pairs, example="layout=n2").items():
         try:
             out[key] = int(value)
         except ValueError:

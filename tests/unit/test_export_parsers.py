@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raidlab.errors import UsageError
-from raidlab.export.serve import parse_size
+from raidlab.units import parse_size
 from raidlab.lab.fuse_control import fuse_connection_id, is_fuse_fstype
 from raidlab.lab.proc import (parse_environ, parse_proc_stat_start_time, process_start_time,
                               same_process)
