@@ -27,6 +27,7 @@ from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.lab import LabSession, open_lab
 from raidlab.tools.base import require
 
+
 @dataclass
 class ServedDisk:
     index: int
