@@ -43,10 +43,6 @@ class FsckResult:
         """e2fsck found nothing to correct."""
         return self.returncode == FSCK_OK
 
-    @property
-    def errors_found(self) -> bool:
-        return bool(self.returncode & (FSCK_CORRECTED | FSCK_UNCORRECTED))
-
 
 def e2fsck(device: str | os.PathLike, *, fix: bool = False, timeout: float = 600) -> FsckResult:
     """Force a full check (-f). Read-only (-n) unless fix=True (then -p, preen).

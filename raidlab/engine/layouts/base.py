@@ -98,10 +98,6 @@ class Extent:
     def end(self) -> int:
         return self.disk_offset + self.length
 
-    @property
-    def disk_range(self) -> DiskRange:
-        return DiskRange(self.disk, self.disk_offset, self.length)
-
 
 @dataclasses.dataclass(frozen=True)
 class Location:

@@ -78,10 +78,6 @@ class RaidxLayout(ChunkMappedLayout):
     def _capacity(self) -> int:
         return self.n_disks * self.data_rows * self.chunk_bytes
 
-    def mirror_group(self, chunk: int) -> int:
-        """The n-1 consecutive blocks whose images share one disk."""
-        return chunk // (self.n_disks - 1)
-
     def image_disk(self, chunk: int) -> int:
         """Equation (1): n - 1 - (floor(d / (n-1)) mod n)."""
         n = self.n_disks
