@@ -102,9 +102,9 @@ def register(cli: click.Group) -> None:
             sys.stdout.buffer.flush()
             sys.stderr.buffer.write(result.stderr)
             sys.stderr.buffer.flush()
-            err.print(f"[dim]vm: command exited {result.returncode} after {result.seconds:.2f} s; "
+            err.print(f"[dim]vm: command exited {result.rc} after {result.seconds:.2f} s; "
                       f"boot took {vm.boot_seconds:.1f} s[/dim]")
-        return result.returncode
+        return result.rc
 
     @vm_group.command("info")
     @click.option("--json", "as_json", is_flag=True)

@@ -28,7 +28,6 @@ binary data with put/get.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shlex
@@ -40,29 +39,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from raidlab.errors import LabError, RaidlabError, ToolFailedError
+from raidlab.tools.base import CommandResult, run
 from raidlab.vm.protocol import GUEST_SCRATCH
-
-
-
-@dataclasses.dataclass(frozen=True)
-class ExecResult:
-    argv: list[str]
-    rc: int
-    stdout: bytes
-    stderr: bytes
-    seconds: float
-
-    @property
-    def stdout_text(self) -> str:
-        return self.stdout.decode(errors="replace")
-
-    @property
-    def stderr_text(self) -> str:
-        return self.stderr.decode(errors="replace")
-
-    def as_record(self) -> dict:
-        """The result document's command entry (contracts §3)."""
-        return {"argv": list(self.argv), "rc": self.rc, "seconds": round(self.seconds, 6)}
 
 
 class ExecFailed(ToolFailedError):
@@ -80,17 +58,21 @@ class RunnerSession(Protocol):
     scratch: str
 
     def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
-             check: bool = True) -> ExecResult: ...
+             check: bool = True) -> CommandResult: ...
 
     def put(self, local: Path, remote: str) -> None: ...
 
     def get(self, remote: str, local: Path) -> None: ...
 
 
-def _checked(result: ExecResult, check: bool) -> ExecResult:
-    if check and result.rc != 0:
-        raise ExecFailed(result.argv, result.rc, result.stderr_text or result.stdout_text)
-    return result
+def _exec_failed(result: CommandResult) -> ExecFailed:
+    return ExecFailed(result.argv, result.rc, result.stderr_text or result.stdout_text)
+
+
+def _result(argv: list[str], rc: int, stdout: bytes, stderr: bytes, seconds: float,
+            check: bool) -> CommandResult:
+    result = CommandResult(argv, rc, stdout, stderr, seconds, failure=_exec_failed)
+    return result.check() if check else result
 
 
 class NativeSession:
@@ -104,9 +86,7 @@ class NativeSession:
         self.scratch = str(scratch) if scratch is not None else tempfile.mkdtemp(prefix="raidlab-scratch-")
 
     def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
-             check: bool = True) -> ExecResult:
-        from raidlab.tools.base import run
-
+             check: bool = True) -> CommandResult:
         argv = [str(a) for a in argv]
         started = time.monotonic()
         try:
@@ -114,9 +94,8 @@ class NativeSession:
         except subprocess.TimeoutExpired:
             raise ExecTimeout(f"command timed out after {timeout:g} s and was killed: "
                               f"{shlex.join(argv)[:200]}", argv=argv, timeout=timeout) from None
-        result = ExecResult(argv, proc.returncode, proc.stdout.encode(), proc.stderr.encode(),
-                            time.monotonic() - started)
-        return _checked(result, check)
+        return _result(argv, proc.returncode, proc.stdout.encode(), proc.stderr.encode(),
+                       time.monotonic() - started, check)
 
     def put(self, local: Path, remote: str) -> None:
         remote_path = Path(remote)
@@ -169,7 +148,7 @@ class DaemonSession:
             raise
 
     def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
-             check: bool = True) -> ExecResult:
+             check: bool = True) -> CommandResult:
         argv = [str(a) for a in argv]
         stdin_file = None
         try:
@@ -187,9 +166,8 @@ class DaemonSession:
                     Path(reply[key]).unlink(missing_ok=True)
             raise ExecTimeout(f"command in the lab VM timed out after {timeout:g} s and was killed: "
                               f"{shlex.join(argv)[:200]}", argv=argv, timeout=timeout)
-        result = ExecResult(argv, int(reply["rc"]), _read_and_remove(reply["stdout_file"]),
-                            _read_and_remove(reply["stderr_file"]), float(reply["seconds"]))
-        return _checked(result, check)
+        return _result(argv, int(reply["rc"]), _read_and_remove(reply["stdout_file"]),
+                       _read_and_remove(reply["stderr_file"]), float(reply["seconds"]), check)
 
     def put(self, local: Path, remote: str) -> None:
         local = Path(local).absolute()

@@ -15,7 +15,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from raidlab.errors import MissingToolError, ToolFailedError
 
@@ -67,6 +67,50 @@ class CommandRecord:
     @property
     def command_line(self) -> str:
         return shlex.join(self.argv)
+
+
+def _tool_failed(result: CommandResult) -> ToolFailedError:
+    """The default error of a failed command: argv, exit status and the last output line."""
+    return ToolFailedError(result.argv, result.rc, result.stderr_text or result.stdout_text)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandResult:
+    """One finished command: its argv, exit status, output (bytes) and wall-clock seconds.
+
+    One type wherever a command ran (this host, the lab VM's shell, a runner session), so a
+    workload reads its results the same way natively and in the VM. Output stays bytes,
+    because binary output from the VM arrives exact; stdout_text and stderr_text decode it.
+    `rc` is spelt as in the result documents (`as_record`). `failure` builds the error that
+    `check` raises on a non-zero exit: where the command ran decides how its failure reads
+    (ToolFailedError by default; the lab VM's shell raises VMError, a runner session ExecFailed).
+    """
+
+    argv: list[str]
+    rc: int
+    stdout: bytes
+    stderr: bytes
+    seconds: float
+    failure: Callable[[CommandResult], Exception] = dataclasses.field(
+        default=_tool_failed, repr=False, compare=False)
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode(errors="replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode(errors="replace")
+
+    def as_record(self) -> dict:
+        """The command's entry in a result document (contracts §3)."""
+        return {"argv": list(self.argv), "rc": self.rc, "seconds": round(self.seconds, 6)}
+
+    def check(self) -> CommandResult:
+        """This result if the command exited 0, else raise `failure(self)`."""
+        if self.rc != 0:
+            raise self.failure(self)
+        return self
 
 
 class CommandLog:

@@ -35,7 +35,6 @@ Typical use:
 """
 
 from raidlab.vm.initramfs import WANTED_MODULES, VMImage, build_vm_image
-from raidlab.vm.qemu import CommandResult, LabVM, VMDisk, guest_device
+from raidlab.vm.qemu import LabVM, VMDisk, guest_device
 
-__all__ = ["WANTED_MODULES", "CommandResult", "LabVM", "VMDisk", "VMImage", "build_vm_image",
-           "guest_device"]
+__all__ = ["WANTED_MODULES", "LabVM", "VMDisk", "VMImage", "build_vm_image", "guest_device"]

@@ -276,8 +276,8 @@ class HostedVM:
         result = await self._call(_summary(shlex.join(argv)), self.vm.run, script,
                                   timeout=timeout + CHANNEL_GRACE_SECONDS)
         seconds = time.monotonic() - started
-        timed_out = result.returncode == GUEST_TIMEOUT_STATUS and seconds >= timeout * 0.99
-        return {"rc": result.returncode, "stdout": result.stdout, "stderr": result.stderr,
+        timed_out = result.rc == GUEST_TIMEOUT_STATUS and seconds >= timeout * 0.99
+        return {"rc": result.rc, "stdout": result.stdout, "stderr": result.stderr,
                 "seconds": seconds, "timed_out": timed_out}
 
     # -- daemon ops ----------------------------------------------------------------------

@@ -50,6 +50,7 @@ from raidlab.vm import protocol
 from raidlab.vm.initramfs import CHANNEL_NAME, VMImage
 from raidlab.vm.kernel import vm_cache_dir
 from raidlab.tools import qemu as qemu_tool
+from raidlab.tools.base import CommandResult
 
 ACCEL_ENV = "RAIDLAB_VM_ACCEL"          # auto | tcg | kvm
 KVM_PROBE_SECONDS = 20.0
@@ -120,31 +121,15 @@ def guest_device(index: int) -> str:
 
 # ---- results ----
 
-@dataclasses.dataclass(frozen=True)
-class CommandResult:
-    command: str
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-    seconds: float
-
-    @property
-    def stdout_text(self) -> str:
-        return self.stdout.decode(errors="replace")
-
-    @property
-    def stderr_text(self) -> str:
-        return self.stderr.decode(errors="replace")
-
-    def check(self) -> CommandResult:
-        """Raise VMError if the command failed (exit code and last stderr line in the message)."""
-        if self.returncode != 0:
-            last = self.stderr_text.strip().splitlines()[-1:] or self.stdout_text.strip().splitlines()[-1:]
-            raise VMError(f"command in the lab VM failed (exit {self.returncode}): "
-                          f"{self.command.strip()[:200]}" + (f": {last[0]}" if last else ""),
-                          command=self.command, returncode=self.returncode,
-                          stdout=self.stdout_text, stderr=self.stderr_text)
-        return self
+def _guest_failure(result: CommandResult) -> VMError:
+    """A guest script exited non-zero: its exit code, the script and its last line of stderr
+    (of stdout if stderr is empty)."""
+    script = result.argv[-1]
+    last = result.stderr_text.strip().splitlines()[-1:] or result.stdout_text.strip().splitlines()[-1:]
+    return VMError(f"command in the lab VM failed (exit {result.rc}): "
+                   f"{script.strip()[:200]}" + (f": {last[0]}" if last else ""),
+                   command=script, returncode=result.rc,
+                   stdout=result.stdout_text, stderr=result.stderr_text)
 
 
 # ---- accelerator choice ----
@@ -486,8 +471,8 @@ class LabVM:
         frame = self._expect(request_id, "DONE", deadline,
                              what=f"command {script.strip()[:120]!r} (timeout {timeout:g} s)")
         self.commands_run += 1
-        result = CommandResult(script, int(frame.args[1]), frame.payloads[0], frame.payloads[1],
-                               time.monotonic() - start)
+        result = CommandResult(["sh", "-c", script], int(frame.args[1]), frame.payloads[0],
+                               frame.payloads[1], time.monotonic() - start, failure=_guest_failure)
         return result.check() if check else result
 
     def put(self, guest_path: str, data: bytes | str | os.PathLike, mode: int = 0o644,
@@ -515,7 +500,7 @@ class LabVM:
     def fetch(self, guest_path: str, host_path: str | os.PathLike, timeout: float = 300.0) -> Path:
         """Copy a file (or a directory, as a tree) from the VM to the host."""
         host_path = Path(host_path)
-        is_dir = self.run(f"[ -d {_sh_quote(guest_path)} ]", timeout=timeout).returncode == 0
+        is_dir = self.run(f"[ -d {_sh_quote(guest_path)} ]", timeout=timeout).rc == 0
         if not is_dir:
             host_path.write_bytes(self.get(guest_path, timeout))
             return host_path

@@ -45,7 +45,7 @@ What this driver does and why:
   system idle time"). The paper does not say it paused between programs, so the scenarios'
   claims use 0; a case with idle time tests the explanation that a log left full by the
   previous phase is what slows the next one.
-- Phase times are the runner's measure of each command (ExecResult.seconds); in the VM that
+- Phase times are the runner's measure of each command (CommandResult.seconds); in the VM that
   includes the command channel's round trip, milliseconds against phases of seconds.
 - After untar and after copy the driver counts the files and directories (untimed) and
   raises WorkloadError if they differ from the generated tree's.

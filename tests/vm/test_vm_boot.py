@@ -111,7 +111,7 @@ def test_boot_reports_kernel_release_and_boot_time(vm, vm_image, record_property
     assert vm.boot_seconds > 0 and vm.guest_uptime_at_ready > 0
     assert vm.guest["kver"] == vm_image.kernel.release
     result = vm.run("uname -r; hostname")
-    assert result.returncode == 0
+    assert result.rc == 0
     assert result.stdout_text.split() == [vm_image.kernel.release, "raidlab-vm"]
     assert vm.accel in ("tcg", "kvm") and vm.accel_reason
 
@@ -127,11 +127,11 @@ def test_modules_were_loaded_in_the_planned_order(vm, vm_image):
 
 def test_exit_code_stdout_and_stderr_come_back_separately(vm):
     result = vm.run("printf 'to stdout'; printf 'to stderr' >&2; exit 7")
-    assert (result.returncode, result.stdout, result.stderr) == (7, b"to stdout", b"to stderr")
+    assert (result.rc, result.stdout, result.stderr) == (7, b"to stdout", b"to stderr")
     with pytest.raises(VMError, match=r"exit 7.*: to stderr"):
         result.check()
-    assert vm.run("false").returncode == 1
-    assert vm.run("kill -9 $$").returncode == 137
+    assert vm.run("false").rc == 1
+    assert vm.run("kill -9 $$").rc == 137
 
 
 def test_binary_and_large_output_is_exact(vm):
@@ -220,7 +220,7 @@ losetup -d "$dev"
 def test_workload_programs_run_on_ext4_over_a_guest_loop_device(vm):
     """The host's fio, postmark, bonnie++, GNU tar and e2fsprogs run in the VM (libraries complete)."""
     result = vm.run(WORKLOAD_SMOKE, timeout=300)
-    assert result.returncode == 0, result.stderr_text
+    assert result.rc == 0, result.stderr_text
     lines = dict(line.split(": ", 1) for line in result.stdout_text.splitlines())
     assert lines["fio"].startswith("3;fio-") and lines["fio"].endswith(";w")
     assert lines["postmark"] == "1"

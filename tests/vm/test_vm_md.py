@@ -96,7 +96,7 @@ def test_raid5_over_three_virtio_disks(vm_image, tmp_path, record_property):
         vm.run("echo 3 > /proc/sys/vm/drop_caches", check=True)
         vm.run(f"dd if=/dev/md0 of=/run/readback bs=1M count={PATTERN_BYTES >> 20} iflag=direct",
                timeout=300, check=True)
-        assert vm.run("cmp /run/pattern /run/readback").returncode == 0
+        assert vm.run("cmp /run/pattern /run/readback").rc == 0
         assert vm.get("/run/readback") == pattern
 
         detail = _detail_fields(vm.run("mdadm --detail /dev/md0", check=True).stdout_text)

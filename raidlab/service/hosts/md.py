@@ -77,7 +77,7 @@ class MdHost:
         started = time.monotonic()
         if self.vm is not None:
             result = await self.vm.run_script(shlex.join(argv) + " < /dev/null", timeout=timeout, check=False)
-            rc, out, err = result.returncode, result.stdout_text, result.stderr_text
+            rc, out, err = result.rc, result.stdout_text, result.stderr_text
         else:
             proc = await trio.to_thread.run_sync(lambda: run(argv, check=False, timeout=timeout))
             rc, out, err = proc.returncode, proc.stdout, proc.stderr
