@@ -2,7 +2,7 @@
 onto ext4, recover with `assemble`, and check that ext4 is consistent and every file whose
 fsync returned is intact.
 
-Why this harness (issue 5, "crash-safe"): the caching architectures acknowledge writes from
+Why this harness: the caching architectures acknowledge writes from
 RAM (DCD immediate report, VC-RAID's RAM buffer) and keep data on a cache disk for a long
 time; the claim to test is the block-device contract ext4 relies on — a flush (fsync, a
 journal commit) returns only when everything acknowledged before it survives a crash. A

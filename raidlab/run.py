@@ -14,7 +14,7 @@ RunnerSession (raidlab.runners.session), so the same loop runs natively or insid
 that the array daemon owns. kind = "sim" scenarios have no array: each run is one call of
 raidlab.traces.experiment.run_case.
 
-Robustness rules (issue 6): a run that fails is recorded with status "failed" and its error,
+Robustness rules: a run that fails is recorded with status "failed" and its error,
 and the loop goes on; Ctrl-C or SIGTERM stops after unmounting and destroying the current
 array (cleanup runs with further signals deferred), keeps every finished run file and marks
 the manifest interrupted. A run killed outright (SIGKILL) leaves its array; the next run, or

@@ -2,8 +2,8 @@
 
 Why a strict loader: a scenario decides hours of runs and which published number is set
 beside which measurement. A misspelt key (`disk_modle`), an unknown architecture, workload or
-drive model must be refused at load time with one line naming the file and the key (issue 6,
-"Bad input"), before any array is created; silently ignoring it would produce a plausible but
+drive model must be refused at load time with one line naming the file and the key,
+before any array is created; silently ignoring it would produce a plausible but
 wrong comparison. So every table has a closed set of keys, every reference (arch ids, drive
 models, workload names and parameters, labels used by [[paper]] and [[claim]]) is resolved
 here, and the loaded Scenario is plain frozen data that `raidlab run` and `raidlab report`

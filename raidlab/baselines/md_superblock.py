@@ -1,6 +1,6 @@
 """md's version-1.2 superblock, read from a member image, and the engine layout it describes.
 
-Why: md is the engine's oracle (issue 4). md writes a known pattern through a real array in
+Why: md is the engine's oracle. md writes a known pattern through a real array in
 the lab VM; the engine then maps the *same member images* with its own layouts and must read
 identical bytes. For that the engine needs what md decided: where the data starts on each
 member (data_offset, chosen by mdadm from the device size), the chunk, level, layout, the

@@ -2,9 +2,9 @@
 
 The `bench` group is shared: other modules may add commands to it, so `register` adds the
 group only if it is missing. This module adds `bench sim`: replay speed of a synthetic
-trace on raid5 and on a single disk (issue 7 "Determinism and speed"), with peak RSS; and
+trace on raid5 and on a single disk, with peak RSS; and
 `bench engine`: an engine architecture's loop device against a bare pass-through FUSE file
-(issue 3; the measurement itself is raidlab.service.bench).
+(the measurement itself is raidlab.service.bench).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The actions live in raidlab.traces (formats, stats, synth, replay). `raidlab sim --json`
 prints only deterministic results on stdout (the same trace, seed and options give the same
-bytes, issue 7); the replay speed, which is wall-clock, goes to stderr.
+bytes); the replay speed, which is wall-clock, goes to stderr.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ That alone does not make a replay reproducible: trio deliberately randomises the
 which tasks that became runnable together are resumed (its scheduler RNG, `_r` in
 trio._core._run), and the order in which concurrent member requests reach a disk's queue
 decides seek distances and so the times. The same trace, seed and options must give
-identical results byte for byte (issue 7), so `run_virtual` seeds that RNG before each run.
+identical results byte for byte, so `run_virtual` seeds that RNG before each run.
 It is a private trio attribute — the one trio's own Hypothesis plugin seeds for the same
 purpose — so we check it exists and fail loudly if a trio release removes it.
 

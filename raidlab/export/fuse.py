@@ -3,7 +3,7 @@
 Layout of the mount (DESIGN.md "Data path"):
 
     <mountpoint>/disks/d0 ... dN-1   the emulated member disks
-    <mountpoint>/volume              an engine architecture (issue 3)
+    <mountpoint>/volume              an engine architecture
 
 Why FUSE files and not ublk/nbd: the host has loop and FUSE but no nbd or ublk, and a regular
 file is what `losetup`, mdadm (over loops) and QEMU (`cache=none`) all accept. Why pyfuse3:
@@ -34,7 +34,7 @@ Choices, measured on this machine (see tests/live/test_fuse_export.py, which ass
   fallocate(PUNCH_HOLE | KEEP_SIZE) on its backing file, and FUSE forwards that as
   FUSE_FALLOCATE only to a server that implements it; pyfuse3 3.5 registers no fallocate
   in its fuse_lowlevel_ops (src/pyfuse3/internal.pxi, init_fuse_ops; upstream pyfuse3 has
-  none either, checked again for issue 3), so libfuse answers ENOSYS, the kernel marks the
+  none either), so libfuse answers ENOSYS, the kernel marks the
   connection no_fallocate and returns EOPNOTSUPP: a DISCARD on the loop device fails inside
   the kernel (logged as "operation not supported error ... DISCARD"; BLKDISCARD still
   returns 0) and the data stay; WRITE_ZEROES falls back to writing zero pages, which

@@ -2,7 +2,7 @@
 
 Why it exists: (1) the FUSE export is built and tested against a target whose behaviour is
 plain POSIX I/O, so a failure in an export test is the export's fault, not a timing model's;
-(2) the engine benchmark of issue 3 compares an architecture's `volume` against "a bare
+(2) the engine benchmark (raidlab.service.bench) compares an architecture's `volume` against "a bare
 pass-through FUSE file over one image in the same run" -- this is that file's target.
 
 The blocking system calls (pread/pwrite/fsync/fallocate) run in trio worker threads so the

@@ -4,7 +4,7 @@ Why the scenario copy is read from the results directory: a report must describe
 run, not what the scenario file says today (it may have been edited since). The copy is
 loaded without registry look-ups, so a report can be drawn on a machine where a family that
 ran then is not importable now. A directory whose runs or manifest belong to a different
-scenario than the one asked for is refused (issue 6, "Bad input").
+scenario than the one asked for is refused.
 
 Statistics are plain (pure functions): mean, sample standard deviation, min, max, n over the
 repetitions whose status is "ok"; failed runs are counted, never averaged in as zeros.

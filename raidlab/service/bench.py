@@ -1,4 +1,4 @@
-"""`raidlab bench engine`: what the engine costs on top of a bare FUSE file (issue 3).
+"""`raidlab bench engine`: what the engine costs on top of a bare FUSE file.
 
 What it measures: on `none` member disks (no timing model: every microsecond is the
 engine's, FUSE's or the host's), fio through the engine's loop device (the lab file

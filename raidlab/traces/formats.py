@@ -1,6 +1,6 @@
 """Block-trace readers (streaming) and raidlab's own trace format (reader and writer).
 
-Why built this way (issue 7 "Formats", "Bad input"):
+Why built this way:
 
 * Every reader is a generator over the file's lines: one request in memory at a time, so a
   trace of any length is read in constant memory, and `raidlab sim` can start replaying

@@ -1,7 +1,7 @@
 """Synthetic office/engineering block traces with the properties the DCD paper reports.
 
 Why synthetic: the HP traces the DCD paper replays (cello, snake, hplajw; Ruemmler & Wilkes,
-"UNIX disk access patterns", USENIX Winter 1993) are not redistributable (issue 7). What the
+"UNIX disk access patterns", USENIX Winter 1993) are not redistributable. What the
 papers *say* about them is enough to build labelled look-alikes, and `raidlab trace stats`
 checks each property in the tests (tests/unit/test_traces_synth.py). They are not the real
 traces: absolute response times replayed from them are ours, not the paper's; the shape of
@@ -47,8 +47,8 @@ and labelled as a choice):
                                                                      snake assumed between them (DCD gives
                                                                      only the extremes); oltp assumed
                                                                      ("medium to high", DCD §3.1)
-  write_fraction     0.57        0.57        0.57        0.35        issue 7 ("near 57%") for the office
-                                                                     traces; oltp assumed (2 reads : 1 write)
+  write_fraction     0.57        0.57        0.57        0.35        VC-RAID §4.3.1 ("about 57%" in the HP
+                                                                     traces); oltp assumed (2 reads : 1 write)
   overwrite_fraction 0.25        0.47        0.35        0.60        DCD §5 (R&W): hplajw 25%, snake 47%,
                                                                      cello about 35%; oltp assumed
   sizes              mostly 8K,  1-8K, 8K    1-8K, some  4K/8K       DCD §3.1, §4.1 (hplajw max 8 KB);
