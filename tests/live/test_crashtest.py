@@ -1,9 +1,10 @@
 """`raidlab crashtest`: SIGKILL of the array daemon during an untar onto ext4, recovery by
-`assemble`, fsck clean, every fsync'ed file intact — for the four caching configurations of
-issue 5 — and nothing left behind, also when the harness itself is interrupted.
+`assemble`, fsck clean, every fsync'ed file intact — for every caching configuration (DCD
+with immediate and after-complete report, VC-RAID scd, mcd, 1c and 1d) — and nothing left
+behind, also when the harness itself is interrupted.
 
-The default suite runs 3 points per configuration; the issue's 20 points per configuration
-run under the `slow` marker.
+The default suite runs 3 points per configuration; 20 points per configuration (the
+command's default) run under the `slow` marker.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Does the disk model do what it says? (ublk-disksim's first question; issue 2 "Validation")
+"""Does the disk model do what it says? (ublk-disksim's first question)
 
 All on the virtual clock (trio.testing.MockClock, autojump), through EmulatedDisk and a
 sparse MemoryBackend, so every time is exact model time and the suite is fast.

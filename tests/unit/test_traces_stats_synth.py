@@ -1,5 +1,5 @@
 """trace stats on hand-computed traces; synthetic profiles checked against the papers'
-properties with trace stats (DCD §3.1 and §5, issue 7)."""
+properties with trace stats (DCD §3.1 and §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""run_virtual gives the same timeline whatever the process did before (issue 7)."""
+"""run_virtual gives the same timeline whatever the process did before."""
 
 from __future__ import annotations
 

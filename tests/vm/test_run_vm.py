@@ -2,15 +2,14 @@
 whose workload runs in the guest, then `raidlab report`; and SIGTERM in the middle of a guest
 workload, which must stop the run at once instead of after the workload.
 
-The second test guards a fault seen in the full-size runs: the guest agent takes one command
-at a time, so after SIGTERM the run's cleanup (rm of the workload's directory, umount) queued
-behind the running PostMark or Bonnie, and the daemon's stop waited for it too. Here PostMark
-is given a million transactions (much longer than the test's bound); the run must end within
-two minutes of the signal, with the manifest marked interrupted and no QEMU, loop device or mount
-of the run left (tests/live/lab_leftovers.py). It runs for an engine array and for an md array:
-md's cleanup (`mdadm --stop`, in the guest) comes before the VM's shutdown, and it too queued
-behind the workload until the stop learnt not to ask a guest whose channel a cut-short
-command holds.
+The second test: the guest agent takes one command at a time, so after SIGTERM neither the
+run's cleanup (rm of the workload's directory, umount) nor the daemon's stop may queue behind
+the running PostMark or Bonnie. Here PostMark is given a million transactions (much longer
+than the test's bound); the run must end within two minutes of the signal, with the manifest
+marked interrupted and no QEMU, loop device or mount of the run left
+(tests/live/lab_leftovers.py). It runs for an engine array and for an md array: md's cleanup
+(`mdadm --stop`, in the guest) comes before the VM's shutdown, so the stop must not ask a
+guest whose channel a cut-short command holds.
 """
 
 from __future__ import annotations
