@@ -12,7 +12,7 @@ raidlab.service.control.start_daemon, then stop_daemon / release_leftovers / rem
 every command that touches the array (mkfs, mount, the workload, umount) goes through a
 RunnerSession (raidlab.runners.session), so the same loop runs natively or inside the lab VM
 that the array daemon owns. kind = "sim" scenarios have no array: each run is one call of
-raidlab.traces.experiment.run_case.
+raidlab.runners.sim.run_case.
 
 Robustness rules: a run that fails is recorded with status "failed" and its error,
 and the loop goes on; Ctrl-C or SIGTERM stops after unmounting and destroying the current
@@ -511,7 +511,7 @@ def run_live(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
 
 
 def run_sim(run: PlannedRun, scenario: Scenario, out_dir: Path) -> dict[str, Any]:
-    from raidlab.traces.experiment import run_case
+    from raidlab.runners.sim import run_case
 
     return run_case(scenario, run.arch, run.case)
 

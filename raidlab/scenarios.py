@@ -23,8 +23,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from raidlab import units
+from raidlab import archs, units, workloads
+from raidlab.archs import caching
+from raidlab.disks import catalog
 from raidlab.errors import UsageError
+from raidlab.vm.hosted import MIN_AVAILABLE_MIB
+from raidlab.workloads import trace as trace_workload
 
 # The papers (`paper = "000"` names seeds/000_*.txt; seeds/INDEX.md): how a report cites them.
 PAPERS = {  # seed: (the system it describes, the citation)
@@ -253,11 +257,41 @@ def load(path: str | Path, *, check_references: bool = True) -> Scenario:
                          hint="give the path of a scenarios/*.toml file") from None
     scenario = loads(text, path, check_references=check_references)
     if check_references and scenario.kind == "sim":
-        # A replay's references are the replay's: it has architectures no array daemon builds
-        # (the traditional single `disk`) and its own case parameters (raidlab.traces).
-        from raidlab.traces.experiment import load_sim_scenario
+        # A replay's references are virtual time's: architectures no array daemon builds (the
+        # traditional single `disk`) and the trace workload's case parameters.
+        return _check_sim_references(scenario)
+    return scenario
 
-        return load_sim_scenario(path)
+
+def _check_sim_references(scenario: Scenario) -> Scenario:
+    """A kind = "sim" scenario's references checked against virtual time: architectures that
+    run there (the registry's, with the traditional single `disk` that no array daemon
+    builds), one drive model per [[arch]], the caching architectures' options, and the trace
+    workload's case parameters. ScenarioError (one line naming file and key) before anything
+    runs."""
+    where = scenario.path
+    known = archs.names("sim")
+    for i, entry in enumerate(scenario.archs):
+        if entry.arch not in known:
+            raise ScenarioError(where, f"arch[{i}].arch", f"unknown architecture {entry.arch!r}",
+                                hint=f"replayable: {', '.join(known)}")
+        if "," in entry.disk_model:
+            raise ScenarioError(where, f"arch[{i}].disk_model",
+                                "a replay takes one disk model for every member, not a list",
+                                hint="per-member models are built by live arrays only")
+        if entry.disk_model not in catalog.names():
+            raise ScenarioError(where, f"arch[{i}].disk_model", f"unknown disk model {entry.disk_model!r}")
+        if entry.arch in ("dcd", "vcraid"):
+            try:
+                caching.sim_options(entry.arch, dict(entry.options))
+            except UsageError as exc:
+                raise ScenarioError(where, f"arch[{i}].options", str(exc)) from None
+    for i, case in enumerate(scenario.cases):
+        for variant, params in (("params", case.params), ("quick params", quick_params(scenario, case))):
+            try:
+                trace_workload.validate_params(dict(params))
+            except UsageError as exc:
+                raise ScenarioError(where, f"case[{i}] ({case.name}) {variant}", str(exc)) from None
     return scenario
 
 
@@ -295,8 +329,6 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     quick = _load_quick(path, doc.get("quick", {}), labels, case_names)
     vm_available_mib = None
     if "vm_available_memory" in head.table:
-        from raidlab.vm.hosted import MIN_AVAILABLE_MIB
-
         key = "scenario.vm_available_memory"
         vm_available_mib = parse_size(head.get("vm_available_memory", (str, int)), path, key) >> 20
         if vm_available_mib < MIN_AVAILABLE_MIB:
@@ -333,10 +365,8 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
                           discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
                           options=options, series=r.get("series", str, label))
         if check:
-            from raidlab.service import hosts
-
             if known_archs is None:
-                known_archs = hosts.all_archs()
+                known_archs = archs.names(runner)
             if arch not in known_archs:
                 raise ScenarioError(path, r.where("arch"), f"unknown architecture {arch!r}",
                                     hint=f"known here: {', '.join(known_archs)}")
@@ -362,9 +392,8 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
 def validate_arch(entry: ArchEntry, runner: str) -> None:
     """The host family's own check of one [[arch]] for `runner` (md refuses the native runner
     on a kernel without md); raises UsageError / CapabilityError, starts nothing."""
-    from raidlab.service import hosts
-
-    hosts.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), runner)
+    archs.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), runner,
+                   disk_model=entry.disk_model)
 
 
 def _disk_model(r: _Reader, disks: int) -> str:
@@ -385,8 +414,6 @@ def _disk_model(r: _Reader, disks: int) -> str:
 
 
 def _check_model(path: Path, key: str, model: str) -> None:
-    from raidlab.disks import catalog
-
     if model not in catalog.names():
         raise ScenarioError(path, key, f"unknown disk model {model!r}",
                             hint=f"see `raidlab disk models`: {', '.join(catalog.names())}")
@@ -420,23 +447,12 @@ def _load_workload(path: Path, doc: dict, case_tables: list):
     return name, tuple(cases)
 
 
-def _workloads_module(path: Path):
-    try:
-        import raidlab.workloads as workloads
-    except ImportError:
-        workloads = None
-    if not callable(getattr(workloads, "get", None)):
-        raise ScenarioError(path, "workload.name", "no workload drivers in this version (raidlab.workloads)")
-    return workloads
-
-
 def _check_workload_params(scenario: Scenario, quick: dict) -> None:
     """Every case's parameters (and the quick variant) must be accepted by the driver."""
     if scenario.kind != "live":
         return
-    module = _workloads_module(scenario.path)
     try:
-        workload = module.get(scenario.workload)
+        workload = workloads.get(scenario.workload)
     except (UsageError, KeyError, LookupError) as exc:
         raise ScenarioError(scenario.path, "workload.name", f"unknown workload {scenario.workload!r}",
                             hint=getattr(exc, "hint", None) or str(exc)) from None

@@ -292,3 +292,38 @@ ARCHITECTURES = (
         summary="VC-RAID: raid5 behind a RAM buffer and cache disk(s) (scd, mcd, 1c, 1d)",
         source="He & Yang, VC-RAID §2-4", options=_options(VCRAID_OPTIONS), check=_check),
 )
+
+
+def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
+    text = str(value).lower() if not isinstance(value, bool) else ("on" if value else "off")
+    if text not in choices:
+        raise UsageError(f"option {key}={value!r}: use one of {', '.join(choices)}")
+    return text
+
+
+def sim_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The options of `arch` for virtual time: arch_options' names, defaults and errors, the
+    DCD's cache_size defaulting to the paper's 80,000 x 256 bytes, and `idle_threshold` in
+    seconds (beyond any trace with destage=off). Pure."""
+    options = dict(options)
+    defaults = DCD_OPTIONS if arch == "dcd" else VCRAID_OPTIONS
+    destage = options.pop("destage", "on") if "destage" not in defaults else options.get("destage", "on")
+    destage = _choice(destage, "destage", ("on", "off"))
+    if arch == "dcd":
+        options.setdefault("cache_size", DCD_CACHE_SIZE)
+    out = arch_options(arch, options)
+    if arch == "dcd" and out["cache"] not in ("physical", "logical"):
+        raise UsageError(f"option cache={out['cache']!r}: use one of physical, logical")
+    out["destage"] = destage
+    idle = out["idle_threshold"] if "idle_threshold" in out else out["idle_ms"] / 1000
+    out["idle_threshold"] = DESTAGE_OFF_THRESHOLD if destage == "off" else float(idle)
+    if "destage_segment" not in out:
+        out["destage_segment"] = out["segment"]
+    return out
+
+
+def dcd_volume_size(drive_bytes: int, options: dict[str, Any]) -> int:
+    """The DCD's volume on a drive of `drive_bytes` when no --disk-size is given: the whole
+    drive (physical), or what the logical cache-disk leaves of it (DCD §4)."""
+    opts = sim_options("dcd", options)
+    return drive_bytes if opts["cache"] == "physical" else drive_bytes - opts["cache_size"]

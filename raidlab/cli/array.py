@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from raidlab import archs
 from raidlab.errors import NeedsRootError, UnknownModelError, UsageError
 from raidlab.units import parse_key_values, parse_size
 
@@ -49,13 +50,7 @@ def _parse_options(pairs: tuple[str, ...]) -> dict:
 
 def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, runner: str) -> None:
     """Refuse an impossible configuration before anything is started."""
-    import importlib.util
-
-    from raidlab.service import hosts
-
-    hosts.validate(arch, disks, disk_size, chunk, options, runner)
-    if runner == "vm" and importlib.util.find_spec("raidlab.vm.hosted") is None:
-        raise UsageError("the lab VM runner cannot host arrays in this version", hint="use --runner native")
+    archs.validate(arch, disks, disk_size, chunk, options, runner)
 
 
 def _device_of(record: dict) -> str:

@@ -28,7 +28,7 @@ def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_mod
     the trace is generated as a stream (never held in memory)."""
     import itertools
 
-    from raidlab.traces.replay import SimSpec, replay_requests
+    from raidlab.runners.virtual import SimSpec, replay_requests
     from raidlab.traces.synth import PROFILES, synth
 
     rate = PROFILES[profile].rate_per_s
@@ -74,12 +74,10 @@ def register(cli: click.Group) -> None:
     def sim_bench(requests: int, archs: tuple[str, ...], profile: str, seed: int, disk_model: str,
                   as_json: bool) -> int:
         """Replay speed of a synthetic trace on raid5 and one disk, and peak memory."""
-        from raidlab.traces.replay import arch_names
-        from raidlab.errors import UsageError
+        from raidlab import archs as registry
 
         for arch in archs:
-            if arch not in arch_names():
-                raise UsageError(f"unknown architecture {arch!r}", hint=f"choose one of: {', '.join(arch_names())}")
+            registry.get(arch, "sim")  # UsageError naming the replayable ids
 
         def progress(arch: str, n: int) -> None:
             if not as_json:

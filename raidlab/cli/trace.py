@@ -149,7 +149,7 @@ def register(cli: click.Group) -> None:
         from pathlib import Path
 
         from raidlab.lab import Lab, check_lab_name
-        from raidlab.traces.capture import capture_command, comparison_rows, replay_capture
+        from raidlab.runners.capture import capture_command, comparison_rows, replay_capture
 
         check_lab_name(name)
         lab = Lab(name, home=home)
@@ -198,10 +198,10 @@ def register(cli: click.Group) -> None:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader
-        from raidlab.traces.replay import SimSpec, arch_names, replay
+        from raidlab import archs
+        from raidlab.runners.virtual import SimSpec, replay
 
-        if arch not in arch_names():
-            raise UsageError(f"unknown architecture {arch!r}", hint=f"choose one of: {', '.join(arch_names())}")
+        archs.get(arch, "sim")  # UsageError naming the replayable ids
         catalog.get(disk_model)  # UnknownModelError (one line) before anything is built
         if not compact > 0:
             raise UsageError(f"--compact must be positive, not {compact}")

@@ -42,6 +42,7 @@ from typing import Any
 
 import trio
 
+from raidlab.errors import UsageError
 from raidlab.units import parse_key_values
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -125,12 +126,13 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
     from raidlab.lab import kill_tagged_processes, open_lab
     from raidlab.tools import fio
     from raidlab.tools.base import require
-
-    from raidlab.service.hosts.engine import EngineHost
+    from raidlab import archs
 
     check_live_prerequisites("raidlab bench engine")
     require("fio")
-    EngineHost.validate(cfg.arch, cfg.disks, cfg.disk_size, cfg.chunk, cfg.options)
+    if archs.validate(cfg.arch, cfg.disks, cfg.disk_size, cfg.chunk, cfg.options).family != "engine":
+        raise UsageError(f"raidlab bench engine measures engine layouts, not {cfg.arch}",
+                         hint=f"use one of: {', '.join(a.name for a in archs.REGISTRY.values() if a.family == 'engine')}")
 
     home = cfg.home
     own_home = home is None

@@ -1,10 +1,8 @@
-"""Block traces: streaming readers and a writer (formats), statistics (stats), synthetic
-office/engineering traces (synth), virtual-time replay on the engine (replay, on the clock
-of clock.py), the caching architectures' replay layouts (cachearchs), kind = "sim" scenario
-runs (experiment), and recording a live lab's volume (capture).
+"""Block traces as data: streaming readers and a writer (formats), statistics (stats),
+synthetic office/engineering traces (synth), and the recorder a live lab's volume uses
+(capture). Replaying a trace in virtual time is a runner's work (raidlab.runners.virtual).
 
-Issue 7; DESIGN.md "One engine, two clocks". Submodules are imported on demand so that
-`raidlab trace stats` does not pull in trio and the engine.
+Submodules are imported on demand so that `raidlab trace stats` does not pull in trio.
 """
 
 from raidlab.traces.formats import OPS, Request, TraceError, TraceReader, format_names, read_trace

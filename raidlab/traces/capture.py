@@ -1,8 +1,7 @@
 """`raidlab trace capture NAME -- COMMAND`: record what a live lab's volume receives.
 
-Why built this way (issue 7: "records the requests a live lab's volume receives while COMMAND
-runs, in raidlab's format, so a live workload can be replayed in virtual time and the two
-compared"):
+Why built this way: a live lab's volume records the requests it receives while COMMAND runs,
+in raidlab's format, so a live workload can be replayed in virtual time and the two compared.
 
 * The recorder sits where the requests arrive at the architecture: the FUSE file `volume`
   calls its node's `target` for every read, write, flush and trim. `start` swaps that target
@@ -15,8 +14,10 @@ compared"):
   at a time), so memory does not grow with the capture; response times are summed per op
   (and kept, 8 bytes each, for exact percentiles) so the live side of the comparison needs
   no second run.
-* The daemon op (`capture`, action start|stop) is a small additive hook in the host
-  (raidlab.service.hosts.engine.EngineHost.op_capture); the logic is here.
+* The daemon op (`capture`, action start|stop) is the array daemon's
+  (raidlab.service.daemon.op_capture, for any host that serves a FUSE `volume`); the
+  recording is here. Running a command under a capture and replaying it in virtual time
+  for comparison is raidlab.runners.capture.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import trio
 
 from raidlab.errors import UsageError
+from raidlab.traces.stats import response_summary
 from raidlab.traces.formats import FLUSH, READ, RAIDLAB_COLUMNS, RAIDLAB_HEADER, TRIM, WRITE
 
 FLUSH_LINES = 4096
@@ -100,15 +102,13 @@ class CaptureTarget:
 
     def close(self) -> dict[str, Any]:
         """Finish the file; return the live response-time summary per op."""
-        from raidlab.traces.replay import _summary
-
         self._flush_lines()
         self._file.close()
         return {
             "path": str(self.path),
             "requests": self.count,
             "seconds": trio.current_time() - self.t0,
-            "response": {op: _summary(samples) for op, samples in self.samples.items()},
+            "response": {op: response_summary(samples) for op, samples in self.samples.items()},
         }
 
 
@@ -142,56 +142,3 @@ async def capture_op(fs: Any, request: dict[str, Any], *, describe: str = "") ->
         node.target = recorder.inner
         return recorder.close()
     raise UsageError(f"capture action must be start or stop, not {action!r}")
-
-
-# ------------------------------------------------------------------------------ command
-
-
-def capture_command(lab, argv: list[str], output: Path, *, timeout: float | None = None) -> dict[str, Any]:
-    """Start a capture on `lab`'s volume, run `argv` ("{device}" replaced by the lab's block
-    device), stop the capture whatever happens; return {"status", "capture", "rc", ...}."""
-    import os
-
-    from raidlab.service import control
-    from raidlab.tools.base import run
-
-    status = control.request(lab, "status")
-    device = status.get("device")
-    if any("{device}" in a for a in argv) and not device:
-        raise UsageError(f"array {lab.name} has no host block device to put in place of {{device}}")
-    argv = [a.replace("{device}", device or "") for a in argv]
-    output = Path(os.path.abspath(output))
-    control.request(lab, "capture", action="start", path=str(output), command=" ".join(argv))
-    try:
-        done = run(argv, check=False, timeout=timeout, capture=False)
-    finally:
-        summary = control.request(lab, "capture", action="stop")
-    return {"status": status, "argv": argv, "rc": done.returncode, "capture": summary}
-
-
-def replay_capture(status: dict[str, Any], trace: Path, *, seed: int = 0) -> dict[str, Any]:
-    """Replay a captured trace on the same architecture in virtual time (the lab's spec)."""
-    from raidlab.traces.formats import TraceReader
-    from raidlab.traces.replay import SimSpec, replay
-
-    spec = status["spec"]
-    sim = SimSpec(arch=spec["arch"], disk_model=spec["disk_model"], disks=spec.get("disks"),
-                  chunk=spec.get("chunk"), disk_size=spec.get("disk_size"),
-                  discipline=spec.get("discipline") or "fifo", seed=seed, options=dict(spec.get("options") or {}))
-    return replay(sim, TraceReader(trace, "raidlab"))
-
-
-def comparison_rows(live: dict[str, Any], virtual: dict[str, Any]) -> list[dict[str, Any]]:
-    """Live vs virtual response times per op (pure): mean, p50, p95, max and their ratio."""
-    rows = []
-    for op in ("read", "write"):
-        a, b = live["response"].get(op, {"count": 0}), virtual["response"].get(op, {"count": 0})
-        if not a.get("count"):
-            continue
-        row = {"op": op, "count_live": a["count"], "count_virtual": b.get("count", 0)}
-        for stat in ("mean_ms", "p50_ms", "p95_ms", "max_ms"):
-            row[f"{stat}_live"] = a[stat]
-            row[f"{stat}_virtual"] = b.get(stat)
-        row["mean_ratio_live_over_virtual"] = (a["mean_ms"] / b["mean_ms"]) if b.get("mean_ms") else None
-        rows.append(row)
-    return rows

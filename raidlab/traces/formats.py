@@ -31,7 +31,7 @@ Formats and where their definitions come from:
   WebSearch1-3). CSV: ASU, LBA, Size, Opcode, Timestamp[, further fields ignored]. LBA is in
   512-byte blocks, Size in bytes, Opcode r/R or w/W, Timestamp in seconds from the start.
   Each ASU (application storage unit) is its own address space; raidlab keeps the ASU as
-  `device` and replays every ASU onto the one simulated device (see raidlab.traces.replay).
+  `device` and replays every ASU onto the one simulated device (see raidlab.runners.virtual).
 * `blkparse`: blkparse's default text output (blktrace(8) / blkparse(1)): "maj,min cpu seq
   time pid action RWBS sector + nsectors [process]". Only one action is replayed, by
   default D (issued to the driver: what the device saw); other actions and blkparse's

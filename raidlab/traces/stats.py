@@ -33,8 +33,11 @@ with the number of requests.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from typing import Any
+
+import numpy
 
 from raidlab.traces.formats import FLUSH, READ, SECTOR, TRIM, WRITE, Request
 
@@ -223,3 +226,19 @@ class TraceStats:
 def trace_stats(requests: Iterable[Request], *, idle_threshold: float = DEFAULT_IDLE_THRESHOLD) -> dict[str, Any]:
     """Statistics of a request stream in one pass (see the module doc)."""
     return TraceStats(idle_threshold).update(requests).summary()
+
+
+def response_summary(samples: array) -> dict[str, Any]:
+    """Count, mean, max and percentiles (ms) of response times in seconds (an array of doubles)."""
+    if not samples:
+        return {"count": 0}
+    values = numpy.frombuffer(samples, dtype=numpy.float64)
+    p50, p95, p99 = numpy.percentile(values, [50, 95, 99])
+    return {
+        "count": len(values),
+        "mean_ms": float(values.mean()) * 1e3,
+        "max_ms": float(values.max()) * 1e3,
+        "p50_ms": float(p50) * 1e3,
+        "p95_ms": float(p95) * 1e3,
+        "p99_ms": float(p99) * 1e3,
+    }

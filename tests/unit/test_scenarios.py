@@ -312,7 +312,7 @@ def test_vm_available_memory(tmp_path):
 def test_vcraid_ram_buffer_comes_out_of_the_guest_memory():
     """VC-RAID reserved its RAM buffer out of the paper machine's 64 MB; the run gives the
     lab VM that much less (Fig. 6's sweep then shrinks the file cache as in §4.3.1)."""
-    from raidlab.service.hosts.cache import reserved_ram
+    from raidlab.archs.caching import reserved_ram
 
     def guest_available_mib(entry, available):  # what the hosted VM pins down to
         return available - (reserved_ram(entry.arch, entry.options) >> 20)
@@ -343,7 +343,7 @@ def test_plan_only_and_case_select_and_refuse(tmp_path):
 def test_runner_override_checks_only_the_selected_architectures(raidlab_cmd, tmp_path):
     """`--runner native --only scd` on a VM scenario with md baselines runs the vcraid arch
     natively; the md archs not selected are not refused (they would be on a kernel without md)."""
-    from raidlab.service.hosts.md import kernel_has_md
+    from raidlab.baselines.mdadm import kernel_has_md
 
     scn = REPO / "scenarios" / "vcraid-fig7-untar.toml"
 

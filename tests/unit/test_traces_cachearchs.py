@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from raidlab.errors import UsageError
-from raidlab.traces.cachearchs import DCD_CACHE_SIZE, dcd_volume_size
+from raidlab.archs.caching import DCD_CACHE_SIZE, dcd_volume_size
 from raidlab.traces.formats import Request, raidlab_text
-from raidlab.traces.replay import SimSpec, replay_requests
+from raidlab.runners.virtual import SimSpec, replay_requests
 from raidlab.traces.synth import HP_C2200A_BYTES, synth
 
 KiB, MiB = 1024, 1 << 20
@@ -107,7 +107,7 @@ def test_dcd_sim_cli_is_byte_identical_across_runs(tmp_path, raidlab_cmd):
     assert report["architecture"]["cache"] == "logical" and report["architecture"]["log_writes"] > 0
     # The same replay inside this process (not a fresh one) gives the same numbers.
     from raidlab.traces.formats import TraceReader
-    from raidlab.traces.replay import replay
+    from raidlab.runners.virtual import replay
 
     here = replay(SimSpec("dcd", "hp-c2200a", seed=3, options={"cache": "logical", "report": "after-complete"}),
                   TraceReader(trace, "raidlab"))

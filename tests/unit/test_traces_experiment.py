@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from raidlab.scenarios import ScenarioError
-from raidlab.traces.experiment import load_sim_scenario, run_case
+from raidlab.runners.sim import run_case
+from raidlab.scenarios import load as load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +60,7 @@ better = "lower"
 
 @pytest.mark.parametrize("table", [2, 3, 4, 5])
 def test_dcd_scenarios_load_and_reference_the_replay(table):
-    scenario = load_sim_scenario(ROOT / "scenarios" / f"dcd-table{table}.toml")
+    scenario = load_scenario(ROOT / "scenarios" / f"dcd-table{table}.toml")
     assert scenario.kind == "sim" and scenario.paper == "002" and scenario.source == f"Table {table}"
     assert {c.name for c in scenario.cases} == {"hplajw", "cello", "snake"}
     assert scenario.paper_values and scenario.claims
@@ -68,7 +69,7 @@ def test_dcd_scenarios_load_and_reference_the_replay(table):
 def test_run_case_document_and_same_trace_for_every_arch(tmp_path):
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
-    scenario = load_sim_scenario(path)
+    scenario = load_scenario(path)
     case = scenario.case("hplajw")
     disk = run_case(scenario, scenario.arch("disk"), case, tmp_path / "a")
     dcd = run_case(scenario, scenario.arch("dcd-logical"), case, tmp_path / "b")
@@ -96,7 +97,7 @@ def test_bad_sim_scenarios_name_file_and_key(tmp_path, edit, key):
     path = tmp_path / "bad.toml"
     path.write_text(TINY.replace(*edit))
     with pytest.raises(ScenarioError) as info:
-        load_sim_scenario(path)
+        load_scenario(path)
     assert str(info.value).startswith(f"{path}: {key}: ")
 
 

@@ -12,7 +12,7 @@ from raidlab.disks.mechanisms import make_mechanism as DiskMechanism
 from raidlab.errors import UsageError
 from raidlab.traces.formats import Request, TraceError, raidlab_text
 from raidlab import archs
-from raidlab.traces.replay import SimSpec, replay_requests
+from raidlab.runners.virtual import SimSpec, replay_requests
 from raidlab.traces.synth import synth
 
 MiB = 1 << 20
@@ -132,9 +132,9 @@ def test_trace_cli_synth_then_stats(tmp_path, raidlab_cmd):
 
 @pytest.mark.parametrize("arch, options", [("disk", {}), ("raid5", {}), ("dcd", {"cache": "logical"})])
 def test_jump_clock_gives_the_same_report_as_mockclock(monkeypatch, arch, options):
-    # raidlab.traces.clock.JumpClock jumps where MockClock(autojump_threshold=0) would.
+    # raidlab.runners.clock.JumpClock jumps where MockClock(autojump_threshold=0) would.
     from raidlab.engine.virtual import run_virtual
-    from raidlab.traces import clock
+    from raidlab.runners import clock
 
     reqs = list(synth("cello", 300, seed=2, device_size=300 * MiB))
     spec = SimSpec(arch, "hp-c2200a", disks=3 if arch == "raid5" else None, options=options)

@@ -100,7 +100,7 @@ TRADITIONAL = {"hplajw": (134.0, 53.5, 86400), "cello": (205.3, 159.3, 3600)}
 
 @pytest.mark.parametrize("name", sorted(TRADITIONAL))
 def test_bursts_queue_on_a_traditional_disk_like_the_papers(name):
-    from raidlab.traces.replay import SimSpec, replay_requests
+    from raidlab.runners.virtual import SimSpec, replay_requests
 
     write_ms, read_ms, duration = TRADITIONAL[name]
     report = replay_requests(SimSpec("disk", "hp-c2200a"), synth(name, duration, seed=1))

@@ -210,7 +210,7 @@ def test_fail_of_an_array_drive_is_allowed_and_of_a_cache_drive_refused():
 
 
 def test_replay_puts_the_cache_on_separate_drives():
-    from raidlab.traces.replay import SimSpec, replay_requests
+    from raidlab.runners.virtual import SimSpec, replay_requests
     from raidlab.traces.synth import synth
 
     reqs = list(synth("snake", 300, 4, device_size=64 * MiB))

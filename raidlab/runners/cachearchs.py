@@ -3,7 +3,7 @@
 Why here: the mechanisms live in raidlab.engine.caches (DCD, VC-RAID; another helper owns
 them); what a *simulation* needs on top is how to lay them out on emulated drives the way
 the papers' simulators did, and that is a replay concern. So this module only builds
-(`create_dcd`, `create_vcraid`) and registers the builders with raidlab.traces.replay.
+(`create_dcd`, `create_vcraid`) and registers the builders with raidlab.runners.virtual.
 
 Options are the live host's (raidlab.archs.caching.arch_options: the same names,
 defaults and one-line errors as `raidlab create --arch dcd|vcraid -o ...`), so one scenario's
@@ -50,52 +50,16 @@ from typing import Any
 import trio
 
 from raidlab.archs import caching
+from raidlab.archs.caching import sim_options
 from raidlab.errors import UsageError
 
-DCD_CACHE_SIZE = 80_000 * 256  # DCD §4: first 80,000 (256-byte, Table 1) sectors, "20 MB"
-DESTAGE_OFF_THRESHOLD = 1e9  # seconds: longer than any trace (see module doc)
-
-
-def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
-    text = str(value).lower() if not isinstance(value, bool) else ("on" if value else "off")
-    if text not in choices:
-        raise UsageError(f"option {key}={value!r}: use one of {', '.join(choices)}")
-    return text
-
-
-def sim_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The live host's options for `arch` (raidlab.archs.caching.arch_options: same
-    names, same defaults, same errors), plus `destage` (on|off) if the host does not take it
-    itself, and `idle_threshold` in seconds. Pure."""
-    options = dict(options)
-    defaults = caching.DCD_OPTIONS if arch == "dcd" else caching.VCRAID_OPTIONS
-    destage = options.pop("destage", "on") if "destage" not in defaults else options.get("destage", "on")
-    destage = _choice(destage, "destage", ("on", "off"))
-    if arch == "dcd":
-        options.setdefault("cache_size", DCD_CACHE_SIZE)
-    out = caching.arch_options(arch, options)
-    if arch == "dcd" and out["cache"] not in ("physical", "logical"):
-        raise UsageError(f"option cache={out['cache']!r}: use one of physical, logical")
-    out["destage"] = destage
-    idle = out["idle_threshold"] if "idle_threshold" in out else out["idle_ms"] / 1000
-    out["idle_threshold"] = DESTAGE_OFF_THRESHOLD if destage == "off" else float(idle)
-    if "destage_segment" not in out:
-        out["destage_segment"] = out["segment"]
-    return out
-
-
-def dcd_volume_size(drive_bytes: int, options: dict[str, Any]) -> int:
-    """The DCD's volume on a drive of `drive_bytes` when no --disk-size is given: the whole
-    drive (physical), or what the logical cache-disk leaves of it (DCD §4)."""
-    opts = sim_options("dcd", options)
-    return drive_bytes if opts["cache"] == "physical" else drive_bytes - opts["cache_size"]
 
 
 async def build_dcd(spec, nursery: trio.Nursery):
     from raidlab.disks.disk import EmulatedDisk
     from raidlab.engine.caches import create_dcd
     from raidlab.archs import Built
-    from raidlab.traces.replay import DiscardBackend, MeteredTarget, member_disk_size
+    from raidlab.runners.virtual import DiscardBackend, MeteredTarget, member_disk_size
 
     if spec.disks not in (None, 1):
         raise UsageError(f"dcd has one data disk, not {spec.disks}",
@@ -194,7 +158,7 @@ class _SharedDrive:
     @staticmethod
     def make(name, model, size, discipline):
         from raidlab.disks.disk import EmulatedDisk
-        from raidlab.traces.replay import DiscardBackend
+        from raidlab.runners.virtual import DiscardBackend
 
         class OwnerBusyDisk(EmulatedDisk):
             def __init__(self, *a, **kw):
@@ -247,7 +211,7 @@ async def build_vcraid(spec, nursery: trio.Nursery):
     from raidlab.archs.caching import mcd_partition as _mcd_partition
     from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
     from raidlab.archs import Built
-    from raidlab.traces.replay import DiscardBackend, MeteredTarget, member_disk_size
+    from raidlab.runners.virtual import DiscardBackend, MeteredTarget, member_disk_size
 
     opts = sim_options("vcraid", spec.options)
     n = spec.disks or 4

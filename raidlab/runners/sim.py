@@ -34,10 +34,7 @@ from typing import Any
 
 from raidlab import archs
 from raidlab.errors import UsageError
-
-CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format")
-WORKLOAD = "trace"
-
+from raidlab.workloads.trace import CASE_PARAMS, WORKLOAD, duration_seconds, validate_params
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, dict):
@@ -45,39 +42,9 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def validate_params(params: dict[str, Any]) -> None:
-    """UsageError naming the first bad key (for a scenario loader)."""
-    unknown = sorted(set(params) - set(CASE_PARAMS))
-    if unknown:
-        raise UsageError(f"unknown sim parameter {unknown[0]!r}", hint=f"known: {', '.join(CASE_PARAMS)}")
-    if ("profile" in params) == ("trace" in params):
-        raise UsageError("a sim case needs either profile (a synthetic trace) or trace (a file), not both",
-                         hint="e.g. params = {profile = \"hplajw\", duration = \"1d\"}")
-    if "profile" in params:
-        from raidlab.traces.synth import profile
-
-        profile(str(params["profile"]))
-        if "duration" not in params:
-            raise UsageError("a synthetic trace needs a duration", hint="e.g. duration = \"1d\"")
-        _duration(params["duration"])
-    else:
-        from raidlab.traces.formats import _parser_for
-
-        _parser_for(str(params.get("format", "raidlab")))
-    if "compact" in params and not float(params["compact"]) > 0:
-        raise UsageError(f"compact must be positive, not {params['compact']}")
-
-
-def _duration(value: Any) -> float:
-    from raidlab.traces.synth import parse_duration
-
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 \
-        else parse_duration(str(value))
-
-
 def volume_size(arch_entry: Any) -> int:
     """The bytes a replay of `arch_entry` can address (its volume)."""
-    from raidlab.traces.replay import member_disk_size, SimSpec
+    from raidlab.runners.virtual import member_disk_size, SimSpec
 
     arch = _get(arch_entry, "arch")
     options = dict(_get(arch_entry, "options", {}) or {})
@@ -86,7 +53,7 @@ def volume_size(arch_entry: Any) -> int:
                    disks=_get(arch_entry, "disks"), chunk=_get(arch_entry, "chunk"), options=options)
     if arch in ("disk", "dcd"):
         if arch == "dcd" and disk_size is None:
-            from raidlab.traces.cachearchs import dcd_volume_size
+            from raidlab.archs.caching import dcd_volume_size
 
             return dcd_volume_size(member_disk_size(spec), options)
         return disk_size if disk_size is not None else member_disk_size(spec)
@@ -103,7 +70,7 @@ def trace_device_size(scenario: Any) -> int:
 
 
 def _sim_spec(arch_entry: Any, params: dict[str, Any]):
-    from raidlab.traces.replay import SimSpec
+    from raidlab.runners.virtual import SimSpec
 
     arch = _get(arch_entry, "arch")
     disks = _get(arch_entry, "disks")
@@ -148,7 +115,7 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path | No
     (`out_dir` is accepted for the runner's call and unused: a replay.json there would only
     repeat what the run's JSON already holds)."""
     from raidlab.traces.formats import TraceReader
-    from raidlab.traces.replay import replay
+    from raidlab.runners.virtual import replay
     from raidlab.traces.stats import TraceStats
 
     params = dict(_get(case, "params", {}) or {})
@@ -159,7 +126,7 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path | No
     if "profile" in params:
         from raidlab.traces.synth import synth
 
-        duration = _duration(params["duration"])
+        duration = duration_seconds(params["duration"])
         trace_seed = int(params.get("trace_seed", 1))
         device_size = trace_device_size(scenario)
         stream = synth(str(params["profile"]), duration, trace_seed, device_size=device_size)
@@ -176,7 +143,7 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path | No
                 add(request)
                 yield request
 
-        from raidlab.traces.replay import _StreamReader
+        from raidlab.runners.virtual import _StreamReader
 
         reader = _StreamReader(observed(stream))
         reader.name = f"synth:{params['profile']}:{duration:g}s:seed{trace_seed}"
@@ -222,46 +189,3 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path | No
 
 
 # ------------------------------------------------------------------------------ scenarios
-
-
-def load_sim_scenario(path: str | Path):
-    """Load a kind = "sim" scenario with R's strict loader (raidlab.scenarios) and check its
-    references against the *replay*: architectures from raidlab.traces.replay (which has the
-    traditional single `disk` that no array daemon builds), drive models, cache options and
-    case parameters. ScenarioError (one line naming file and key) before anything runs.
-
-    raidlab.scenarios.load defers to this check for kind = "sim" (the array daemon's host
-    families, which its own check asks, build no `disk`), so `raidlab run` runs them."""
-    from raidlab import scenarios
-    from raidlab.disks import catalog
-
-    scenario = scenarios.load(path, check_references=False)
-    where = scenario.path
-    if scenario.kind != "sim":
-        raise scenarios.ScenarioError(where, "scenario.kind", f"{scenario.kind!r} is not a replay",
-                                      hint="run live scenarios with `raidlab run`")
-    known = archs.names("sim")
-    for i, entry in enumerate(scenario.archs):
-        if entry.arch not in known:
-            raise scenarios.ScenarioError(where, f"arch[{i}].arch", f"unknown architecture {entry.arch!r}",
-                                          hint=f"replayable: {', '.join(known)}")
-        if "," in entry.disk_model:
-            raise scenarios.ScenarioError(where, f"arch[{i}].disk_model",
-                                          "a replay takes one disk model for every member, not a list",
-                                          hint="per-member models are built by live arrays only")
-        if entry.disk_model not in catalog.names():
-            raise scenarios.ScenarioError(where, f"arch[{i}].disk_model", f"unknown disk model {entry.disk_model!r}")
-        if entry.arch in ("dcd", "vcraid"):
-            from raidlab.traces.cachearchs import sim_options
-
-            try:
-                sim_options(entry.arch, dict(entry.options))
-            except UsageError as exc:
-                raise scenarios.ScenarioError(where, f"arch[{i}].options", str(exc)) from None
-    for i, case in enumerate(scenario.cases):
-        for variant, params in (("params", case.params), ("quick params", scenarios.quick_params(scenario, case))):
-            try:
-                validate_params(dict(params))
-            except UsageError as exc:
-                raise scenarios.ScenarioError(where, f"case[{i}] ({case.name}) {variant}", str(exc)) from None
-    return scenario

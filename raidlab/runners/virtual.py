@@ -3,7 +3,7 @@
 Why built this way (the design's "one engine, two clocks"):
 
 * The replay drives the *same* engine code as the live volume (EmulatedDisk, Array) on a
-  virtual clock (raidlab.traces.clock.run_replay: MockClock(autojump_threshold=0)'s jumps in
+  virtual clock (raidlab.runners.clock.run_replay: MockClock(autojump_threshold=0)'s jumps in
   one run-loop pass, trio's scheduler RNG seeded), so it is a discrete-event simulation of
   the real code, byte-for-byte reproducible for a trace, seed and options.
 * Open loop, like the DCD and TSS simulators: request i is issued at t0 + time_i / compact
@@ -50,6 +50,7 @@ from raidlab.archs.layouts import drive_capacity
 from raidlab.blockdev import SECTOR
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
+from raidlab.traces.stats import response_summary
 from raidlab.traces.formats import FLUSH, READ, TRIM, WRITE, Request, TraceReader
 
 DEFAULT_MAX_IN_FLIGHT = 100_000
@@ -158,7 +159,7 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     config = archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
                           spec.discipline)
     if arch.plan is None:  # the caching architectures' simulator layouts
-        from raidlab.traces import cachearchs
+        from raidlab.runners import cachearchs
 
         return await cachearchs.BUILDERS[spec.arch](spec, nursery)
     arch.validate(config, "sim")
@@ -173,23 +174,6 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
 
 
 # ------------------------------------------------------------------------------ replay
-
-
-def _summary(samples: array) -> dict[str, Any]:
-    if not samples:
-        return {"count": 0}
-    import numpy
-
-    values = numpy.frombuffer(samples, dtype=numpy.float64)
-    p50, p95, p99 = numpy.percentile(values, [50, 95, 99])
-    return {
-        "count": len(values),
-        "mean_ms": float(values.mean()) * 1e3,
-        "max_ms": float(values.max()) * 1e3,
-        "p50_ms": float(p50) * 1e3,
-        "p95_ms": float(p95) * 1e3,
-        "p99_ms": float(p99) * 1e3,
-    }
 
 
 _BASELINE_KEYS = ("reads", "writes", "ios", "flushes", "busy_time")
@@ -309,8 +293,8 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
                   "bad_lines": [{"line": line, "reason": reason} for line, reason in reader.bad_lines]},
         "device_size": size,
         "virtual_seconds": elapsed,
-        "response": {"read": _summary(samples[READ]), "write": _summary(samples[WRITE]),
-                     "all": _summary(all_samples)},
+        "response": {"read": response_summary(samples[READ]), "write": response_summary(samples[WRITE]),
+                     "all": response_summary(all_samples)},
         "flushes": other_ops[FLUSH],
         "trims": other_ops[TRIM],
         "max_in_flight": state["max_in_flight"],
@@ -333,7 +317,7 @@ def replay(spec: SimSpec, reader: TraceReader, *, on_progress: Callable[[int], N
     """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
     report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
     start = wallclock.perf_counter()
-    from raidlab.traces.clock import run_replay
+    from raidlab.runners.clock import run_replay
 
     try:
         report = run_replay(_replay, spec, reader, on_progress, seed=spec.seed)
