@@ -19,7 +19,8 @@ from pathlib import Path
 
 from raidlab import scenarios
 from raidlab.report import write_report
-from raidlab.run import Progress, check_programs, check_runner, plan_runs, run_scenario
+from raidlab.run import Progress, check_programs, check_runner, run_scenario
+from raidlab.scenarios import plan_runs
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_SCENARIO = REPO / "scenarios" / "vcraid-table2-postmark.toml"

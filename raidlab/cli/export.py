@@ -128,7 +128,7 @@ def lab_cleanup(name):
     killed `raidlab run` is destroyed, member images and all (its run would have)."""
     from raidlab.errors import LabError, NeedsRootError
     from raidlab.lab import Lab, cleanup_lab
-    from raidlab.run import remove_abandoned_scratch
+    from raidlab.runners.live import remove_abandoned_scratch
 
     if os.geteuid() != 0:
         raise NeedsRootError("raidlab lab cleanup")

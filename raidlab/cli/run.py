@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from raidlab import run as runmod
+from raidlab.scenarios import plan_runs
 
 _err = Console(stderr=True, highlight=False)
 
@@ -93,7 +94,7 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
     runner = runner or scenario.runner
     labels = tuple(label for item in only for label in item.split(",") if label)
     case_names = tuple(name for item in cases for name in item.split(",") if name)
-    planned = runmod.plan_runs(scenario, quick=quick, repeat=repeat, only=labels, cases_only=case_names)
+    planned = plan_runs(scenario, quick=quick, repeat=repeat, only=labels, cases_only=case_names)
     if runner != scenario.runner:
         runmod.check_runner(scenario, runner, {p.arch.label for p in planned})
     if dry_run:

@@ -101,3 +101,11 @@ def signal_group_or_pid(pid: int, pgid: int | None, sig: int) -> None:
             os.killpg(pgid, sig)
         else:
             os.kill(pid, sig)
+
+
+def boot_id() -> str | None:
+    """This boot's id: a pid and start time are only comparable within one boot."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None

@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 from raidlab.lab import process_start_time
-from raidlab.run import _boot_id, manifest_status
+from raidlab.lab.proc import boot_id
+from raidlab.run import manifest_status
 
 NOT_FINISHED = "not finished (the run stopped without closing its manifest, e.g. killed)"
 
@@ -21,7 +22,7 @@ def _sleeper() -> subprocess.Popen:
 
 
 def _writer(pid: int, *, started: int | None, boot: str | None = None) -> dict:
-    return {"status": "running", "pid": pid, "pid_start_time": started, "boot_id": boot or _boot_id()}
+    return {"status": "running", "pid": pid, "pid_start_time": started, "boot_id": boot or boot_id()}
 
 
 def test_closed_statuses_are_shown_as_written():
@@ -53,4 +54,4 @@ def test_a_pid_reused_by_another_process_is_not_the_run():
 
 def test_manifests_from_before_the_writer_was_recorded():
     assert manifest_status({"status": "running"}) == NOT_FINISHED
-    assert manifest_status({"status": "running", "pid": 1, "boot_id": _boot_id()}) == NOT_FINISHED
+    assert manifest_status({"status": "running", "pid": 1, "boot_id": boot_id()}) == NOT_FINISHED

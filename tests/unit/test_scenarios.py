@@ -13,7 +13,7 @@ from raidlab import scenarios
 from raidlab.errors import UsageError
 from raidlab.report.claims import FAILS, HOLDS, NOT_MEASURED, evaluate
 from raidlab.report.results import Stat, aggregate
-from raidlab.run import plan_runs
+from raidlab.scenarios import plan_runs
 from raidlab.scenarios import ScenarioError
 
 REPO = Path(__file__).resolve().parents[2]

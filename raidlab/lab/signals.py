@@ -1,0 +1,58 @@
+"""Signals for a long synchronous command (`raidlab run`, `raidlab demo`): SIGTERM and SIGHUP
+unwind like Ctrl-C, and cleanup holds them off.
+
+Why: a run that is told to stop must still unmount and destroy the array it is using, and a
+second Ctrl-C during that cleanup must not leave the array behind. So SIGTERM/SIGHUP become a
+KeyboardInterrupt (Signalled, with the signal's number), and `deferred_signals` records any
+signal received while cleaning up and re-raises the first one afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+
+
+class Signalled(KeyboardInterrupt):
+    """SIGTERM/SIGHUP during a long command: unwinds exactly like Ctrl-C (a KeyboardInterrupt, so code
+    that stops a half-started daemon on Ctrl-C, e.g. control.start_daemon, does it here too)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise Signalled where the program is, like Ctrl-C."""
+    def handler(signum, _frame):
+        raise Signalled(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM/SIGHUP while cleaning up (a second Ctrl-C must not leave an array
+    behind); the first one received is re-raised afterwards."""
+    received: list[int] = []
+
+    def hold(signum, _frame):
+        received.append(signum)
+
+    old = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield received
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if received:
+        if received[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Signalled(received[0])

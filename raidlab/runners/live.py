@@ -1,0 +1,238 @@
+"""Live runs of a scenario: one (architecture, case, repetition) on a fresh array.
+
+Why each run builds its own array: the VC-RAID paper (§4.1) loaded the driver, ran the
+benchmark, unloaded it and rebooted before every test so that each started from the same
+state. The closest we can do is create -> mkfs -> mount -> workload -> umount -> destroy for
+every run: no page cache, cache-disk log or destage backlog carries over from one run to the
+next.
+
+Arrays are made exactly as `raidlab create`/`destroy` make them (ArraySpec saved in a lab,
+raidlab.service.control.start_daemon, then stop_daemon / release_leftovers / remove_lab), and
+every command that touches the array (mkfs, mount, the workload, umount) goes through a
+RunnerSession (raidlab.runners.session), so the same code runs natively or inside the lab VM
+that the array daemon owns.
+
+A run killed outright (SIGKILL) leaves its array; the next run, or `raidlab lab cleanup`,
+destroys it (OWNER_FILE records who made it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from raidlab import workloads
+from raidlab.errors import RaidlabError
+from raidlab.lab import Lab, labs_dir, process_start_time, same_process
+from raidlab.lab.proc import boot_id
+from raidlab.lab.signals import deferred_signals
+from raidlab.runners.session import open_session
+from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, PlannedRun, Scenario
+from raidlab.service import control
+from raidlab.service.daemon import SPEC_FILE, ArraySpec
+from raidlab.vm.hosted import AVAILABLE_ENV
+
+MKFS_TIMEOUT = 3600.0
+MOUNT_TIMEOUT = 600.0
+UMOUNT_TIMEOUT = 3600.0  # umount writes back everything an async run left dirty
+STATUS_TIMEOUT = 120.0
+
+
+@contextlib.contextmanager
+def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
+                  status: Callable[[str], None] = lambda s: None,
+                  vm_available_mib: int | None = None) -> Iterator[Any]:
+    """A fresh array for one run, exactly as `raidlab create` makes it; destroyed (images
+    removed) on the way out whatever happens. Yields (lab, ready record). `vm_available_mib`
+    (runner vm): the guest memory left to the workload, handed to the daemon as
+    RAIDLAB_VM_AVAILABLE_MIB (see raidlab/vm/hosted.py, which also takes out what
+    the array holds in host RAM, e.g. a VC-RAID RAM buffer)."""
+    lab = Lab(_lab_name_for(entry), home=home, create=True)
+    if (lab.path / SPEC_FILE).exists():  # a previous process with our pid left it: release it
+        with deferred_signals():
+            _destroy_scratch(lab)
+        lab = Lab(lab.name, home=home, create=True)
+    _claim_scratch(lab)
+    ArraySpec(lab.name, entry.arch, entry.disks, entry.disk_model, entry.disk_size, entry.chunk,
+              entry.discipline, dict(entry.options), runner).save(lab.path)
+    try:
+        status(f"creating {entry.arch}")
+        env = {AVAILABLE_ENV: str(vm_available_mib)} if runner == "vm" and vm_available_mib else None
+        ready = control.start_daemon(lab, "create", home=home, on_status=status, env=env)
+        yield lab, ready
+    finally:
+        with deferred_signals():
+            status(f"destroying {entry.arch}")
+            _destroy_scratch(lab)
+
+
+# Who made a scratch array: a `raidlab run` killed where it cannot clean up (SIGKILL, a lost
+# session or machine) leaves its array -- daemon, mounts, 1 GiB-class member images -- and the
+# next run, or `raidlab lab cleanup NAME`, destroys it once this owner is gone.
+OWNER_FILE = "run-owner.json"
+
+
+def _claim_scratch(lab, *, mountpoint: str | None = None) -> None:
+    """Record this process as the owner of scratch array `lab` (and the host directory its
+    file system is mounted on, natively)."""
+    pid = os.getpid()
+    (lab.path / OWNER_FILE).write_text(json.dumps(
+        {"pid": pid, "start_time": process_start_time(pid), "boot_id": boot_id(),
+         "mountpoint": mountpoint}) + "\n")
+
+
+def abandoned_owner(lab_path: Path) -> dict[str, Any] | None:
+    """The owner record of a scratch array whose `raidlab run` is gone (another boot, or no
+    process with that pid and start time); None for a live run's array or a user's array."""
+    try:
+        owner = json.loads((lab_path / OWNER_FILE).read_text())
+        pid = int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if owner.get("boot_id") == boot_id() and same_process(pid, owner.get("start_time")):
+        return None
+    return owner
+
+
+def _destroy_scratch(lab) -> None:
+    try:
+        control.stop_daemon(lab)
+    finally:
+        control.release_leftovers(lab)
+        control.remove_lab(lab, keep_images=False)
+
+
+def remove_abandoned_scratch(lab) -> str | None:
+    """Destroy `lab` (daemon, mounts, loops, images) if it is a scratch array of a `raidlab
+    run` that is gone; a line saying so, or None if it is not one."""
+    owner = abandoned_owner(lab.path)
+    if owner is None:
+        return None
+    with deferred_signals():
+        _destroy_scratch(lab)  # unmounts what is on the array, lazily
+    if owner.get("mountpoint"):
+        _rmdir_quietly(str(owner["mountpoint"]))
+    return f"destroyed scratch array {lab.name} left by a killed `raidlab run` (pid {owner['pid']})"
+
+
+def remove_abandoned_scratch_arrays(home: str | None) -> list[str]:
+    """Every scratch array left by a killed `raidlab run` under `home`: destroyed, one line
+    each; one that cannot be released is named with the reason and left alone."""
+    lines = []
+    for owner_file in sorted(labs_dir(home).glob(f"*/{OWNER_FILE}")):
+        try:
+            line = remove_abandoned_scratch(Lab(owner_file.parent.name, home=home))
+        except RaidlabError as exc:
+            line = f"could not destroy scratch array {owner_file.parent.name}: {exc}"
+        if line:
+            lines.append(line)
+    return lines
+
+
+def _lab_name_for(entry: ArchEntry) -> str:
+    safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in entry.label)
+    return f"run{os.getpid()}-{safe}"[:64]
+
+
+def _mountpoint(session) -> str:
+    # A short path on purpose: PostMark 1.5x keeps path names in 80-byte buffers and crashes
+    # or truncates under a deep directory (seen under pytest's tmp_path). Natively a fresh
+    # empty directory of its own (removed with rmdir, never recursively, after umount); in
+    # the VM a fixed directory of the guest's RAM root.
+    if session.runner == "native":
+        return tempfile.mkdtemp(prefix="raidlab-mnt-", dir="/tmp")
+    return "/mnt/raidlab"
+
+
+def _rmdir_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def _array_status(lab, when: str) -> dict[str, Any]:
+    """The daemon's status of the lab's array; a result stands without it, so a failure is
+    recorded with its reason instead of raised."""
+    try:
+        return control.request(lab, "status", timeout=STATUS_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - say why, keep the run
+        return {"error": f"status {when} failed: {exc}"}
+
+
+def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | None,
+             status: Callable[[str], None]) -> dict[str, Any]:
+    """create -> mkfs.ext4 -> mount -> workload -> umount -> destroy; the result document."""
+    workload = workloads.get(scenario.workload)
+    setup: list[dict] = []
+    # `dirs` closes after the array is destroyed: a mount point left busy by an interrupt is
+    # free by then (destroy lazily unmounts what is on the array), and removed.
+    with contextlib.ExitStack() as dirs, scratch_array(run.arch, runner, home=home, status=status,
+                                                        vm_available_mib=scenario.vm_available_mib) as (lab, ready):
+        session = open_session(lab)
+        mountpoint: str | None = None
+        mounted = False
+        mount_tried = False  # an interrupt may land after the kernel mounted, before exec returned
+        mount_options = list(run.case.mount_options)
+        if hasattr(workload, "mount_options"):  # e.g. the untar workload's sync mode
+            resolved = workload.resolve(dict(run.case.params)) if hasattr(workload, "resolve") else run.case.params
+            mount_options += [o for o in workload.mount_options(resolved) if o not in mount_options]
+        try:
+            uname = session.exec(["uname", "-r"], timeout=60, check=False)  # the VM's kernel differs
+            runner_kernel = uname.stdout.decode(errors="replace").strip() if uname.rc == 0 else None
+            fstype = run.case.filesystem
+            if fstype in MOUNTED_FILESYSTEMS and getattr(workload, "needs_mountpoint", True):
+                status(f"mkfs.{fstype}")
+                mountpoint = _mountpoint(session)
+                if session.runner == "native":  # rmdir only: never deletes through a mount
+                    dirs.callback(_rmdir_quietly, mountpoint)
+                    _claim_scratch(lab, mountpoint=mountpoint)  # for whoever cleans up after a SIGKILL
+                setup.append(session.exec([f"mkfs.{fstype}", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
+                                           session.device], timeout=MKFS_TIMEOUT).as_record())
+                setup.append(session.exec(["mkdir", "-p", mountpoint], timeout=60).as_record())
+                argv = ["mount", "-t", fstype]
+                if mount_options:
+                    argv += ["-o", ",".join(mount_options)]
+                status("mount " + (",".join(mount_options) or "(defaults)"))
+                mount_tried = True
+                setup.append(session.exec(argv + [session.device, mountpoint], timeout=MOUNT_TIMEOUT).as_record())
+                mounted = True
+            # The array's account before the workload (after mkfs and mount): subtracted from
+            # the one after umount, it leaves what the workload itself did (md's initial
+            # resync, mkfs and the mount are in both).
+            status_before = _array_status(lab, "before the workload")
+            status(f"{scenario.workload} running")
+            result = workload.run(session, mountpoint, dict(run.case.params),
+                                  progress=status)  # the step line names the workload already
+        finally:
+            # Interrupted in the lab VM, this umount re-raises the interrupt at once instead of
+            # queueing behind the guest's running command (raidlab.runners.session.DaemonSession);
+            # the array is destroyed next and its daemon kills the VM.
+            if mount_tried:
+                with deferred_signals():
+                    status("umount")
+                    umount = session.exec(["umount", mountpoint], timeout=UMOUNT_TIMEOUT, check=False)
+                    if mounted or umount.rc == 0:
+                        setup.append(umount.as_record())
+                    if umount.rc != 0:  # the array is destroyed next; a lazy umount lets it go
+                        session.exec(["umount", "-l", mountpoint], timeout=60, check=False)
+            close = getattr(session, "close", None)
+            if close:
+                close()
+        # The array's own account of the run (member I/O, cache hits and destages, mdstat),
+        # after umount so the filesystem's last writes are in it: what explains a result.
+        array_status = _array_status(lab, "after the run")
+    result = dict(result)
+    result["array_status"] = array_status
+    result["array_status_before"] = status_before
+    result["setup_commands"] = setup
+    result["mount_options"] = mount_options if mounted else None
+    result["runner_kernel"] = runner_kernel
+    result["array"] = {k: ready.get(k) for k in ("arch", "capacity", "state", "device", "guest_device")
+                       if k in ready}
+    if ready.get("vm"):  # the lab VM: its RAM and what was free for page cache before the run
+        result["vm"] = ready["vm"]
+    return result
