@@ -14,9 +14,12 @@ import errno
 import fcntl
 import os
 import platform
+import subprocess
 from pathlib import Path
 
+from raidlab import archs
 from raidlab.tools.base import PACKAGES, version_of, which
+from raidlab.vm import kernel as vm_kernel
 
 # Program -> (arguments that print a version, what raidlab uses it for)
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -68,12 +71,22 @@ class Runner:
 
 
 @dataclasses.dataclass
+class ArchitectureStatus:
+    name: str
+    family: str
+    runners: list[str]   # where it can run at all (the registry)
+    usable: list[str]    # where it can run on this host
+    summary: str
+
+
+@dataclasses.dataclass
 class Report:
     kernel: str
     is_root: bool
     tools: list[ToolStatus]
     capabilities: list[Capability]
     runners: list[Runner]
+    architectures: list[ArchitectureStatus] = dataclasses.field(default_factory=list)
 
     @property
     def any_runner(self) -> bool:
@@ -96,13 +109,13 @@ class Report:
             },
             "capabilities": {c.name: {"ok": c.ok, "detail": c.detail} for c in self.capabilities},
             "runners": {r.name: {"usable": r.usable, "reason": r.reason} for r in self.runners},
+            "architectures": {a.name: {"family": a.family, "runners": a.runners, "usable_here": a.usable}
+                              for a in self.architectures},
             "ok": self.any_runner,
         }
 
 
 def _package_version(package: str) -> str | None:
-    import subprocess
-
     try:
         out = subprocess.run(
             ["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True, timeout=10
@@ -200,8 +213,6 @@ def check_tcg() -> Capability:
     qemu = which("qemu-system-x86_64")
     if qemu is None:
         return Capability("qemu-tcg", False, "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
-    import subprocess
-
     try:
         out = subprocess.run([qemu, "-accel", "help"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -212,16 +223,29 @@ def check_tcg() -> Capability:
 
 
 def _vm_kernel_state() -> tuple[bool, str]:
-    """Is a lab-VM kernel cached, or can one be fetched? (asks the VM runner if present)."""
-    try:
-        from raidlab.vm import kernel as vm_kernel  # type: ignore[attr-defined]
-    except ImportError:
-        vm_kernel = None
-    if vm_kernel is not None and hasattr(vm_kernel, "availability"):
-        return vm_kernel.availability()
-    if which("apt-get") and which("dpkg-deb"):
-        return True, "kernel package can be fetched with apt-get download"
-    return False, "no apt-get/dpkg-deb to fetch a kernel package"
+    """Is a lab-VM kernel cached, or can one be fetched? (the VM runner's own answer)."""
+    return vm_kernel.availability()
+
+
+# Which doctor runner serves an architecture family on each of its runners.
+_FAMILY_RUNNERS = {"engine": {"native": "native-engine", "vm": "vm"},
+                   "cache": {"native": "native-engine", "vm": "vm"},
+                   "md": {"native": "native-md", "vm": "vm"}}
+
+
+def architectures(runners: list[Runner]) -> list[ArchitectureStatus]:
+    """Every architecture of the registry (raidlab.archs) and the runners it can use here."""
+    usable = {r.name: r.usable for r in runners}
+    out = []
+    for arch in archs.REGISTRY.values():
+        here = []
+        for runner in arch.runners:
+            if runner == "sim":
+                here.append(runner)  # virtual time needs nothing of the host
+            elif usable.get(_FAMILY_RUNNERS.get(arch.family, {}).get(runner, ""), False):
+                here.append(runner)
+        out.append(ArchitectureStatus(arch.name, arch.family, list(arch.runners), here, arch.summary))
+    return out
 
 
 def collect() -> Report:
@@ -263,4 +287,4 @@ def collect() -> Report:
         accel = "KVM if its boot probe passes, else TCG" if ok["kvm"] else "TCG"
         runners.append(Runner("vm", True, f"QEMU ({accel}); {kernel_detail}"))
 
-    return Report(platform.release(), is_root, tools, caps, runners)
+    return Report(platform.release(), is_root, tools, caps, runners, architectures(runners))

@@ -25,6 +25,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.export",
     "raidlab.cli.vm",
     "raidlab.cli.demo",
+    "raidlab.cli.archs",
     "raidlab.cli.array",
     "raidlab.cli.trace",
     "raidlab.cli.bench",
@@ -41,14 +42,8 @@ def cli() -> None:
     """raidlab: classic software-RAID research systems over loop devices."""
 
 
-for _name in _COMMAND_MODULES:
-    try:
-        _mod = importlib.import_module(_name)
-    except ModuleNotFoundError as exc:  # a command group not written yet
-        if exc.name != _name:
-            raise
-        continue
-    _mod.register(cli)
+for _name in _COMMAND_MODULES:  # a command module that fails to import is an error, not a gap
+    importlib.import_module(_name).register(cli)
 
 
 def main(argv: list[str] | None = None) -> int:

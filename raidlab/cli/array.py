@@ -15,6 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from raidlab import archs
+from raidlab.cli.archs import one_line_each
 from raidlab.errors import NeedsRootError, UnknownModelError, UsageError
 from raidlab.units import parse_key_values, parse_size
 
@@ -67,9 +68,9 @@ def _progress() -> Progress:
                     TimeRemainingColumn(), console=_err, transient=False)
 
 
-@click.command()
+@click.command(epilog="Architectures (options of one: raidlab archs NAME):\n\n" + one_line_each())
 @click.argument("name")
-@click.option("--arch", required=True, help="architecture id (raidlab create --help lists them)")
+@click.option("--arch", required=True, help="architecture id (listed below)")
 @click.option("--disks", type=click.IntRange(1, 64), required=True, help="number of member disks")
 @click.option("--disk-model", default="none", show_default=True,
               help="catalog model (raidlab disk models) of every member, or one per member: m0,m1,...")

@@ -50,6 +50,13 @@ def doctor(as_json: bool) -> int:
     for r in report.runners:
         runners.add_row(r.name, "[green]yes[/]" if r.usable else "[red]no[/]", r.reason)
     console.print(runners)
+    arch_table = Table(title="architectures (raidlab archs)")
+    for col in ("architecture", "family", "runs on", "usable here"):
+        arch_table.add_column(col)
+    for a in report.architectures:
+        arch_table.add_row(a.name, a.family, ", ".join(a.runners),
+                           ", ".join(a.usable) if a.usable else "[red]none[/]")
+    console.print(arch_table)
     if not report.any_runner:
         console.print("[red]no runner can work on this host[/]")
         return 1

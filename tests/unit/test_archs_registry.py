@@ -1,0 +1,69 @@
+"""The architecture registry: every architecture declared once and read by every command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from raidlab import archs
+from raidlab.engine.layouts import LAYOUTS
+from raidlab.errors import UsageError
+from raidlab.service.hosts import HOSTS
+
+
+def test_every_layout_and_family_is_declared_once():
+    names = archs.names()
+    assert len(names) == len(set(names))
+    assert set(LAYOUTS) <= set(names)  # a new layout needs no declaration of its own
+    assert {"dcd", "vcraid", "md-raid0", "md-raid1", "md-raid5", "md-raid10", "disk"} <= set(names)
+
+
+def test_every_live_architecture_has_a_host_and_every_builder_a_plan():
+    for arch in archs.REGISTRY.values():
+        if {"native", "vm"} & set(arch.runners):
+            assert arch.family in HOSTS, arch.name
+        if arch.build is not None:
+            assert arch.plan is not None, arch.name
+
+
+def test_runner_lists_and_refusals():
+    assert "disk" in archs.names("sim") and "disk" not in archs.names("native")
+    assert "md-raid5" not in archs.names("sim")
+    with pytest.raises(UsageError) as info:
+        archs.get("disk", "native")
+    assert "on the native runner" in str(info.value) and "raid5" in str(info.value)
+    with pytest.raises(UsageError) as info:
+        archs.get("raid7")
+    assert "unknown architecture 'raid7'" in str(info.value) and "vcraid" in str(info.value)
+
+
+def test_an_unknown_option_names_the_valid_ones_with_their_defaults():
+    with pytest.raises(UsageError) as info:
+        archs.validate("raid10", 4, 64 << 20, 64 << 10, {"colour": "red"})
+    text = str(info.value)
+    assert "raid10 has no option 'colour'" in text and "layout (default n2)" in text
+    assert "__init__" not in text and "keyword" not in text
+
+
+def test_a_broken_architecture_module_is_an_error_that_names_it():
+    """Importing the registry with a mechanism module missing fails loudly, naming it."""
+    code = ("import sys; sys.modules['raidlab.engine.caches.vcraid'] = None\n"
+            "import raidlab.archs")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "raidlab.engine.caches.vcraid" in proc.stderr
+
+
+def test_raidlab_archs_lists_every_architecture_and_shows_one(raidlab_cmd):
+    listing = subprocess.run([*raidlab_cmd, "archs", "--json"], capture_output=True, text=True, check=True)
+    assert set(json.loads(listing.stdout)) == set(archs.names())
+    one = subprocess.run([*raidlab_cmd, "archs", "raid10"], capture_output=True, text=True, check=True)
+    assert "layout" in one.stdout and "n2" in one.stdout
+    bad = subprocess.run([*raidlab_cmd, "archs", "raid7"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown architecture 'raid7'" in bad.stderr
+    helptext = subprocess.run([*raidlab_cmd, "create", "--help"], capture_output=True, text=True, check=True)
+    for name in archs.names("native"):
+        assert f"\n  {name} " in helptext.stdout, name
