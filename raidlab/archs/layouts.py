@@ -28,31 +28,11 @@ GEOMETRY_FIELDS = ("n_disks", "disk_size", "chunk_bytes", "data_offset", "member
 DEFAULT_DISKS = 4  # virtual time, when --disks is not given
 DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY = 1 << 30  # drive models with no capacity (none, ssd)
 
-# id: (what it is, the paper and section it follows)
-DESCRIPTIONS = {
-    "raid0": ("striping, no redundancy", "md's RAID 0; the SA-RAID paper's \"original\" striping"),
-    "raid1": ("mirroring over every member", "md's RAID 1"),
-    "raid10": ("striped mirrors (near, far or offset copies)", "md's RAID 10"),
-    "raid5": ("striping with rotating parity, left-symmetric like md", "md's RAID 5; VC-RAID's array"),
-    "chained": ("chained declustering: each chunk's copy on the next disk", "RAID-x paper, chained declustering"),
-    "raidx": ("orthogonal striping and mirroring, images written late from a persistent buffer",
-              "RAID-x paper §3"),
-    "sa1": ("statically adaptive RAID0, consecutive virtual device array", "SA-RAID paper §2.2"),
-    "sa2": ("statically adaptive RAID0, round-robin virtual device array", "SA-RAID paper §2.2"),
-    "sa3": ("statically adaptive RAID0, stride-scheduled virtual device array", "SA-RAID paper §2.2"),
-}
-OPTION_HELP = {
-    "layout": "md's raid10 layout: n2, f2, o2 (copies near, far, offset)",
-    "algorithm": "parity placement, as md's raid5 layouts",
-    "image_placement": "where the image of a chunk goes",
-    "bandwidths": "member bandwidths (bytes/s) instead of the creation-time probe",
-    "virtual_device_array": "the 100-entry array itself instead of building it from bandwidths",
-}
 
 
 def layout_options(cls: type[Layout]) -> tuple[Option, ...]:
     return tuple(Option(f.name, f.default if f.default is not dataclasses.MISSING else None,
-                        OPTION_HELP.get(f.name, ""))
+                        cls.option_help.get(f.name, ""))
                  for f in dataclasses.fields(cls) if f.init and f.name not in GEOMETRY_FIELDS)
 
 
@@ -106,8 +86,7 @@ def _architecture(cls: type[Layout]) -> Architecture:
         return Built(array, list(ctx.drives), statistics, {"array": array, "keeper": keeper})
 
     arch = Architecture(
-        name=name, family="engine", summary=DESCRIPTIONS.get(name, (name, ""))[0],
-        source=DESCRIPTIONS.get(name, (name, ""))[1],
+        name=name, family="engine", summary=cls.summary, source=cls.source,
         options=layout_options(cls), check=check, plan=plan, build=build)
     return arch
 

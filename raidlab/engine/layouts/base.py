@@ -383,6 +383,11 @@ class Layout:
     uses_chunks: ClassVar[bool] = True
     # Which failure sets survive, in words (Redundancy.rule).
     failure_rule: ClassVar[str] = ""
+    # What the layout is and which paper and section it follows, in one line each, and a
+    # line per option: what `raidlab archs` and `raidlab create --help` show.
+    summary: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    option_help: ClassVar[dict[str, str]] = {}
     # True when the layout's image copies go through the array's image hook (RAID-x's buffer
     # of pending images, raidlab.engine.imagebuffer) instead of straight to their homes.
     buffers_images: ClassVar[bool] = False

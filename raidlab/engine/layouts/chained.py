@@ -45,6 +45,9 @@ class ChainedLayout(ChunkMappedLayout):
     image_placement: str = "interleaved"
 
     name: ClassVar[str] = "chained"
+    summary: ClassVar[str] = "chained declustering: each chunk's copy on the next disk"
+    source: ClassVar[str] = 'RAID-x paper, chained declustering'
+    option_help: ClassVar[dict[str, str]] = {"image_placement": "where the copy of a chunk goes on the next disk"}
     min_disks: ClassVar[int] = 2
     failure_rule: ClassVar[str] = (
         "survives any failures with no two neighbouring disks (i and i+1 mod n) both failed"

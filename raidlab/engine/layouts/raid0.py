@@ -17,6 +17,8 @@ from raidlab.engine.layouts.base import ChunkMappedLayout
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Raid0Layout(ChunkMappedLayout):
     name: ClassVar[str] = "raid0"
+    summary: ClassVar[str] = "striping, no redundancy"
+    source: ClassVar[str] = 'md\'s RAID 0; the SA-RAID paper\'s "original" striping'
     min_disks: ClassVar[int] = 1
     failure_rule: ClassVar[str] = "no failure survives: every member holds data of its own"
 

@@ -16,6 +16,8 @@ from raidlab.engine.layouts.base import ChunkMappedLayout
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Raid1Layout(ChunkMappedLayout):
     name: ClassVar[str] = "raid1"
+    summary: ClassVar[str] = "mirroring over every member"
+    source: ClassVar[str] = "md's RAID 1"
     min_disks: ClassVar[int] = 2
     uses_chunks: ClassVar[bool] = False
     failure_rule: ClassVar[str] = "survives any failures that leave one member"

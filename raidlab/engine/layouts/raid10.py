@@ -41,6 +41,9 @@ class Raid10Layout(ChunkMappedLayout):
     layout: str = "n2"
 
     name: ClassVar[str] = "raid10"
+    summary: ClassVar[str] = "striped mirrors (near, far or offset copies)"
+    source: ClassVar[str] = "md's RAID 10"
+    option_help: ClassVar[dict[str, str]] = {"layout": "md's raid10 layout: n2, f2, o2 (copies near, far, offset)"}
     min_disks: ClassVar[int] = 2
 
     @property

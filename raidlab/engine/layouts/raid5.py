@@ -75,6 +75,9 @@ class Raid5Layout(Layout):
     algorithm: str = "left-symmetric"
 
     name: ClassVar[str] = "raid5"
+    summary: ClassVar[str] = "striping with rotating parity, left-symmetric like md"
+    source: ClassVar[str] = "md's RAID 5; VC-RAID's array"
+    option_help: ClassVar[dict[str, str]] = {"algorithm": "parity placement, as md's raid5 layouts"}
     min_disks: ClassVar[int] = 3
     failure_rule: ClassVar[str] = "survives any single failure"
 

@@ -159,6 +159,11 @@ class StaticallyAdaptiveLayout(ChunkMappedLayout):
     name: ClassVar[str] = "sa"
     min_disks: ClassVar[int] = 1
     failure_rule: ClassVar[str] = "no failure survives: RAID0"
+    source: ClassVar[str] = "SA-RAID paper §2.2"
+    option_help: ClassVar[dict[str, str]] = {
+        "bandwidths": "member bandwidths (bytes/s) instead of the creation-time probe",
+        "virtual_device_array": "the 100-entry array itself instead of building it from bandwidths",
+    }
 
     def __post_init__(self) -> None:
         if self.bandwidths is not None and not isinstance(self.bandwidths, tuple):
@@ -286,16 +291,19 @@ class StaticallyAdaptiveLayout(ChunkMappedLayout):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SA1Layout(StaticallyAdaptiveLayout):
     name: ClassVar[str] = "sa1"
+    summary: ClassVar[str] = "statically adaptive RAID0, consecutive virtual device array"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SA2Layout(StaticallyAdaptiveLayout):
     name: ClassVar[str] = "sa2"
+    summary: ClassVar[str] = "statically adaptive RAID0, round-robin virtual device array"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SA3Layout(StaticallyAdaptiveLayout):
     name: ClassVar[str] = "sa3"
+    summary: ClassVar[str] = "statically adaptive RAID0, stride-scheduled virtual device array"
 
 
 # ------------------------------------------------------------------ the bandwidth probe (§2, §4)
