@@ -58,7 +58,7 @@ from raidlab.engine.layouts.base import ChunkMappedLayout
 class RaidxLayout(ChunkMappedLayout):
     name: ClassVar[str] = "raidx"
     summary: ClassVar[str] = "orthogonal striping and mirroring, images written late from a buffer"
-    source: ClassVar[str] = 'RAID-x paper §3'
+    source: ClassVar[str] = "RAID-x paper §3"
     min_disks: ClassVar[int] = 2
     failure_rule: ClassVar[str] = "survives any single failure"
     buffers_images: ClassVar[bool] = True  # images are written late, from a persistent buffer (§3.5)
