@@ -1,13 +1,13 @@
 """Where an emulated disk keeps its bytes: memory, a sparse image file, or a real device.
 
-Why synchronous: DESIGN.md "One engine, two clocks" says that in virtual mode the data
+Why synchronous: the design of the two clocks (docs/architecture.md) says that in virtual mode the data
 backend must be synchronous (memory or direct pread/pwrite, never trio.to_thread, which would
 let MockClock jump while a thread works). So backends are plain blocking objects; the disk
 (raidlab.disks.disk) calls them directly in virtual mode and through trio.to_thread in live
 mode, where the real I/O overlaps the modelled mechanical delay.
 
 * MemoryBackend: sparse dict of 64 KiB chunks, for virtual-time runs and unit tests.
-* ImageBackend: a sparse file (the default member disk; issue 2 "Backing"), pread/pwrite,
+* ImageBackend: a sparse file (the default member disk), pread/pwrite,
   fdatasync on flush, hole punching on trim.
 * BlockDeviceBackend: a real block device, only when asked for, and refused when it carries
   a filesystem, a partition table or a RAID superblock unless force=True (the probe is

@@ -6,7 +6,7 @@ closed forms (raidlab.disks.mechanisms.expected_random_read_s,
 raidlab.disks.geometry.zone_sequential_rate) are printed next to the measurements so a
 user can see where the two differ and why.
 
-Two clocks (DESIGN.md "One engine, two clocks"):
+Two clocks (docs/architecture.md, "Two clocks"):
 * virtual: MemoryBackend (sparse), trio.testing.MockClock(autojump_threshold=0); every figure
   is exact model time, the run takes seconds of CPU whatever the drive's speed.
 * live: a sparse image file in a temporary directory (no root, no loop device), the real

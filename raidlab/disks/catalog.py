@@ -2,8 +2,8 @@
 
 Why a data file: the papers' drives are facts to be checked, not code. Each parameter in
 catalog.toml is a table with a `value` and either a `source` (paper table, specification
-sheet, measurement) or an `assumed` text saying what was assumed and why (issue 2: "where a
-paper lacks a parameter, say what you assumed and why"). The loader refuses a parameter
+sheet, measurement) or an `assumed` text saying what was assumed and why (where a paper
+lacks a parameter, the catalog says what it assumed and why). The loader refuses a parameter
 that has neither, so an unexplained number cannot enter the catalog.
 
 Two kinds of derived parameters keep the file close to what the sources print:

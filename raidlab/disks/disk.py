@@ -1,6 +1,6 @@
 """An emulated member disk: a backing store plus a timing model, as a trio BlockTarget.
 
-Why built this way (DESIGN.md "Member disks and timing models", "One engine, two clocks"):
+Why built this way (docs/architecture.md, "Member disks and timing models", "Two clocks"):
 
 * One service task per disk takes requests from a queue discipline (raidlab.disks.scheduler)
   and serves exactly one at a time, like a drive with one arm. The mechanism's arithmetic

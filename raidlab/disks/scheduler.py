@@ -1,7 +1,7 @@
 """Queue disciplines of a member disk: FIFO, SSTF, SCAN.
 
 Why separate from the mechanism: the discipline decides *which* waiting request the drive
-serves next, the mechanism (raidlab.disks.mechanisms) decides *how long* it takes. DESIGN.md
+serves next, the mechanism (raidlab.disks.mechanisms) decides *how long* it takes. The design
 makes the discipline a parameter of a member disk; the DCD and VC-RAID papers' arguments about
 bursty small writes depend on it (a queue of 5 to 1000 writes, DCD section 3.1).
 

@@ -1,7 +1,7 @@
 """The engine's request path: one architecture over member block targets, as a BlockTarget.
 
-Why built this way (DESIGN.md "One engine, two clocks", STYLE.md "layout math is pure
-functions, I/O sits around them"):
+Why built this way (docs/architecture.md, "Two clocks"; layout math is pure functions and
+I/O sits around them):
 
 * The layout (raidlab.engine.layouts) answers every question of placement and parity as a
   plan; `Array` only executes plans: issue the plan's reads concurrently, let the plan

@@ -1,6 +1,6 @@
 """Run engine code under the virtual clock, deterministically.
 
-Why: DESIGN.md's virtual clock is `trio.testing.MockClock(autojump_threshold=0)`, which makes
+Why: the virtual clock (docs/architecture.md, "Two clocks") is `trio.testing.MockClock(autojump_threshold=0)`, which makes
 time jump straight to the next deadline, so a trace replays as a discrete-event simulation.
 That alone does not make a replay reproducible: trio deliberately randomises the order in
 which tasks that became runnable together are resumed (its scheduler RNG, `_r` in

@@ -1,6 +1,6 @@
 """One FUSE mount per lab: every block target of the lab as a plain file.
 
-Layout of the mount (DESIGN.md "Data path"):
+Layout of the mount (docs/architecture.md, "Data path"):
 
     <mountpoint>/disks/d0 ... dN-1   the emulated member disks
     <mountpoint>/volume              an engine architecture

@@ -8,7 +8,7 @@ pass-through FUSE file over one image in the same run" -- this is that file's ta
 The blocking system calls (pread/pwrite/fsync/fallocate) run in trio worker threads so the
 trio loop that also serves FUSE keeps answering the kernel while one request waits on the
 host disk. That is the live-clock data path only; virtual-clock code must not use this class
-(DESIGN.md: trio.to_thread lets the mock clock jump while a thread works).
+(trio.to_thread lets the mock clock jump while a thread works).
 """
 
 from __future__ import annotations

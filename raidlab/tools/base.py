@@ -1,7 +1,7 @@
 """Run external programs: locate, record, fail clearly.
 
 Why one function: results must record the exact command lines that produced them
-(DESIGN.md "Experiments and reports"), and a missing program must become one actionable
+(so anyone can run them again), and a missing program must become one actionable
 line (MissingToolError names the Debian package). Wrappers in this package call `run`
 and never `subprocess` directly.
 """

@@ -289,23 +289,6 @@ def synth(profile_name: str, duration: float, seed: int, *, device_size: int = H
             return
 
 
-def parse_duration(text: str) -> float:
-    """Seconds from '90', '90s', '15m', '2h', '3d' (a bare number is seconds)."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    raw = text.strip().lower()
-    factor = 1
-    if raw and raw[-1] in units:
-        factor = units[raw[-1]]
-        raw = raw[:-1]
-    try:
-        value = float(raw) * factor
-    except ValueError:
-        raise UsageError(f"cannot read duration {text!r}", hint="use e.g. 600, 600s, 15m, 2h, 3d") from None
-    if not value > 0:
-        raise UsageError(f"duration must be positive, not {text!r}")
-    return value
-
-
 def label(prof: Profile, duration: float, seed: int, device_size: int) -> list[str]:
     """Comment lines that label a synthetic trace file (raidlab format)."""
     return [

@@ -4,7 +4,7 @@ Why it exists: many hosts (containers, minimal VMs, this project's CI machines) 
 without md and without loadable modules, yet the papers' baselines must be the real kernel
 md driver. The lab VM boots the distribution's stock kernel package with an initramfs the
 toolkit builds, attaches the lab's emulated disk files as virtio disks, and runs commands in
-it over a framed channel (DESIGN.md "Where md is missing: the lab VM").
+it over a framed channel (docs/vm-runner.md).
 
 Parts, each with its own header explaining its choices:
     kernel.py     fetch and cache the kernel package (apt-get download, dpkg-deb -x, depmod -b)

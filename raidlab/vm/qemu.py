@@ -1,6 +1,6 @@
 """Boot the lab VM, run commands in it, bring results back, and never leave QEMU behind.
 
-Why this design (DESIGN.md "Where md is missing: the lab VM"):
+Why this design (docs/vm-runner.md):
 * One QEMU process per LabVM, started by `boot()` and always ended by `close()`: a clean
   `poweroff` when the guest answers, SIGKILL otherwise. Every failure (boot timeout, command
   timeout, QEMU exiting, the channel breaking) kills the VM first and then raises VMError

@@ -4,8 +4,8 @@ Why drivers run everything through a RunnerSession (raidlab.runners.session): th
 driver must work on the host and inside the lab VM, so it never calls subprocess or
 tools.base.run for work on the array; it hands argv lists to `session.exec` and copies files
 with `session.put`. `Commands` wraps the session so that every command line, its exit status
-and its duration land in the result document (DESIGN.md "Experiments and reports": results
-keep the exact command lines that produced them).
+and its duration land in the result document (results keep the exact command lines that
+produced them).
 
 Why parameters are declared (`Param`) rather than read ad hoc: scenario files name them, so a
 misspelt key must be refused before anything starts (UsageError naming the key), and the
@@ -30,21 +30,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from raidlab.errors import MissingToolError, ToolFailedError, UsageError, WorkloadError
-from raidlab.tools.base import PACKAGES
+from raidlab.tools.base import PACKAGES, CommandResult
 
 Progress = Callable[[str], None]
 
 
 def no_progress(_message: str) -> None:
     """Default progress callback: say nothing."""
-
-
-class ExecResultLike(Protocol):
-    argv: list[str]
-    rc: int
-    stdout: bytes
-    stderr: bytes
-    seconds: float
 
 
 class SessionLike(Protocol):
@@ -55,7 +47,7 @@ class SessionLike(Protocol):
     scratch: str
 
     def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
-             check: bool = True) -> ExecResultLike: ...
+             check: bool = True) -> CommandResult: ...
 
     def put(self, local: Path, remote: str) -> None: ...
 
@@ -176,7 +168,7 @@ class Commands:
         self.records: list[dict] = []
 
     def run(self, argv: Sequence[str], *, timeout: float, stdin: bytes | None = None,
-            check: bool = True, label: str | None = None) -> ExecResultLike:
+            check: bool = True, label: str | None = None) -> CommandResult:
         argv = [str(a) for a in argv]
         start = time.monotonic()
         try:
@@ -198,7 +190,7 @@ class Commands:
         return result
 
     def shell(self, script: str, *args: str, timeout: float, check: bool = True,
-              label: str | None = None) -> ExecResultLike:
+              label: str | None = None) -> CommandResult:
         """`sh -c SCRIPT sh ARGS...` (busybox sh in the VM): arguments stay out of the script."""
         return self.run(["sh", "-c", script, "sh", *args], timeout=timeout, check=check,
                         label=label)

@@ -18,7 +18,8 @@ from typing import Any
 
 from raidlab.errors import UsageError
 from raidlab.traces.formats import _parser_for
-from raidlab.traces.synth import parse_duration, profile
+from raidlab.traces.synth import profile
+from raidlab.units import parse_duration
 
 CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format")
 WORKLOAD = "trace"

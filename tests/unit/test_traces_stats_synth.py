@@ -12,7 +12,8 @@ import pytest
 from raidlab.errors import UsageError
 from raidlab.traces.formats import Request, TraceReader, raidlab_text
 from raidlab.traces.stats import SectorBitmap, trace_stats
-from raidlab.traces.synth import PROFILES, parse_duration, synth
+from raidlab.traces.synth import PROFILES, synth
+from raidlab.units import parse_duration
 
 
 def test_stats_by_hand():

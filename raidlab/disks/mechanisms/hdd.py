@@ -4,8 +4,8 @@ Follows Ruemmler & Wilkes, "An introduction to disk drive modeling" (IEEE Comput
 1994), the model the DCD paper's simulator is built on (DCD section 3.2, reference [17]):
 controller overhead, a two-regime seek curve (raidlab.disks.seek), rotational latency from
 the platter's actual angle, zoned recording and head and cylinder switches hidden by track
-skew (raidlab.disks.geometry), and a read-ahead track buffer. DESIGN.md "Member disks and
-timing models" asks for exactly these parts; this module puts them together into the time
+skew (raidlab.disks.geometry), and a read-ahead track buffer. docs/architecture.md ("Member disks and
+timing models") lists exactly these parts; this module puts them together into the time
 one request takes and the state of the drive it leaves behind.
 
 Where we depart from Ruemmler & Wilkes, and why (the geometry's own departures, spare
