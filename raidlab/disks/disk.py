@@ -19,7 +19,10 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   lateness of every request it delays, instead of silently stretching the drive.
 * Partitions (`EmulatedDisk.partition`) are windows on the same disk: they enqueue on the
   parent's queue, so they share its arm, and their offsets keep their place on the drive,
-  so a partition in the inner zones is slow (the SA-RAID paper's b1 ... b8).
+  so a partition in the inner zones is slow (the SA-RAID paper's b1 ... b8). The disk sums
+  the service time of each partition's requests apart, so a partition reports its share of
+  the drive's busy time (a logical DCD's cache-disk and data disk are two partitions of one
+  drive, and their utilisations must mean what two drives' would).
 * The `none` model bypasses the queue entirely: no service task hop, no sleep, the request
   does its I/O inline (in a thread in live mode). It exists for engine throughput runs.
 * Fault injection: `disk.failed = True` makes every request (queued or new) raise
@@ -180,6 +183,7 @@ class EmulatedDisk:
         self._model_free_at = float("-inf")
         self._counters = _Counters()
         self._busy = 0.0
+        self._owner_busy: dict[Partition, float] = {}  # service time of each partition's requests
         self._services = 0
         self._service_sum = 0.0
         self._cache_hits = 0
@@ -317,7 +321,7 @@ class EmulatedDisk:
         else:
             plan = mech.plan_trim(start, req.offset, req.length)
         io = self._io_function(req.op, req.offset, req.length, req.data, req.fua)
-        self._account(plan)
+        self._account(plan, req.owner)
         if plan.cache_hit:
             self._cache_hits += 1
         try:
@@ -349,11 +353,13 @@ class EmulatedDisk:
         except OSError as exc:
             box["error"] = exc
 
-    def _account(self, plan: Plan) -> None:
+    def _account(self, plan: Plan, owner: Any) -> None:
         self._model_free_at = plan.end
         self._busy += plan.service
         self._services += 1
         self._service_sum += plan.service
+        if owner is not self:
+            self._owner_busy[owner] = self._owner_busy.get(owner, 0.0) + plan.service
 
     # -- statistics -------------------------------------------------------------------
 
@@ -419,11 +425,21 @@ class Partition:
         await self.disk._submit(TRIM, offset, length, None, False, self, self.failed, self.start)
 
     def statistics(self) -> dict[str, Any]:
+        """Its own counters, and its share of the drive's time: `busy_time` sums the service
+        time of this partition's requests (the drive's busy time split by partition, so the
+        utilisation of a logical cache-disk and of its data partition means what it means for
+        two drives), `mean_service_ms` is that per read or write. The queue is the drive's,
+        shared by its partitions, so `max_queue_length` is the drive's deepest queue."""
+        counters = self._counters.as_dict()
+        busy = self.disk._owner_busy.get(self, 0.0)
         return {
             "name": self.name,
             "disk": self.disk.name,
             "start": self.start,
             "size": self._size,
             "failed": self.failed or self.disk.failed,
-            **self._counters.as_dict(),
+            **counters,
+            "busy_time": busy,
+            "max_queue_length": self.disk._max_queue,
+            "mean_service_ms": busy / counters["ios"] * 1e3 if counters["ios"] else 0.0,
         }

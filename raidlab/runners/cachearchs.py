@@ -39,8 +39,8 @@ the drive model's bus rate), see `_HostLink`: without it an immediate-report wri
 take no time at all, where the paper's take their transfer time (0.1-0.8 ms, §4.1).
 
 Logical layouts put two partitions on one drive; the replay reports each partition as a
-"disk" with its own share of the drive's busy time (`_SharedDrive` sums service time per
-owner), so utilisation means the same for logical and physical cache-disks.
+"disk" with its own share of the drive's busy time (Partition.statistics), so utilisation
+means the same for logical and physical cache-disks.
 """
 
 from __future__ import annotations
@@ -84,10 +84,11 @@ async def build_dcd(spec, nursery: trio.Nursery):
         data_size = spec.disk_size if spec.disk_size is not None else drive - cache_size
         if data_size <= 0:
             raise UsageError(f"logical cache-disk of {cache_size} bytes does not fit on a {drive}-byte drive")
-        disk = _SharedDrive.make("drive", spec.disk_model, cache_size + data_size, spec.discipline)
+        disk = EmulatedDisk("drive", spec.disk_model, DiscardBackend(cache_size + data_size),
+                            discipline=spec.discipline)
         disk.start(nursery)
-        cache_target = MeteredTarget(_PartitionWithBusy(disk.partition(0, cache_size, "cache")))
-        data_target = MeteredTarget(_PartitionWithBusy(disk.partition(cache_size, data_size, "data")))
+        cache_target = MeteredTarget(disk.partition(0, cache_size, "cache"))
+        data_target = MeteredTarget(disk.partition(cache_size, data_size, "data"))
         extra["drive"] = disk
     dcd = await create_dcd("sim-dcd", cache_target, data_target, ram_buffer=opts["ram_buffer"],
                            report=opts["report"], idle_threshold=opts["idle_threshold"],
@@ -149,62 +150,6 @@ class _HostLink:
         await dcd.write(offset, data, fua=fua)
 
 
-class _SharedDrive:
-    """Factory of an EmulatedDisk that also sums busy time per owner (partition), so the
-    replay's per-disk utilisation of a logical cache-disk and its data partition means the
-    same as for two physical drives. It hooks EmulatedDisk's accounting (`_service` sets the
-    owner, `_account` is called synchronously inside it with the request's plan)."""
-
-    @staticmethod
-    def make(name, model, size, discipline):
-        from raidlab.disks.disk import EmulatedDisk
-        from raidlab.runners.virtual import DiscardBackend
-
-        class OwnerBusyDisk(EmulatedDisk):
-            def __init__(self, *a, **kw):
-                super().__init__(*a, **kw)
-                self.owner_busy: dict[str, float] = {}
-                self._owner = None
-
-            async def _service(self, req):
-                self._owner = req.owner.name
-                await super()._service(req)
-
-            def _account(self, plan):
-                super()._account(plan)
-                self.owner_busy[self._owner] = self.owner_busy.get(self._owner, 0.0) + plan.service
-
-        return OwnerBusyDisk(name, model, DiscardBackend(size), discipline=discipline)
-
-
-class _PartitionWithBusy:
-    """A partition whose statistics() carry its share of the shared drive's busy time."""
-
-    def __init__(self, partition) -> None:
-        self.partition = partition
-        self.name = partition.name
-        self.read = partition.read
-        self.write = partition.write
-        self.flush = partition.flush
-        self.trim = partition.trim
-
-    @property
-    def size(self) -> int:
-        return self.partition.size
-
-    @property
-    def failed(self) -> bool:
-        return self.partition.failed
-
-    def statistics(self) -> dict[str, Any]:
-        stats = self.partition.statistics()
-        disk = self.partition.disk
-        stats["busy_time"] = disk.owner_busy.get(self.name, 0.0)
-        stats["max_queue_length"] = disk.statistics()["max_queue_length"]
-        stats["mean_service_ms"] = (stats["busy_time"] / stats["ios"] * 1e3) if stats.get("ios") else 0.0
-        return stats
-
-
 async def build_vcraid(spec, nursery: trio.Nursery):
     from raidlab.disks.disk import EmulatedDisk
     from raidlab.engine.caches import create_vcraid
@@ -263,10 +208,11 @@ async def build_vcraid(spec, nursery: trio.Nursery):
         cache_targets, members = [], []
         for index in range(n):
             if index < k:
-                disk = _SharedDrive.make(f"drive{index}", spec.disk_model, size + part, spec.discipline)
+                disk = EmulatedDisk(f"drive{index}", spec.disk_model, DiscardBackend(size + part),
+                                    discipline=spec.discipline)
                 disk.start(nursery)
-                members.append(MeteredTarget(_PartitionWithBusy(disk.partition(0, size, f"d{index}"))))
-                cache_targets.append(MeteredTarget(_PartitionWithBusy(disk.partition(size, part, f"c{index}"))))
+                members.append(MeteredTarget(disk.partition(0, size, f"d{index}")))
+                cache_targets.append(MeteredTarget(disk.partition(size, part, f"c{index}")))
             else:
                 disk = EmulatedDisk(f"d{index}", spec.disk_model, DiscardBackend(size), discipline=spec.discipline)
                 disk.start(nursery)

@@ -1,0 +1,35 @@
+"""A partition reports its share of its drive's time: the service time of its own requests
+(the shares add up to the drive's busy time), their mean per read or write, and the drive's
+deepest queue, which its partitions share."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from raidlab.disks import EmulatedDisk, MemoryBackend
+
+MiB = 1 << 20
+
+
+def test_partitions_split_the_drives_busy_time():
+    async def main():
+        disk = EmulatedDisk("drive", "hp-c2200a", MemoryBackend(64 * MiB))
+        cache, data = disk.partition(0, 8 * MiB, "cache"), disk.partition(8 * MiB, 56 * MiB, "data")
+        async with trio.open_nursery() as nursery:
+            disk.start(nursery)
+            async with trio.open_nursery() as requests:
+                for i in range(6):
+                    requests.start_soon(cache.write, i * 4096, bytes(4096))
+                for i in range(4):
+                    requests.start_soon(data.read, i * MiB, 8192)
+            await data.flush()
+            nursery.cancel_scope.cancel()
+        return disk.statistics(), cache.statistics(), data.statistics()
+
+    drive, cache, data = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert cache["busy_time"] > 0 and data["busy_time"] > 0
+    assert abs(cache["busy_time"] + data["busy_time"] - drive["busy_time"]) < 1e-12
+    assert cache["mean_service_ms"] == cache["busy_time"] / 6 * 1e3
+    assert data["mean_service_ms"] == data["busy_time"] / 4 * 1e3  # the flush's time counts, per read or write
+    assert cache["max_queue_length"] == data["max_queue_length"] == drive["max_queue_length"] == 10
