@@ -35,7 +35,7 @@ except where the paper's simulator differs:
   scd's), the raid5 drives holding no cache, as live.
 
 A DCD's writes into its RAM buffer first cross the host-to-controller link (§3.2: 10 MB/s;
-the drive model's bus rate), see `_HostLink`: without it an immediate-report write would
+the drive model's bus rate), see raidlab.engine.caches.dcd.HostLink: without it an immediate-report write would
 take no time at all, where the paper's take their transfer time (0.1-0.8 ms, §4.1).
 
 Logical layouts put two partitions on one drive; the replay reports each partition as a
@@ -58,6 +58,7 @@ from raidlab.errors import UsageError
 async def build_dcd(spec, nursery: trio.Nursery):
     from raidlab.disks.disk import EmulatedDisk
     from raidlab.engine.caches import create_dcd
+    from raidlab.engine.caches.dcd import HostLink
     from raidlab.archs import Built
     from raidlab.runners.virtual import DiscardBackend, MeteredTarget, member_disk_size
 
@@ -96,7 +97,7 @@ async def build_dcd(spec, nursery: trio.Nursery):
     dcd.start(nursery)
     from raidlab.disks import catalog
 
-    link = _HostLink(dcd, catalog.get(spec.disk_model).bus_mb_s)
+    link = HostLink(dcd, catalog.get(spec.disk_model).bus_mb_s)
 
     def statistics() -> dict[str, Any]:
         stats = dcd.statistics()
@@ -113,41 +114,6 @@ async def build_dcd(spec, nursery: trio.Nursery):
         return stats
 
     return Built(link, [cache_target, data_target], statistics)
-
-
-class _HostLink:
-    """The host-to-DCD-controller link (§3.2: "the data transfer rate between the host and
-    the DCD disk controller is 10 MB/s"). A write the RAM buffer takes costs its transfer
-    over the link first (one transfer at a time): that is the whole response time of an
-    immediate-report write in the paper (§4.1: "response times are approximately identical
-    to data transfer times"; hplajw's 8 KB writes take 0.8 ms). Other paths are timed by the
-    drives, whose model already includes their own bus transfer (catalog bus_mb_s), so the
-    link is not charged twice. The rate is the drive model's bus_mb_s (the C2200A's is this
-    same 10 MB/s); 0 means no link cost."""
-
-    def __init__(self, dcd, mb_s: float) -> None:
-        self.dcd = dcd
-        self.mb_s = mb_s
-        self.busy = 0.0
-        self._lock = trio.Lock()
-        self.read, self.flush, self.trim = dcd.read, dcd.flush, dcd.trim
-
-    @property
-    def size(self) -> int:
-        return self.dcd.size
-
-    @property
-    def name(self) -> str:
-        return self.dcd.name
-
-    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
-        dcd = self.dcd
-        if self.mb_s and not dcd.bypass and len(data) <= dcd.large_write and len(data) <= dcd.ram_buffer:
-            seconds = len(data) / (self.mb_s * 1e6)
-            async with self._lock:
-                await trio.sleep(seconds)
-            self.busy += seconds
-        await dcd.write(offset, data, fua=fua)
 
 
 async def build_vcraid(spec, nursery: trio.Nursery):

@@ -26,6 +26,11 @@ suspends it). The log format, markers and tombstones are in raidlab.engine.cache
 Crash recovery (§2.5): a summary sector leads every log write; `assemble_dcd` scans the
 cache-disk and rebuilds the mapping, then serves reads from it.
 
+The host-to-controller link (§3.2, `HostLink`): a write the RAM buffer takes first crosses
+the link from the host. A trace-driven simulation puts it in front of the DCD, so an
+immediate-report write costs its transfer time, as in the paper's results; a live volume
+needs none (its host is the real one).
+
 Where this departs from the paper, and why:
 
 * Granularity is the 512-byte sector (the paper's blocks are the trace's requests); a
@@ -524,3 +529,39 @@ async def assemble_dcd(cache_disk: Any, data_disk: Any, *, report: str | None = 
     dcd = DCD(sb.name, cache_disk, data_disk, sb)
     await dcd.store.recover()
     return dcd
+
+
+class HostLink:
+    """The host-to-DCD-controller link (§3.2: "the data transfer rate between the host and
+    the DCD disk controller is 10 MB/s") in front of `dcd`, a BlockTarget. A write the RAM
+    buffer takes costs its transfer over the link first (one transfer at a time): that is
+    the whole response time of an immediate-report write in the paper (§4.1: "response
+    times are approximately identical to data transfer times"; hplajw's 8 KB writes take
+    0.8 ms). Other paths are timed by the drives, whose model already includes their own
+    bus transfer, so the link is not charged twice. `mb_s` is the rate (the drive model's
+    bus rate; the C2200A's is this same 10 MB/s); 0 means no link cost. `busy` sums the
+    seconds the link spent transferring."""
+
+    def __init__(self, dcd: DCD, mb_s: float) -> None:
+        self.dcd = dcd
+        self.mb_s = mb_s
+        self.busy = 0.0
+        self._lock = trio.Lock()
+        self.read, self.flush, self.trim = dcd.read, dcd.flush, dcd.trim
+
+    @property
+    def size(self) -> int:
+        return self.dcd.size
+
+    @property
+    def name(self) -> str:
+        return self.dcd.name
+
+    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
+        dcd = self.dcd
+        if self.mb_s and not dcd.bypass and len(data) <= dcd.large_write and len(data) <= dcd.ram_buffer:
+            seconds = len(data) / (self.mb_s * 1e6)
+            async with self._lock:
+                await trio.sleep(seconds)
+            self.busy += seconds
+        await dcd.write(offset, data, fua=fua)
