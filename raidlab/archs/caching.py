@@ -1,38 +1,10 @@
-"""The caching architectures as architectures: DCD (Hu & Yang, ISCA 96) and VC-RAID (He & Yang).
+"""The caching family's options: DCD (Hu & Yang, ISCA 96) and VC-RAID (He & Yang).
 
-The mechanisms are raidlab.engine.caches.dcd / vcraid / perdisk / mirror. What this module
-declares is how a user names them: their options (names and defaults from the papers), the
-member drives they need, and the checks that refuse an impossible configuration before any
-drive is made.
-
-How `--disks N` and `--disk-size S` map to member images (images/dK.img), chosen so that
-S is always the size of one *data* member and the caches come in addition. --disk-model is
-one model for every data member, or a comma-separated list with one model per data member
-d0..d{N-1} in order (VC-RAID Table 1's four different SCSI drives; a cache disk's model is
-cache_model, default the first data member's):
-
-    dcd    cache=physical (Fig. 1)  N = 1: d0 data disk (S, --disk-model),
-                                            d1 cache-disk (cache_size, cache_model)
-           cache=logical  (Fig. 2)  N = 1: d0 one drive of cache_size + S; the log is its
-                                            first cache_size bytes (§4: the first 80,000
-                                            sectors), the data disk the rest
-    vcraid config=scd  (Fig. 1a)    N >= 3 raid5 disks d0..d{N-1} (S each), and
-                                            d{N} the dedicated cache disk (cache_size, cache_model)
-           config=mcd  (Fig. 1b)    N >= 3 drives; the first `cache_disks` (default 2, as in
-                                            the paper) hold one cache partition each of
-                                            cache_size / cache_disks after their S bytes of raid5
-           config=mcd, cache_models=[m0, m1, ...] (§4.1: "two logical partitions, one from
-                                            each of the IDE disks"): N >= 3 raid5 disks
-                                            d0..d{N-1} (S each, no cache on them) and one cache
-                                            drive per listed model, d{N}, d{N+1}, ..., each
-                                            holding one partition of cache_size / len(cache_models);
-                                            served and assembled like scd's cache disk
-           config=scd, mirrored_cache=on (§3.4): also d{N+1}, the backup cache disk written in
-                                            parallel (raidlab.engine.caches.mirror)
-           config=1c|1d (Fig. 1c/1d)       N >= 3 data disks d0..d{N-1} (S each) and N cache
-                                            disks d{N}..d{2N-1} (cache_size / N each, cache_model);
-                                            1d splits the RAM buffer evenly too
-                                            (raidlab.engine.caches.perdisk)
+The mechanisms are raidlab.engine.caches.dcd / vcraid / perdisk / mirror; the architectures
+(their member drives and their one builder for both clocks) are raidlab.archs.dcd and
+raidlab.archs.vcraid. What this module holds is what the two share: how a user names their
+options (names and defaults from the papers), how a value is read (sizes, times, model
+lists), and the one-line errors for an unknown or unreadable option.
 
 Arch options (-o), named after the papers:
     dcd:    cache=physical|logical, report=immediate|after-complete (§2.4), ram_buffer (512K),
@@ -46,23 +18,20 @@ Arch options (-o), named after the papers:
             command line m0,m1; cache_disks is then the list's length), mirrored_cache=on|off
             (scd only)
     The same names and defaults serve `raidlab create` and `raidlab sim`, so a scenario's
-    options mean the same live and in virtual time.
+    options mean the same live and in virtual time. `destage=off` (DCD §4.3, Table 4: "we
+    deliberately disable the destage process") sets the idle threshold beyond any trace
+    (DESTAGE_OFF_THRESHOLD), so no idle destage ever starts; a DCD still destages when its
+    log is full (raidlab.engine.caches.dcd: "an emulator must not stop"), where the paper ran
+    "shorter traces until the cache-disk is full", and its `forced_destages` says whether that
+    happened.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
-from raidlab.archs.base import Architecture, Config, Option
+from raidlab.archs.base import VIRTUAL, Drive, Option
 from raidlab.blockdev import SECTOR
-from raidlab.disks import catalog
-from raidlab.engine import build as engine_build
-from raidlab.engine.caches.dcd import check_dcd_config
-from raidlab.engine.caches.perdisk import check_perdisk_config
-from raidlab.engine.caches.vcraid import check_vcraid_config
-from raidlab.engine.layouts import create_layout
-from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
 from raidlab.errors import UsageError
 from raidlab.units import parse_duration, parse_size
 
@@ -170,98 +139,18 @@ def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def plan_members(arch: str, disks: int, disk_size: int, disk_model: str, options: dict[str, Any]
-                 ) -> list[tuple[str, int]]:
-    """(model, size) of each member image d0, d1, ... (module doc); raises UsageError."""
-    opts = arch_options(arch, options)
-    if arch == "dcd" and disks != 1:
-        raise UsageError(f"dcd has one data disk, not {disks}",
-                         hint="use --disks 1 (the cache-disk comes with -o cache=physical|logical)")
-    # The data members' models: one for all, or one per member ("m0,m1,...").
-    models = catalog.member_models(disk_model, disks)
-    cache_model = opts["cache_model"] or models[0]
-    catalog.get(cache_model)
-    if arch == "dcd":
-        if opts["cache"] == "physical":
-            return [(models[0], disk_size), (cache_model, opts["cache_size"])]
-        if opts["cache"] == "logical":
-            if opts["cache_model"] is not None:
-                raise UsageError("a logical DCD's cache-disk is part of the data drive: it has no cache_model",
-                                 hint="use -o cache=physical for a separate cache-disk")
-            return [(models[0], opts["cache_size"] + disk_size)]
-        raise UsageError(f"unknown DCD cache {opts['cache']!r}", hint="use cache=physical or cache=logical")
-    config = opts["config"]
-    if config == "scd":
-        caches = 2 if opts["mirrored_cache"] == "on" else 1  # the cache disk and its backup (§3.4)
-        return [(m, disk_size) for m in models] + [(cache_model, opts["cache_size"])] * caches
-    if opts["mirrored_cache"] == "on":
-        raise UsageError(f"a mirrored cache disk is built for config=scd only, not {config}",
-                         hint="use -o config=scd -o mirrored_cache=on")
-    if config in PER_DISK:
-        return [(m, disk_size) for m in models] + [(cache_model, mcd_partition(opts["cache_size"], disks))] * disks
-    if config == "mcd":
-        if opts["cache_model"] is not None:
-            raise UsageError("mcd has no cache_model: its cache partitions are on the array's drives, "
-                             "or on the drives cache_models names",
-                             hint="name one separate drive per partition with cache_models=m0,m1, "
-                                  "or use config=scd for a dedicated cache disk")
-        k = opts["cache_disks"]
-        if k < 2:
-            raise UsageError(f"mcd needs cache partitions on at least two disks, not {k}",
-                             hint="use config=scd for one cache disk")
-        part = mcd_partition(opts["cache_size"], k)
-        if opts["cache_models"] is not None:  # separate cache drives d{N}.., as scd's cache disk
-            for name in opts["cache_models"]:
-                catalog.get(name)
-            return [(m, disk_size) for m in models] + [(name, part) for name in opts["cache_models"]]
-        if k > disks:
-            raise UsageError(f"mcd cannot put cache partitions on {k} disks of {disks}",
-                             hint=f"use cache_disks of 2..{disks}, or separate cache drives with "
-                                  "cache_models=m0,m1,...")
-        return [(m, disk_size + (part if i < k else 0)) for i, m in enumerate(models)]
-    raise UsageError(f"unknown VC-RAID configuration {config!r}", hint="use config=scd, mcd, 1c or 1d")
-
-
 def mcd_partition(cache_size: int, k: int) -> int:
+    """Bytes of one of `k` cache partitions (or drives) that share `cache_size`, whole sectors."""
     return cache_size // k // SECTOR * SECTOR
 
 
-def check_configuration(arch: str, disks: int, disk_size: int, chunk: int, options: dict) -> None:
-    """Refuse an impossible DCD or VC-RAID configuration (UsageError, one line); start nothing."""
-    members = plan_members(arch, disks, disk_size, "none", options)
-    opts = arch_options(arch, options)
-    if arch == "dcd":
-        check_dcd_config(opts["cache_size"], ram_buffer=opts["ram_buffer"], report=opts["report"],
-                         idle_threshold=idle_threshold_of(opts), destage_segment=opts["destage_segment"],
-                         large_write=opts["large_write"])
-        return
-    if opts["block_size"] not in EXT4_BLOCK_SIZES:
-        raise UsageError(f"block size {opts['block_size']} is not one ext4 uses on this machine",
-                         hint="use block_size=1K (the paper's), 2K or 4K")
-    if opts["config"] in PER_DISK:
-        def fake(size, k):
-            return SimpleNamespace(size=size, name=f"d{k}")
-
-        check_perdisk_config(
-            opts["config"], [fake(disk_size, k) for k in range(disks)],
-            [fake(size, disks + k) for k, (_, size) in enumerate(members[disks:])],
-            block_size=opts["block_size"], ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
-            destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts))
-        caches = [size for _, size in members[disks:]]
-    elif opts["config"] == "scd":
-        caches = [opts["cache_size"]]
-    else:
-        caches = [mcd_partition(opts["cache_size"], opts["cache_disks"])] * opts["cache_disks"]
-    check_vcraid_config(opts["config"], caches, block_size=opts["block_size"], ram_buffer=opts["ram_buffer"],
-                        level1_write=opts["level1_write"], destage_segment=opts["destage_segment"],
-                        idle_threshold=idle_threshold_of(opts))
-    engine_build.check_geometry("raid5", disks, disk_size, chunk, {})
-    layout = create_layout("raid5", n_disks=disks, disk_size=disk_size, chunk_bytes=chunk,
-                           data_offset=DEFAULT_DATA_OFFSET)
-    if layout.capacity % opts["block_size"]:
-        raise UsageError(f"the raid5's capacity {layout.capacity} is not a multiple of the block size "
-                         f"{opts['block_size']}", hint="use a chunk that is a multiple of the block size")
-    assert all(size % SECTOR == 0 for _, size in members)
+def check_whole_sectors(drives: list[Drive]) -> None:
+    """UsageError (one line) for a planned drive that is not whole sectors (a cache_size given
+    as a plain number of bytes), before any drive is made."""
+    for drive in drives:
+        if drive.size % SECTOR:
+            raise UsageError(f"drive {drive.name} of {drive.size} bytes is not whole {SECTOR}-byte sectors",
+                             hint="give cache_size and --disk-size in whole sectors, like 20M")
 
 
 def reserved_ram(arch: str, options: dict[str, Any]) -> int:
@@ -275,23 +164,9 @@ def reserved_ram(arch: str, options: dict[str, Any]) -> int:
     return arch_options(arch, options)["ram_buffer"]
 
 
-def _check(config: Config, runner: str) -> None:
-    check_configuration(config.arch, config.disks, config.disk_size, config.chunk, dict(config.options))
-
-
-def _options(defaults: dict[str, Any]) -> tuple[Option, ...]:
+def option_list(defaults: dict[str, Any]) -> tuple[Option, ...]:
+    """The registry's declaration of an architecture's options, from their defaults."""
     return tuple(Option(name, default) for name, default in defaults.items())
-
-
-ARCHITECTURES = (
-    Architecture(
-        name="dcd", family="cache", summary="DCD: RAM buffer + log cache-disk in front of one data disk",
-        source="Hu & Yang, DCD (ISCA 96) §2-4", options=_options(DCD_OPTIONS), check=_check),
-    Architecture(
-        name="vcraid", family="cache",
-        summary="VC-RAID: raid5 behind a RAM buffer and cache disk(s) (scd, mcd, 1c, 1d)",
-        source="He & Yang, VC-RAID §2-4", options=_options(VCRAID_OPTIONS), check=_check),
-)
 
 
 def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
@@ -322,8 +197,7 @@ def sim_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def dcd_volume_size(drive_bytes: int, options: dict[str, Any]) -> int:
-    """The DCD's volume on a drive of `drive_bytes` when no --disk-size is given: the whole
-    drive (physical), or what the logical cache-disk leaves of it (DCD §4)."""
-    opts = sim_options("dcd", options)
-    return drive_bytes if opts["cache"] == "physical" else drive_bytes - opts["cache_size"]
+def options_of(arch: str, options: dict[str, Any], clock: str) -> dict[str, Any]:
+    """The options of `arch` as its builder reads them: `sim_options` in virtual time (whose
+    one-line errors a replay reports), `arch_options` live."""
+    return sim_options(arch, options) if clock == VIRTUAL else arch_options(arch, options)

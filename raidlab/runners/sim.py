@@ -53,7 +53,7 @@ def volume_size(arch_entry: Any) -> int:
                    disks=_get(arch_entry, "disks"), chunk=_get(arch_entry, "chunk"), options=options)
     if arch in ("disk", "dcd"):
         if arch == "dcd" and disk_size is None:
-            from raidlab.archs.caching import dcd_volume_size
+            from raidlab.archs.dcd import dcd_volume_size
 
             return dcd_volume_size(member_disk_size(spec), options)
         return disk_size if disk_size is not None else member_disk_size(spec)

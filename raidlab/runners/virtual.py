@@ -158,17 +158,17 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     arch = archs.get(spec.arch, "sim")
     config = archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
                           spec.discipline)
-    if arch.plan is None:  # the caching architectures' simulator layouts
-        from raidlab.runners import cachearchs
-
-        return await cachearchs.BUILDERS[spec.arch](spec, nursery)
     arch.validate(config, "sim")
     drives = []
     for drive in arch.plan(config, archs.VIRTUAL):
         disk = EmulatedDisk(drive.name, drive.model, DiscardBackend(drive.size), discipline=spec.discipline,
                             span=drive.span)
         disk.start(nursery)
-        drives.append(MeteredTarget(disk))
+        metered = MeteredTarget(disk)
+        # A builder that shares a drive between partitions (a logical DCD, VC-RAID's mcd)
+        # carves them out of the drive itself and meters each one (BuildContext.meter).
+        metered.partition = disk.partition
+        drives.append(metered)
     return await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",
                                                clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget))
 

@@ -66,7 +66,11 @@ def test_serve_request_builds_one_model_per_member():
 
 
 def test_cache_host_members_take_their_own_models():
-    from raidlab.archs.caching import plan_members
+    from raidlab import archs
+
+    def plan_members(arch, disks, disk_size, disk_model, options):
+        config = archs.Config(arch, disks, disk_size, 64 << 10, options, disk_model)
+        return [(drive.model, drive.size) for drive in archs.get(arch).plan(config, archs.LIVE)]
 
     gib = 1 << 30
     models = ",".join(TABLE1)

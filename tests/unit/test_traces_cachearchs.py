@@ -8,8 +8,10 @@ import subprocess
 
 import pytest
 
+from raidlab import archs
 from raidlab.errors import UsageError
-from raidlab.archs.caching import DCD_CACHE_SIZE, dcd_volume_size
+from raidlab.archs.caching import DCD_CACHE_SIZE
+from raidlab.archs.dcd import dcd_volume_size
 from raidlab.traces.formats import Request, raidlab_text
 from raidlab.runners.virtual import SimSpec, replay_requests
 from raidlab.traces.synth import HP_C2200A_BYTES, synth
@@ -77,6 +79,35 @@ def test_vcraid_scd_and_mcd_replay():
         assert len(report["per_disk"]) == n_disks
         assert report["response"]["write"]["count"] > 0
         assert report["architecture"]["level1_destages"] > 0
+
+
+def test_the_per_disk_configurations_and_the_mirrored_cache_disk_replay():
+    reqs = list(synth("snake", 300, 4, device_size=120 * MiB))
+    for options, names in (({"config": "1c"}, ["cache0", "cache1", "cache2", "d0", "d1", "d2"]),
+                           ({"config": "1d"}, ["cache0", "cache1", "cache2", "d0", "d1", "d2"]),
+                           ({"mirrored_cache": "on"}, ["cache", "cache-backup", "d0", "d1", "d2"])):
+        spec = SimSpec("vcraid", "hp-c2200a", disks=3, disk_size=64 * MiB, options={"cache_size": "24M", **options})
+        report = replay_requests(spec, reqs)
+        assert [d["name"] for d in report["per_disk"]] == names
+        assert report["response"]["write"]["count"] > 0 and report["architecture"]["level1_destages"] > 0
+    mirrored = report["per_disk"]
+    assert mirrored[0]["writes"] == mirrored[1]["writes"] > 0  # the backup takes every write of the cache disk
+
+
+def test_drives_are_laid_out_by_the_clock():
+    """Live images d0..dK spanning their drives; in virtual time the paper simulator's
+    names, cache drives first and using the start of their drive."""
+    def drives(arch, clock, disks, options):
+        config = archs.Config(arch, disks, 64 * MiB, 64 * KiB, options, "hp-c2200a")
+        return [(d.name, d.span) for d in archs.get(arch).plan(config, clock)]
+
+    assert drives("dcd", archs.LIVE, 1, {}) == [("d0", "full"), ("d1", "full")]
+    assert drives("dcd", archs.VIRTUAL, 1, {}) == [("cache", "start"), ("data", "full")]
+    assert drives("dcd", archs.VIRTUAL, 1, {"cache": "logical"}) == [("drive", "full")]
+    assert drives("vcraid", archs.LIVE, 3, {}) == [("d0", "full"), ("d1", "full"), ("d2", "full"), ("d3", "full")]
+    assert drives("vcraid", archs.VIRTUAL, 3, {}) == [("cache", "start"), ("d0", "full"), ("d1", "full"),
+                                                      ("d2", "full")]
+    assert [name for name, _ in drives("vcraid", archs.VIRTUAL, 3, {"config": "mcd"})] == ["drive0", "drive1", "d2"]
 
 
 @pytest.mark.parametrize("options, message", [

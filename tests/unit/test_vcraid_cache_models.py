@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import pytest
 import trio
 
+from raidlab import archs
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.archs.caching import arch_options, check_configuration, plan_members
+from raidlab.archs.caching import arch_options
 from raidlab.service.hosts.cache import CacheHost
 from raidlab.service.hosts.status import placement_line
 from raidlab.service.daemon import ArraySpec
@@ -25,7 +26,13 @@ SIZE = 16 * MiB
 
 
 def validate(options: dict, disks: int = 4) -> None:
-    check_configuration("vcraid", disks, SIZE, 64 * KiB, {"cache_size": "4M", "ram_buffer": "512K", **options})
+    archs.validate("vcraid", disks, SIZE, 64 * KiB, {"cache_size": "4M", "ram_buffer": "512K", **options})
+
+
+def plan_members(disks: int, disk_size: int, disk_model: str, options: dict) -> list[tuple[str, int]]:
+    """(model, bytes) of each live member image d0, d1, ..."""
+    config = archs.Config("vcraid", disks, disk_size, 64 * KiB, options, disk_model)
+    return [(drive.model, drive.size) for drive in archs.get("vcraid").plan(config, archs.LIVE)]
 
 
 # ------------------------------------------------------------------------------ validation
@@ -44,7 +51,7 @@ def test_a_list_of_models_is_read_from_toml_json_or_the_command_line(value):
 def test_three_cache_drives_split_the_cache_in_three():
     opts = arch_options("vcraid", {"config": "mcd", "cache_models": ["ssd"] * 3})
     assert opts["cache_disks"] == 3
-    members = plan_members("vcraid", 3, SIZE, "none", {"config": "mcd", "cache_models": ["ssd"] * 3,
+    members = plan_members(3, SIZE, "none", {"config": "mcd", "cache_models": ["ssd"] * 3,
                                                         "cache_size": "6M"})
     assert members == [("none", SIZE)] * 3 + [("ssd", 2 * MiB)] * 3
 
@@ -82,9 +89,9 @@ def test_dcd_has_no_cache_models():
 def test_mcd_without_cache_models_is_unchanged():
     opts = arch_options("vcraid", {"config": "mcd"})
     assert opts["cache_models"] is None and opts["cache_disks"] == 2
-    members = plan_members("vcraid", 4, SIZE, ",".join(TABLE1), {"config": "mcd", "cache_size": "4M"})
+    members = plan_members(4, SIZE, ",".join(TABLE1), {"config": "mcd", "cache_size": "4M"})
     assert members == [(TABLE1[0], SIZE + 2 * MiB), (TABLE1[1], SIZE + 2 * MiB), (TABLE1[2], SIZE), (TABLE1[3], SIZE)]
-    members = plan_members("vcraid", 4, SIZE, "none", {"config": "mcd", "cache_size": "6M", "cache_disks": 3})
+    members = plan_members(4, SIZE, "none", {"config": "mcd", "cache_size": "6M", "cache_disks": 3})
     assert [s for _, s in members] == [SIZE + 2 * MiB] * 3 + [SIZE]
     with pytest.raises(UsageError) as info:
         validate({"config": "mcd", "cache_disks": 5})
@@ -99,7 +106,7 @@ def test_mcd_without_cache_models_is_unchanged():
 
 def test_cache_partitions_are_separate_drives_of_the_given_models():
     gib = 1 << 30
-    members = plan_members("vcraid", 4, gib, ",".join(TABLE1),
+    members = plan_members(4, gib, ",".join(TABLE1),
                            {"config": "mcd", "cache_models": IDE, "cache_size": "200M"})
     # the raid5 drives d0..d3: their models, S bytes each, no cache partition after them
     assert members[:4] == [(m, gib) for m in TABLE1]
@@ -116,7 +123,7 @@ def _host(options: dict, disks: int = 4) -> CacheHost:
     host = CacheHost(SimpleNamespace(spec=spec, status=lambda _m: None, home=None))
     # as raidlab.export.serve.build_disks makes them: one EmulatedDisk dK per planned member
     host.drives = [EmulatedDisk(f"d{k}", model, MemoryBackend(size))
-                   for k, (model, size) in enumerate(plan_members("vcraid", disks, SIZE, "none", spec.options))]
+                   for k, (model, size) in enumerate(plan_members(disks, SIZE, "none", spec.options))]
     return host
 
 
@@ -138,8 +145,7 @@ def test_host_serves_mcd_from_the_cache_drives_and_recovers_from_them():
     data = bytes(range(256)) * 64  # 16 KiB
 
     async def create(nursery):
-        await host._open_vcraid("create", lambda _m: None)
-        host.target.start(nursery)
+        await host.build("create")
         for i in range(8):
             await host.target.write(i * 256 * KiB, data)
         await host.target.flush()
@@ -165,8 +171,7 @@ def test_host_serves_mcd_from_the_cache_drives_and_recovers_from_them():
     again.drives = [EmulatedDisk(d.name, d.model.name, backend) for d, backend in zip(host.drives, images)]
 
     async def assemble(nursery):
-        await again._open_vcraid("assemble", lambda _m: None)
-        again.target.start(nursery)
+        await again.build("assemble")
         return [await again.target.read(i * 256 * KiB, len(data)) for i in range(8)]
 
     assert _run(again, assemble) == [data] * 8
@@ -177,8 +182,7 @@ def test_fail_of_an_array_drive_is_allowed_and_of_a_cache_drive_refused():
     host = _host({"config": "mcd", "cache_models": IDE})
 
     async def body(nursery):
-        await host._open_vcraid("create", lambda _m: None)
-        host.target.start(nursery)
+        await host.build("create")
         out = {}
         with pytest.raises(UsageError) as info:  # an unmirrored cache drive
             await host.op_fail({"disk": 4}, None)
@@ -194,7 +198,7 @@ def test_fail_of_an_array_drive_is_allowed_and_of_a_cache_drive_refused():
     plain = _host({"config": "mcd"})
 
     async def refused(nursery):
-        await plain._open_vcraid("create", lambda _m: None)
+        await plain.build("create")
         with pytest.raises(UsageError) as info:
             await plain.op_fail({"disk": 0}, None)
         return str(info.value), plain.cache_placement()

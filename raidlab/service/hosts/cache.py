@@ -4,14 +4,16 @@ Yang) served live as the FUSE file `volume` and a loop device, like the engine a
 Why a host of its own: the mechanisms (raidlab.engine.caches.dcd / vcraid) are BlockTargets
 over *several kinds* of disk — a data disk or a raid5 behind, a cache disk or partitions in
 front, each possibly a different drive model (VC-RAID Table 1 puts an IDE cache disk beside
-SCSI array disks) — and they need their background tasks (log writer, idle detector,
-destage) started in the daemon's nursery, a drain on a clean stop, and crash recovery on
-`assemble`. This module maps `raidlab create --arch dcd|vcraid --disks N -o KEY=VALUE` to
-member images, builds or assembles the mechanism, and answers `status` and `bypass`.
+SCSI array disks) — with background tasks (log writer, idle detector, destage), a drain on a
+clean stop, crash recovery on `assemble`, and operations of their own (`status` lines,
+`fail` of a cache disk, `bypass`).
 
-Which member images an architecture needs and what its options mean are declared in the
-registry (raidlab.archs.caching); this host makes those images, builds or assembles the
-mechanism over them, and answers `status`, `fail` and `bypass`.
+What an architecture needs is declared in the registry (raidlab.archs.dcd, raidlab.archs.vcraid):
+`plan` says which member images to make, `build` creates or assembles the mechanism over
+them (the same builder `raidlab sim` runs in virtual time). This host makes those images,
+calls `build` with the live clock, serves the result as `volume`, and answers `status`,
+`fail` and `bypass` from the parts the builder returns (the mechanism, its drives, its cache
+disks and their mirror).
 
 Not built (refused with one line): a mirrored cache for mcd/1c/1d, failure injection for
 1c/1d; the DCD's NVRAM RAM buffer. `raidlab fail` works on every drive (refusing,
@@ -29,15 +31,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raidlab.archs.caching import PER_DISK, arch_options, idle_threshold_of, mcd_partition, plan_members, reserved_ram
+from raidlab import archs
+from raidlab.archs.caching import PER_DISK, arch_options, reserved_ram
 from raidlab.disks.disk import Partition
-from raidlab.engine.caches import assemble_dcd, assemble_vcraid, create_dcd, create_vcraid
-from raidlab.engine.caches.mirror import MirroredCacheDisk
-from raidlab.engine.caches.perdisk import assemble_perdisk, create_perdisk
 from raidlab.errors import UsageError
 from raidlab.export import attach_loop, block_export, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report
+
 
 class CacheHost:
     family = "cache"
@@ -53,26 +54,23 @@ class CacheHost:
         self.mirror = None          # MirroredCacheDisk of scd with mirrored_cache=on
         self.caches: list = []      # the cache disks as drives or partitions (cache_placement)
         self.session = None
+        self.fs = None              # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
 
     # ------------------------------------------------------------------ build / assemble
 
     async def open(self, session, mode: str) -> dict:
-        spec, status = self.spec, self.daemon.status
+        spec = self.spec
         self.session = session
-        members = plan_members(spec.arch, spec.disks, spec.disk_size, spec.disk_model, spec.options)
+        drives = archs.get(spec.arch).plan(self._config(), archs.LIVE)
         fs = block_export(spec.runner)
-        req = ServeRequest(disks=len(members), model=spec.disk_model, size=spec.disk_size, name=spec.name,
+        req = ServeRequest(disks=len(drives), model=spec.disk_model, size=spec.disk_size, name=spec.name,
                            discipline=spec.discipline, keep_images=True, home=self.daemon.home,
-                           members=members)
+                           members=[(drive.model, drive.size) for drive in drives])
         made = await build_disks(session, fs, req)
         self.drives = [disk for _relpath, disk, _image in made]
-        if spec.arch == "dcd":
-            await self._open_dcd(mode, status)
-        else:
-            await self._open_vcraid(mode, status)
-        self.target.start(session.nursery)
+        await self.build(mode)
         fs.add("volume", self.target)
-        self.fs = fs  # the daemon's op_capture swaps the served target for a recording one
+        self.fs = fs
 
         async def drain():
             # A clean stop: the RAM buffer goes to the cache disk(s) (what a flush does), so
@@ -94,72 +92,21 @@ class CacheHost:
         return {"device": device, "volume": str(self.volume_path), "capacity": self.target.size,
                 "state": self._state(), "recovered": self.recovered}
 
-    async def _open_dcd(self, mode: str, status) -> None:
-        spec, opts = self.spec, self.options
-        if opts["cache"] == "physical":
-            data_disk, cache_disk = self.drives[0], self.drives[1]
-        else:
-            drive = self.drives[0]
-            cache_disk = drive.partition(0, opts["cache_size"], name="d0-cache")
-            data_disk = drive.partition(opts["cache_size"], spec.disk_size, name="d0-data")
-        self.caches = [cache_disk]
-        if mode == "create":
-            status(f"creating a {opts['cache']} DCD, report {opts['report']}")
-            self.target = await create_dcd(
-                spec.name, cache_disk, data_disk, ram_buffer=opts["ram_buffer"], report=opts["report"],
-                idle_threshold=idle_threshold_of(opts), destage_segment=opts["destage_segment"],
-                large_write=opts["large_write"])
-        else:
-            status("assembling the DCD: scanning the cache-disk log (§2.5)")
-            self.target = await assemble_dcd(cache_disk, data_disk, report=opts["report"])
-            stats = self.target.statistics()
-            self.recovered = {"log_records": stats["log_records"], "blocks": stats["cache_disk_blocks_mapped"]}
-            status(f"recovered {stats['log_records']} log records mapping {stats['cache_disk_blocks_mapped']} sectors")
+    async def build(self, mode: str) -> None:
+        """Create or assemble the architecture over `self.drives` (the member images of its
+        plan) with the registry's builder, its background tasks in the session's nursery,
+        and keep what the operations need from the parts it returns."""
+        built = await archs.get(self.spec.arch).build(archs.BuildContext(
+            self.spec.name, self._config(), self.drives, mode=mode, clock=archs.LIVE, nursery=self.session.nursery,
+            status=self.daemon.status))
+        parts = built.parts
+        self.target, self.drives, self.caches = parts["mechanism"], parts["drives"], parts["caches"]
+        self.mirror, self.recovered = parts["mirror"], parts["recovered"]
 
-    async def _open_vcraid(self, mode: str, status) -> None:
-        spec, opts = self.spec, self.options
-        n = spec.disks
-        if opts["config"] in PER_DISK:
-            data, caches = self.drives[:n], self.drives[n:]
-            self.caches = list(caches)
-            if mode == "create":
-                status(f"creating VC-RAID {opts['config']}: raid5 over {n} disks, each with its own cache disk")
-                self.target = await create_perdisk(
-                    spec.name, opts["config"], data, caches, nursery=self.session.nursery,
-                    block_size=opts["block_size"], ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
-                    destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts), chunk=spec.chunk)
-            else:
-                status("assembling VC-RAID: writing each cache disk's blocks to its data disk (§3.4)")
-                self.target = await assemble_perdisk(data, caches, nursery=self.session.nursery)
-                self.recovered = {"blocks": self.target.statistics()["recovered_blocks"]}
-                status(f"recovered {self.recovered['blocks']} blocks from the cache disks")
-            return
-        if opts["config"] == "scd" and opts["mirrored_cache"] == "on":
-            array_members = self.drives[:n]
-            make = MirroredCacheDisk.create if mode == "create" else MirroredCacheDisk.assemble
-            self.mirror = await make("cache-mirror", self.drives[n], self.drives[n + 1])
-            cache_disks = [self.mirror]
-        elif opts["config"] == "scd" or opts["cache_models"] is not None:
-            # scd's cache disk d{N}, or mcd's separate cache drives d{N}.. (cache_models)
-            array_members, cache_disks = self.drives[:n], self.drives[n:]
-        else:
-            k = opts["cache_disks"]
-            part = mcd_partition(opts["cache_size"], k)
-            array_members = [d.partition(0, spec.disk_size, name=f"{d.name}-array") if i < k else d
-                             for i, d in enumerate(self.drives)]
-            cache_disks = [self.drives[i].partition(spec.disk_size, part, name=f"d{i}-cache") for i in range(k)]
-        self.caches = [self.drives[n], self.drives[n + 1]] if self.mirror is not None else list(cache_disks)
-        if mode == "create":
-            status(f"creating VC-RAID {opts['config']}: raid5 over {n} disks, {len(cache_disks)} cache disk(s)")
-            self.target = await create_vcraid(
-                spec.name, array_members, cache_disks, config=opts["config"], block_size=opts["block_size"],
-                ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
-                destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts), chunk=spec.chunk)
-        else:
-            status("assembling VC-RAID: writing the cache disks' blocks to the raid5 (§3.4)")
-            self.target = await assemble_vcraid(array_members, cache_disks)
-            self.recovered = {"blocks": self.target.statistics()["recovered_blocks"]}
-            status(f"recovered {self.recovered['blocks']} blocks from the cache disks")
+    def _config(self) -> archs.Config:
+        spec = self.spec
+        return archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
+                            spec.discipline)
 
     def _state(self) -> str:
         if self.spec.arch == "vcraid":
