@@ -95,6 +95,11 @@ class MeteredTarget:
     def failed(self) -> bool:
         return getattr(self.inner, "failed", False)
 
+    def partition(self, start: int, size: int, name: str):
+        """A partition of the drive itself, unmetered: a builder that shares a drive between
+        partitions (a logical DCD, VC-RAID's mcd) meters each one (BuildContext.meter)."""
+        return self.inner.partition(start, size, name)
+
     async def read(self, offset: int, length: int) -> bytes:
         start = trio.current_time()
         try:
@@ -164,11 +169,7 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
         disk = EmulatedDisk(drive.name, drive.model, DiscardBackend(drive.size), discipline=spec.discipline,
                             span=drive.span)
         disk.start(nursery)
-        metered = MeteredTarget(disk)
-        # A builder that shares a drive between partitions (a logical DCD, VC-RAID's mcd)
-        # carves them out of the drive itself and meters each one (BuildContext.meter).
-        metered.partition = disk.partition
-        drives.append(metered)
+        drives.append(MeteredTarget(disk))
     return await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",
                                                clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget))
 
