@@ -6,24 +6,15 @@ raidlab.archs.vcraid. What this module holds is what the two share: how a user n
 options (names and defaults from the papers), how a value is read (sizes, times, model
 lists), and the one-line errors for an unknown or unreadable option.
 
-Arch options (-o), named after the papers:
-    dcd:    cache=physical|logical, report=immediate|after-complete (§2.4), ram_buffer (512K),
-            cache_size (80,000 x 256 B, §4), idle_threshold (0.05 s or 50ms, §2.3),
-            destage=on|off (§4.3), destage_segment (128K), large_write (64K, §2.1),
-            cache_model (physical only; default: --disk-model, its first model if a list)
-    vcraid: config=scd|mcd|1c|1d, ram_buffer (4M), cache_size (200M in total), block_size (1K; an
-            ext4 block size: 1K, 2K or 4K), level1_write (64K), destage_segment (64K, level 2),
-            idle_threshold (0.05 s), destage=on|off, cache_model (scd, 1c, 1d), cache_disks (mcd),
-            cache_models (mcd: a list of catalog models, one separate cache drive each; on the
-            command line m0,m1; cache_disks is then the list's length), mirrored_cache=on|off
-            (scd only)
-    The same names and defaults serve `raidlab create` and `raidlab sim`, so a scenario's
-    options mean the same live and in virtual time. `destage=off` (DCD §4.3, Table 4: "we
-    deliberately disable the destage process") sets the idle threshold beyond any trace
-    (DESTAGE_OFF_THRESHOLD), so no idle destage ever starts; a DCD still destages when its
-    log is full (raidlab.engine.caches.dcd: "an emulator must not stop"), where the paper ran
-    "shorter traces until the cache-disk is full", and its `forced_destages` says whether that
-    happened.
+Arch options (-o), named after the papers, with what each means: OPTION_HELP below (shown by
+`raidlab archs dcd|vcraid`).
+The same names and defaults serve `raidlab create` and `raidlab sim`, so a scenario's
+options mean the same live and in virtual time. `destage=off` (DCD §4.3, Table 4: "we
+deliberately disable the destage process") sets the idle threshold beyond any trace
+(DESTAGE_OFF_THRESHOLD), so no idle destage ever starts; a DCD still destages when its log
+is full (raidlab.engine.caches.dcd: "an emulator must not stop"), where the paper ran
+"shorter traces until the cache-disk is full", and its `forced_destages` says whether that
+happened.
 """
 
 from __future__ import annotations
@@ -164,9 +155,28 @@ def reserved_ram(arch: str, options: dict[str, Any]) -> int:
     return arch_options(arch, options)["ram_buffer"]
 
 
+OPTION_HELP: dict[str, str] = {
+    "cache": "DCD: physical (a separate cache-disk, Fig. 1) or logical (the data drive's first bytes, Fig. 2)",
+    "report": "DCD §2.4: immediate (when the RAM buffer has it) or after-complete (when logged)",
+    "ram_buffer": "RAM buffer bytes (DCD: 512K NVRAM, §4; VC-RAID: 4M of system RAM, §3.1)",
+    "cache_size": "cache-disk bytes in total (DCD: 80,000 x 256 B, §4; VC-RAID: 200M)",
+    "idle_threshold": "idle time before destage starts: seconds or 50ms (DCD §2.3)",
+    "destage": "on, or off (DCD §4.3, Table 4: no idle destage)",
+    "destage_segment": "bytes per destage (DCD: 128K; VC-RAID level-2 destage: 64K)",
+    "large_write": "DCD §2.1: writes larger than this go to the data disk directly",
+    "cache_model": "drive model of the cache disk(s) (default: the first data member's)",
+    "config": "VC-RAID: scd (one cache disk), mcd (partitions on several), 1c or 1d (one per disk)",
+    "block_size": "VC-RAID cache block: 1K (the paper's), 2K or 4K, an ext4 block size",
+    "level1_write": "VC-RAID level-1 destage: bytes per cache-disk log write",
+    "cache_disks": "VC-RAID mcd: how many drives hold a cache partition (2, as in the paper)",
+    "cache_models": "VC-RAID mcd: one separate cache drive per listed model (§4.1), m0,m1",
+    "mirrored_cache": "VC-RAID scd §3.4: on adds a backup cache disk written in parallel",
+}
+
+
 def option_list(defaults: dict[str, Any]) -> tuple[Option, ...]:
     """The registry's declaration of an architecture's options, from their defaults."""
-    return tuple(Option(name, default) for name, default in defaults.items())
+    return tuple(Option(name, default, OPTION_HELP.get(name, "")) for name, default in defaults.items())
 
 
 def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
