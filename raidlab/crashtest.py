@@ -31,6 +31,7 @@ import hashlib
 import io
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,7 +42,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from raidlab.errors import UsageError
+from raidlab import archs
+from raidlab.disks import catalog
+from raidlab.errors import RaidlabError, UsageError
+from raidlab.export.serve import check_live_prerequisites
+from raidlab.lab import Lab
+from raidlab.service import control
+from raidlab.service.daemon import ArraySpec
+from raidlab.tools.base import require
+from raidlab.tools.mkfs import e2fsck, mkfs_ext4
+from raidlab.tools.mount import is_mount_point, mount, umount
 
 KiB, MiB = 1024, 1 << 20
 
@@ -75,9 +85,6 @@ class CrashConfig:
 def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_model: str,
                disk_size: int, chunk: int, files: int) -> CrashConfig:
     """A preset (options merged over its own) or any arch id; validated, nothing started."""
-    from raidlab.disks import catalog
-    from raidlab import archs
-
     if name in PRESETS:
         preset = PRESETS[name]
         arch, n, opts = preset["arch"], disks or preset["disks"], {**preset["options"], **options}
@@ -190,8 +197,6 @@ class CrashRun:
 
     def __init__(self, config: CrashConfig, *, home: str | None, seed: int,
                  phase: Callable[[str], None] = lambda s: None):
-        from raidlab.lab import Lab
-
         self.config, self.home, self.seed, self.phase = config, home, seed, phase
         self.lab_name = f"crashtest-{config.name}"
         self.lab = Lab(self.lab_name, home=home, create=True)
@@ -207,9 +212,6 @@ class CrashRun:
     # -- lab lifecycle, as the CLI does it ---------------------------------------------
 
     def _start(self, mode: str) -> dict[str, Any]:
-        from raidlab.service import control
-        from raidlab.service.daemon import ArraySpec
-
         c = self.config
         if mode == "create":
             ArraySpec(self.lab_name, c.arch, c.disks, c.disk_model, c.disk_size, c.chunk, "fifo",
@@ -217,14 +219,9 @@ class CrashRun:
         return control.start_daemon(self.lab, mode, home=self.home, on_status=lambda m: self.phase(m))
 
     def _mounted(self) -> bool:
-        from raidlab.tools.mount import is_mount_point
-
         return is_mount_point(self.mountpoint)
 
     def _unmount(self) -> None:
-        from raidlab.errors import RaidlabError
-        from raidlab.tools.mount import umount
-
         if not self._mounted():
             return
         try:
@@ -241,8 +238,6 @@ class CrashRun:
 
     def _teardown(self) -> None:
         """Whatever state a point is in: writer, mount, daemon, leftovers, lab — all gone."""
-        from raidlab.service import control
-
         self._stop_writer()
         self._unmount()
         control.stop_daemon(self.lab)
@@ -251,10 +246,6 @@ class CrashRun:
         self.lab.path.mkdir(parents=True, exist_ok=True)
 
     def close(self) -> None:
-        import shutil
-
-        from raidlab.service import control
-
         try:
             self._teardown()
         finally:
@@ -270,11 +261,6 @@ class CrashRun:
     # -- one point -----------------------------------------------------------------------
 
     def run_point(self, point: int) -> PointResult:
-        from raidlab.service import control
-        from raidlab.errors import RaidlabError
-        from raidlab.tools.mkfs import e2fsck, mkfs_ext4
-        from raidlab.tools.mount import mount
-
         c = self.config
         point_seed = self.seed * 1000 + point
         result = PointResult(point, point_seed, *kill_moment(point_seed, point, c.files))
@@ -383,9 +369,6 @@ def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | No
                   done: Callable[[PointResult], None] = lambda r: None) -> dict[str, Any]:
     """Run `points` crash points; return the summary document. SIGTERM acts as Ctrl-C;
     either way everything is released before KeyboardInterrupt propagates."""
-    from raidlab.export.serve import check_live_prerequisites
-    from raidlab.tools.base import require
-
     check_live_prerequisites("raidlab crashtest")
     for prog in ("mkfs.ext4", "e2fsck"):
         require(prog)

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 
 from raidlab.baselines.md_superblock import engine_layout_params, order_members, read_superblock
+from raidlab.engine.array import Array
+from raidlab.engine.layouts import create_layout
 
 
 class ReadOnlyImage:
@@ -72,9 +74,6 @@ def open_md_members(paths: list[str | os.PathLike], missing: set[int] = frozense
     """Engine Array over md member images `paths` (any order); images whose index (in
     `paths`) is in `missing` are treated as removed. Returns (array, superblocks by slot,
     images to close). Their superblocks are still read, to know the slot they leave empty."""
-    from raidlab.engine.array import Array
-    from raidlab.engine.layouts import create_layout
-
     supers = [read_superblock(p) for p in paths]
     order = order_members(supers)
     disk_size = min(os.path.getsize(p) for p in paths)

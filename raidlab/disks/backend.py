@@ -29,6 +29,7 @@ from typing import Protocol
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.errors import DeviceRefusedError, UsageError
+from raidlab.tools import blkid
 
 
 class Backend(Protocol):
@@ -232,8 +233,6 @@ class BlockDeviceBackend(_FileBackend):
     """
 
     def __init__(self, path: str | os.PathLike, size: int | None = None, *, force: bool = False):
-        from raidlab.tools import blkid
-
         self.path = Path(path)
         self._fd = -1
         try:

@@ -22,7 +22,9 @@ from typing import Any
 import trio
 
 from raidlab.blockdev import SECTOR
-from raidlab.errors import NeedsRootError, UsageError
+from raidlab.disks import EmulatedDisk, ImageBackend, catalog
+from raidlab.disks.scheduler import DISCIPLINES
+from raidlab.errors import CapabilityError, NeedsRootError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.lab import LabSession, open_lab
 from raidlab.tools.base import require
@@ -61,16 +63,11 @@ class ServeRequest:
     members: list[tuple[str, int]] | None = None
 
     def member_specs(self) -> list[tuple[str, int]]:
-        from raidlab.disks import catalog
-
         if self.members is not None:
             return list(self.members)
         return [(model, self.size) for model in catalog.member_models(self.model, self.disks)]
 
     def check(self) -> None:
-        from raidlab.disks import catalog
-        from raidlab.disks.scheduler import DISCIPLINES
-
         if self.disks < 1:
             raise UsageError(f"--disks must be at least 1, not {self.disks}")
         for model, _size in self.member_specs():
@@ -89,8 +86,6 @@ def check_live_prerequisites(operation: str) -> None:
     for prog in ("losetup", "mount", "umount"):
         require(prog)
     if not Path("/dev/fuse").exists():
-        from raidlab.errors import CapabilityError
-
         raise CapabilityError("/dev/fuse is missing: the kernel has no FUSE",
                               hint="load the fuse module (modprobe fuse)", capability="fuse")
 
@@ -98,8 +93,6 @@ def check_live_prerequisites(operation: str) -> None:
 async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
                       ) -> list[tuple[str, Any, Path]]:
     """Create the images and EmulatedDisks, add them to `fs` as disks/dK."""
-    from raidlab.disks import EmulatedDisk, ImageBackend
-
     lab = session.lab
     lab.images_dir.mkdir(parents=True, exist_ok=True)
     made = []

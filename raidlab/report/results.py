@@ -23,7 +23,7 @@ from typing import Any
 from raidlab import scenarios
 from raidlab.errors import UsageError
 from raidlab.run import MANIFEST, RUNS_DIR, SCENARIO_COPY
-from raidlab.scenarios import Scenario
+from raidlab.scenarios import Scenario, pattern_x
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,8 +206,6 @@ def aggregate(runs: list[dict]) -> dict[tuple[str, str, str], Stat]:
 def metrics_of(scenario: Scenario, stats: dict) -> list[str]:
     """Metrics the report shows: [report].metrics, else those the paper and claims name,
     else every metric measured (in first-seen order)."""
-    from raidlab.scenarios import pattern_x
-
     chosen = list(scenario.report.metrics)
     named = [p.metric for p in scenario.paper_values] + [c.metric for c in scenario.claims]
     for metric in named:  # claims' and paper's metrics always get their table

@@ -32,6 +32,8 @@ from typing import Any, TypeVar
 
 import trio
 
+from raidlab.engine.virtual import run_virtual
+
 T = TypeVar("T")
 
 
@@ -57,6 +59,4 @@ class JumpClock(trio.abc.Clock):
 def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0) -> T:
     """trio.run(fn, *args) on a JumpClock, with trio's scheduling order seeded by `seed` and
     made independent of memory addresses (as raidlab.engine.virtual.run_virtual)."""
-    from raidlab.engine.virtual import run_virtual
-
     return run_virtual(fn, *args, seed=seed, clock=JumpClock())

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from raidlab.errors import LabError, RaidlabError, ToolFailedError
+from raidlab.service import control
+from raidlab.service.daemon import RUNTIME_FILE
 from raidlab.tools.base import CommandResult, run
 from raidlab.vm.protocol import GUEST_SCRATCH
 
@@ -130,8 +132,6 @@ class DaemonSession:
         self._interrupted: KeyboardInterrupt | None = None
 
     def _request(self, op: str, wait: float | None, **fields):
-        from raidlab.service import control
-
         # Once a request was interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt),
         # its command still runs in the guest, which takes one command at a time: any later
         # request (a workload's cleanup in a `finally`, an umount) would wait for the whole
@@ -196,8 +196,6 @@ def _read_and_remove(path: str) -> bytes:
 
 def open_session(lab) -> RunnerSession:
     """The session for the running array of `lab` (a raidlab.lab.Lab), from its runtime.json."""
-    from raidlab.service.daemon import RUNTIME_FILE
-
     try:
         runtime = json.loads((lab.path / RUNTIME_FILE).read_text())
     except FileNotFoundError:

@@ -42,7 +42,14 @@ from typing import Any
 
 import trio
 
+from raidlab import archs
+from raidlab.engine import build
 from raidlab.errors import UsageError
+from raidlab.export import BlockExportFS, ImageFileTarget, attach_loop, create_sparse_image, mount_export
+from raidlab.export.serve import ServeRequest, build_disks, check_live_prerequisites
+from raidlab.lab import kill_tagged_processes, open_lab, raidlab_home
+from raidlab.tools import fio
+from raidlab.tools.base import require
 from raidlab.units import parse_key_values
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -120,14 +127,6 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
 
     status(message): lab messages; phase(label, seconds): a timed phase starts (progress).
     """
-    from raidlab.engine import build
-    from raidlab.export import BlockExportFS, ImageFileTarget, attach_loop, create_sparse_image, mount_export
-    from raidlab.export.serve import ServeRequest, build_disks, check_live_prerequisites
-    from raidlab.lab import kill_tagged_processes, open_lab
-    from raidlab.tools import fio
-    from raidlab.tools.base import require
-    from raidlab import archs
-
     check_live_prerequisites("raidlab bench engine")
     require("fio")
     if archs.validate(cfg.arch, cfg.disks, cfg.disk_size, cfg.chunk, cfg.options).family != "engine":
@@ -137,8 +136,6 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
     home = cfg.home
     own_home = home is None
     if own_home:
-        from raidlab.lab import raidlab_home
-
         base = raidlab_home()
         base.mkdir(parents=True, exist_ok=True)
         home = Path(tempfile.mkdtemp(prefix="bench-engine-", dir=base))

@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from raidlab.service.daemon import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
 from raidlab.errors import LabError, RaidlabError
-from raidlab.lab import Lab, cleanup_stale
+from raidlab.lab import Lab, cleanup_stale, labs_dir
+from raidlab.service.daemon import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
+from raidlab.tools.mount import mounts_under
 
 START_TIMEOUT = 600.0  # seconds: the SA-RAID probe on a slow drive model takes a while
 STOP_TIMEOUT = 120.0
@@ -183,8 +184,6 @@ def release_leftovers(lab: Lab) -> list[str]:
 def remove_lab(lab: Lab, *, keep_images: bool) -> None:
     """Delete what `raidlab create` made (the lab must be stopped and released): the whole
     lab directory, or with keep_images only the runtime record, so `assemble` can follow."""
-    from raidlab.tools.mount import mounts_under
-
     if keep_images:
         (lab.path / RUNTIME_FILE).unlink(missing_ok=True)
         return
@@ -196,8 +195,6 @@ def remove_lab(lab: Lab, *, keep_images: bool) -> None:
 
 
 def list_arrays(home: str | None) -> list[dict[str, Any]]:
-    from raidlab.lab import labs_dir
-
     base = labs_dir(home or None)
     out = []
     if not base.is_dir():

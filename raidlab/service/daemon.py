@@ -22,6 +22,11 @@ array), records the array as cleanly stopped in every superblock, and closes the
 SIGKILL leaves kernel objects behind; the next `raidlab destroy`/`assemble` of the lab
 releases them (raidlab.lab.cleanup_stale) — the member images keep every write the array
 acknowledged with a flush or FUA, since the member disks write through to their images.
+
+Every CLI start imports this module (ArraySpec and the file names, through
+raidlab.service.control), so what only the daemon process needs and is slow to import —
+the hosts (pyfuse3, the FUSE export) and trace capture (numpy) — is imported where it is
+used.
 """
 
 from __future__ import annotations
@@ -39,7 +44,10 @@ from typing import Any
 
 import trio
 
-from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
+from raidlab.disks import catalog
+from raidlab.errors import LabInterrupted, RaidlabError, UsageError, leaf_exceptions
+from raidlab.lab import open_lab, process_cpu
+from raidlab.vm.hosted import start_hosted_vm
 
 SPEC_FILE = "array.json"
 RUNTIME_FILE = "runtime.json"
@@ -119,8 +127,7 @@ class Daemon:
     # -- the lab -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        from raidlab.service.hosts import host_class
-        from raidlab.lab import open_lab
+        from raidlab.service.hosts import host_class  # lazy: pyfuse3 would slow every CLI start (module doc)
 
         spec = self.spec
         async with open_lab(spec.name, home=self.home, status=self.status) as session:
@@ -131,8 +138,6 @@ class Daemon:
                 # The lab VM runner (raidlab.vm.hosted): boot the VM over the host's
                 # vm_disks(); its shutdown is on the session's cleanup stack. A host may then
                 # finish inside the VM (md: mdadm --create) and name the guest device.
-                from raidlab.vm.hosted import start_hosted_vm
-
                 self.vm = await start_hosted_vm(self, session)
                 opened = {**opened, **self.vm.ready_fields()}
                 if hasattr(self.host, "vm_ready"):
@@ -200,9 +205,6 @@ class Daemon:
     async def op_status(self, request, send) -> dict:
         """What every family reports (name, spec, device, pid, the model of each data member
         d0..d{disks-1}) plus the host's own status."""
-        from raidlab.disks import catalog
-        from raidlab.lab import process_cpu
-
         return {
             "name": self.spec.name,
             "spec": dataclasses.asdict(self.spec),
@@ -221,7 +223,7 @@ class Daemon:
     async def op_capture(self, request, send) -> dict:
         """`raidlab trace capture` (raidlab.traces.capture): record the requests the FUSE file
         `volume` receives, for any host that serves one (its `fs` attribute)."""
-        from raidlab.traces.capture import capture_op
+        from raidlab.traces.capture import capture_op  # lazy: numpy would slow every CLI start (module doc)
 
         fs = getattr(self.host, "fs", None)
         if fs is None:
@@ -258,8 +260,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = ArraySpec.load(Path(args.lab_dir))
     daemon = Daemon(spec, args.mode, args.home, args.ready_fd)
-    from raidlab.errors import LabInterrupted
-
     try:
         trio.run(daemon.run)
     except LabInterrupted:

@@ -52,6 +52,9 @@ from pathlib import Path
 import trio
 
 from raidlab.errors import UsageError, VMError
+from raidlab.lab import process_start_time
+from raidlab.tools.base import require, run
+from raidlab.vm import LabVM, VMDisk, build_vm_image
 from raidlab.vm.protocol import GUEST_SCRATCH, GUEST_TIMEOUT_STATUS, guest_script
 
 MEMORY_ENV = "RAIDLAB_VM_MEMORY_MIB"
@@ -115,9 +118,6 @@ class HostedVM:
 
     async def start(self) -> None:
         """Build (cached) the image, boot the VM, push its shutdown on the lab session."""
-        from raidlab.vm import LabVM, VMDisk, build_vm_image
-        from raidlab.tools.base import require
-
         require("qemu-system-x86_64")
         memory = vm_memory_mib()
         self.status("preparing the lab VM image (cached after the first time)")
@@ -159,8 +159,6 @@ class HostedVM:
             # SIGKILLed during boot leaves a VM the next cleanup finds.
             while vm.pid is None:
                 await trio.sleep(0.02)
-            from raidlab.lab import process_start_time
-
             recorded.append(self.session.lab.record(
                 "process", pid=vm.pid, pgid=vm.pid, argv=["qemu-system-x86_64", "(lab VM)"],
                 start_time=process_start_time(vm.pid)))
@@ -172,8 +170,6 @@ class HostedVM:
             finally:
                 nursery.cancel_scope.cancel()
         if not recorded and vm.running:
-            from raidlab.lab import process_start_time
-
             recorded.append(self.session.lab.record(
                 "process", pid=vm.pid, pgid=vm.pid, argv=["qemu-system-x86_64", "(lab VM)"],
                 start_time=process_start_time(vm.pid)))
@@ -328,8 +324,6 @@ def _summary(command: str, limit: int = 120) -> str:
 
 def make_scratch_image(path: Path) -> None:
     """A fresh sparse file with an empty ext4 (no journal: scratch needs no crash safety)."""
-    from raidlab.tools.base import require, run
-
     require("mkfs.ext4")
     path.unlink(missing_ok=True)
     with open(path, "wb") as f:

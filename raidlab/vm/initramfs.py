@@ -43,6 +43,7 @@ from raidlab.vm.kernel import KernelTree, Progress, _quiet, prepare_kernel, vm_c
 from raidlab.vm.modules import LoadPlan
 from raidlab.vm.protocol import GUEST_AGENT
 from raidlab.tools.base import PACKAGES, require, run
+from raidlab.workloads.tps import tps_binary
 
 FORMAT_VERSION = 1
 CHANNEL_NAME = "raidlab.cmd"
@@ -217,12 +218,8 @@ def _gather(kernel: KernelTree, modules: Iterable[str], programs: Iterable[str])
 
 def workload_programs() -> dict[str, str]:
     """Static workload programs built by the toolkit itself (contracts §2): W's TPS client
-    (raidlab.workloads.tps.tps_binary) as /usr/local/bin/tps, when that module is present
-    and the program builds. Skipped otherwise: the workload also copies it in with put."""
-    try:
-        from raidlab.workloads.tps import tps_binary
-    except ImportError:
-        return {}
+    (raidlab.workloads.tps.tps_binary) as /usr/local/bin/tps, when the program builds.
+    Skipped otherwise: the workload also copies it in with put."""
     try:
         binary = tps_binary()
     except Exception:  # no gcc / libc.a: the workload reports that itself when it runs

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from raidlab.errors import WorkloadError
+from raidlab.errors import UsageError, WorkloadError
 from raidlab.tools.fio import FioJob, extract_json, parse_report
 from raidlab.workloads.base import Commands, Outcome, Param, Progress, SessionLike, Workload, text
 
@@ -77,7 +77,6 @@ class Fio(Workload):
         kinds = [k.strip() for k in out["jobs"].split(",") if k.strip()]
         bad = [k for k in kinds if k not in JOB_KINDS]
         if not kinds or bad:
-            from raidlab.errors import UsageError
             raise UsageError(f"workload 'fio' parameter 'jobs': unknown job kind "
                              f"{(bad or [''])[0]!r}; known: {', '.join(JOB_KINDS)}", key="jobs")
         out["jobs"] = kinds
