@@ -2,6 +2,10 @@
 
 Parsing lives here and in the sibling modules (one per command group); actions live in the
 library modules they call. Every RaidlabError becomes one line on stderr and exit code 2.
+The command modules import those library modules inside the command functions, because
+importing them all at start-up loads matplotlib and numpy (reports, trace statistics),
+pyfuse3 (the FUSE export) and trio.testing with pytest (the disk bench, the replay) into
+every invocation and makes `raidlab --help` several times slower.
 """
 
 from __future__ import annotations
