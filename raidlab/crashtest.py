@@ -48,7 +48,7 @@ from raidlab.errors import RaidlabError, UsageError
 from raidlab.export.serve import check_live_prerequisites
 from raidlab.lab import Lab
 from raidlab.service import control
-from raidlab.service.daemon import ArraySpec
+from raidlab.service.spec import ArraySpec
 from raidlab.tools.base import require
 from raidlab.tools.mkfs import e2fsck, mkfs_ext4
 from raidlab.tools.mount import is_mount_point, mount, umount

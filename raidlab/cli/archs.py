@@ -8,11 +8,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from raidlab import archs as registry
-
 
 def one_line_each() -> str:
     """Every architecture as `id  summary`, for --help texts (click keeps a block after \\b)."""
+    from raidlab import archs as registry
+
     width = max(len(name) for name in registry.REGISTRY)
     return "\b\n" + "\n".join(f"{a.name:<{width}}  {a.summary}" for a in registry.REGISTRY.values())
 
@@ -22,6 +22,8 @@ def one_line_each() -> str:
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def archs(name: str | None, as_json: bool) -> int:
     """List the architectures, or show architecture NAME with its options and defaults."""
+    from raidlab import archs as registry
+
     chosen = [registry.get(name)] if name else list(registry.REGISTRY.values())
     if as_json:
         click.echo(json.dumps({a.name: {"family": a.family, "summary": a.summary, "source": a.source,
@@ -53,6 +55,15 @@ def archs(name: str | None, as_json: bool) -> int:
         table.add_row(option.name, "-" if option.default is None else str(option.default), option.help)
     console.print(table)
     return 0
+
+
+class ListsArchitectures(click.Command):
+    """A command whose --help ends with the registry's architectures, read only when the
+    help is shown (so defining the command imports nothing of the engine)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.epilog = "Architectures (options of one: raidlab archs NAME):\n\n" + one_line_each()
+        super().format_epilog(ctx, formatter)
 
 
 def register(cli: click.Group) -> None:

@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from raidlab import archs
-from raidlab.cli.archs import one_line_each
+from raidlab.cli.archs import ListsArchitectures
 from raidlab.errors import NeedsRootError, UnknownModelError, UsageError
 from raidlab.units import parse_key_values, parse_size
 
@@ -51,6 +50,8 @@ def _parse_options(pairs: tuple[str, ...]) -> dict:
 
 def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, runner: str) -> None:
     """Refuse an impossible configuration before anything is started."""
+    from raidlab import archs
+
     archs.validate(arch, disks, disk_size, chunk, options, runner)
 
 
@@ -68,7 +69,7 @@ def _progress() -> Progress:
                     TimeRemainingColumn(), console=_err, transient=False)
 
 
-@click.command(epilog="Architectures (options of one: raidlab archs NAME):\n\n" + one_line_each())
+@click.command(cls=ListsArchitectures)
 @click.argument("name")
 @click.option("--arch", required=True, help="architecture id (listed below)")
 @click.option("--disks", type=click.IntRange(1, 64), required=True, help="number of member disks")
@@ -86,7 +87,7 @@ def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options,
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.service import control
-    from raidlab.service.daemon import SPEC_FILE, ArraySpec
+    from raidlab.service.spec import SPEC_FILE, ArraySpec
     from raidlab.export.serve import check_live_prerequisites
 
     size, chunk_bytes = parse_size(disk_size), parse_size(chunk)
@@ -122,7 +123,7 @@ def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options,
 def assemble(name, home, as_json):
     """Bring array NAME back from its member images (refuses foreign or misordered members)."""
     from raidlab.service import control
-    from raidlab.service.daemon import SPEC_FILE
+    from raidlab.service.spec import SPEC_FILE
 
     _need_root("raidlab assemble")
     lab = _lab(name, home)
@@ -234,7 +235,7 @@ def _over(models: list[str]) -> str:
 def destroy(name, keep_images, home):
     """Stop array NAME, release its loop device and mount, delete its images unless kept."""
     from raidlab.service import control
-    from raidlab.service.daemon import SPEC_FILE
+    from raidlab.service.spec import SPEC_FILE
 
     _need_root("raidlab destroy")
     lab = _lab(name, home)

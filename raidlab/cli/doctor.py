@@ -8,8 +8,6 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from raidlab import doctor as doctor_mod
-
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
@@ -18,6 +16,8 @@ def doctor(as_json: bool) -> int:
 
     Exits 0 when at least one runner (native engine, native md, lab VM) can work, 1 otherwise.
     """
+    from raidlab import doctor as doctor_mod
+
     report = doctor_mod.collect()
     if as_json:
         click.echo(json.dumps(report.as_json(), indent=2))

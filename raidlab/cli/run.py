@@ -15,13 +15,12 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from raidlab import run as runmod
-from raidlab.scenarios import plan_runs
-
 _err = Console(stderr=True, highlight=False)
 
 
-class _RichProgress(runmod.Progress):
+class _RichProgress:
+    """raidlab.run.Progress drawn with rich bars (or timestamped lines off a terminal)."""
+
     def __init__(self, scenario, runner: str, progress: Progress):
         self.scenario = scenario
         self.runner = runner
@@ -88,13 +87,14 @@ class _RichProgress(runmod.Progress):
 @click.option("--dry-run", is_flag=True, help="validate and list the runs, start nothing")
 def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, home, dry_run):
     """Run every architecture x case x repetition of SCENARIO; print the results directory."""
+    from raidlab import run as runmod
     from raidlab import scenarios
 
     scenario = scenarios.load(scenario_file)
     runner = runner or scenario.runner
     labels = tuple(label for item in only for label in item.split(",") if label)
     case_names = tuple(name for item in cases for name in item.split(",") if name)
-    planned = plan_runs(scenario, quick=quick, repeat=repeat, only=labels, cases_only=case_names)
+    planned = scenarios.plan_runs(scenario, quick=quick, repeat=repeat, only=labels, cases_only=case_names)
     if runner != scenario.runner:
         runmod.check_runner(scenario, runner, {p.arch.label for p in planned})
     if dry_run:

@@ -34,7 +34,7 @@ from raidlab.lab.signals import deferred_signals
 from raidlab.runners.session import open_session
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, PlannedRun, Scenario
 from raidlab.service import control
-from raidlab.service.daemon import SPEC_FILE, ArraySpec
+from raidlab.service.spec import SPEC_FILE, ArraySpec
 from raidlab.vm.hosted import AVAILABLE_ENV
 
 MKFS_TIMEOUT = 3600.0

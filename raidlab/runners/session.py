@@ -40,7 +40,7 @@ from typing import Protocol, runtime_checkable
 
 from raidlab.errors import LabError, RaidlabError, ToolFailedError
 from raidlab.service import control
-from raidlab.service.daemon import RUNTIME_FILE
+from raidlab.service.spec import RUNTIME_FILE
 from raidlab.tools.base import CommandResult, run
 from raidlab.vm.protocol import GUEST_SCRATCH
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from raidlab.errors import LabError, RaidlabError
 from raidlab.lab import Lab, cleanup_stale, labs_dir
-from raidlab.service.daemon import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
+from raidlab.service.spec import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
 from raidlab.tools.mount import mounts_under
 
 START_TIMEOUT = 600.0  # seconds: the SA-RAID probe on a slow drive model takes a while

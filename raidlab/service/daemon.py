@@ -23,17 +23,14 @@ SIGKILL leaves kernel objects behind; the next `raidlab destroy`/`assemble` of t
 releases them (raidlab.lab.cleanup_stale) — the member images keep every write the array
 acknowledged with a flush or FUA, since the member disks write through to their images.
 
-Every CLI start imports this module (ArraySpec and the file names, through
-raidlab.service.control), so what only the daemon process needs and is slow to import —
-the hosts (pyfuse3, the FUSE export) and trace capture (numpy) — is imported where it is
-used.
+What the CLI needs to name an array and reach its daemon (ArraySpec, the lab's file names,
+the socket address) is raidlab.service.spec, so a CLI start does not import this module.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import socket
@@ -47,45 +44,10 @@ import trio
 from raidlab.disks import catalog
 from raidlab.errors import LabInterrupted, RaidlabError, UsageError, leaf_exceptions
 from raidlab.lab import open_lab, process_cpu
+from raidlab.service.hosts import host_class
+from raidlab.service.spec import RUNTIME_FILE, ArraySpec, control_address
+from raidlab.traces.capture import capture_op
 from raidlab.vm.hosted import start_hosted_vm
-
-SPEC_FILE = "array.json"
-RUNTIME_FILE = "runtime.json"
-
-
-@dataclasses.dataclass
-class ArraySpec:
-    """What `raidlab create` asked for; kept in the lab directory for `assemble`."""
-
-    name: str
-    arch: str
-    disks: int
-    disk_model: str  # one catalog model for every member, or "m0,m1,...": one per member
-    disk_size: int
-    chunk: int
-    discipline: str = "fifo"
-    options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    runner: str = "native"  # native | vm (the lab VM runner, raidlab.vm)
-
-    def save(self, lab_path: Path) -> None:
-        tmp = lab_path / (SPEC_FILE + ".tmp")
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2))
-        os.replace(tmp, lab_path / SPEC_FILE)
-
-    @classmethod
-    def load(cls, lab_path: Path) -> "ArraySpec":
-        try:
-            doc = json.loads((lab_path / SPEC_FILE).read_text())
-        except FileNotFoundError:
-            raise UsageError(f"no array in {lab_path}", hint="create one with `raidlab create`") from None
-        return cls(**doc)
-
-
-def control_address(lab_path: Path) -> str:
-    """Abstract-namespace socket name of the lab's daemon."""
-    digest = hashlib.sha256(str(lab_path.resolve()).encode()).hexdigest()[:24]
-    return f"\0raidlab-{digest}"
-
 
 class Daemon:
     """Owns the lab session and the control socket; the architecture is built and served by
@@ -127,8 +89,6 @@ class Daemon:
     # -- the lab -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        from raidlab.service.hosts import host_class  # lazy: pyfuse3 would slow every CLI start (module doc)
-
         spec = self.spec
         async with open_lab(spec.name, home=self.home, status=self.status) as session:
             self.session = session
@@ -223,8 +183,6 @@ class Daemon:
     async def op_capture(self, request, send) -> dict:
         """`raidlab trace capture` (raidlab.traces.capture): record the requests the FUSE file
         `volume` receives, for any host that serves one (its `fs` attribute)."""
-        from raidlab.traces.capture import capture_op  # lazy: numpy would slow every CLI start (module doc)
-
         fs = getattr(self.host, "fs", None)
         if fs is None:
             raise UsageError(f"{self.spec.arch} serves no engine volume to capture",

@@ -1,0 +1,54 @@
+"""An array as the service records it: the spec `raidlab create` saves in the lab, the file
+names of the lab directory, and the address of the array daemon's control socket.
+
+Kept apart from the daemon so that the CLI and the runners can name an array and reach its
+daemon without importing what only the daemon process needs (the hosts, FUSE, capture).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from raidlab.errors import UsageError
+
+SPEC_FILE = "array.json"
+RUNTIME_FILE = "runtime.json"
+
+
+@dataclasses.dataclass
+class ArraySpec:
+    """What `raidlab create` asked for; kept in the lab directory for `assemble`."""
+
+    name: str
+    arch: str
+    disks: int
+    disk_model: str  # one catalog model for every member, or "m0,m1,...": one per member
+    disk_size: int
+    chunk: int
+    discipline: str = "fifo"
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    runner: str = "native"  # native | vm (the lab VM runner, raidlab.vm)
+
+    def save(self, lab_path: Path) -> None:
+        tmp = lab_path / (SPEC_FILE + ".tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2))
+        os.replace(tmp, lab_path / SPEC_FILE)
+
+    @classmethod
+    def load(cls, lab_path: Path) -> "ArraySpec":
+        try:
+            doc = json.loads((lab_path / SPEC_FILE).read_text())
+        except FileNotFoundError:
+            raise UsageError(f"no array in {lab_path}", hint="create one with `raidlab create`") from None
+        return cls(**doc)
+
+
+def control_address(lab_path: Path) -> str:
+    """Abstract-namespace socket name of the lab's daemon."""
+    digest = hashlib.sha256(str(lab_path.resolve()).encode()).hexdigest()[:24]
+    return f"\0raidlab-{digest}"
