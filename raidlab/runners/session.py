@@ -36,13 +36,13 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from raidlab.errors import LabError, RaidlabError, ToolFailedError
 from raidlab.service import control
 from raidlab.service.spec import RUNTIME_FILE
 from raidlab.tools.base import CommandResult, run
 from raidlab.vm.protocol import GUEST_SCRATCH
+from raidlab.workloads.base import RunnerSession
 
 
 class ExecFailed(ToolFailedError):
@@ -51,20 +51,6 @@ class ExecFailed(ToolFailedError):
 
 class ExecTimeout(RaidlabError):
     """A command run through a session did not finish within its timeout and was killed."""
-
-
-@runtime_checkable
-class RunnerSession(Protocol):
-    runner: str
-    device: str
-    scratch: str
-
-    def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
-             check: bool = True) -> CommandResult: ...
-
-    def put(self, local: Path, remote: str) -> None: ...
-
-    def get(self, remote: str, local: Path) -> None: ...
 
 
 def _exec_failed(result: CommandResult) -> ExecFailed:

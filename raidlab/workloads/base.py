@@ -27,7 +27,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from raidlab.errors import MissingToolError, ToolFailedError, UsageError, WorkloadError
 from raidlab.tools.base import PACKAGES, CommandResult
@@ -39,8 +39,11 @@ def no_progress(_message: str) -> None:
     """Default progress callback: say nothing."""
 
 
-class SessionLike(Protocol):
-    """The part of raidlab.runners.session.RunnerSession the drivers use."""
+@runtime_checkable
+class RunnerSession(Protocol):
+    """Where a workload's commands run: the host (NativeSession) or the lab VM through the
+    array daemon (DaemonSession), both in raidlab.runners.session. Declared here, with the
+    drivers that use it, so the runners implement what the workloads ask for."""
 
     runner: str
     device: str
@@ -127,7 +130,7 @@ class Workload:
         """Options the runner passes to `mount -o` for this workload (e.g. ["sync"])."""
         return []
 
-    def run(self, session: SessionLike, mountpoint: str | None, params: dict,
+    def run(self, session: RunnerSession, mountpoint: str | None, params: dict,
             progress: Progress = no_progress) -> dict:
         resolved = self.resolve(params)
         if self.needs_mountpoint and not mountpoint:
@@ -141,7 +144,7 @@ class Workload:
         doc.update(result.extra)
         return doc
 
-    def execute(self, session: SessionLike, commands: Commands, mountpoint: str | None,
+    def execute(self, session: RunnerSession, commands: Commands, mountpoint: str | None,
                 params: dict, progress: Progress) -> Outcome:
         raise NotImplementedError
 
@@ -163,7 +166,7 @@ class Outcome:
 class Commands:
     """Runs argv lists through the session and keeps the command record."""
 
-    def __init__(self, session: SessionLike):
+    def __init__(self, session: RunnerSession):
         self.session = session
         self.records: list[dict] = []
 

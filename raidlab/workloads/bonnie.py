@@ -34,7 +34,7 @@ import time
 
 from raidlab.errors import UsageError, WorkloadError
 from raidlab.tools.base import require, run as run_on_host
-from raidlab.workloads.base import (Commands, Outcome, Param, Progress, SessionLike, Workload,
+from raidlab.workloads.base import (Commands, Outcome, Param, Progress, RunnerSession, Workload,
                                     join, require_empty_target, text)
 
 # bonnie++ 1.98+ CSV columns (format_version "1.98"), in order.
@@ -152,7 +152,7 @@ class Bonnie(Workload):
             argv.append("-D")
         return argv
 
-    def execute(self, session: SessionLike, commands: Commands, mountpoint: str | None,
+    def execute(self, session: RunnerSession, commands: Commands, mountpoint: str | None,
                 params: dict, progress: Progress) -> Outcome:
         assert mountpoint is not None
         require("bon_csv2html")                    # host side, checked before anything runs

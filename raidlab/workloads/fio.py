@@ -20,7 +20,7 @@ import json
 
 from raidlab.errors import UsageError, WorkloadError
 from raidlab.tools.fio import FioJob, extract_json, parse_report
-from raidlab.workloads.base import Commands, Outcome, Param, Progress, SessionLike, Workload, text
+from raidlab.workloads.base import Commands, Outcome, Param, Progress, RunnerSession, Workload, text
 
 JOB_KINDS = ("randwrite", "randread", "write", "read", "randrw")
 
@@ -82,7 +82,7 @@ class Fio(Workload):
         out["jobs"] = kinds
         return out
 
-    def execute(self, session: SessionLike, commands: Commands, mountpoint: str | None,
+    def execute(self, session: RunnerSession, commands: Commands, mountpoint: str | None,
                 params: dict, progress: Progress) -> Outcome:
         out = Outcome()
         device = session.device

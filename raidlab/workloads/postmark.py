@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 from raidlab.errors import ToolFailedError, UsageError, WorkloadError
-from raidlab.workloads.base import (Commands, Outcome, Param, Progress, SessionLike, Workload,
+from raidlab.workloads.base import (Commands, Outcome, Param, Progress, RunnerSession, Workload,
                                     join, require_empty_target, text)
 
 PAPER_CASES = {
@@ -135,7 +135,7 @@ class PostMark(Workload):
             raise UsageError(f"workload 'postmark' parameter 'min_size' ({params['min_size']}) "
                              f"exceeds 'max_size' ({params['max_size']})", key="min_size")
 
-    def execute(self, session: SessionLike, commands: Commands, mountpoint: str | None,
+    def execute(self, session: RunnerSession, commands: Commands, mountpoint: str | None,
                 params: dict, progress: Progress) -> Outcome:
         assert mountpoint is not None
         out = Outcome()

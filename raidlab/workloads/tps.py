@@ -54,7 +54,7 @@ from pathlib import Path
 
 from raidlab.errors import UsageError, WorkloadError
 from raidlab.tools.base import require, run as run_on_host
-from raidlab.workloads.base import (Commands, Outcome, Param, Progress, SessionLike, Workload,
+from raidlab.workloads.base import (Commands, Outcome, Param, Progress, RunnerSession, Workload,
                                     join, require_empty_target, text)
 
 SOURCE = Path(__file__).with_name("tps.c")
@@ -150,7 +150,7 @@ class TPS(Workload):
                 "--write-ratio", repr(params["write_ratio"]), "--io", params["io"],
                 "--seed", str(params["seed"])]
 
-    def execute(self, session: SessionLike, commands: Commands, mountpoint: str | None,
+    def execute(self, session: RunnerSession, commands: Commands, mountpoint: str | None,
                 params: dict, progress: Progress) -> Outcome:
         assert mountpoint is not None
         out = Outcome()

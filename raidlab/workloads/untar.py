@@ -63,7 +63,7 @@ import tempfile
 from pathlib import Path
 
 from raidlab.errors import WorkloadError
-from raidlab.workloads.base import (Commands, Outcome, Param, Progress, SessionLike, Workload,
+from raidlab.workloads.base import (Commands, Outcome, Param, Progress, RunnerSession, Workload,
                                     join, mount_entry, require_empty_target, text)
 
 PAPER_DIRECTORIES = 952
@@ -224,7 +224,7 @@ class UntarCopyRemove(Workload):
     def mount_options(self, params: dict) -> list[str]:
         return ["sync"] if self.resolve(params)["mode"] == "sync" else []
 
-    def execute(self, session: SessionLike, commands: Commands, mountpoint: str | None,
+    def execute(self, session: RunnerSession, commands: Commands, mountpoint: str | None,
                 params: dict, progress: Progress) -> Outcome:
         assert mountpoint is not None
         out = Outcome()
