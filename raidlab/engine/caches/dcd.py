@@ -65,6 +65,7 @@ from raidlab.engine.caches.log import (
     LOG_GEOMETRY,
     CacheDiskLog,
     LogStore,
+    log_id_of,
     log_layout,
     max_record_bytes,
     reserved_bytes,
@@ -91,10 +92,6 @@ class _LogBatch:
     seq: int
     blocks: dict[int, bytes]
     min_write_seq: int
-
-
-def log_id_of(array_uuid: str) -> int:
-    return int(array_uuid.replace("-", "")[:16], 16)
 
 
 def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_threshold: float,

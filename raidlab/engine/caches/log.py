@@ -100,6 +100,11 @@ DEFAULT_LOG_START = 64 * 1024
 EPOCH_SHIFT = 40
 
 
+def log_id_of(array_uuid: str) -> int:
+    """The log id (HEADER) of the logs of the architecture with this uuid."""
+    return int(array_uuid.replace("-", "")[:16], 16)
+
+
 def extents_of(addresses: Iterable[int]) -> list[tuple[int, int]]:
     """Runs of consecutive block addresses, in the given order: [(first, count), ...]."""
     runs: list[tuple[int, int]] = []

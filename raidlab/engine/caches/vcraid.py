@@ -56,8 +56,7 @@ import trio
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
 from raidlab.engine.caches.activity import RequestActivity
-from raidlab.engine.caches.dcd import log_id_of
-from raidlab.engine.caches.log import (DEFAULT_LOG_START, LOG_GEOMETRY, CacheDiskLog, LogStore,
+from raidlab.engine.caches.log import (DEFAULT_LOG_START, LOG_GEOMETRY, CacheDiskLog, LogStore, log_id_of,
                                        log_layout, max_record_bytes, reserved_bytes, runs_of)
 from raidlab.errors import UsageError
 
