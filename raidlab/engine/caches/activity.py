@@ -5,20 +5,28 @@ level-2 destage "only when idle") decide idleness the same way — no request ou
 none for `idle_threshold` seconds — and both suspend a destage when a new request arrives
 (the request counter moved). One mixin keeps that rule in one place.
 
+Each request of the BlockTarget runs inside `_request(...)`, which counts it in `counters`
+(the request counters both report, `_request_statistics()`) and keeps it outstanding for
+the idle detector while it runs.
+
 It also starts their background tasks (log writers, destage): a task that fails is logged
 at once and fails the cache, so requests and flushes that wait on it get EIO instead of
 waiting for ever (a stop's final flush among them); the exception still reaches the nursery.
+What waits on the background tasks (a full RAM buffer, a flush, a synchronous write, the
+tasks themselves) waits on `_changed`, which `_notify()` pulses: a background task pulses it
+when it made progress, and a failure pulses it so the waiters see the failure.
 
-A class using it sets `kind` (for messages), `_started`, calls `_init_activity()` in its
-constructor, and wakes whatever its flushes wait on in `_wake_waiters()`.
+A class using it sets `kind` (for messages), calls `_init_activity()` in its constructor and
+`_start_activity()` in its `start`.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import trio
@@ -37,8 +45,36 @@ class RequestActivity:
         self._last_activity = float("-inf")
         self._started = False
         self._failure: Exception | None = None
+        self._changed = trio.Event()
+        self.counters: collections.Counter[str] = collections.Counter()
         self.timeline: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque(
             maxlen=TIMELINE_EVENTS)
+
+    def _start_activity(self) -> None:
+        """Mark the cache started (once): requests are served from now on, and idleness is
+        counted from now."""
+        if self._started:
+            raise RuntimeError(f"{self.kind} {self.name} already started")
+        self._started = True
+        self._last_activity = trio.current_time()
+
+    @contextlib.contextmanager
+    def _request(self, count: str, byte_count: str | None = None, nbytes: int = 0) -> Iterator[None]:
+        """Around one request: it counts in `counters[count]` (and `nbytes` in
+        `counters[byte_count]`) and is outstanding until the block ends."""
+        self._begin()
+        try:
+            self.counters[count] += 1
+            if byte_count is not None:
+                self.counters[byte_count] += nbytes
+            yield
+        finally:
+            self._end()
+
+    def _request_statistics(self) -> dict[str, int]:
+        c = self.counters
+        return {"reads": c["reads"], "writes": c["writes"], "flushes": c["flushes"], "trims": c["trims"],
+                "bytes_read": c["bytes_read"], "bytes_written": c["bytes_written"]}
 
     def _begin(self) -> None:
         if not self._started:
@@ -77,7 +113,7 @@ class RequestActivity:
             if self._failure is None:
                 self._failure = exc
                 log.exception("%s %s: background task %s failed", self.kind, self.name, fn.__name__)
-            self._wake_waiters()
+            self._notify()
             raise
 
     def _check_alive(self) -> None:
@@ -85,5 +121,8 @@ class RequestActivity:
         if self._failure is not None:
             raise OSError(errno.EIO, f"{self.kind} {self.name} failed: {self._failure!r}")
 
-    def _wake_waiters(self) -> None:
-        """Wake every task waiting on the background tasks (they then call _check_alive)."""
+    def _notify(self) -> None:
+        """Wake every task waiting on `_changed` (it then looks again, and calls
+        _check_alive)."""
+        self._changed.set()
+        self._changed = trio.Event()

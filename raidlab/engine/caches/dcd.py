@@ -49,7 +49,6 @@ Where this departs from the paper, and why:
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -150,9 +149,7 @@ class DCD(RequestActivity):
         self._write_seq = 0
         self._log_wanted = trio.Event()
         self._log_nonempty = trio.Event()
-        self._progress = trio.Event()
         self._init_activity()
-        self.counters = collections.Counter()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -162,10 +159,7 @@ class DCD(RequestActivity):
 
     def start(self, nursery: trio.Nursery) -> None:
         """Start the log writer and the idle detector / destage task in `nursery`."""
-        if self._started:
-            raise RuntimeError(f"DCD {self.name} already started")
-        self._started = True
-        self._last_activity = trio.current_time()
+        self._start_activity()
         if self.log.records:
             self._log_nonempty.set()
         self._start_background(nursery, self._log_writer, name=f"dcd-{self.name}-log-writer")
@@ -177,39 +171,25 @@ class DCD(RequestActivity):
         check_aligned(offset, len(data), self.size)
         if not data:
             return
-        self._begin()
-        try:
-            self.counters["writes"] += 1
-            self.counters["bytes_written"] += len(data)
+        with self._request("writes", "bytes_written", len(data)):
             if self.bypass or len(data) > self.large_write or len(data) > self.ram_buffer:
                 await self._write_data_disk(offset, bytes(data), fua=fua)
             else:
                 durable = fua or self.report == "after-complete"
                 await self._write_ram_buffer(offset, bytes(data), durable=durable)
-        finally:
-            self._end()
 
     async def read(self, offset: int, length: int) -> bytes:
         check_aligned(offset, length, self.size)
         if not length:
             return b""
-        self._begin()
-        try:
-            self.counters["reads"] += 1
-            self.counters["bytes_read"] += length
+        with self._request("reads", "bytes_read", length):
             return await self._read(offset, length)
-        finally:
-            self._end()
 
     async def flush(self) -> None:
         """Return when every write acknowledged before the call survives a crash."""
-        self._begin()
-        try:
-            self.counters["flushes"] += 1
+        with self._request("flushes"):
             await self._wait_logged(self._write_seq)
             await self.data_disk.flush()
-        finally:
-            self._end()
 
     async def trim(self, offset: int, length: int) -> None:
         # Passed to the data disk only: a cached copy of the range may still be read or
@@ -233,8 +213,7 @@ class DCD(RequestActivity):
             "cache_disk_used_bytes": self.log.used,
             "cache_disk_blocks_mapped": len(self.store.mapping),
             "log_records": len(self.log.records),
-            "reads": c["reads"], "writes": c["writes"], "flushes": c["flushes"], "trims": c["trims"],
-            "bytes_read": c["bytes_read"], "bytes_written": c["bytes_written"],
+            **self._request_statistics(),
             "read_hits_ram_sectors": c["hits_ram"],
             "read_hits_cache_disk_sectors": c["hits_cache_disk"],
             "read_hits_data_disk_sectors": c["hits_data_disk"],
@@ -289,7 +268,7 @@ class DCD(RequestActivity):
             while missing_room() > 0:
                 self._check_alive()
                 self._log_wanted.set()
-                await self._progress.wait()
+                await self._changed.wait()
         self._write_seq += 1
         mine = self._write_seq
         if not self._collecting:
@@ -310,15 +289,7 @@ class DCD(RequestActivity):
         while self._oldest_unlogged() <= write_seq:
             self._check_alive()
             self._log_wanted.set()
-            await self._progress.wait()
-
-    def _notify_progress(self) -> None:
-        self._progress.set()
-        self._progress = trio.Event()
-
-    def _wake_waiters(self) -> None:
-        self._notify_progress()
-
+            await self._changed.wait()
     async def _log_writer(self) -> None:
         """Write the whole RAM buffer as one log write whenever the cache-disk is free."""
         while True:
@@ -340,7 +311,7 @@ class DCD(RequestActivity):
                     self._inflight.remove(batch)
                 self._note("log_write_done", blocks=len(batch.blocks))
                 self._log_nonempty.set()
-            self._notify_progress()
+            self._notify()
 
     async def _make_room_locked(self, needed) -> None:
         """Destage at once (not suspended) until the log has `needed()` bytes free."""
@@ -369,7 +340,7 @@ class DCD(RequestActivity):
             await self.data_disk.write(offset, data, fua=durable)
             if logged:
                 await self.store.forget(0, sectors)
-        self._notify_progress()
+        self._notify()
 
     # ------------------------------------------------------------------ reading (§2.2)
 

@@ -168,10 +168,8 @@ class VCRAID(RequestActivity):
         self._turn = 0
         self._level2_lock = trio.Lock()
         self._write_seq = 0
-        self._changed = trio.Event()
         self._init_activity()
         self.keeper: build.MetadataKeeper | None = None  # the raid5's superblock keeper
-        self.counters = collections.Counter()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -181,10 +179,7 @@ class VCRAID(RequestActivity):
 
     def start(self, nursery: trio.Nursery) -> None:
         """Start the level-1 writers (one per cache disk) and the level-2 idle detector."""
-        if self._started:
-            raise RuntimeError(f"VC-RAID {self.name} already started")
-        self._started = True
-        self._last_activity = trio.current_time()
+        self._start_activity()
         for log in self.logs:
             self._start_background(nursery, self._level1_writer, log, name=f"vcraid-{self.name}-level1-{log.index}")
         self._start_background(nursery, self._idle_detector, name=f"vcraid-{self.name}-level2")
@@ -195,10 +190,7 @@ class VCRAID(RequestActivity):
         check_aligned(offset, len(data), self.size)
         if not data:
             return
-        self._begin()
-        try:
-            self.counters["writes"] += 1
-            self.counters["bytes_written"] += len(data)
+        with self._request("writes", "bytes_written", len(data)):
             bs = self.block_size
             first, last = offset // bs, (offset + len(data) - 1) // bs
             for lba in range(first, last + 1):
@@ -213,24 +205,17 @@ class VCRAID(RequestActivity):
             if fua:
                 self.counters["sync_writes"] += 1
                 await self._wait_on_cache_disk(self._write_seq)
-        finally:
-            self._end()
 
     async def read(self, offset: int, length: int) -> bytes:
         check_aligned(offset, length, self.size)
         if not length:
             return b""
-        self._begin()
-        try:
-            self.counters["reads"] += 1
-            self.counters["bytes_read"] += length
+        with self._request("reads", "bytes_read", length):
             bs = self.block_size
             first, last = offset // bs, (offset + length - 1) // bs
             blocks = await self._read_blocks(first, last - first + 1)
             start = offset - first * bs
             return blocks[start:start + length]
-        finally:
-            self._end()
 
     async def flush(self) -> None:
         """Every write acknowledged before the call is on a cache disk (or the array).
@@ -240,12 +225,8 @@ class VCRAID(RequestActivity):
         whose writes are FUA. Flushing it here would cost the array's members a flush
         (host fdatasyncs, and a wait behind their queued I/O) for every flush of the volume.
         """
-        self._begin()
-        try:
-            self.counters["flushes"] += 1
+        with self._request("flushes"):
             await self._wait_on_cache_disk(self._write_seq)
-        finally:
-            self._end()
 
     async def trim(self, offset: int, length: int) -> None:
         check_aligned(offset, length, self.size)
@@ -267,8 +248,7 @@ class VCRAID(RequestActivity):
             "cache_disk_used_bytes": self.store.used,
             "cache_disk_used_per_disk": [log.used for log in self.logs],
             "cache_disk_blocks_mapped": len(self.store.mapping),
-            "reads": c["reads"], "writes": c["writes"], "flushes": c["flushes"], "trims": c["trims"],
-            "bytes_read": c["bytes_read"], "bytes_written": c["bytes_written"],
+            **self._request_statistics(),
             "sync_writes": c["sync_writes"], "partial_block_writes": c["partial_block_writes"],
             "read_hits_ram_blocks": c["hits_ram"],
             "read_hits_cache_disk_blocks": c["hits_cache_disk"],
@@ -335,13 +315,6 @@ class VCRAID(RequestActivity):
         while self._oldest_unlogged() <= write_seq:
             self._check_alive()
             await self._changed.wait()
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-    def _wake_waiters(self) -> None:
-        self._notify()
 
     # ------------------------------------------------------------------ reads (§3.3.2)
 
