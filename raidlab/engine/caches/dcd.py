@@ -21,7 +21,8 @@ Destaging (§2.3): the idle detector counts the disk idle after `idle_threshold`
 without a request; then Last-Write-First-Destage (`destage_lwfd`) pops destage segments off
 the cache-disk log from the Current Log Position, drops holes, writes the blocks home in
 address order and moves the CLP back, until the log is empty or a request arrives (which
-suspends it). The log format, markers and tombstones are in raidlab.engine.caches.log.
+suspends it). The log format, markers and tombstones are in raidlab.engine.caches.log; the
+idle detector and the forced destage, which VC-RAID shares, in raidlab.engine.caches.destage.
 
 Crash recovery (§2.5): a summary sector leads every log write; `assemble_dcd` scans the
 cache-disk and rebuilds the mapping, then serves reads from it.
@@ -50,7 +51,6 @@ Where this departs from the paper, and why:
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,7 +58,7 @@ import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import metadata
-from raidlab.engine.caches.activity import RequestActivity
+from raidlab.engine.caches.destage import Destaging, LogWrite, oldest_unlogged
 from raidlab.engine.caches.log import (
     DEFAULT_LOG_START,
     LOG_GEOMETRY,
@@ -82,15 +82,6 @@ DEFAULTS = dict(
     destage_segment=128 * KiB,
     large_write=64 * KiB,
 )
-
-
-@dataclasses.dataclass
-class _LogBatch:
-    """The RAM buffer's contents while their log write is in progress."""
-
-    seq: int
-    blocks: dict[int, bytes]
-    min_write_seq: int
 
 
 def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_threshold: float,
@@ -120,7 +111,7 @@ def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_thre
             hint="use a larger cache-disk or a smaller RAM buffer")
 
 
-class DCD(RequestActivity):
+class DCD(Destaging):
     """A Disk Caching Disk over `cache_disk` and `data_disk` (module doc). Build it with
     `create_dcd` / `assemble_dcd`, then `start(nursery)` before the first request."""
 
@@ -145,7 +136,7 @@ class DCD(RequestActivity):
         self._ram_capacity = self.ram_buffer // SECTOR
         self._collecting: dict[int, bytes] = {}
         self._collecting_since: int | None = None
-        self._inflight: list[_LogBatch] = []
+        self._inflight: list[LogWrite] = []  # the RAM buffer's contents being logged
         self._write_seq = 0
         self._log_wanted = trio.Event()
         self._log_nonempty = trio.Event()
@@ -280,16 +271,14 @@ class DCD(RequestActivity):
             await self._wait_logged(mine)
 
     def _oldest_unlogged(self) -> float:
-        candidates = [b.min_write_seq for b in self._inflight]
-        if self._collecting and self._collecting_since is not None:
-            candidates.append(self._collecting_since)
-        return min(candidates) if candidates else math.inf
+        return oldest_unlogged(self._inflight, self._collecting_since if self._collecting else None)
 
     async def _wait_logged(self, write_seq: int) -> None:
         while self._oldest_unlogged() <= write_seq:
             self._check_alive()
             self._log_wanted.set()
             await self._changed.wait()
+
     async def _log_writer(self) -> None:
         """Write the whole RAM buffer as one log write whenever the cache-disk is free."""
         while True:
@@ -298,10 +287,11 @@ class DCD(RequestActivity):
                 await self._log_wanted.wait()
                 continue
             async with self.log.lock:
-                await self._make_room_locked(lambda: max_record_bytes(len(self._collecting), SECTOR))
+                await self._make_room_locked(self.log, lambda: max_record_bytes(len(self._collecting), SECTOR),
+                                             "forced_destage")
                 if not self._collecting:
                     continue
-                batch = _LogBatch(self.store.next_seq(), self._collecting, self._collecting_since or 0)
+                batch = LogWrite(self.store.next_seq(), self._collecting, self._collecting_since or 0)
                 self._collecting, self._collecting_since = {}, None
                 self._inflight.append(batch)
                 self._note("log_write_start", blocks=len(batch.blocks))
@@ -312,13 +302,6 @@ class DCD(RequestActivity):
                 self._note("log_write_done", blocks=len(batch.blocks))
                 self._log_nonempty.set()
             self._notify()
-
-    async def _make_room_locked(self, needed) -> None:
-        """Destage at once (not suspended) until the log has `needed()` bytes free."""
-        while self.log.free < needed() + self.store.tombstone_bytes() and self.log.records:
-            self.counters["forced_destages"] += 1
-            self._note("forced_destage")
-            await self.destage_lwfd(interruptible=False)
 
     async def _write_data_disk(self, offset: int, data: bytes, *, fua: bool) -> None:
         """A large write (or any write in bypass mode) straight to the data disk."""
@@ -331,7 +314,7 @@ class DCD(RequestActivity):
         async with self.log.lock:
             # Room for the tombstone first: a forced destage writes older copies home, so it
             # must come before this write, never after it.
-            await self._make_room_locked(lambda: 2 * SECTOR)
+            await self._make_room_locked(self.log, lambda: 2 * SECTOR, "forced_destage")
             for s in sectors:  # older buffered copies; the in-flight list is empty under the lock
                 self._collecting.pop(s, None)
             logged = any(s in self.store.mapping for s in sectors)
@@ -419,29 +402,21 @@ class DCD(RequestActivity):
         self._note("destage_done" if done is not None else "destage_suspended", bytes=done or 0, clp=self.log.clp)
         return done
 
-    async def _idle_detector(self) -> None:
-        """No request for `idle_threshold` seconds: the system is idle, destage (§2.3)."""
-        while True:
+    # the idle detector's hooks (raidlab.engine.caches.destage)
+
+    async def _destage_wanted(self) -> bool:
+        if self.bypass or not self.log.records:
+            self._log_nonempty = trio.Event()
             if self.bypass or not self.log.records:
-                self._log_nonempty = trio.Event()
-                if self.bypass or not self.log.records:
-                    await self._log_nonempty.wait()
-                continue
-            if not await self._idle_or_sleep(self.idle_threshold):
-                continue
-            self.counters["idle_periods"] += 1
-            self._note("idle")
-            while self.log.records and not self.bypass:
-                start_requests = self._requests
-                async with self.log.lock:
-                    if self._requests != start_requests:
-                        break
-                    done = await self.destage_lwfd(interruptible=True)
-                if done is None or self._requests != start_requests:
-                    break
+                await self._log_nonempty.wait()
+            return False
+        return True
 
-    # ------------------------------------------------------------------ helpers
+    def _destage_next(self) -> CacheDiskLog | None:
+        return self.log if self.log.records and not self.bypass else None
 
+    async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
+        return await self.destage_lwfd(interruptible=interruptible)
 
 
 async def create_dcd(

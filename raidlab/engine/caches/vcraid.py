@@ -16,7 +16,8 @@ Structure (§2, Fig. 1): the engine's raid5 (the "data disk array") behind a RAM
   runs until no dirty block is left and is never interrupted; it has priority over level 2.
 * Level-2 destage (§3.3.3): cache disk -> array, last-write-first-destage in segments of
   64 KB (configurable), the array computing parity, only when the system is idle (no
-  request for `idle_threshold`) or a cache disk is full; a new request suspends it.
+  request for `idle_threshold`) or a cache disk is full; a new request suspends it. It is
+  DCD's destage: raidlab.engine.caches.destage decides when it runs, for both.
 * Synchronous writes (§3.3.1, O_SYNC; here FUA, or a flush) are acknowledged only when
   their blocks are on a cache disk; a flush does not touch the array (see `flush`).
 * Cache disk headers (§3.2): the summary sectors of raidlab.engine.caches.log (cache block
@@ -47,7 +48,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,7 +55,7 @@ import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
-from raidlab.engine.caches.activity import RequestActivity
+from raidlab.engine.caches.destage import Destaging, LogWrite, oldest_unlogged
 from raidlab.engine.caches.log import (DEFAULT_LOG_START, LOG_GEOMETRY, CacheDiskLog, LogStore, log_id_of,
                                        log_layout, max_record_bytes, reserved_bytes, runs_of)
 from raidlab.errors import UsageError
@@ -82,14 +82,6 @@ class SlotEntry:
     slot_no: int
     version: int = 0                 # write sequence number of its newest data
     dirty_since: int | None = None   # write sequence number when it last became dirty
-
-
-@dataclasses.dataclass
-class _Level1Batch:
-    seq: int
-    blocks: dict[int, bytes]
-    versions: dict[int, int]
-    min_write_seq: int
 
 
 def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: int, ram_buffer: int,
@@ -125,7 +117,7 @@ def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: 
                          hint="use larger cache disks")
 
 
-class VCRAID(RequestActivity):
+class VCRAID(Destaging):
     """VC-RAID over a raid5 `array` and `cache_disks` (module doc). Build it with
     `create_vcraid` / `assemble_vcraid`, then `start(nursery)`."""
 
@@ -159,7 +151,7 @@ class VCRAID(RequestActivity):
         self.hash_table: dict[int, SlotEntry] = {}
         self.lru_list: collections.OrderedDict[int, None] = collections.OrderedDict()
         self._dirty: collections.OrderedDict[int, None] = collections.OrderedDict()  # not yet in a log write
-        self._inflight: list[_Level1Batch] = []
+        self._inflight: list[LogWrite] = []
         # Blocks in a level-1 write now. A block is in at most one at a time: written again
         # meanwhile, it waits (dirty) for that write to finish, so the log writes of one block
         # finish in sequence order even across cache disks (mcd), and a newer copy can never
@@ -303,11 +295,10 @@ class VCRAID(RequestActivity):
         self._notify()
 
     def _oldest_unlogged(self) -> float:
-        candidates = [b.min_write_seq for b in self._inflight]
+        buffered = None
         if self._dirty:
-            first = self.hash_table[next(iter(self._dirty))]
-            candidates.append(first.dirty_since or 0)
-        return min(candidates) if candidates else math.inf
+            buffered = self.hash_table[next(iter(self._dirty))].dirty_since or 0
+        return oldest_unlogged(self._inflight, buffered)
 
     async def _wait_on_cache_disk(self, write_seq: int) -> None:
         if self._oldest_unlogged() <= write_seq:
@@ -373,6 +364,7 @@ class VCRAID(RequestActivity):
         turn, whenever it is free and dirty blocks wait (uninterruptible)."""
         n_logs = len(self.logs)
         per_write = self.level1_write // self.block_size
+        one_write = max_record_bytes(per_write, self.block_size)
 
         def eligible(lba: int) -> bool:
             return lba not in self._inflight_lbas and (self.route is None or self.route(lba) == log.index)
@@ -389,7 +381,7 @@ class VCRAID(RequestActivity):
             async with log.lock:
                 if not my_turn():
                     continue
-                await self._make_room_locked(log, max_record_bytes(per_write, self.block_size))
+                await self._make_room_locked(log, lambda: one_write, "level2_forced", disk=log.index)
                 if not my_turn():
                     continue
                 self._turn = (self._turn + 1) % n_logs
@@ -408,7 +400,7 @@ class VCRAID(RequestActivity):
                     blocks[lba] = bytes(self.data_buffer[entry.slot_no * bs:(entry.slot_no + 1) * bs])
                     versions[lba] = entry.version
                     since.append(entry.dirty_since or 0)
-                batch = _Level1Batch(self.store.next_seq(), blocks, versions, min(since))
+                batch = LogWrite(self.store.next_seq(), blocks, min(since), versions)
                 self._inflight.append(batch)
                 self._inflight_lbas.update(blocks)
                 self._notify()  # the next cache disk may start its log write now
@@ -428,13 +420,6 @@ class VCRAID(RequestActivity):
                         self.lru_list.pop(lba, None)
                 self._note("level1_done", disk=log.index, blocks=len(blocks))
             self._notify()
-
-    async def _make_room_locked(self, log: CacheDiskLog, needed: int) -> None:
-        """A full cache disk: level 2 on it at once, not suspended."""
-        while log.free < needed + self.store.tombstone_bytes() and log.records:
-            self.counters["forced_destages"] += 1
-            self._note("level2_forced", disk=log.index)
-            await self.destage_level2(log, interruptible=False)
 
     # ------------------------------------------------------------------ level-2 destage
 
@@ -468,27 +453,19 @@ class VCRAID(RequestActivity):
             return None
         return min(candidates, key=lambda log: log.records[-1].seq)
 
-    async def _idle_detector(self) -> None:
-        while True:
-            log = self._level2_candidate()
-            if log is None or self._dirty or self._inflight:
-                await self._changed.wait()
-                continue
-            if not await self._idle_or_sleep(self.idle_threshold):
-                continue
-            self.counters["idle_periods"] += 1
-            self._note("idle")
-            while (log := self._level2_candidate()) is not None and not self._dirty:
-                start_requests = self._requests
-                async with log.lock:
-                    if self._requests != start_requests:
-                        break
-                    done = await self.destage_level2(log, interruptible=True)
-                if done is None or self._requests != start_requests:
-                    break
+    # the idle detector's hooks (raidlab.engine.caches.destage); level 1 has priority
 
-    # ------------------------------------------------------------------ helpers
+    async def _destage_wanted(self) -> bool:
+        if self._level2_candidate() is None or self._dirty or self._inflight:
+            await self._changed.wait()
+            return False
+        return True
 
+    def _destage_next(self) -> CacheDiskLog | None:
+        return None if self._dirty else self._level2_candidate()
+
+    async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
+        return await self.destage_level2(log, interruptible=interruptible)
 
 
 class _locks:

@@ -1,0 +1,108 @@
+"""Destaging, the two steps that move written blocks down from the RAM buffer, shared by DCD
+and VC-RAID.
+
+Papers: DCD (Hu & Yang, ISCA 96) §2.1 (the log write: the RAM buffer goes to the cache-disk
+log as one write) and §2.3 (destaging: the idle detector finds the system idle after a
+while without a request, then Last-Write-First-Destage moves the log home segment by
+segment until it is empty or a request arrives, which suspends it). VC-RAID (He & Yang)
+§3.3.3 names the same two steps level-1 destage (RAM buffer -> cache disk) and level-2
+destage (cache disk -> array, LWFD, only when the system is idle or a cache disk is full,
+suspended by a new request); VC-RAID builds on DCD.
+
+Why one module: both architectures decide *when* to destage in the same way, and track the
+log writes in progress in the same way; they differ only in what they destage and where it
+goes. So the architecture supplies:
+
+* `_destage_wanted()`: whether there is a log to destage now; when there is none it waits
+  for a change (DCD: for a record in its log; VC-RAID: for the RAM buffer to be written out
+  too, since level 1 has priority) and returns False.
+* `_destage_next()`: the log an idle period destages next, or None to end it (DCD: its one
+  log; VC-RAID: the cache disk whose top segment is oldest).
+* `_destage_top(log, interruptible=...)`: one LWFD segment of `log` home (the caller holds
+  `log.lock`); the bytes written home, or None when a new request suspended it. DCD writes
+  its data disk run by run; VC-RAID writes the array in parallel.
+
+Where this departs from the papers, and why: when a log has no room for the next log
+write, `_make_room_locked` destages it at once and is not suspended (the DCD paper's traces
+never fill its cache-disk; VC-RAID destages when a cache disk is full; an emulator must
+not stop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from raidlab.engine.caches.activity import RequestActivity
+from raidlab.engine.caches.log import CacheDiskLog
+
+
+@dataclasses.dataclass
+class LogWrite:
+    """A log write in progress (DCD §2.1; VC-RAID level 1): its blocks stay readable from
+    RAM until it is done. `versions`: the write sequence number each block had when taken
+    (VC-RAID frees a slot only if it was not written again meanwhile)."""
+
+    seq: int
+    blocks: dict[int, bytes]
+    min_write_seq: int  # write sequence number of the oldest write it carries
+    versions: dict[int, int] = dataclasses.field(default_factory=dict)
+
+
+def oldest_unlogged(in_progress: Iterable[LogWrite], buffered: int | None) -> float:
+    """The write sequence number of the oldest write not yet on a cache disk: in a log write
+    in progress, or `buffered`, the oldest one still only in the RAM buffer (None: the buffer
+    holds none); inf when every write is on a cache disk."""
+    candidates = [w.min_write_seq for w in in_progress]
+    if buffered is not None:
+        candidates.append(buffered)
+    return min(candidates) if candidates else math.inf
+
+
+class Destaging(RequestActivity):
+    """The idle detector and the forced destage (module doc) of a cache with cache-disk logs.
+
+    Uses `idle_threshold` and `store` (the LogStore) of the class, and its three hooks."""
+
+    idle_threshold: float
+    store: Any
+
+    async def _destage_wanted(self) -> bool:
+        raise NotImplementedError
+
+    def _destage_next(self) -> CacheDiskLog | None:
+        raise NotImplementedError
+
+    async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
+        raise NotImplementedError
+
+    async def _idle_detector(self) -> None:
+        """No request for `idle_threshold` seconds: the system is idle, destage until there
+        is nothing left or a request arrives (DCD §2.3, VC-RAID level 2)."""
+        while True:
+            if not await self._destage_wanted():
+                continue
+            if not await self._idle_or_sleep(self.idle_threshold):
+                continue
+            self.counters["idle_periods"] += 1
+            self._note("idle")
+            while (log := self._destage_next()) is not None:
+                start_requests = self._requests
+                async with log.lock:
+                    if self._requests != start_requests:
+                        break
+                    done = await self._destage_top(log, interruptible=True)
+                if done is None or self._requests != start_requests:
+                    break
+
+    async def _make_room_locked(self, log: CacheDiskLog, needed: Callable[[], int], event: str,
+                                **detail: Any) -> None:
+        """Destage `log` at once, not suspended, until it has `needed()` bytes free and room
+        for the next marker (the caller holds `log.lock`); each step counts as a forced
+        destage and notes `event` with `detail` in the timeline."""
+        while log.free < needed() + self.store.tombstone_bytes() and log.records:
+            self.counters["forced_destages"] += 1
+            self._note(event, **detail)
+            await self._destage_top(log, interruptible=False)
