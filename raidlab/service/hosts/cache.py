@@ -35,9 +35,8 @@ from raidlab import archs
 from raidlab.archs.caching import PER_DISK, arch_options, reserved_ram
 from raidlab.disks.disk import Partition
 from raidlab.errors import UsageError
-from raidlab.export import attach_loop, block_export, mount_export
-from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report
+from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume
 
 
 class CacheHost:
@@ -61,12 +60,7 @@ class CacheHost:
     async def open(self, session, mode: str) -> dict:
         spec = self.spec
         self.session = session
-        drives = archs.get(spec.arch).plan(self._config(), archs.LIVE)
-        fs = block_export(spec.runner)
-        req = ServeRequest(disks=len(drives), model=spec.disk_model, size=spec.disk_size, name=spec.name,
-                           discipline=spec.discipline, keep_images=True, home=self.daemon.home,
-                           members=[(drive.model, drive.size) for drive in drives])
-        made = await build_disks(session, fs, req)
+        fs, made = await make_drives(session, self.daemon, arch_config(spec))
         self.drives = [disk for _relpath, disk, _image in made]
         await self.build(mode)
         fs.add("volume", self.target)
@@ -84,11 +78,7 @@ class CacheHost:
             return note
 
         session.push(f"{spec.arch} RAM buffer", drain)
-        export = await mount_export(session, fs)
-        self.volume_path = export.mountpoint / "volume"
-        device = None
-        if spec.runner == "native":
-            device = (await attach_loop(session, export, "volume")).device
+        self.volume_path, device = await serve_volume(session, fs, spec.runner)
         return {"device": device, "volume": str(self.volume_path), "capacity": self.target.size,
                 "state": self._state(), "recovered": self.recovered}
 
@@ -97,16 +87,11 @@ class CacheHost:
         plan) with the registry's builder, its background tasks in the session's nursery,
         and keep what the operations need from the parts it returns."""
         built = await archs.get(self.spec.arch).build(archs.BuildContext(
-            self.spec.name, self._config(), self.drives, mode=mode, clock=archs.LIVE, nursery=self.session.nursery,
+            self.spec.name, arch_config(self.spec), self.drives, mode=mode, clock=archs.LIVE, nursery=self.session.nursery,
             status=self.daemon.status))
         parts = built.parts
         self.target, self.drives, self.caches = parts["mechanism"], parts["drives"], parts["caches"]
         self.mirror, self.recovered = parts["mirror"], parts["recovered"]
-
-    def _config(self) -> archs.Config:
-        spec = self.spec
-        return archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
-                            spec.discipline)
 
     def _state(self) -> str:
         if self.spec.arch == "vcraid":

@@ -17,8 +17,7 @@ import trio
 from raidlab import archs
 from raidlab.disks import EmulatedDisk, ImageBackend, catalog
 from raidlab.errors import UsageError
-from raidlab.export import attach_loop, block_export, mount_export
-from raidlab.export.serve import ServeRequest, build_disks
+from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume
 
 
 class EngineHost:
@@ -39,14 +38,8 @@ class EngineHost:
         spec, status = self.spec, self.daemon.status
         self.session = session
         arch = archs.get(spec.arch)
-        config = archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options),
-                              spec.disk_model, spec.discipline)
-        drives = arch.plan(config, archs.LIVE)
-        fs = block_export(spec.runner)
-        req = ServeRequest(disks=len(drives), model=spec.disk_model, size=spec.disk_size, name=spec.name,
-                           discipline=spec.discipline, keep_images=True, home=self.daemon.home,
-                           members=[(drive.model, drive.size) for drive in drives])
-        made = await build_disks(session, fs, req)
+        config = arch_config(spec)
+        fs, made = await make_drives(session, self.daemon, config)
         self.members = [disk for _relpath, disk, _image in made]
         if mode == "create":
             models = [disk.model.name for disk in self.members]
@@ -66,11 +59,7 @@ class EngineHost:
             return f"generation {self.keeper.superblock.generation}, state clean"
 
         session.push("array metadata", mark_clean)
-        export = await mount_export(session, fs)
-        self.volume_path = export.mountpoint / "volume"
-        device = None
-        if spec.runner == "native":
-            device = (await attach_loop(session, export, "volume")).device
+        self.volume_path, device = await serve_volume(session, fs, spec.runner)
         return {"device": device, "volume": str(self.volume_path), "capacity": self.array.size,
                 "state": self.array.state}
 
