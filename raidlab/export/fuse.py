@@ -127,6 +127,19 @@ def _as_fuse_errors(node: _File | None = None) -> Iterator[None]:
         raise pyfuse3.FUSEError(errno.EIO) from exc
 
 
+@contextlib.contextmanager
+def _in_flight(node: _File) -> Iterator[None]:
+    """A read or write of `node`: in flight (and its peak kept) while it runs, its failures
+    as FUSE errors."""
+    node.in_flight += 1
+    node.in_flight_max = max(node.in_flight_max, node.in_flight)
+    try:
+        with _as_fuse_errors(node):
+            yield
+    finally:
+        node.in_flight -= 1
+
+
 class BlockExportFS(pyfuse3.Operations):
     """pyfuse3 operations serving BlockTargets as fixed-size regular files.
 
@@ -313,13 +326,8 @@ class BlockExportFS(pyfuse3.Operations):
 
     async def read(self, fh, off, size):
         node = self._file(fh)
-        node.in_flight += 1
-        node.in_flight_max = max(node.in_flight_max, node.in_flight)
-        try:
-            with _as_fuse_errors(node):
-                data = await self._read(node, off, size)
-        finally:
-            node.in_flight -= 1
+        with _in_flight(node):
+            data = await self._read(node, off, size)
         node.reads += 1
         node.read_bytes += len(data)
         node.largest_read = max(node.largest_read, len(data))
@@ -339,13 +347,8 @@ class BlockExportFS(pyfuse3.Operations):
 
     async def write(self, fh, off, buf):
         node = self._file(fh)
-        node.in_flight += 1
-        node.in_flight_max = max(node.in_flight_max, node.in_flight)
-        try:
-            with _as_fuse_errors(node):
-                await self._write(node, off, buf)
-        finally:
-            node.in_flight -= 1
+        with _in_flight(node):
+            await self._write(node, off, buf)
         node.writes += 1
         node.write_bytes += len(buf)
         node.largest_write = max(node.largest_write, len(buf))
