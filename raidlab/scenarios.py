@@ -236,6 +236,17 @@ class _Reader:
             raise ScenarioError(self.path, self.where(name), "must be a list of strings")
         return tuple(value)
 
+    def run_file_part(self, name: str, what: str, taken: set[str], rule: str = "") -> str:
+        """A name that becomes part of the run files' names (`Run.name`: label, case,
+        repetition joined by '--'): unique among `taken`, with no '/', space, backslash or
+        '--'. `rule` follows the message for a name that breaks that."""
+        value = self.get(name, str)
+        if value in taken:
+            raise ScenarioError(self.path, self.where(name), f"duplicate {what} {value!r}")
+        if not value or any(c in value for c in "/ \\") or "--" in value:
+            raise ScenarioError(self.path, self.where(name), f"{value!r} cannot name a run file{rule}")
+        return value
+
     def tables(self, name: str) -> list[Any]:
         value = self.table.get(name, [])
         if not isinstance(value, list):
@@ -351,11 +362,7 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
     out: list[ArchEntry] = []
     for i, table in enumerate(tables):
         r = _Reader(path, f"arch[{i}]", table, _ARCH)
-        label = r.get("label", str)
-        if label in {a.label for a in out}:
-            raise ScenarioError(path, r.where("label"), f"duplicate label {label!r}")
-        if not label or any(c in label for c in "/ \\") or "--" in label:
-            raise ScenarioError(path, r.where("label"), f"{label!r} cannot name a run file (no '/', space, '--')")
+        label = r.run_file_part("label", "label", {a.label for a in out}, " (no '/', space, '--')")
         arch = r.get("arch", str)
         options = r.get("options", dict, {})
         disks = r.get("disks", int)
@@ -437,11 +444,7 @@ def _load_workload(path: Path, doc: dict, case_tables: list):
     cases: list[Case] = []
     for i, table in enumerate(case_tables or [{"name": "default"}]):
         r = _Reader(path, f"case[{i}]", table, _CASE)
-        case_name = r.get("name", str)
-        if case_name in {c.name for c in cases}:
-            raise ScenarioError(path, r.where("name"), f"duplicate case {case_name!r}")
-        if not case_name or any(c in case_name for c in "/ \\") or "--" in case_name:
-            raise ScenarioError(path, r.where("name"), f"{case_name!r} cannot name a run file")
+        case_name = r.run_file_part("name", "case", {c.name for c in cases})
         params = {**base_params, **r.get("params", dict, {})}
         cases.append(Case(name=case_name, params=params, **_fs_fields(r, base_fs)))
     return name, tuple(cases)
