@@ -532,6 +532,17 @@ class Layout:
         raise NotImplementedError
 
     def locate(self, disk: int, disk_offset: int) -> Location:
+        """What lives at byte `disk_offset` of member `disk`: reserved outside the data area,
+        else what `_locate_in_row` finds in its chunk-sized row (a stripe for raid5)."""
+        if not 0 <= disk < self.n_disks:
+            raise ValueError(f"{self.name}: no member {disk}")
+        rel = disk_offset - self.data_offset
+        if rel < 0 or rel >= self.member_data_size:
+            return Location("reserved")
+        row, within = divmod(rel, self.chunk_bytes)
+        return self._locate_in_row(disk, row, within)
+
+    def _locate_in_row(self, disk: int, row: int, within: int) -> Location:
         raise NotImplementedError
 
     # ---- failures
@@ -729,13 +740,7 @@ class ChunkMappedLayout(Layout):
         pieces = tuple(Piece(p, n, () if tok is None else (collector.source(tok),)) for p, n, tok in wanted)
         return ReadPlan(disk_offset, length, reads, pieces)
 
-    def locate(self, disk: int, disk_offset: int) -> Location:
-        if not 0 <= disk < self.n_disks:
-            raise ValueError(f"{self.name}: no member {disk}")
-        rel = disk_offset - self.data_offset
-        if rel < 0 or rel >= self.member_data_size:
-            return Location("reserved")
-        row, within = divmod(rel, self.chunk_bytes)
+    def _locate_in_row(self, disk: int, row: int, within: int) -> Location:
         found = self._chunk_at(disk, row)
         if found is None:
             return Location("unused")

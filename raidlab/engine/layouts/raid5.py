@@ -155,13 +155,7 @@ class Raid5Layout(Layout):
         )
         return parity, data
 
-    def locate(self, disk: int, disk_offset: int) -> Location:
-        if not 0 <= disk < self.n_disks:
-            raise ValueError(f"raid5: no member {disk}")
-        rel = disk_offset - self.data_offset
-        if rel < 0 or rel >= self.member_data_size:
-            return Location("reserved")
-        stripe, within = divmod(rel, self.chunk_bytes)
+    def _locate_in_row(self, disk: int, stripe: int, within: int) -> Location:
         index = self.data_index(stripe, disk)
         if index is None:
             return Location("parity", None, 0, stripe)
