@@ -9,11 +9,12 @@ models, workload names and parameters, labels used by [[paper]] and [[claim]]) i
 here, and the loaded Scenario is plain frozen data that `raidlab run` and `raidlab report`
 both read. The schema is documented for authors in scenarios/README.md.
 
-Departures from contracts §4, all additive: [[arch]] may carry `series` and the report may
-take its x value from an architecture option (the RAM-buffer sweep of VC-RAID Fig. 6 varies
-an arch option, not a workload parameter); [workload] and [[case]] may carry `filesystem`,
-`mkfs_options`, `mount_options` (Fig. 7 runs each program on a `-o sync` and an async
-mount); [report] describes how the figure is drawn; [[claim]] may name several cases.
+Beyond architectures, cases and the paper's numbers: [[arch]] may carry `series` and the
+report may take its x value from an architecture option (the RAM-buffer sweep of VC-RAID
+Fig. 6 varies an arch option, not a workload parameter); [workload] and [[case]] may carry
+`filesystem`, `mkfs_options`, `mount_options` (Fig. 7 runs each program on a `-o sync` and
+an async mount); [report] describes how the figure is drawn; [[claim]] may name several
+cases.
 """
 
 from __future__ import annotations

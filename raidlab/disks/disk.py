@@ -45,6 +45,7 @@ from typing import Any, Callable
 import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
+from raidlab.disks import catalog
 from raidlab.disks.backend import Backend
 from raidlab.disks.geometry import DriveSpec
 from raidlab.disks.mechanisms import Plan, make_mechanism
@@ -151,8 +152,6 @@ class EmulatedDisk:
         write_cache: bool | None = None,
     ):
         if isinstance(model, str):
-            from raidlab.disks import catalog
-
             model = catalog.get(model)
         if discipline not in DISCIPLINES:
             raise UsageError(

@@ -1,6 +1,6 @@
 """Runner sessions: run a workload's commands where the array lives, on the host or in the lab VM.
 
-Why one small interface (contracts §2): a workload driver (tar/cp/rm, postmark, bonnie++,
+Why one small interface: a workload driver (tar/cp/rm, postmark, bonnie++,
 fio, TPS) is written once against `RunnerSession` and must work unchanged whether the
 array's block device is this host's /dev/loopN (native runner) or a virtio disk / md array
 inside the lab VM (vm runner). The session therefore offers only what both places can do

@@ -1,7 +1,7 @@
 """kind = "sim" scenarios: one (architecture, case) run = one virtual-time trace replay.
 
-Called by `raidlab run` (raidlab.run.run_sim) as `run_case(scenario, arch_entry, case,
-out_dir) -> result document` (contracts §3/§4). Why it is built this way:
+Called through raidlab.runners.run_case (`raidlab run`) as `run_case(scenario, arch_entry,
+case) -> result document`, the same document a live run writes. Why it is built this way:
 
 * The trace of a case is generated, not read from a file: the DCD paper's HP traces are not
   redistributable, so its tables replay synthetic look-alikes (raidlab.traces.synth). The
@@ -29,11 +29,15 @@ Case parameters (merged [workload].params and [[case]].params):
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from raidlab import archs
+from raidlab.archs.dcd import dcd_volume_size
 from raidlab.errors import UsageError
+from raidlab.runners.virtual import SimSpec, StreamReader, member_disk_size, replay
+from raidlab.traces.formats import TraceReader
+from raidlab.traces.stats import TraceStats
+from raidlab.traces.synth import HP_C2200A_BYTES, synth
 from raidlab.workloads.trace import CASE_PARAMS, WORKLOAD, duration_seconds, validate_params
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -44,8 +48,6 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 
 def volume_size(arch_entry: Any) -> int:
     """The bytes a replay of `arch_entry` can address (its volume)."""
-    from raidlab.runners.virtual import member_disk_size, SimSpec
-
     arch = _get(arch_entry, "arch")
     options = dict(_get(arch_entry, "options", {}) or {})
     disk_size = _get(arch_entry, "disk_size")
@@ -53,8 +55,6 @@ def volume_size(arch_entry: Any) -> int:
                    disks=_get(arch_entry, "disks"), chunk=_get(arch_entry, "chunk"), options=options)
     if arch in ("disk", "dcd"):
         if arch == "dcd" and disk_size is None:
-            from raidlab.archs.dcd import dcd_volume_size
-
             return dcd_volume_size(member_disk_size(spec), options)
         return disk_size if disk_size is not None else member_disk_size(spec)
     return None  # arrays: the replay reports it; scenarios with arrays pass the trace size
@@ -63,15 +63,11 @@ def volume_size(arch_entry: Any) -> int:
 def trace_device_size(scenario: Any) -> int:
     sizes = [s for s in (volume_size(a) for a in _get(scenario, "archs", ())) if s]
     if not sizes:
-        from raidlab.traces.synth import HP_C2200A_BYTES
-
         return HP_C2200A_BYTES
     return min(sizes)
 
 
 def _sim_spec(arch_entry: Any, params: dict[str, Any]):
-    from raidlab.runners.virtual import SimSpec
-
     arch = _get(arch_entry, "arch")
     disks = _get(arch_entry, "disks")
     return SimSpec(
@@ -109,23 +105,16 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
+def run_case(scenario: Any, arch_entry: Any, case: Any) -> dict[str, Any]:
     """Replay `case`'s trace on `arch_entry` in virtual time; return the result document (see
     the module doc). The full replay report is its raw.replay; nothing is written beside it
-    (`out_dir` is accepted for the runner's call and unused: a replay.json there would only
-    repeat what the run's JSON already holds)."""
-    from raidlab.traces.formats import TraceReader
-    from raidlab.runners.virtual import replay
-    from raidlab.traces.stats import TraceStats
-
+    (a replay.json would only repeat what the run's JSON already holds)."""
     params = dict(_get(case, "params", {}) or {})
     validate_params(params)
     spec = _sim_spec(arch_entry, params)
     stats = TraceStats()
     equivalent: list[list[str]] = []
     if "profile" in params:
-        from raidlab.traces.synth import synth
-
         duration = duration_seconds(params["duration"])
         trace_seed = int(params.get("trace_seed", 1))
         device_size = trace_device_size(scenario)
@@ -143,9 +132,7 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, out_dir: str | Path | No
                 add(request)
                 yield request
 
-        from raidlab.runners.virtual import _StreamReader
-
-        reader = _StreamReader(observed(stream))
+        reader = StreamReader(observed(stream))
         reader.name = f"synth:{params['profile']}:{duration:g}s:seed{trace_seed}"
     else:
         fmt = str(params.get("format", "raidlab"))

@@ -50,8 +50,9 @@ from raidlab.archs.layouts import drive_capacity
 from raidlab.blockdev import SECTOR
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
-from raidlab.traces.stats import response_summary
+from raidlab.runners.clock import run_replay
 from raidlab.traces.formats import FLUSH, READ, TRIM, WRITE, Request, TraceReader
+from raidlab.traces.stats import response_summary
 
 DEFAULT_MAX_IN_FLIGHT = 100_000
 
@@ -318,8 +319,6 @@ def replay(spec: SimSpec, reader: TraceReader, *, on_progress: Callable[[int], N
     """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
     report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
     start = wallclock.perf_counter()
-    from raidlab.runners.clock import run_replay
-
     try:
         report = run_replay(_replay, spec, reader, on_progress, seed=spec.seed)
     except BaseExceptionGroup as group:
@@ -339,10 +338,10 @@ def replay(spec: SimSpec, reader: TraceReader, *, on_progress: Callable[[int], N
 def replay_requests(spec: SimSpec, requests: Iterable[Request], **kw) -> dict[str, Any]:
     """Replay an in-memory or generated request stream (tests, bench): wraps it in a
     reader-like object with the same bad-line handling."""
-    return replay(spec, _StreamReader(requests), **kw)
+    return replay(spec, StreamReader(requests), **kw)
 
 
-class _StreamReader(TraceReader):
+class StreamReader(TraceReader):
     def __init__(self, requests: Iterable[Request]) -> None:
         self.format = "stream"
         self.name = "<requests>"

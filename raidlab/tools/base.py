@@ -103,7 +103,7 @@ class CommandResult:
         return self.stderr.decode(errors="replace")
 
     def as_record(self) -> dict:
-        """The command's entry in a result document (contracts §3)."""
+        """The command's entry in a result document (raidlab.workloads.base)."""
         return {"argv": list(self.argv), "rc": self.rc, "seconds": round(self.seconds, 6)}
 
     def check(self) -> CommandResult:

@@ -1,6 +1,6 @@
 """The lab VM hosted by an array daemon (`raidlab create ... --runner vm`).
 
-Why the daemon owns the VM (contracts §2): the array's disks are files of the daemon's FUSE
+Why the daemon owns the VM: the array's disks are files of the daemon's FUSE
 mount (`volume` for engine and cache families, `disks/dK` for md), served by the daemon's
 trio loop. The VM must live exactly as long as the array: booted after the host object has
 built the array, shut down before the FUSE mount goes away. So the daemon boots it on its

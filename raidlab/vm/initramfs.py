@@ -217,7 +217,7 @@ def _gather(kernel: KernelTree, modules: Iterable[str], programs: Iterable[str])
 
 
 def workload_programs() -> dict[str, str]:
-    """Static workload programs built by the toolkit itself (contracts §2): W's TPS client
+    """Static workload programs built by the toolkit itself: the TPS client
     (raidlab.workloads.tps.tps_binary) as /usr/local/bin/tps, when the program builds.
     Skipped otherwise: the workload also copies it in with put."""
     try:

@@ -12,7 +12,7 @@ misspelt key must be refused before anything starts (UsageError naming the key),
 definitions under workloads/*.toml document the same declarations (a unit test keeps the two
 in step).
 
-Result document (contracts §3), the same for every workload:
+Result document, the same for every workload (and for a virtual-time run, raidlab.runners.sim):
     {"workload": name, "params": {...resolved, defaults filled in...},
      "metrics": {"tps": {"value": 123.4, "unit": "tx/s"}, ...},
      "commands": [{"argv": [...], "rc": 0, "seconds": 1.2, "where": "runner"|"host"}],

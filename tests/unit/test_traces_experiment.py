@@ -71,8 +71,8 @@ def test_run_case_document_and_same_trace_for_every_arch(tmp_path):
     path.write_text(TINY)
     scenario = load_scenario(path)
     case = scenario.case("hplajw")
-    disk = run_case(scenario, scenario.arch("disk"), case, tmp_path / "a")
-    dcd = run_case(scenario, scenario.arch("dcd-logical"), case, tmp_path / "b")
+    disk = run_case(scenario, scenario.arch("disk"), case)
+    dcd = run_case(scenario, scenario.arch("dcd-logical"), case)
     for doc in (disk, dcd):
         assert doc["workload"] == "trace" and doc["commands"] == []
         assert doc["metrics"]["write_mean_ms"]["unit"] == "ms"
@@ -84,7 +84,7 @@ def test_run_case_document_and_same_trace_for_every_arch(tmp_path):
     assert disk["raw"]["trace"]["device_size"] == 314853376
     assert dcd["metrics"]["write_mean_ms"]["value"] * 10 < disk["metrics"]["write_mean_ms"]["value"]
     assert dcd["metrics"]["log_writes"]["value"] > 0
-    again = run_case(scenario, scenario.arch("dcd-logical"), case, tmp_path / "c")
+    again = run_case(scenario, scenario.arch("dcd-logical"), case)
     assert again["metrics"] == dcd["metrics"] and again["raw"]["replay"] == dcd["raw"]["replay"]
 
 
