@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 TABLE1 = ["ibm-dnes-318350", "ibm-dnes-309170", "seagate-st52160n", "seagate-st32151n"]
 
 
-# ------------------------------------------------------------------------------ the helper
+# ------------------------------------------------------------------ catalog.member_models
 
 
 def test_single_name_means_every_member():
@@ -49,7 +49,7 @@ def test_unknown_name_in_a_list():
         catalog.member_models("ssd,,none", 3)
 
 
-# ------------------------------------------------------------------- users of the helper
+# --------------------------------------------------------- users of catalog.member_models
 
 
 def test_serve_request_builds_one_model_per_member():
