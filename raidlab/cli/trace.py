@@ -177,7 +177,8 @@ def register(cli: click.Group) -> None:
         return result["rc"] if result["rc"] else 0
 
     @cli.command("sim")
-    @click.option("--arch", required=True, help="disk (one traditional disk) or an engine architecture (raid5, ...).")
+    @click.option("--arch", required=True,
+                  help="Any architecture that runs in virtual time (raidlab archs): disk, raid5, dcd, vcraid, ...")
     @click.option("--disks", type=click.IntRange(1, 64), default=None, help="Member disks (arrays; default 4).")
     @click.option("--chunk", default=None, help="Chunk size, e.g. 64K (arrays; default 512K).")
     @click.option("--disk-model", required=True, help="Catalog drive model (raidlab disk models).")
