@@ -46,7 +46,7 @@ from typing import Any
 from raidlab.archs.base import LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, Drive
 from raidlab.archs.caching import (DCD_OPTIONS, check_whole_sectors, idle_threshold_of, option_list, options_of,
                                    sim_options)
-from raidlab.archs.layouts import member_size
+from raidlab.archs.layouts import drive_size
 from raidlab.disks import catalog
 from raidlab.engine.caches.dcd import HostLink, assemble_dcd, check_dcd_config, create_dcd
 from raidlab.errors import UsageError
@@ -69,9 +69,9 @@ def plan(config: Config, clock: str) -> list[Drive]:
     cache_model = opts["cache_model"] or model
     catalog.get(cache_model)
     virtual = clock == VIRTUAL
-    whole = Config("dcd", 1, config.disk_size, 1, disk_model=model)  # a drive of the model, no chunk trimming
+    whole = Config("dcd", 1, config.disk_size, None, disk_model=model)
     if opts["cache"] == "physical":
-        data = member_size(whole, clock)
+        data = drive_size(whole, clock)
         if virtual:
             return [Drive("cache", cache_model, opts["cache_size"], span="start"), Drive("data", model, data)]
         return [Drive("d0", model, data), Drive("d1", cache_model, opts["cache_size"])]
@@ -82,7 +82,7 @@ def plan(config: Config, clock: str) -> list[Drive]:
         if config.disk_size is not None:
             data = config.disk_size
         else:
-            drive = member_size(whole, clock)
+            drive = drive_size(whole, clock)
             data = dcd_volume_size(drive, config.options)
             if data <= 0:
                 raise UsageError(f"logical cache-disk of {opts['cache_size']} bytes does not fit on a "

@@ -6,7 +6,7 @@ A replay's baseline: the drive model alone, no array and no cache (`raidlab sim 
 from __future__ import annotations
 
 from raidlab.archs.base import Architecture, BuildContext, Built, Config, Drive
-from raidlab.archs.layouts import member_size
+from raidlab.archs.layouts import drive_size
 from raidlab.errors import UsageError
 
 
@@ -17,9 +17,7 @@ def check(config: Config, runner: str) -> None:
 
 def plan(config: Config, clock: str) -> list[Drive]:
     check(config, "sim")
-    size = config.disk_size if config.disk_size is not None else member_size(
-        Config(config.arch, 1, None, 1, disk_model=config.disk_model), clock)
-    return [Drive("d0", config.disk_model, size)]
+    return [Drive("d0", config.disk_model, drive_size(config, clock))]
 
 
 async def build(ctx: BuildContext) -> Built:

@@ -42,13 +42,22 @@ def drive_capacity(model: str) -> int:
     return (capacity // 512 * 512) if capacity else DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY
 
 
-def member_size(config: Config, clock: str) -> int:
+def drive_size(config: Config, clock: str) -> int:
+    """--disk-size; in virtual time without one, the whole drive of the model."""
     if config.disk_size is not None:
         return config.disk_size
     if clock != VIRTUAL:
         raise UsageError(f"{config.arch} needs a member size", hint="give --disk-size")
+    return drive_capacity(config.disk_model)
+
+
+def member_size(config: Config, clock: str) -> int:
+    """An array member's bytes: --disk-size, or in virtual time the whole drive trimmed so
+    that the data area after the metadata is whole chunks."""
+    if config.disk_size is not None:
+        return config.disk_size
     chunk = config.chunk or DEFAULT_CHUNK
-    return DEFAULT_DATA_OFFSET + (drive_capacity(config.disk_model) - DEFAULT_DATA_OFFSET) // chunk * chunk
+    return DEFAULT_DATA_OFFSET + (drive_size(config, clock) - DEFAULT_DATA_OFFSET) // chunk * chunk
 
 
 def _architecture(cls: type[Layout]) -> Architecture:

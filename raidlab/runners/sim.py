@@ -33,8 +33,9 @@ from typing import Any
 
 from raidlab import archs
 from raidlab.archs.dcd import dcd_volume_size
+from raidlab.archs.layouts import drive_size
 from raidlab.errors import UsageError
-from raidlab.runners.virtual import SimSpec, StreamReader, member_disk_size, replay
+from raidlab.runners.virtual import SimSpec, StreamReader, replay
 from raidlab.traces.formats import TraceReader
 from raidlab.traces.stats import TraceStats
 from raidlab.traces.synth import HP_C2200A_BYTES, synth
@@ -51,12 +52,10 @@ def volume_size(arch_entry: Any) -> int:
     arch = _get(arch_entry, "arch")
     options = dict(_get(arch_entry, "options", {}) or {})
     disk_size = _get(arch_entry, "disk_size")
-    spec = SimSpec(arch=arch, disk_model=_get(arch_entry, "disk_model"), disk_size=disk_size,
-                   disks=_get(arch_entry, "disks"), chunk=_get(arch_entry, "chunk"), options=options)
     if arch in ("disk", "dcd"):
-        if arch == "dcd" and disk_size is None:
-            return dcd_volume_size(member_disk_size(spec), options)
-        return disk_size if disk_size is not None else member_disk_size(spec)
+        drive = drive_size(archs.Config(arch, 1, disk_size, None, disk_model=_get(arch_entry, "disk_model")),
+                           archs.VIRTUAL)
+        return dcd_volume_size(drive, options) if arch == "dcd" and disk_size is None else drive
     return None  # arrays: the replay reports it; scenarios with arrays pass the trace size
 
 

@@ -46,7 +46,6 @@ import trio
 
 from raidlab import archs
 from raidlab.archs import Built
-from raidlab.archs.layouts import drive_capacity
 from raidlab.blockdev import SECTOR
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
@@ -151,11 +150,6 @@ class SimSpec:
     seed: int = 0
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-
-def member_disk_size(spec: SimSpec) -> int:
-    """Bytes of one member: --disk-size, else the whole drive of the model."""
-    return spec.disk_size if spec.disk_size is not None else drive_capacity(spec.disk_model)
 
 
 async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
