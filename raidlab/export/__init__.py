@@ -4,6 +4,18 @@
     export = await mount_export(session, fs)              # <lab>/mnt, served by this trio run
     dev = await attach_loop(session, export, "disks/d0")  # /dev/loopN, direct I/O
 
+Every consumer goes through the loop device, the lab VM's QEMU too (it opens the loop device
+with O_DIRECT, cache=none). The loop driver sends the FUSE file asynchronous direct-I/O
+kiocbs, which FUSE keeps in flight together, reads and writes alike. A FUSE file opened by
+QEMU itself does not: QEMU's synchronous pwrite of a FOPEN_DIRECT_IO file holds the file's
+inode lock until the server answers (the kernel's fuse_direct_write_iter takes it exclusively
+unless the server replies FOPEN_PARALLEL_DIRECT_WRITES, which pyfuse3 cannot), so every
+write of the guest waited for the one before: measured on an engine raid5 under fio at
+iodepth 8, one write in flight at the `volume` file and the random-write IOPS of iodepth 1,
+where md's raid5 doubled. And with O_DIRECT on the FUSE file QEMU cannot learn its alignment
+(any offset is accepted, so its probe finds 1 byte and it falls back to 4096), turning every
+1 KiB guest write into a 4 KiB read-modify-write; the loop device answers BLKSSZGET with 512.
+
 Both register their release on the lab session's cleanup stack and record the kernel object
 in the lab's state file (raidlab.lab), so they are released on success, failure, signals,
 and -- after a SIGKILL -- by the next run or `raidlab lab cleanup`.
@@ -23,23 +35,7 @@ from raidlab.lab import LabSession, detach_loops_under, release_fuse_mount, unmo
 from raidlab.tools.losetup import LoopDevice, detach_and_wait
 
 __all__ = ["BlockExportFS", "FuseExport", "ImageFileTarget", "LoopDevice", "attach_loop",
-           "block_export", "create_sparse_image", "mount_export"]
-
-
-def block_export(runner: str) -> BlockExportFS:
-    """The FUSE file system an array daemon serves its files from, for `runner`.
-
-    native: page-cache mode open replies (loop devices use direct I/O on top; see
-    raidlab.export.fuse). vm: FOPEN_DIRECT_IO, and the lab VM's QEMU opens these files
-    without O_DIRECT (cache=writeback, raidlab.vm.hosted), so every guest request
-    reaches the engine or emulated disk when it is made and at its own size. With O_DIRECT
-    (cache=none) QEMU cannot learn a FUSE file's alignment (any offset and size is accepted,
-    so its probe finds 1 byte) and falls back to 4096 bytes: every 1 KiB guest write (ext4
-    with 1 KiB blocks, the tps server's O_DIRECT writes) became a 4 KiB read plus a 4 KiB
-    write at the array, a read-modify-write the paper's machine never did (measured in the
-    VC-RAID Fig. 4 runs: 502 read transactions, 5,587 reads of 4 KiB at the engine).
-    """
-    return BlockExportFS(direct_io_open=(runner == "vm"))
+           "create_sparse_image", "mount_export"]
 
 
 async def mount_export(session: LabSession, fs: BlockExportFS, *,

@@ -91,6 +91,8 @@ class _File(_Node):
     target: BlockTarget
     in_flight: int = 0
     in_flight_max: int = 0
+    writes_in_flight: int = 0
+    writes_in_flight_max: int = 0
     reads: int = 0
     writes: int = 0
     flushes: int = 0
@@ -128,16 +130,23 @@ def _as_fuse_errors(node: _File | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _in_flight(node: _File) -> Iterator[None]:
-    """A read or write of `node`: in flight (and its peak kept) while it runs, its failures
-    as FUSE errors."""
+def _in_flight(node: _File, *, write: bool = False) -> Iterator[None]:
+    """A read or write of `node`: in flight (and its peak kept, of writes also on their own)
+    while it runs, its failures as FUSE errors. The write peak shows whether the kernel
+    lets writes of one file overlap (it serialises direct-I/O writes of a file under the
+    inode lock unless they come as asynchronous kiocbs, as the loop driver sends them)."""
     node.in_flight += 1
     node.in_flight_max = max(node.in_flight_max, node.in_flight)
+    if write:
+        node.writes_in_flight += 1
+        node.writes_in_flight_max = max(node.writes_in_flight_max, node.writes_in_flight)
     try:
         with _as_fuse_errors(node):
             yield
     finally:
         node.in_flight -= 1
+        if write:
+            node.writes_in_flight -= 1
 
 
 class BlockExportFS(pyfuse3.Operations):
@@ -217,6 +226,7 @@ class BlockExportFS(pyfuse3.Operations):
                 "read_bytes": f.read_bytes, "write_bytes": f.write_bytes,
                 "largest_read": f.largest_read, "largest_write": f.largest_write,
                 "in_flight": f.in_flight, "in_flight_max": f.in_flight_max,
+                "writes_in_flight_max": f.writes_in_flight_max,
                 "unaligned": f.unaligned, "errors": f.errors,
             }
             for path, f in self.files().items()
@@ -347,7 +357,7 @@ class BlockExportFS(pyfuse3.Operations):
 
     async def write(self, fh, off, buf):
         node = self._file(fh)
-        with _in_flight(node):
+        with _in_flight(node, write=True):
             await self._write(node, off, buf)
         node.writes += 1
         node.write_bytes += len(buf)

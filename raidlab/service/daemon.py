@@ -177,6 +177,8 @@ class Daemon:
             # the cores, which a run's timings alone do not show.
             "cpu": {"daemon": process_cpu(os.getpid()),
                     **({"vm": process_cpu(self.vm.vm.pid)} if self.vm is not None and self.vm.vm else {})},
+            # What the kernel sent each file of the lab's FUSE mount (sizes, peaks in flight).
+            "export": export.fs.statistics() if (export := self.session.fuse_export) is not None else {},
             **await self.host.op_status(request, send),
         }
 

@@ -1,8 +1,8 @@
 """The lab VM hosted by an array daemon (`raidlab create ... --runner vm`).
 
-Why the daemon owns the VM: the array's disks are files of the daemon's FUSE
-mount (`volume` for engine and cache families, `disks/dK` for md), served by the daemon's
-trio loop. The VM must live exactly as long as the array: booted after the host object has
+Why the daemon owns the VM: the array's disks are loop devices over files of the daemon's
+FUSE mount (`volume` for engine and cache families, `disks/dK` for md), served by the
+daemon's trio loop. The VM must live exactly as long as the array: booted after the host object has
 built the array, shut down before the FUSE mount goes away. So the daemon boots it on its
 lab session and pushes its shutdown on the session's cleanup stack; every exit path of the
 daemon (success, error, SIGTERM, SIGINT) unwinds that stack.
@@ -124,9 +124,9 @@ class HostedVM:
         image = await trio.to_thread.run_sync(lambda: build_vm_image(progress=self.status))
         scratch = self.session.lab.path / "vm-scratch.img"
         await trio.to_thread.run_sync(make_scratch_image, scratch)
-        # The daemon serves these with FOPEN_DIRECT_IO (raidlab.export.block_export): no O_DIRECT
-        # on QEMU's side, so no 4 KiB read-modify-write of the guest's 1 KiB writes.
-        disks = [VMDisk(str(p), serial=f"raidlab-d{i}", cache="writeback")
+        # Loop devices over the daemon's FUSE files, opened with O_DIRECT (cache=none):
+        # raidlab.export says why not the files themselves.
+        disks = [VMDisk(str(p), serial=f"raidlab-d{i}", cache="none")
                  for i, p in enumerate(self.disk_paths)]
         vm = LabVM(image, disks + [VMDisk(str(scratch), serial=SCRATCH_SERIAL)],
                    memory_mib=memory, console_log=self.session.lab.path / "vm-console.log")

@@ -14,12 +14,11 @@ Why this design (docs/vm-runner.md):
   (on the development machines /dev/kvm exists but a KVM guest hangs before its first
   console line); the probe result is cached per host kernel, QEMU version and guest kernel.
   TCG otherwise.
-* Disks are virtio-blk from host files with cache=none when the file accepts O_DIRECT (the
-  emulated disk then sees every guest write when it happens, which the timing models need),
-  writeback otherwise (tmpfs, some FUSE files), or as VMDisk.cache says: an array daemon's
-  FUSE files are opened FOPEN_DIRECT_IO and given with cache=writeback, which reaches the
-  disk as directly and keeps the guest's request sizes (raidlab.export.block_export says
-  why cache=none does not). NBD exports use QEMU's own NBD client.
+* Disks are virtio-blk from host files or block devices with cache=none when they accept
+  O_DIRECT (the emulated disk then sees every guest write when it happens, which the timing
+  models need), writeback otherwise (tmpfs), or as VMDisk.cache says. An array daemon gives
+  loop devices over its FUSE files, not the files (raidlab.export says why). NBD exports
+  use QEMU's own NBD client.
 * The API is blocking and thread-safe only per VM. From trio code, call it through
   `trio.to_thread.run_sync`; the engine serving the disk files must not run in the same
   thread, or QEMU's first read would wait for it.

@@ -15,7 +15,7 @@ Each host class provides
     async open(session, mode) -> dict          build or assemble; push cleanups on the session;
                                                return {"device", "capacity", "state", ...}
     async op_status(request, send) -> dict     and any other op_NAME(request, send) it supports
-    vm_disks() -> list[Path]                   (optional) the files a lab VM runner attaches
+    vm_disks() -> list[Path]                   (optional) the devices a lab VM runner attaches
     fs                                         (optional) the BlockExportFS serving `volume`,
                                                for the daemon's capture op
 """

@@ -36,7 +36,7 @@ from raidlab.archs.caching import PER_DISK, arch_options, reserved_ram
 from raidlab.disks.disk import Partition
 from raidlab.errors import UsageError
 from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report
-from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume
+from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume, stripe_cache_bytes
 
 
 class CacheHost:
@@ -49,6 +49,7 @@ class CacheHost:
         self.target = None          # the DCD or VCRAID
         self.drives: list = []      # the EmulatedDisks, one per image
         self.volume_path: Path | None = None
+        self.loop_device: str | None = None  # the loop device over `volume`
         self.recovered: dict[str, Any] = {}
         self.mirror = None          # MirroredCacheDisk of scd with mirrored_cache=on
         self.caches: list = []      # the cache disks as drives or partitions (cache_placement)
@@ -78,8 +79,10 @@ class CacheHost:
             return note
 
         session.push(f"{spec.arch} RAM buffer", drain)
-        self.volume_path, device = await serve_volume(session, fs, spec.runner)
-        return {"device": device, "volume": str(self.volume_path), "capacity": self.target.size,
+        self.volume_path, self.loop_device = await serve_volume(session, fs)
+        # With the VM runner the loop device is the guest's disk, not a device for the host.
+        return {"device": self.loop_device if spec.runner == "native" else None,
+                "volume": str(self.volume_path), "capacity": self.target.size,
                 "state": self._state(), "recovered": self.recovered}
 
     async def build(self, mode: str) -> None:
@@ -113,12 +116,13 @@ class CacheHost:
         return out
 
     def vm_disks(self) -> list[Path]:
-        return [self.volume_path]
+        return [Path(self.loop_device)]
 
     def guest_ram_reserved(self) -> int:
-        """Bytes of the lab VM's available memory this architecture gives up (see
-        reserved_ram)."""
-        return reserved_ram(self.spec.arch, self.options)
+        """Bytes of the lab VM's available memory this architecture gives up: its RAM
+        buffer (see reserved_ram) and the stripe cache of its array (as md's raid5 keeps
+        one in the guest's RAM)."""
+        return reserved_ram(self.spec.arch, self.options) + stripe_cache_bytes(getattr(self.target, "array", None))
 
     # ------------------------------------------------------------------ ops
 

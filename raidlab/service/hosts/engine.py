@@ -17,7 +17,7 @@ import trio
 from raidlab import archs
 from raidlab.disks import EmulatedDisk, ImageBackend, catalog
 from raidlab.errors import UsageError
-from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume
+from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume, stripe_cache_bytes
 
 
 class EngineHost:
@@ -31,6 +31,7 @@ class EngineHost:
         self.members: list = []
         self.session = None
         self.volume_path: Path | None = None
+        self.loop_device: str | None = None  # the loop device over `volume`
         self.fs = None  # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
         self.busy = trio.Lock()  # one repair operation (replace, check) at a time
 
@@ -59,12 +60,20 @@ class EngineHost:
             return f"generation {self.keeper.superblock.generation}, state clean"
 
         session.push("array metadata", mark_clean)
-        self.volume_path, device = await serve_volume(session, fs, spec.runner)
-        return {"device": device, "volume": str(self.volume_path), "capacity": self.array.size,
+        self.volume_path, self.loop_device = await serve_volume(session, fs)
+        # With the VM runner the loop device is the guest's disk, not a device for the host.
+        return {"device": self.loop_device if spec.runner == "native" else None,
+                "volume": str(self.volume_path), "capacity": self.array.size,
                 "state": self.array.state}
 
     def vm_disks(self) -> list[Path]:
-        return [self.volume_path]
+        return [Path(self.loop_device)]
+
+    def guest_ram_reserved(self) -> int:
+        """Bytes of the lab VM's available memory the array gives up: md's raid5 keeps its
+        stripe cache in the guest's RAM, the engine's lives in this daemon, so a guest with
+        an available-memory target loses the same bytes under either."""
+        return stripe_cache_bytes(self.array)
 
     async def op_status(self, request, send) -> dict:
         array = self.array

@@ -35,7 +35,7 @@ import trio
 
 from raidlab.baselines import mdadm
 from raidlab.errors import CapabilityError, RaidlabError, UsageError
-from raidlab.export import attach_loop, block_export, mount_export
+from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.service.hosts.status import disks_table
 from raidlab.tools.base import require, run
@@ -54,7 +54,7 @@ class MdHost:
         self.daemon = daemon
         self.spec = daemon.spec
         self.session = None
-        self.disk_files: list[Path] = []
+        self.loops: list[str] = []  # the loop devices over disks/dK
         self.md_device: str | None = None
         self.where = "host" if self.spec.runner == "native" else "vm"
         self.vm = None  # HostedVM with --runner vm
@@ -104,22 +104,23 @@ class MdHost:
                                   capability="md")
         if spec.runner == "native":
             require("mdadm")
-        fs = block_export(spec.runner)
+        fs = BlockExportFS()
         req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
                            discipline=spec.discipline, keep_images=True, home=self.daemon.home)
         made = await build_disks(session, fs, req)
         self.disks = [disk for _relpath, disk, _image in made]
         export = await mount_export(session, fs)
-        self.disk_files = [export.mountpoint / relpath for relpath, _disk, _image in made]
+        # The members as loop devices, for mdadm here or as the lab VM's disks (the engine's
+        # volume reaches the VM the same way: raidlab.export).
+        self.loops = [(await attach_loop(session, export, relpath)).device for relpath, _d, _i in made]
         if spec.runner != "native":
             # The array is built inside the lab VM once it has booted (vm_ready).
-            return {"device": None, "capacity": 0, "state": "starting", "members": [str(p) for p in self.disk_files]}
-        loops = [(await attach_loop(session, export, relpath)).device for relpath, _d, _i in made]
+            return {"device": None, "capacity": 0, "state": "starting", "members": list(self.loops)}
         self.md_device = await trio.to_thread.run_sync(free_md_device)
-        return await self._build(loops, mode)
+        return await self._build(self.loops, mode)
 
     def vm_disks(self) -> list[Path]:
-        return list(self.disk_files)
+        return [Path(loop) for loop in self.loops]
 
     async def vm_ready(self, hosted) -> dict:
         self.vm = hosted

@@ -3,8 +3,9 @@
 Both do the same around their own build: the member images the architecture's `plan`
 names (each drive its own model and size) are made, or reopened, under the lab and served
 by a block export; the host builds its architecture over them and adds it to the export as
-`volume`; the export is mounted and, natively, `volume` is attached as a loop device (the
-lab VM runner attaches the file instead). The md host differs: it serves the member disks
+`volume`; the export is mounted and `volume` is attached as a loop device, which is the
+array's device natively and the lab VM's disk with the VM runner (raidlab.export says why
+the VM gets the loop device, not the file). The md host differs: it serves the member disks
 themselves, for mdadm.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from raidlab import archs
 from raidlab.disks import EmulatedDisk
-from raidlab.export import BlockExportFS, attach_loop, block_export, mount_export
+from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.lab import LabSession
 
@@ -32,18 +33,22 @@ async def make_drives(session: LabSession, daemon: Any,
     plan for `config` names, made or reopened in it: (fs, [(relpath, disk, image), ...])."""
     spec = daemon.spec
     drives = archs.get(spec.arch).plan(config, archs.LIVE)
-    fs = block_export(spec.runner)
+    fs = BlockExportFS()
     req = ServeRequest(disks=len(drives), model=spec.disk_model, size=spec.disk_size, name=spec.name,
                        discipline=spec.discipline, keep_images=True, home=daemon.home,
                        members=[(drive.model, drive.size) for drive in drives])
     return fs, await build_disks(session, fs, req)
 
 
-async def serve_volume(session: LabSession, fs: BlockExportFS, runner: str) -> tuple[Path, str | None]:
-    """Mount `fs`, which serves `volume`; natively attach `volume` as a loop device.
-    Returns the path of the `volume` file and the loop device (None with the VM runner)."""
+async def serve_volume(session: LabSession, fs: BlockExportFS) -> tuple[Path, str]:
+    """Mount `fs`, which serves `volume`, and attach `volume` as a loop device.
+    Returns the path of the `volume` file and the loop device."""
     export = await mount_export(session, fs)
-    device = None
-    if runner == "native":
-        device = (await attach_loop(session, export, "volume")).device
+    device = (await attach_loop(session, export, "volume")).device
     return export.mountpoint / "volume", device
+
+
+def stripe_cache_bytes(array: Any) -> int:
+    """Memory the stripe cache of an engine Array holds when full (0 without one)."""
+    cache = getattr(array, "stripe_cache", None)
+    return cache.bytes_for(len(array.members)) if cache is not None else 0
