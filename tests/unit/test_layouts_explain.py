@@ -16,15 +16,26 @@ def _raid5(n=4):
 
 
 def test_raid5_small_write_is_explained_as_read_modify_write():
-    text = explain_request(_raid5(), 4 * 4 * K, 4 * K, write=True)
+    layout = _raid5(5)
+    text = explain_request(layout, 4 * 4 * K, 4 * K, write=True)
     lines = text.splitlines()
     assert lines[1] == "LOGICAL WRITE from addr:4 size:4096"
-    assert "stripe 1: read-modify-write (rmw needs 2 reads, rcw needs 2 reads)" in lines[2]
-    # chunk 4: stripe 1, data on disk 0, parity on disk 2 (md left-symmetric)
+    assert "stripe 1: read-modify-write (rmw needs 2 reads, rcw needs 3 reads)" in lines[2]
+    # chunk 4: stripe 1, data chunk 0, parity on disk (N-1) - 1 = 3, data on disk 4 (md left-symmetric)
+    assert (layout.parity_disk(1), layout.data_disk(1, 0)) == (3, 4)
     assert [line.split()[0:4] for line in lines[3:]] == [
-        ["read", "[disk", "0,", "offset"], ["read", "[disk", "2,", "offset"],
-        ["write", "[disk", "0,", "offset"], ["write", "[disk", "2,", "offset"]]
-    assert lines[3].endswith("old data") and lines[4].endswith("old parity") and lines[6].endswith("parity")
+        ["read", "[disk", "3,", "offset"], ["read", "[disk", "4,", "offset"],
+        ["write", "[disk", "4,", "offset"], ["write", "[disk", "3,", "offset"]]
+    assert lines[3].endswith("old parity") and lines[4].endswith("old data") and lines[6].endswith("parity")
+
+
+def test_raid5_small_write_on_four_disks_is_explained_as_reconstruct_write():
+    """Four members: RMW and RCW both read two chunks; md breaks the tie towards RCW."""
+    text = explain_request(_raid5(), 4 * 4 * K, 4 * K, write=True)
+    lines = text.splitlines()
+    assert "stripe 1: reconstruct-write (rmw needs 2 reads, rcw needs 2 reads)" in lines[2]
+    # chunk 4: stripe 1, data on disk 0, parity on disk 2: RCW reads disks 1 and 3
+    assert [line.split()[0:3] for line in lines[3:5]] == [["read", "[disk", "1,"], ["read", "[disk", "3,"]]
 
 
 def test_answers_hidden_on_request_in_both_directions():

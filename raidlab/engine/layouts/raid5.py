@@ -23,14 +23,18 @@ Writes (what md's handle_stripe_dirtying weighs; we plan it up front, per stripe
     2 writes whatever N is: the classic "small write problem".
   * reconstruct-write (RCW): read the data of the stripe that is *not* being written (in
     the parity range touched); parity = XOR of all data, new and old.
-  For each stripe raidlab picks the method needing fewer read requests (then fewer bytes);
-  a tie goes to RMW, because it keeps the other members free for other requests.
-  Departure from md: md counts per 4 KiB stripe_head and, with its default rmw_level,
-  breaks a tie towards RCW; raidlab plans per stripe and sector range (so a 4 KiB write on
-  4 disks is RMW here, RCW-or-RMW in md), which is what the papers' cost model (Table 3 of
-  the RAID-x paper: small write = R + W per disk, 2R + 2W in total) describes.
+  For each stripe raidlab picks, as md does with its default rmw_level, RMW only when it
+  reads fewer bytes than RCW; a tie goes to RCW (md's handle_stripe_dirtying compares the
+  pages each method must read and prefers RCW when they are equal). So a 4 KiB write on 4
+  disks reads the two other data chunks (RCW), on 5 or more disks the old data and parity
+  (RMW); either way 2 reads + 2 writes, the papers' small-write cost (Table 3 of the RAID-x
+  paper: R + W per disk, 2R + 2W in total). md decides per 4 KiB stripe_head, raidlab per
+  stripe and sector range, which is the same choice for every write that covers the same
+  part of each row of a stripe.
   On 3 disks RCW of one chunk needs only one read (the other data chunk), so the planner
   picks RCW there: 1 read + 2 writes.
+  Reads the array's stripe cache holds (raidlab.engine.stripecache, md's stripe_heads kept
+  after a write) cost nothing in that count, as md counts only pages not up to date.
 
 Degraded (one failed member):
   * a read of a chunk on the failed disk XORs the same range of all other members;
@@ -48,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import ClassVar
 
 from raidlab.engine.layouts.base import (
@@ -169,6 +173,10 @@ class Raid5Layout(Layout):
     def _has_parity(self) -> bool:
         return True
 
+    @property
+    def parity_stripe_bytes(self) -> int:
+        return self.data_disks * self.chunk_bytes
+
     def _check_failed(self, failed: Iterable[int]) -> frozenset[int]:
         failed_set = self._failed_set(failed)
         if len(failed_set) > 1:
@@ -214,7 +222,12 @@ class Raid5Layout(Layout):
 
     # ---- writes
 
-    def write_plan(self, offset: int, length: int, failed: Iterable[int] = ()) -> WritePlan:
+    def write_plan(self, offset: int, length: int, failed: Iterable[int] = (),
+                   cached: Callable[[int, int, int], bool] | None = None) -> WritePlan:
+        """The plan of a write. `cached(disk, member_offset, length)` says which member bytes
+        the caller holds already (the array's stripe cache): a pre-read it holds costs
+        nothing when RMW and RCW are weighed, as md counts only pages not up to date. The
+        plan still lists such reads; the caller serves them from its cache."""
         failed_set = self._check_failed(failed)
         by_stripe: dict[int, dict[int, tuple[int, int, int]]] = {}
         for stripe, index, within, n, logical in self._pieces(offset, length):
@@ -244,7 +257,10 @@ class Raid5Layout(Layout):
             def cost(wants):
                 probe = RangeCollector()
                 for disk, start, end in wants:
-                    probe.want(disk, self._member_offset(stripe, start), end - start)
+                    member_offset = self._member_offset(stripe, start)
+                    if cached is not None and cached(disk, member_offset, end - start):
+                        continue
+                    probe.want(disk, member_offset, end - start)
                 return probe.count()
 
             full = all(written.get(d, (1, 0))[:2] == (0, self.chunk_bytes) for d in range(self.data_disks))
@@ -268,7 +284,7 @@ class Raid5Layout(Layout):
                 seg_methods = ["rcw" if failed_index in seg[2] else "rmw" for seg in segments]
                 method = "+".join(sorted(set(seg_methods), key=["rmw", "rcw"].index))
             else:
-                method = "rmw" if rmw_cost <= rcw_cost else "rcw"
+                method = "rmw" if rmw_cost[1] < rcw_cost[1] else "rcw"
                 seg_methods = [method] * len(segments)
 
             stripe_reads = RangeCollector()
