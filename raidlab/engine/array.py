@@ -19,6 +19,9 @@ I/O sits around them):
   in PostMark medium.) Row locks are taken in ascending order, so two writes spanning
   several stripes cannot deadlock. Mirror layouts need no lock: a block device user (the
   filesystem, the page cache) does not issue overlapping writes at once.
+* Parity layouts keep md's stripe cache (raidlab.engine.stripecache): the member pages a
+  write pre-read or wrote stay in memory, and a later write of the same rows weighs RMW
+  against RCW by what it would still have to read, then reads only that.
 * A member that answers EIO is marked failed, like md kicks a faulty member; the request
   is retried on the degraded plan when the layout survives the failure set, and fails with
   EIO when it does not. `on_failure` lets the owner persist the new failure set (a
@@ -53,6 +56,8 @@ import trio
 
 from raidlab.blockdev import check_aligned
 from raidlab.engine.layouts.base import DataUnavailableError, DiskRange, Layout, WritePlan
+from raidlab.engine.stripecache import DEFAULT_ROWS as STRIPE_CACHE_ROWS
+from raidlab.engine.stripecache import StripeCache
 
 
 class ImageHook(Protocol):
@@ -110,6 +115,21 @@ class _StripeLocks:
                 self.waits += 1
             await lock.acquire()
 
+    def try_acquire(self, stripes: Sequence[int]) -> bool:
+        """Take every lock now, or none (False) if one is held."""
+        taken: list[int] = []
+        for stripe in sorted(set(stripes)):
+            lock, users = self._locks.get(stripe, (None, 0))
+            if lock is not None and lock.locked():
+                self.release(taken)
+                return False
+            if lock is None:
+                lock = trio.Lock()
+            self._locks[stripe] = (lock, users + 1)
+            lock.acquire_nowait()
+            taken.append(stripe)
+        return True
+
     def release(self, stripes: Sequence[int]) -> None:
         for stripe in sorted(set(stripes)):
             lock, users = self._locks[stripe]
@@ -131,6 +151,7 @@ class Array:
         *,
         failed: Sequence[int] = (),
         on_failure: Callable[[frozenset[int]], Awaitable[None]] | None = None,
+        stripe_cache_rows: int = STRIPE_CACHE_ROWS,
     ) -> None:
         if len(members) != layout.n_disks:
             raise ValueError(f"{name}: layout wants {layout.n_disks} members, got {len(members)}")
@@ -147,6 +168,10 @@ class Array:
         self._ungated_writes = 0
         self._ungated_drained = trio.Event()
         self._parity = bool(getattr(layout.redundancy, "parity", False))
+        # md's stripe cache (raidlab.engine.stripecache), for parity layouts.
+        self.stripe_cache: StripeCache | None = (
+            StripeCache(stripe_cache_rows) if self._parity and stripe_cache_rows else None)
+        self._pending: list[_PendingWrite] = []  # parity writes not yet finished (_gather)
         # The image hook (module doc): RAID-x's persistent buffer of pending images, attached
         # by raidlab.engine.build; None: images are written like mirrors.
         self.image_buffer: ImageHook | None = None
@@ -156,7 +181,7 @@ class Array:
             "member_reads": 0, "member_writes": 0,
             "member_read_bytes": 0, "member_write_bytes": 0,
             "degraded_reads": 0, "reconstructed_reads": 0, "degraded_writes": 0,
-            "full_stripe_writes": 0, "rmw_stripes": 0, "rcw_stripes": 0,
+            "full_stripe_writes": 0, "rmw_stripes": 0, "rcw_stripes": 0, "gathered_bytes": 0,
             "member_errors": 0,
         }
 
@@ -211,35 +236,171 @@ class Array:
                 self._ungated_drained.set()
 
     async def _write(self, offset: int, data: bytes, fua: bool) -> None:
+        """A parity layout writes a request's partial first stripe, its whole stripes and
+        its partial last stripe as three independent parts, each under its own rows, as
+        md handles each stripe_head on its own: the next request of a sequential stream,
+        which shares a stripe with this one, then writes its whole stripes at once instead
+        of waiting for this one's last stripe (and the shared stripe is gathered, see
+        _gather)."""
+        parts = self._stripe_parts(offset, data) if self._gathers() else [(offset, data)]
+        if len(parts) == 1:
+            await self._write_range(offset, data, fua)
+        else:
+            async with trio.open_nursery() as nursery:
+                for part_offset, part in parts:
+                    nursery.start_soon(self._write_range, part_offset, part, fua)
+        self.counters["writes"] += 1
+        self.counters["bytes_written"] += len(data)
+
+    def _stripe_parts(self, offset: int, data: bytes) -> list[tuple[int, bytes]]:
+        stripe = self.layout.parity_stripe_bytes
+        assert stripe is not None
+        end = offset + len(data)
+        head_end = min(end, -(-offset // stripe) * stripe)
+        tail_start = max(head_end, end - end % stripe)
+        view = memoryview(data)
+        cuts = [offset, head_end, tail_start, end]
+        return [(a, bytes(view[a - offset:b - offset])) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+    async def _write_range(self, offset: int, data: bytes, fua: bool) -> None:
+        length = len(data)
+        me = _PendingWrite(offset, data)
+        gathering = self._gathers()
+        if gathering:
+            self._pending.append(me)
+        try:
+            plan = self._write_plan(offset, length, self.failed)
+            # Every later plan of these bytes (degraded, weighing the stripe cache) touches
+            # the same rows (RMW and RCW read and write the same rows of a stripe).
+            held = row_keys(plan)
+            await self._stripe_locks.acquire(held)
+            me.started = True
+            try:
+                pieces = me.remaining()
+                if gathering and self._usable_stripe_cache() is not None:
+                    pieces, absorbed = self._gather(pieces, held)
+                else:
+                    absorbed = []
+                for piece_offset, piece in pieces:
+                    await self._write_piece(piece_offset, piece, fua)
+                # Written: the writes whose bytes this one carried skip them.
+                for other, lo, hi in absorbed:
+                    other.done.append((lo, hi))
+                    self.counters["gathered_bytes"] += hi - lo
+            finally:
+                self._stripe_locks.release(held)
+        finally:
+            if gathering:
+                self._pending.remove(me)
+
+    def _gathers(self) -> bool:
+        return self.stripe_cache is not None and self.layout.parity_stripe_bytes is not None
+
+    def _gather(self, pieces: list[tuple[int, bytes]], held: list[int]
+                ) -> tuple[list[tuple[int, bytes]], list[tuple[_PendingWrite, int, int]]]:
+        """md's stripe_heads gather the bios of several requests: a stripe that one request
+        writes only in part is written whole when another request that has not started yet
+        holds the rest of it, and neither pre-reads. Here a piece that ends (starts) inside
+        a stripe takes the rest of that stripe from a waiting write that starts where the
+        piece ends (ends where it starts), when the rows it adds are free. The rows are
+        taken without waiting and added to `held`; the caller marks the taken bytes done
+        in the other write once they are written (the other write waits for these rows, so
+        it cannot finish first, and writes them itself if this write fails)."""
+        stripe = self.layout.parity_stripe_bytes
+        assert stripe is not None
+        waiting = [w for w in self._pending if not w.started]
+        if not waiting:
+            return pieces, []
+        out: list[tuple[int, bytes]] = []
+        absorbed: list[tuple[_PendingWrite, int, int]] = []
+        for offset, piece in pieces:
+            end = offset + len(piece)
+            if end % stripe:
+                stripe_end = min(end - end % stripe + stripe, self.size)
+                other = next((w for w in waiting if w.offset == end and w.end >= stripe_end
+                              and not w.done), None)
+                if other is not None and self._take_rows(end, stripe_end - end, held):
+                    piece = piece + other.data[:stripe_end - end]
+                    absorbed.append((other, end, stripe_end))
+            if offset % stripe:
+                stripe_start = offset - offset % stripe
+                other = next((w for w in waiting if w.end == offset and w.offset <= stripe_start
+                              and not w.done), None)
+                if other is not None and self._take_rows(stripe_start, offset - stripe_start, held):
+                    piece = other.data[stripe_start - other.offset:offset - other.offset] + piece
+                    absorbed.append((other, stripe_start, offset))
+                    offset = stripe_start
+            out.append((offset, piece))
+        return out, absorbed
+
+    def _take_rows(self, offset: int, length: int, held: list[int]) -> bool:
+        """Take, without waiting, the rows a write of [offset, offset + length) needs
+        beyond `held` (added to it); False, taking none, if one of them is busy."""
+        keys = sorted(set(row_keys(self.layout.write_plan(offset, length))) - set(held))
+        if not self._stripe_locks.try_acquire(keys):
+            return False
+        held.extend(keys)
+        return True
+
+    async def _write_piece(self, offset: int, data: bytes, fua: bool) -> None:
+        """Write [offset, offset + len(data)) with its rows held: plan, pre-read (from the
+        stripe cache where it can), write; plan again when a member fails meanwhile."""
         length = len(data)
         planned_for = self.failed
         plan = self._write_plan(offset, length, planned_for)
-        # A degraded re-plan below reads other members of the same rows: the same keys.
-        stripes = row_keys(plan)
-        await self._stripe_locks.acquire(stripes)
-        try:
-            while True:
-                if self.failed != planned_for:  # a member failed meanwhile: plan again
-                    planned_for = self.failed
-                    plan = self._write_plan(offset, length, planned_for)
-                try:
-                    buffers = await self._read_ranges(plan.reads) if plan.reads else []
-                    payloads = _payloads(plan, data, buffers)
-                    writes = plan.writes
-                    if self.image_buffer is not None and any(w.role == "image" for w in writes):
-                        # RAID-x: images into the persistent buffer first, then the data copy.
-                        await self.image_buffer.log(
-                            [(w.disk, w.disk_offset, w.logical_offset, p)
-                             for w, p in zip(writes, payloads) if w.role == "image"], fua)
-                        kept = [(w, p) for w, p in zip(writes, payloads) if w.role != "image"]
-                        writes, payloads = [w for w, _ in kept], [p for _, p in kept]
-                    await self._write_extents(writes, payloads, fua)
-                except _MemberFailed:
-                    continue
-                break
-        finally:
-            self._stripe_locks.release(stripes)
-        self._count_write(plan, length)
+        while True:
+            cache = self._usable_stripe_cache()
+            if self.failed != planned_for:  # a member failed meanwhile: plan again
+                planned_for = self.failed
+                plan = self._write_plan(offset, length, planned_for)
+            elif cache is not None and len(cache) and plan.reads:
+                # Under the row locks the cache cannot change: weigh what it holds.
+                plan = self._write_plan(offset, length, planned_for, cache.holds)
+            try:
+                buffers = await self._pre_read(plan.reads, cache) if plan.reads else []
+                payloads = _payloads(plan, data, buffers)
+                writes = plan.writes
+                if self.image_buffer is not None and any(w.role == "image" for w in writes):
+                    # RAID-x: images into the persistent buffer first, then the data copy.
+                    await self.image_buffer.log(
+                        [(w.disk, w.disk_offset, w.logical_offset, p)
+                         for w, p in zip(writes, payloads) if w.role == "image"], fua)
+                    kept = [(w, p) for w, p in zip(writes, payloads) if w.role != "image"]
+                    writes, payloads = [w for w, _ in kept], [p for _, p in kept]
+                await self._write_extents(writes, payloads, fua)
+                if cache is not None:
+                    for write, payload in zip(writes, payloads):
+                        cache.put(write.disk, write.disk_offset, payload)
+            except _MemberFailed:
+                continue
+            except BaseException:
+                # Some member writes may have landed (an unsurvivable failure, a
+                # cancellation): what the cache holds of these rows may be stale.
+                if self.stripe_cache is not None:
+                    self.stripe_cache.clear()
+                raise
+            break
+        self._count_plan(plan)
+
+    def _usable_stripe_cache(self) -> StripeCache | None:
+        """The stripe cache, when it may be used: all members healthy, no rebuild running."""
+        if self.stripe_cache is None or self.failed or self._rebuild is not None:
+            return None
+        return self.stripe_cache
+
+    async def _pre_read(self, ranges: Sequence[DiskRange], cache: StripeCache | None) -> list[bytes]:
+        """A write plan's pre-reads: from the stripe cache where it holds the whole range,
+        from the members otherwise (and what they return is cached)."""
+        if cache is None:
+            return await self._read_ranges(ranges)
+        results: list[bytes | None] = [cache.get(r.disk, r.disk_offset, r.length) for r in ranges]
+        missing = [i for i, got in enumerate(results) if got is None]
+        if missing:
+            read = await self._read_ranges([ranges[i] for i in missing])
+            for i, buf in zip(missing, read):
+                results[i] = buf
+                cache.put(ranges[i].disk, ranges[i].disk_offset, buf)
+        return results  # type: ignore[return-value]
 
     async def flush(self) -> None:
         self.counters["flushes"] += 1
@@ -282,6 +443,8 @@ class Array:
         }
         if self.image_buffer is not None:
             stats["image_buffer"] = self.image_buffer.statistics()
+        if self.stripe_cache is not None:
+            stats["stripe_cache"] = self.stripe_cache.statistics()
         stats["members"] = [
             {"index": i, "failed": i in self.failed, **member.statistics()}
             for i, member in enumerate(self.members)
@@ -301,6 +464,8 @@ class Array:
         if index in self.failed:
             return
         self.failed = self.failed | {index}
+        if self.stripe_cache is not None:
+            self.stripe_cache.clear()  # not used while degraded; a rebuild starts it empty
         if self.on_failure is not None:
             await self.on_failure(self.failed)
 
@@ -431,8 +596,11 @@ class Array:
         except DataUnavailableError as exc:
             raise OSError(errno.EIO, f"{self.name}: {exc.strerror}") from exc
 
-    def _write_plan(self, offset: int, length: int, failed: frozenset[int]) -> WritePlan:
+    def _write_plan(self, offset: int, length: int, failed: frozenset[int],
+                    cached: Callable[[int, int, int], bool] | None = None) -> WritePlan:
         try:
+            if cached is not None:
+                return self.layout.write_plan(offset, length, failed, cached=cached)
             return self.layout.write_plan(offset, length, failed)
         except DataUnavailableError as exc:
             raise OSError(errno.EIO, f"{self.name}: {exc.strerror}") from exc
@@ -506,9 +674,7 @@ class Array:
                                          f"(failed members {sorted(self.failed)})") from exc
             raise _MemberFailed(index) from exc
 
-    def _count_write(self, plan: WritePlan, length: int) -> None:
-        self.counters["writes"] += 1
-        self.counters["bytes_written"] += length
+    def _count_plan(self, plan: WritePlan) -> None:
         if plan.skipped:
             self.counters["degraded_writes"] += 1
         for stripe in plan.stripes:
@@ -549,6 +715,29 @@ def coalesce_writes(writes: Sequence, payloads: Sequence[bytes | memoryview]) ->
         open_end[(ext.disk, run[2])] = run
     return [(disk, start, pieces[0] if len(pieces) == 1 else b"".join(pieces))
             for disk, start, _end, pieces in runs]
+
+
+class _PendingWrite:
+    """A write of a parity layout between its arrival and its end (Array._gather)."""
+
+    def __init__(self, offset: int, data: bytes) -> None:
+        self.offset = offset
+        self.data = data
+        self.end = offset + len(data)
+        self.started = False  # holds its rows
+        self.done: list[tuple[int, int]] = []  # [lo, hi) another write wrote for it
+
+    def remaining(self) -> list[tuple[int, bytes]]:
+        """(offset, bytes) of what is left to write: the write less what others did."""
+        if not self.done:
+            return [(self.offset, self.data)]
+        out: list[tuple[int, bytes]] = []
+        pos = self.offset
+        for lo, hi in sorted(self.done) + [(self.end, self.end)]:
+            if lo > pos:
+                out.append((pos, self.data[pos - self.offset:lo - self.offset]))
+            pos = max(pos, hi)
+        return out
 
 
 class _RebuildState:

@@ -588,6 +588,12 @@ class Layout:
     def _has_parity(self) -> bool:
         return False
 
+    @property
+    def parity_stripe_bytes(self) -> int | None:
+        """Logical bytes of one parity stripe (a write of a whole one needs no pre-read),
+        stripes starting at multiples of it; None for a layout without parity."""
+        return None
+
     # ---- persistence
 
     def geometry(self) -> dict[str, Any]:
