@@ -23,6 +23,13 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   the service time of each partition's requests apart, so a partition reports its share of
   the drive's busy time (a logical DCD's cache-disk and data disk are two partitions of one
   drive, and their utilisations must mean what two drives' would).
+* Requests waiting in the queue that continue one another on the drive (same operation and
+  owner) are served as one when the first of them is chosen, up to MERGE_LIMIT: what the
+  block layer's elevator does before requests reach a real drive. md's members get it from
+  the lab VM's block layer before the requests reach this queue; an engine array issues
+  its member requests here directly (measured: the engine's raid5 sent a Table 1 drive
+  408 writes where md sent 304 for less data, and lost 16% of md's sequential throughput
+  at iodepth 8 to the extra rotations).
 * The `none` model bypasses the queue entirely: no service task hop, no sleep, the request
   does its I/O inline (in a thread in live mode). It exists for engine throughput runs.
 * Fault injection: `disk.failed = True` makes every request (queued or new) raise
@@ -101,6 +108,10 @@ class _Request:
         self.result: bytes | None = None
         self.error: BaseException | None = None
 
+
+# The largest request the queue makes of contiguous queued ones (Linux's max_sectors_kb of
+# many drives; the lab VM's virtio disks pass md's member requests up to this size).
+MERGE_LIMIT = 512 * 1024
 
 # Live mode only: trio's real clock waits in epoll, whose timeout Python rounds *up* to
 # whole milliseconds, so a plain sleep_until wakes up to 1 ms late (measured: p50 lateness
@@ -187,6 +198,7 @@ class EmulatedDisk:
         self._service_sum = 0.0
         self._cache_hits = 0
         self._max_queue = 0
+        self._merged = 0  # queued requests served as part of another (_merge_queued)
         # Lateness of reads, writes and trims; flushes apart: a flush's real cost is the
         # backing file's fdatasync, which the modelled drive does not have.
         self._lateness: collections.deque[float] = collections.deque(maxlen=LATENESS_SAMPLES)
@@ -294,12 +306,56 @@ class EmulatedDisk:
                 await self._wake.wait()
                 continue
             req = self._queue.pop(self.mechanism.cylinder)
+            batch = self._merge_queued(req)
+            served = req if len(batch) == 1 else self._joined(batch)
             self._in_service = True
             try:
-                await self._service(req)
+                await self._service(served)
             finally:
                 self._in_service = False
-            req.done.set()
+            if served is not req:
+                self._merged += len(batch) - 1
+                for part in batch:
+                    part.error = served.error
+                    if served.result is not None:
+                        start = part.offset - served.offset
+                        part.result = served.result[start:start + part.length]
+            for part in batch:
+                part.done.set()
+
+    def _merge_queued(self, req: _Request) -> list[_Request]:
+        """`req` and the queued requests that continue it on the drive (before or after),
+        same operation and owner, up to MERGE_LIMIT bytes in all: what the block layer's
+        elevator merges before a request reaches a real drive. In offset order."""
+        if req.op not in (READ, WRITE) or req.length >= MERGE_LIMIT or len(self._queue) == 0:
+            return [req]
+        candidates = [q for q in self._queue.items()
+                      if q.op == req.op and q.owner is req.owner and q.fua == req.fua]
+        batch, lo, hi = [req], req.offset, req.offset + req.length
+        grown = True
+        while grown:
+            grown = False
+            for q in candidates:
+                if q in batch or hi - lo + q.length > MERGE_LIMIT:
+                    continue
+                if q.offset == hi:
+                    hi += q.length
+                elif q.offset + q.length == lo:
+                    lo = q.offset
+                else:
+                    continue
+                batch.append(q)
+                self._queue.remove(q)
+                grown = True
+        batch.sort(key=lambda r: r.offset)
+        return batch
+
+    def _joined(self, batch: list[_Request]) -> _Request:
+        first = batch[0]
+        data = b"".join(r.data for r in batch) if first.op == WRITE else None
+        return _Request(first.op, first.offset, sum(r.length for r in batch), data, first.fua,
+                        first.cylinder, min(r.seq for r in batch), max(r.arrival for r in batch),
+                        first.owner)
 
     def _model_start(self, arrival: float) -> float:
         return max(arrival, self._model_free_at)
@@ -379,6 +435,7 @@ class EmulatedDisk:
             "busy_time": self._busy,
             "queue_length": len(self._queue) + self._in_service,
             "max_queue_length": self._max_queue,
+            "merged_requests": self._merged,
             "mean_service_ms": (self._service_sum / self._services * 1e3) if self._services else 0.0,
             "cache_hits": self._cache_hits,
             "destaged_bytes": self.mechanism.destaged_bytes,

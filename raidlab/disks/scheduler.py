@@ -52,6 +52,10 @@ class Discipline:
     def items(self) -> list:
         return list(self._items)
 
+    def remove(self, item: Queued) -> None:
+        """Take `item` out of the queue (merged into the request being served)."""
+        self._items.remove(item)
+
     def remove_all(self) -> list:
         items, self._items = self._items, []
         return items

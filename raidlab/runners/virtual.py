@@ -172,7 +172,7 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
 # ------------------------------------------------------------------------------ replay
 
 
-_BASELINE_KEYS = ("reads", "writes", "ios", "flushes", "busy_time")
+_BASELINE_KEYS = ("reads", "writes", "ios", "flushes", "busy_time", "merged_requests")
 
 
 async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, Any]:
@@ -269,6 +269,8 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
                 "mean_wait_ms": max(mean_response - mean_service, 0.0) * 1e3,
                 "mean_queue_length": response_sum / elapsed if elapsed > 0 else 0.0,
                 "max_queue_length": stats.get("max_queue_length", 0),
+                # requests the drive's queue served as part of another (contiguous, queued together)
+                "merged_requests": stats.get("merged_requests", 0) - base["merged_requests"],
             })
         arch_stats = built.statistics()
         disks_nursery.cancel_scope.cancel()

@@ -414,3 +414,40 @@ def test_bad_discipline_and_span_are_user_errors():
         EmulatedDisk("d", "hp-c2200a", MemoryBackend(MiB), span="middle")
     with pytest.raises(UsageError):
         EmulatedDisk("d", "hp-c2200a", MemoryBackend(GiB), span="start")  # larger than the drive
+
+
+def test_queued_requests_that_continue_each_other_are_served_as_one():
+    """The queue merges contiguous waiting requests of one kind (the block layer's elevator):
+    fewer services, every requester gets its own bytes back."""
+    import random
+
+    import trio.testing
+
+    from raidlab.disks import EmulatedDisk, MemoryBackend
+
+    payloads = [random.Random(i).randbytes(4096) for i in range(6)]
+
+    async def main():
+        disk = EmulatedDisk("d", "ibm-dnes-309170", MemoryBackend(16 << 20))
+        got: dict[int, bytes] = {}
+        async with trio.open_nursery() as nursery:
+            disk.start(nursery)
+            async with trio.open_nursery() as requests:
+                requests.start_soon(disk.write, 8 << 20, bytes(4096))  # keeps the arm busy
+                for i in (3, 1, 0, 2, 5, 4):  # out of order; all queued behind the first
+                    requests.start_soon(disk.write, i * 4096, payloads[i])
+
+            async def read(i):
+                got[i] = await disk.read(i * 4096, 4096)
+
+            async with trio.open_nursery() as requests:
+                requests.start_soon(disk.read, 8 << 20, 4096)
+                for i in range(6):
+                    requests.start_soon(read, i)
+            nursery.cancel_scope.cancel()
+        return disk.statistics(), got
+
+    stats, got = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert [got[i] for i in range(6)] == payloads
+    assert stats["writes"] == 2 and stats["reads"] == 2
+    assert stats["merged_requests"] == 10
