@@ -23,13 +23,15 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   the service time of each partition's requests apart, so a partition reports its share of
   the drive's busy time (a logical DCD's cache-disk and data disk are two partitions of one
   drive, and their utilisations must mean what two drives' would).
-* Requests waiting in the queue that continue one another on the drive (same operation and
-  owner) are served as one when the first of them is chosen, up to MERGE_LIMIT: what the
-  block layer's elevator does before requests reach a real drive. md's members get it from
-  the lab VM's block layer before the requests reach this queue; an engine array issues
-  its member requests here directly (measured: the engine's raid5 sent a Table 1 drive
-  408 writes where md sent 304 for less data, and lost 16% of md's sequential throughput
-  at iodepth 8 to the extra rotations).
+* Merging (off unless `merge_queued_requests()` turns it on): requests waiting in the queue
+  that continue one another on the drive (same operation and owner) are served as one when
+  the first of them is chosen, up to MERGE_LIMIT, which is what the kernel's block layer
+  does before requests reach a real drive. An engine Array turns it on for its members,
+  being their block layer; md's members get it from the kernel that runs md (the lab VM's)
+  before their requests reach this queue. Without it the engine's raid5 sent a Table 1
+  drive 408 writes where md sent 304 for more data, and lost 16% of md's sequential write
+  throughput at iodepth 8 to the extra rotations. Trace replays of a single drive (the
+  DCD tables) keep it off: their requests are the block layer's output already.
 * The `none` model bypasses the queue entirely: no service task hop, no sleep, the request
   does its I/O inline (in a thread in live mode). It exists for engine throughput runs.
 * Fault injection: `disk.failed = True` makes every request (queued or new) raise
@@ -198,6 +200,7 @@ class EmulatedDisk:
         self._service_sum = 0.0
         self._cache_hits = 0
         self._max_queue = 0
+        self._merge = False  # merge_queued_requests()
         self._merged = 0  # queued requests served as part of another (_merge_queued)
         # Lateness of reads, writes and trims; flushes apart: a flush's real cost is the
         # backing file's fdatasync, which the modelled drive does not have.
@@ -323,11 +326,16 @@ class EmulatedDisk:
             for part in batch:
                 part.done.set()
 
+    def merge_queued_requests(self) -> None:
+        """Serve contiguous queued requests as one from now on (module doc, "Merging")."""
+        self._merge = True
+
     def _merge_queued(self, req: _Request) -> list[_Request]:
         """`req` and the queued requests that continue it on the drive (before or after),
         same operation and owner, up to MERGE_LIMIT bytes in all: what the block layer's
         elevator merges before a request reaches a real drive. In offset order."""
-        if req.op not in (READ, WRITE) or req.length >= MERGE_LIMIT or len(self._queue) == 0:
+        if (not self._merge or req.op not in (READ, WRITE) or req.length >= MERGE_LIMIT
+                or len(self._queue) == 0):
             return [req]
         candidates = [q for q in self._queue.items()
                       if q.op == req.op and q.owner is req.owner and q.fua == req.fua]
@@ -463,6 +471,10 @@ class Partition:
         self.name = name
         self.failed = False
         self._counters = _Counters()
+
+    def merge_queued_requests(self) -> None:
+        """The drive's queue merges (it is the drive's, shared by its partitions)."""
+        self.disk.merge_queued_requests()
 
     @property
     def size(self) -> int:

@@ -95,6 +95,9 @@ class MeteredTarget:
     def failed(self) -> bool:
         return getattr(self.inner, "failed", False)
 
+    def merge_queued_requests(self) -> None:
+        self.inner.merge_queued_requests()
+
     def partition(self, start: int, size: int, name: str):
         """A partition of the drive itself, unmetered: a builder that shares a drive between
         partitions (a logical DCD, VC-RAID's mcd) meters each one (BuildContext.meter)."""

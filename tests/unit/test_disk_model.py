@@ -417,8 +417,8 @@ def test_bad_discipline_and_span_are_user_errors():
 
 
 def test_queued_requests_that_continue_each_other_are_served_as_one():
-    """The queue merges contiguous waiting requests of one kind (the block layer's elevator):
-    fewer services, every requester gets its own bytes back."""
+    """With merging on, the queue serves contiguous waiting requests of one kind as one (the
+    block layer's elevator): fewer services, every requester gets its own bytes back."""
     import random
 
     import trio.testing
@@ -429,6 +429,7 @@ def test_queued_requests_that_continue_each_other_are_served_as_one():
 
     async def main():
         disk = EmulatedDisk("d", "ibm-dnes-309170", MemoryBackend(16 << 20))
+        disk.merge_queued_requests()  # as an engine Array turns it on for its members
         got: dict[int, bytes] = {}
         async with trio.open_nursery() as nursery:
             disk.start(nursery)

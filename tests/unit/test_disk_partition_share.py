@@ -20,8 +20,7 @@ def test_partitions_split_the_drives_busy_time():
             disk.start(nursery)
             async with trio.open_nursery() as requests:
                 for i in range(6):
-                    # 8 KiB apart: not contiguous, so the queue does not merge them
-                    requests.start_soon(cache.write, i * 8192, bytes(4096))
+                    requests.start_soon(cache.write, i * 4096, bytes(4096))
                 for i in range(4):
                     requests.start_soon(data.read, i * MiB, 8192)
             await data.flush()
