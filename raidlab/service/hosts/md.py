@@ -195,12 +195,14 @@ class MdHost:
                 f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}")
         members = [{"index": i, **disk.statistics()} for i, disk in enumerate(self.disks)]
         busy = self.vm.busy() if self.vm is not None else None
+        block_stat: dict = {}
         if busy:
             mdstat = ""
             detail: dict = {}
             md_lines = [f"the lab VM is running a command for {busy['seconds']:.0f} s ({busy['command']}); "
                         "mdadm --detail and /proc/mdstat are read when it has ended"]
         else:
+            block_stat = await self._block_stat()
             _rc, detail_text, _err = await self._run(["mdadm", "--detail", self.md_device], check=False)
             mdstat = await self._read("/proc/mdstat")
             detail = mdadm.detail_fields(detail_text)
@@ -208,9 +210,25 @@ class MdHost:
                         "", "$ cat /proc/mdstat", *mdstat.rstrip().splitlines()]
         return {"kind": "md", "md_device": self.md_device, "where": self.where, "members": self.members,
                 "detail": detail, "mdstat": mdstat, "resync": self.resync, "vm_busy": busy,
+                "block_stat": block_stat,
                 "statistics": {"members": members}, "report": [head, "", *md_lines],
                 "tables": [disks_table(self.disks)],
                 "commands_log": str(self.session.lab.path / COMMAND_LOG)}
+
+
+    async def _block_stat(self) -> dict:
+        """The kernel's I/O counters of each member device where md runs (/sys/block/NAME/stat:
+        requests completed, merged and sectors, reads and writes): what md sent its members,
+        to set beside an engine array's member counters."""
+        names = [Path(m).name for m in self.members]
+        rc, out, _err = await self._run(["cat", *[f"/sys/block/{n}/stat" for n in names]], check=False)
+        lines = out.splitlines() if rc == 0 else []
+        stats = {}
+        for name, line in zip(names, lines):
+            f = [int(x) for x in line.split()]
+            stats[name] = {"reads": f[0], "read_merges": f[1], "read_bytes": f[2] * 512,
+                           "writes": f[4], "write_merges": f[5], "write_bytes": f[6] * 512}
+        return stats
 
 
 def free_md_device() -> str:
