@@ -231,8 +231,9 @@ def test_vm_has_room_and_the_workload_programs(vm_array, tmp_path):
 @pytest.mark.root
 def test_guest_requests_reach_the_array_at_their_own_size(vm_array):
     """A 1 KiB O_DIRECT write in the guest is one 1 KiB write at the engine, with no read:
-    QEMU must not pad it to 4 KiB by reading first, which cache=none on a FUSE file did
-    (QEMU could not probe the file's O_DIRECT alignment and assumed 4096)."""
+    QEMU must not pad it to 4 KiB by reading first, which it did with cache=none on the FUSE
+    file itself (it could not probe the file's O_DIRECT alignment and assumed 4096); the
+    loop device it is given answers 512."""
     lab, _ready, raidlab = vm_array
     session = open_session(lab)
 
@@ -260,3 +261,19 @@ def test_guest_requests_reach_the_array_at_their_own_size(vm_array):
     fio("read")
     read = counters()
     assert (read["reads"] - wrote["reads"], read["bytes_read"] - wrote["bytes_read"]) == (1, 1024)
+
+
+@pytest.mark.vm
+@pytest.mark.root
+def test_concurrent_guest_writes_are_in_flight_at_the_engine_together(vm_array):
+    """fio at iodepth 8 in the guest has several writes in flight at `volume` at once. QEMU
+    writing the FUSE file itself held the file's inode lock across every write, so exactly
+    one was (and md's raid5, over four files, was not held back the same way)."""
+    lab, _ready, raidlab = vm_array
+    session = open_session(lab)
+    session.exec(["fio", "--name=par", f"--filename={session.device}", "--direct=1", "--rw=randwrite",
+                  "--bs=4k", "--size=8m", "--number_ios=512", "--iodepth=8", "--ioengine=libaio",
+                  "--randseed=1"], timeout=300)
+    volume = json.loads(raidlab("status", "r5", "--json").stdout)["export"]["volume"]
+    assert volume["writes"] >= 512
+    assert volume["writes_in_flight_max"] > 1, volume
