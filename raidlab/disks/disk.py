@@ -26,12 +26,13 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
 * Merging (off unless `merge_queued_requests()` turns it on): requests waiting in the queue
   that continue one another on the drive (same operation and owner) are served as one when
   the first of them is chosen, up to MERGE_LIMIT, which is what the kernel's block layer
-  does before requests reach a real drive. An engine Array turns it on for its members,
-  being their block layer; md's members get it from the kernel that runs md (the lab VM's)
-  before their requests reach this queue. Without it the engine's raid5 sent a Table 1
-  drive 408 writes where md sent 304 for more data, and lost 16% of md's sequential write
-  throughput at iodepth 8 to the extra rotations. Trace replays of a single drive (the
-  DCD tables) keep it off: their requests are the block layer's output already.
+  does before requests reach a real drive. Every drive of a live lab has it on
+  (raidlab.export.serve), whoever issues its requests, md through the lab VM or an engine
+  array, and an engine Array turns it on for its members in virtual time too. Without it
+  the engine's raid5 sent a Table 1 drive 408 writes where md sent 304 for more data, and
+  lost 16% of md's sequential write throughput at iodepth 8 to the extra rotations. Trace
+  replays of a single drive (the DCD tables) keep it off: their requests are the block
+  layer's output already.
 * The `none` model bypasses the queue entirely: no service task hop, no sleep, the request
   does its I/O inline (in a thread in live mode). It exists for engine throughput runs.
 * Fault injection: `disk.failed = True` makes every request (queued or new) raise

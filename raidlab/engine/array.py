@@ -262,8 +262,8 @@ class Array:
         end = offset + len(data)
         head_end = min(end, -(-offset // stripe) * stripe)
         tail_start = max(head_end, end - end % stripe)
-        cuts = [c for c in (offset, head_end, tail_start, end)]
-        if len(set(cuts)) <= 2:
+        cuts = (offset, head_end, tail_start, end)
+        if len(set(cuts)) <= 2:  # one part: inside a stripe, or whole stripes only
             return [(offset, data)]
         view = memoryview(data)
         return [(a, bytes(view[a - offset:b - offset])) for a, b in zip(cuts, cuts[1:]) if b > a]

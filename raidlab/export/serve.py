@@ -102,6 +102,9 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
         backend = ImageBackend(image, size)
         disk = EmulatedDisk(f"d{k}", model, backend, discipline=req.discipline,
                             io_in_thread=True)
+        # A lab's drive sits behind a block layer, whoever uses it (md over its loop device,
+        # an engine array, a command): queued contiguous requests are merged.
+        disk.merge_queued_requests()
         disk.start(session.nursery)
 
         def release(disk=disk, image=image):
