@@ -2,10 +2,10 @@
 
 Why the daemon owns the VM: the array's disks are loop devices over files of the daemon's
 FUSE mount (`volume` for engine and cache families, `disks/dK` for md), served by the
-daemon's trio loop. The VM must live exactly as long as the array: booted after the host object has
-built the array, shut down before the FUSE mount goes away. So the daemon boots it on its
-lab session and pushes its shutdown on the session's cleanup stack; every exit path of the
-daemon (success, error, SIGTERM, SIGINT) unwinds that stack.
+daemon's trio loop. The VM must live exactly as long as the array: booted after the host
+object has built the array, shut down before the FUSE mount goes away. So the daemon boots
+it on its lab session and pushes its shutdown on the session's cleanup stack; every exit
+path of the daemon (success, error, SIGTERM, SIGINT) unwinds that stack.
 
 How it is built:
 * LabVM's API is blocking; every call runs in a trio worker thread (trio.to_thread), so the
