@@ -357,9 +357,10 @@ class Array:
         """Would writing `pieces` now read a member (a partial stripe the cache does not
         cover)?"""
         cache = self.stripe_cache
+        assert cache is not None  # called while gathering, which needs the cache
         for offset, piece in pieces:
-            plan = self.layout.write_plan(offset, len(piece), cached=cache.holds if cache is not None else None)
-            if any(not (cache is not None and cache.holds(r.disk, r.disk_offset, r.length)) for r in plan.reads):
+            plan = self.layout.write_plan(offset, len(piece), cached=cache.holds)
+            if any(not cache.holds(r.disk, r.disk_offset, r.length) for r in plan.reads):
                 return True
         return False
 

@@ -122,7 +122,8 @@ class CacheHost:
         """Bytes of the lab VM's available memory this architecture gives up: its RAM
         buffer (see reserved_ram) and the stripe cache of its array (as md's raid5 keeps
         one in the guest's RAM)."""
-        return reserved_ram(self.spec.arch, self.options) + stripe_cache_bytes(getattr(self.target, "array", None))
+        return (reserved_ram(self.spec.arch, self.options)
+                + stripe_cache_bytes(getattr(self.target, "array", None)))
 
     # ------------------------------------------------------------------ ops
 
