@@ -173,6 +173,9 @@ class Array:
         # md's stripe cache (raidlab.engine.stripecache), for parity layouts.
         self.stripe_cache: StripeCache | None = (
             StripeCache(stripe_cache_rows) if self._parity and stripe_cache_rows else None)
+        # Logical bytes of a parity stripe when writes are split and gathered by stripe (a
+        # parity layout with its stripe cache), else None.
+        self._stripe_bytes = layout.parity_stripe_bytes if self.stripe_cache is not None else None
         self._pending: list[_PendingWrite] = []  # parity writes not yet finished (_gather)
         self._full_writes: list[_PendingWrite] = []  # of them, those writing whole stripes only
         # The image hook (module doc): RAID-x's persistent buffer of pending images, attached
@@ -246,7 +249,7 @@ class Array:
         shares a stripe with this one, then writes its whole stripes at once instead of
         waiting for this one's last stripe, and the shared stripe is written whole once
         (see _write_range)."""
-        parts = self._stripe_parts(offset, data) if self._gathers() else [(offset, data)]
+        parts = self._stripe_parts(offset, data) if self._stripe_bytes else [(offset, data)]
         if len(parts) == 1:
             await self._write_range(offset, data, fua)
         else:
@@ -257,7 +260,7 @@ class Array:
         self.counters["bytes_written"] += len(data)
 
     def _stripe_parts(self, offset: int, data: bytes) -> list[tuple[int, bytes]]:
-        stripe = self.layout.parity_stripe_bytes
+        stripe = self._stripe_bytes
         assert stripe is not None
         end = offset + len(data)
         head_end = min(end, -(-offset // stripe) * stripe)
@@ -266,12 +269,12 @@ class Array:
         if len(set(cuts)) <= 2:  # one part: inside a stripe, or whole stripes only
             return [(offset, data)]
         view = memoryview(data)
-        return [(a, bytes(view[a - offset:b - offset])) for a, b in zip(cuts, cuts[1:]) if b > a]
+        return [(a, view[a - offset:b - offset]) for a, b in zip(cuts, cuts[1:]) if b > a]
 
     async def _write_range(self, offset: int, data: bytes, fua: bool) -> None:
         length = len(data)
         me = _PendingWrite(offset, data)
-        gathering = self._gathers()
+        gathering = self._stripe_bytes is not None
         if gathering:
             self._pending.append(me)
         try:
@@ -290,7 +293,7 @@ class Array:
                         # pending (STRIPE_DELAYED, its hold_list served when no full write
                         # is): the request that completes the stripe may arrive meanwhile.
                         # One round: the full-stripe writes in flight now, not later ones.
-                        busy = [w for w in self._full_writes if w is not me]
+                        busy = list(self._full_writes)
                         if busy:
                             self.counters["delayed_stripe_writes"] += 1
                             for other in busy:
@@ -313,9 +316,6 @@ class Array:
                     self._full_writes.remove(me)
             me.finished.set()
 
-    def _gathers(self) -> bool:
-        return self.stripe_cache is not None and self.layout.parity_stripe_bytes is not None
-
     def _gather(self, pieces: list[tuple[int, bytes]], held: list[int]
                 ) -> tuple[list[tuple[int, bytes]], list[tuple[_PendingWrite, int, int]]]:
         """md's stripe_heads gather the bios of several requests: a stripe that one request
@@ -326,7 +326,7 @@ class Array:
         taken without waiting and added to `held`; the caller marks the taken bytes done
         in the other write once they are written (the other write waits for these rows, so
         it cannot finish first, and writes them itself if this write fails)."""
-        stripe = self.layout.parity_stripe_bytes
+        stripe = self._stripe_bytes
         assert stripe is not None
         waiting = [w for w in self._pending if not w.started]
         if not waiting:
@@ -340,14 +340,15 @@ class Array:
                 other = next((w for w in waiting if w.offset == end and w.end >= stripe_end
                               and not w.done), None)
                 if other is not None and self._take_rows(end, stripe_end - end, held):
-                    piece = piece + other.data[:stripe_end - end]
+                    piece = bytes(piece) + bytes(other.data[:stripe_end - end])
                     absorbed.append((other, end, stripe_end))
             if offset % stripe:
                 stripe_start = offset - offset % stripe
                 other = next((w for w in waiting if w.end == offset and w.offset <= stripe_start
                               and not w.done), None)
                 if other is not None and self._take_rows(stripe_start, offset - stripe_start, held):
-                    piece = other.data[stripe_start - other.offset:offset - other.offset] + piece
+                    head = other.data[stripe_start - other.offset:offset - other.offset]
+                    piece = bytes(head) + bytes(piece)
                     absorbed.append((other, stripe_start, offset))
                     offset = stripe_start
             out.append((offset, piece))
@@ -356,9 +357,11 @@ class Array:
     def _needs_pre_read(self, pieces: list[tuple[int, bytes]]) -> bool:
         """Would writing `pieces` now read a member (a partial stripe the cache does not
         cover)?"""
-        cache = self.stripe_cache
-        assert cache is not None  # called while gathering, which needs the cache
+        cache, stripe = self.stripe_cache, self._stripe_bytes
+        assert cache is not None and stripe is not None  # called while gathering
         for offset, piece in pieces:
+            if offset % stripe == 0 and len(piece) % stripe == 0:
+                continue  # whole stripes: no pre-read
             plan = self.layout.write_plan(offset, len(piece), cached=cache.holds)
             if any(not cache.holds(r.disk, r.disk_offset, r.length) for r in plan.reads):
                 return True
@@ -377,16 +380,10 @@ class Array:
         """Write [offset, offset + len(data)) with its rows held: plan, pre-read (from the
         stripe cache where it can), write; plan again when a member fails meanwhile."""
         length = len(data)
-        planned_for = self.failed
-        plan = self._write_plan(offset, length, planned_for)
-        while True:
+        while True:  # again when a member fails meanwhile
             cache = self._usable_stripe_cache()
-            if self.failed != planned_for:  # a member failed meanwhile: plan again
-                planned_for = self.failed
-                plan = self._write_plan(offset, length, planned_for)
-            elif cache is not None and len(cache) and plan.reads:
-                # Under the row locks the cache cannot change: weigh what it holds.
-                plan = self._write_plan(offset, length, planned_for, cache.holds)
+            # Under the row locks the cache cannot change: the plan weighs what it holds.
+            plan = self._write_plan(offset, length, self.failed, cache.holds if cache is not None else None)
             try:
                 buffers = await self._pre_read(plan.reads, cache) if plan.reads else []
                 payloads = _payloads(plan, data, buffers)
