@@ -4,17 +4,25 @@
     export = await mount_export(session, fs)              # <lab>/mnt, served by this trio run
     dev = await attach_loop(session, export, "disks/d0")  # /dev/loopN, direct I/O
 
-Every consumer goes through the loop device, the lab VM's QEMU too (it opens the loop device
-with O_DIRECT, cache=none). The loop driver sends the FUSE file asynchronous direct-I/O
-kiocbs, which FUSE keeps in flight together, reads and writes alike. A FUSE file opened by
-QEMU itself does not: QEMU's synchronous pwrite of a FOPEN_DIRECT_IO file holds the file's
-inode lock until the server answers (the kernel's fuse_direct_write_iter takes it exclusively
-unless the server replies FOPEN_PARALLEL_DIRECT_WRITES, which pyfuse3 cannot), so every
-write of the guest waited for the one before: measured on an engine raid5 under fio at
-iodepth 8, one write in flight at the `volume` file and the random-write IOPS of iodepth 1,
-where md's raid5 doubled. And with O_DIRECT on the FUSE file QEMU cannot learn its alignment
-(any offset is accepted, so its probe finds 1 byte and it falls back to 4096), turning every
-1 KiB guest write into a 4 KiB read-modify-write; the loop device answers BLKSSZGET with 512.
+Natively every consumer goes through the loop device: the loop driver sends the FUSE file
+asynchronous direct-I/O kiocbs, which FUSE keeps in flight together, reads and writes alike.
+
+The lab VM's QEMU opens the files themselves, with O_DIRECT (cache=none) and Linux AIO
+(aio=native), which also gives FUSE asynchronous kiocbs. Two things this avoids:
+* QEMU's thread pool (aio=threads) issues synchronous pwritev, and the kernel holds a FUSE
+  file's inode lock across a synchronous direct write until the server answers (unless the
+  server replies FOPEN_PARALLEL_DIRECT_WRITES, which pyfuse3 cannot), so every guest write
+  waited for the one before: measured on an engine raid5 under fio at iodepth 8, one write
+  in flight at `volume` and the random-write IOPS of iodepth 1, where md's raid5 doubled.
+* A host loop device between QEMU and the file splits requests by its queue limits
+  (128 segments of at most 64 KiB): a guest's 1 MiB write made of scattered 4 KiB pages
+  reached the engine as pieces of 516-596 KiB, or whole, depending on where the guest's
+  buffer lay in memory, and an engine raid0 wrote 0.80-1.01 of md's raid0 from one VM boot
+  to the next. FUSE builds its requests from the pages themselves (up to max_write), so the
+  file gets what the guest sent.
+A file opened with O_DIRECT refuses I/O that is not in whole sectors (BlockExportFS), as a
+block device does; otherwise QEMU's alignment probe, which any size passes, falls back to
+4 KiB and turns every 1 KiB guest write into a 4 KiB read-modify-write.
 
 Both register their release on the lab session's cleanup stack and record the kernel object
 in the lab's state file (raidlab.lab), so they are released on success, failure, signals,

@@ -170,6 +170,7 @@ class BlockExportFS(pyfuse3.Operations):
         self._handles: dict[int, _File] = {}
         self._next_handle = 1
         self._unaligned_lock = trio.Lock()
+        self._direct_handles: set[int] = set()  # opened with O_DIRECT: whole sectors only
 
     # --- building the tree -------------------------------------------------------------
     def add(self, relpath: str, target: BlockTarget) -> int:
@@ -323,6 +324,8 @@ class BlockExportFS(pyfuse3.Operations):
         self._next_handle += 1
         assert isinstance(node, _File)
         self._handles[fh] = node
+        if flags & os.O_DIRECT:
+            self._direct_handles.add(fh)
         return pyfuse3.FileInfo(fh=fh, direct_io=self.direct_io_open, keep_cache=False)
 
     async def create(self, parent_inode, name, mode, flags, ctx):
@@ -334,8 +337,17 @@ class BlockExportFS(pyfuse3.Operations):
         except KeyError:
             raise pyfuse3.FUSEError(errno.EBADF) from None
 
+    def _check_direct(self, fh: int, off: int, size: int) -> None:
+        """A descriptor opened with O_DIRECT gets what a block device gives it: EINVAL for
+        I/O not in whole sectors. QEMU (cache=none) probes a file's alignment with 1-byte
+        reads and, when every size works, assumes 4 KiB, which would turn each 1 KiB guest
+        write into a 4 KiB read-modify-write; refusing makes it find the 512-byte sector."""
+        if fh in self._direct_handles and (off % SECTOR or size % SECTOR):
+            raise pyfuse3.FUSEError(errno.EINVAL)
+
     async def read(self, fh, off, size):
         node = self._file(fh)
+        self._check_direct(fh, off, size)
         with _in_flight(node):
             data = await self._read(node, off, size)
         node.reads += 1
@@ -357,6 +369,7 @@ class BlockExportFS(pyfuse3.Operations):
 
     async def write(self, fh, off, buf):
         node = self._file(fh)
+        self._check_direct(fh, off, len(buf))
         with _in_flight(node, write=True):
             await self._write(node, off, buf)
         node.writes += 1
@@ -396,6 +409,7 @@ class BlockExportFS(pyfuse3.Operations):
 
     async def release(self, fh):
         self._handles.pop(fh, None)
+        self._direct_handles.discard(fh)
 
 
 @dataclass

@@ -124,8 +124,8 @@ class HostedVM:
         image = await trio.to_thread.run_sync(lambda: build_vm_image(progress=self.status))
         scratch = self.session.lab.path / "vm-scratch.img"
         await trio.to_thread.run_sync(make_scratch_image, scratch)
-        # Loop devices over the daemon's FUSE files, opened with O_DIRECT (cache=none):
-        # raidlab.export says why not the files themselves.
+        # The daemon's FUSE files, opened with O_DIRECT (cache=none) and Linux AIO:
+        # raidlab.export says why.
         disks = [VMDisk(str(p), serial=f"raidlab-d{i}", cache="none")
                  for i, p in enumerate(self.disk_paths)]
         vm = LabVM(image, disks + [VMDisk(str(scratch), serial=SCRATCH_SERIAL)],

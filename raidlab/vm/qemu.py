@@ -16,9 +16,9 @@ Why this design (docs/vm-runner.md):
   TCG otherwise.
 * Disks are virtio-blk from host files or block devices with cache=none when they accept
   O_DIRECT (the emulated disk then sees every guest write when it happens, which the timing
-  models need), writeback otherwise (tmpfs), or as VMDisk.cache says. An array daemon gives
-  loop devices over its FUSE files, not the files (raidlab.export says why). NBD exports
-  use QEMU's own NBD client.
+  models need), writeback otherwise (tmpfs), or as VMDisk.cache says; cache=none drives use
+  Linux AIO (aio=native). An array daemon gives its FUSE files (raidlab.export says why
+  not loop devices over them). NBD exports use QEMU's own NBD client.
 * The API is blocking and thread-safe only per VM. From trio code, call it through
   `trio.to_thread.run_sync`; the engine serving the disk files must not run in the same
   thread, or QEMU's first read would wait for it.

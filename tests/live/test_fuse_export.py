@@ -9,6 +9,8 @@ writes to the file are read-modify-written correctly.
 
 from __future__ import annotations
 
+import errno
+import mmap
 import os
 import subprocess
 
@@ -28,8 +30,6 @@ MiB = 1 << 20
 
 
 def _odirect_pwrite(device: str, offset: int, data: bytes) -> None:
-    import mmap
-
     buf = mmap.mmap(-1, len(data))  # page-aligned buffer, as O_DIRECT wants
     buf.write(data)
     fd = os.open(device, os.O_RDWR | os.O_DIRECT)
@@ -41,8 +41,6 @@ def _odirect_pwrite(device: str, offset: int, data: bytes) -> None:
 
 
 def _odirect_pread(device: str, offset: int, length: int) -> bytes:
-    import mmap
-
     buf = mmap.mmap(-1, length)
     fd = os.open(device, os.O_RDONLY | os.O_DIRECT)
     try:
@@ -135,6 +133,35 @@ def test_byte_granular_access_to_a_disk_file(tmp_path):
         with pytest.raises(OSError):
             os.truncate(d0.file, MiB)
         assert lab.fuse_statistics()["disks/d0"]["unaligned"] >= 2
+
+
+def test_direct_opens_get_whole_sectors_only(tmp_path):
+    """A descriptor opened with O_DIRECT is refused I/O that is not in whole sectors, as a
+    block device refuses it (QEMU's alignment probe relies on that); whole sectors pass,
+    and a buffered descriptor still gets byte-granular access."""
+    req = ServeRequest(disks=1, model="none", size=4 * MiB, name="dio", home=str(tmp_path))
+    with serve_in_background(req) as lab:
+        [d0] = lab.disks
+        fd = os.open(d0.file, os.O_RDWR | os.O_DIRECT)
+        buf = mmap.mmap(-1, 4096)
+        try:
+            for length, offset in ((1, 0), (4096, 100), (700, 512)):
+                with pytest.raises(OSError) as err:
+                    os.preadv(fd, [memoryview(buf)[:length]], offset)
+                assert err.value.errno == errno.EINVAL
+            with pytest.raises(OSError) as err:
+                os.pwritev(fd, [memoryview(buf)[:1000]], 0)
+            assert err.value.errno == errno.EINVAL
+            buf[:512] = b"s" * 512
+            assert os.pwritev(fd, [memoryview(buf)[:512]], 1024) == 512
+            assert os.preadv(fd, [memoryview(buf)[:1024]], 512) == 1024
+            assert buf[512:1024] == b"s" * 512
+        finally:
+            os.close(fd)
+            buf.close()
+        with open(d0.file, "rb") as fh:
+            fh.seek(1020)
+            assert fh.read(8) == b"\0\0\0\0ssss"
 
 
 def test_bare_passthrough_file_as_loop_device(tmp_path):

@@ -421,7 +421,9 @@ def test_qemu_argv_orders_disks_and_picks_cache_modes():
     argv = qemu_tool.build_argv(machine)
     drives = [argv[i + 1] for i, a in enumerate(argv) if a == "-drive"]
     assert drives[0].startswith("file=/d/a,,b.img,") and "cache=none" in drives[0]
+    assert "aio=native" in drives[0]  # asynchronous kiocbs: a FUSE file's writes overlap
     assert "cache=writeback" in drives[1] and "readonly=on" in drives[1]
+    assert "aio=threads" in drives[1]  # Linux AIO needs O_DIRECT
     assert "cache=" not in drives[2]  # QEMU's NBD client: no O_DIRECT on a socket
     devices = [argv[i + 1] for i, a in enumerate(argv) if a == "-device"]
     assert devices[:3] == [f"virtio-blk-pci,drive=disk{i},serial=raidlab-d{i}" for i in range(3)]

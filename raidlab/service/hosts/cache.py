@@ -49,7 +49,7 @@ class CacheHost:
         self.target = None          # the DCD or VCRAID
         self.drives: list = []      # the EmulatedDisks, one per image
         self.volume_path: Path | None = None
-        self.loop_device: str | None = None  # the loop device over `volume`
+        self.loop_device: str | None = None  # the loop device over `volume` (native runner)
         self.recovered: dict[str, Any] = {}
         self.mirror = None          # MirroredCacheDisk of scd with mirrored_cache=on
         self.caches: list = []      # the cache disks as drives or partitions (cache_placement)
@@ -79,8 +79,8 @@ class CacheHost:
             return note
 
         session.push(f"{spec.arch} RAM buffer", drain)
-        self.volume_path, self.loop_device = await serve_volume(session, fs)
-        # With the VM runner the loop device is the guest's disk, not a device for the host.
+        # Natively the array is a loop device over `volume`; the lab VM gets the file itself.
+        self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
         return {"device": self.loop_device if spec.runner == "native" else None,
                 "volume": str(self.volume_path), "capacity": self.target.size,
                 "state": self._state(), "recovered": self.recovered}
@@ -116,7 +116,7 @@ class CacheHost:
         return out
 
     def vm_disks(self) -> list[Path]:
-        return [Path(self.loop_device)]
+        return [Path(self.volume_path)]
 
     def guest_ram_reserved(self) -> int:
         """Bytes of the lab VM's available memory this architecture gives up: its RAM

@@ -31,7 +31,7 @@ class EngineHost:
         self.members: list = []
         self.session = None
         self.volume_path: Path | None = None
-        self.loop_device: str | None = None  # the loop device over `volume`
+        self.loop_device: str | None = None  # the loop device over `volume` (native runner)
         self.fs = None  # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
         self.busy = trio.Lock()  # one repair operation (replace, check) at a time
 
@@ -60,14 +60,14 @@ class EngineHost:
             return f"generation {self.keeper.superblock.generation}, state clean"
 
         session.push("array metadata", mark_clean)
-        self.volume_path, self.loop_device = await serve_volume(session, fs)
-        # With the VM runner the loop device is the guest's disk, not a device for the host.
+        # Natively the array is a loop device over `volume`; the lab VM gets the file itself.
+        self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
         return {"device": self.loop_device if spec.runner == "native" else None,
                 "volume": str(self.volume_path), "capacity": self.array.size,
                 "state": self.array.state}
 
     def vm_disks(self) -> list[Path]:
-        return [Path(self.loop_device)]
+        return [Path(self.volume_path)]
 
     def guest_ram_reserved(self) -> int:
         """Bytes of the lab VM's available memory the array gives up: md's raid5 keeps its

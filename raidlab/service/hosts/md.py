@@ -54,7 +54,8 @@ class MdHost:
         self.daemon = daemon
         self.spec = daemon.spec
         self.session = None
-        self.loops: list[str] = []  # the loop devices over disks/dK
+        self.loops: list[str] = []  # the loop devices over disks/dK (native runner)
+        self.member_files: list[Path] = []  # disks/dK in the export (the lab VM's disks)
         self.md_device: str | None = None
         self.where = "host" if self.spec.runner == "native" else "vm"
         self.vm = None  # HostedVM with --runner vm
@@ -110,17 +111,19 @@ class MdHost:
         made = await build_disks(session, fs, req)
         self.disks = [disk for _relpath, disk, _image in made]
         export = await mount_export(session, fs)
-        # The members as loop devices, for mdadm here or as the lab VM's disks (the engine's
-        # volume reaches the VM the same way: raidlab.export).
-        self.loops = [(await attach_loop(session, export, relpath)).device for relpath, _d, _i in made]
         if spec.runner != "native":
-            # The array is built inside the lab VM once it has booted (vm_ready).
-            return {"device": None, "capacity": 0, "state": "starting", "members": list(self.loops)}
+            # The member files are the lab VM's disks, as the engine's volume file is
+            # (raidlab.export); the array is built inside the VM once it has booted (vm_ready).
+            self.member_files = [export.mountpoint / relpath for relpath, _d, _i in made]
+            return {"device": None, "capacity": 0, "state": "starting",
+                    "members": [str(path) for path in self.member_files]}
+        # The members as loop devices, for the host's mdadm.
+        self.loops = [(await attach_loop(session, export, relpath)).device for relpath, _d, _i in made]
         self.md_device = await trio.to_thread.run_sync(free_md_device)
         return await self._build(self.loops, mode)
 
     def vm_disks(self) -> list[Path]:
-        return [Path(loop) for loop in self.loops]
+        return list(self.member_files)
 
     async def vm_ready(self, hosted) -> dict:
         self.vm = hosted

@@ -3,9 +3,9 @@
 Both do the same around their own build: the member images the architecture's `plan`
 names (each drive its own model and size) are made, or reopened, under the lab and served
 by a block export; the host builds its architecture over them and adds it to the export as
-`volume`; the export is mounted and `volume` is attached as a loop device, which is the
-array's device natively and the lab VM's disk with the VM runner (raidlab.export says why
-the VM gets the loop device, not the file). The md host differs: it serves the member disks
+`volume`; the export is mounted. Natively `volume` is attached as a loop device, the array's
+device; with the VM runner the file itself is the lab VM's disk (QEMU opens it with O_DIRECT
+and Linux AIO, raidlab.export says why). The md host differs: it serves the member disks
 themselves, for mdadm.
 """
 
@@ -40,11 +40,11 @@ async def make_drives(session: LabSession, daemon: Any,
     return fs, await build_disks(session, fs, req)
 
 
-async def serve_volume(session: LabSession, fs: BlockExportFS) -> tuple[Path, str]:
-    """Mount `fs`, which serves `volume`, and attach `volume` as a loop device.
-    Returns the path of the `volume` file and the loop device."""
+async def serve_volume(session: LabSession, fs: BlockExportFS, *, loop: bool = True) -> tuple[Path, str | None]:
+    """Mount `fs`, which serves `volume`, and (with `loop`) attach `volume` as a loop device.
+    Returns the path of the `volume` file and the loop device (None without `loop`)."""
     export = await mount_export(session, fs)
-    device = (await attach_loop(session, export, "volume")).device
+    device = (await attach_loop(session, export, "volume")).device if loop else None
     return export.mountpoint / "volume", device
 
 
