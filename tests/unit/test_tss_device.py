@@ -1,0 +1,391 @@
+"""TSS (raidlab.engine.tss): layout, map table, temperatures and the integrated device.
+
+The device runs in virtual time over in-memory drives; every test checks the bytes a
+reader gets against a plain reference buffer and, after the run, the redundancy on the
+members themselves: RAID1 copies equal, the parity of every RAID5 and shared cRAID5
+physical stripe equal to the XOR of its data units.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raidlab.disks import EmulatedDisk
+from raidlab.disks.backend import MemoryBackend
+from raidlab.engine import virtual
+from raidlab.engine.layouts.xor import xor_blocks
+from raidlab.engine.tss.device import MigrationRefused, TSSDevice
+from raidlab.engine.tss.geometry import TSSGeometry
+from raidlab.engine.tss.maptable import CRAID5, FREE, INVALID, RAID1, RAID5, SHARED, MapTable, NoSpace
+from raidlab.engine.tss.temperature import Temperatures
+from raidlab.errors import UsageError
+
+KiB = 1024
+UNIT = 4 * KiB
+
+
+def geometry(columns: int = 4, stripes: int = 32, substripes: int = 4) -> TSSGeometry:
+    return TSSGeometry(columns=columns, unit=UNIT, column_size=stripes * UNIT, data_offset=8 * KiB,
+                       substripes=substripes)
+
+
+# ---- layout -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("columns", [3, 4, 5, 7])
+def test_each_stripe_has_one_parity_column_and_the_others_hold_its_data(columns):
+    g = geometry(columns)
+    for ps in range(g.physical_stripes):
+        data = [g.data_column(ps, i) for i in range(g.data_units)]
+        assert sorted(data + [g.polarity(ps)]) == list(range(columns))
+        # neighbouring stripes differ in polarity (a RAID1 pair can be two neighbours)
+        if ps:
+            assert g.polarity(ps) != g.polarity(ps - 1)
+
+
+def test_pieces_cover_a_range_in_order_and_split_at_units():
+    g = geometry(4)
+    for start in range(0, g.data_bytes, 512):
+        for length in (512, 1024, UNIT, UNIT + 512, g.data_bytes - start):
+            if start + length > g.data_bytes or length <= 0:
+                continue
+            pieces = g.pieces(5, start, length)
+            assert sum(n for *_r, n in pieces) == length
+            for index, column, offset, n in pieces:
+                assert column == g.data_column(5, index)
+                assert g.unit_offset(5) <= offset and offset + n <= g.unit_offset(5) + UNIT
+
+
+def test_geometry_refuses_what_cannot_be_a_tss():
+    with pytest.raises(UsageError):
+        TSSGeometry(columns=2, unit=UNIT, column_size=64 * UNIT)
+    with pytest.raises(UsageError):
+        TSSGeometry(columns=4, unit=1000, column_size=64 * UNIT)
+    with pytest.raises(UsageError):  # 3 x 4 KiB does not cut into 5 sub-stripes of whole sectors
+        TSSGeometry(columns=4, unit=UNIT, column_size=64 * UNIT, substripes=5)
+    with pytest.raises(UsageError):
+        TSSGeometry(columns=4, unit=UNIT, column_size=UNIT)
+
+
+# ---- map table --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("placement,columns,expected", [
+    ("halfway", 5, 16), ("halfway", 4, 17),  # 16 has stripe 0's polarity with 4 columns
+    ("successive", 4, 1), ("successive", 5, 1)])
+def test_mirror_placement(placement, columns, expected):
+    g = geometry(columns, stripes=32)
+    table = MapTable(g, 10, placement=placement)
+    primary, mirror = table.take_mirror_pair()
+    assert (primary, mirror) == (0, expected)
+    assert g.polarity(primary) != g.polarity(mirror)
+
+
+def test_the_reserved_stripe_is_never_handed_out():
+    g = geometry(4, stripes=8)
+    table = MapTable(g)
+    assert table.logical_stripes == 7 and table.reserved == 7
+    taken = [table.take_whole() for _ in range(7)]
+    assert sorted(taken) == list(range(7))
+    with pytest.raises(NoSpace):
+        table.take_whole()
+    with pytest.raises(NoSpace):
+        table.take_substripes(1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["pair", "whole", "subs", "drop"]), st.integers(0, 10**6)),
+                max_size=80))
+def test_allocation_keeps_the_map_and_bitmap_consistent(ops):
+    from raidlab.engine.tss.maptable import Compressed, Mapping
+
+    g = geometry(4, stripes=16)
+    table = MapTable(g)
+    for op, n in ops:
+        invalid = [ls for ls, e in enumerate(table.entries) if e.kind == INVALID]
+        used = [ls for ls, e in enumerate(table.entries) if e.kind != INVALID]
+        try:
+            if op == "pair" and invalid:
+                table.set(invalid[0], Mapping(RAID1, table.take_mirror_pair()))
+            elif op == "whole" and invalid:
+                table.set(invalid[0], Mapping(RAID5, (table.take_whole(),)))
+            elif op == "subs" and invalid:
+                count = 1 + n % g.substripes
+                ps, first, _fresh = table.take_substripes(count)
+                table.set(invalid[0], Mapping(CRAID5, (ps,), Compressed(ps, first, count, 100)))
+            elif op == "drop" and used:
+                old = table.set(used[n % len(used)], Mapping())
+                if old.kind == CRAID5:
+                    table.release_substripes(old.compressed.stripe, old.compressed.first, old.compressed.count)
+                else:
+                    for ps in old.stripes:
+                        table.release(ps)
+        except NoSpace:
+            pass
+        table.check()
+    again = MapTable.from_bytes(g, table.to_bytes())
+    assert again.entries == table.entries and again.sub_used == table.sub_used
+    assert bytes(again.holder) == bytes(table.holder)
+
+
+def test_a_damaged_map_table_is_refused_on_load():
+    g = geometry(4, stripes=16)
+    table = MapTable(g)
+    from raidlab.engine.tss.maptable import Compressed, Mapping
+
+    for ls in (0, 1):
+        ps, first, _ = table.take_substripes(2)
+        table.set(ls, Mapping(CRAID5, (ps,), Compressed(ps, first, 2, 10)))
+    data = table.to_dict()
+    data["entries"]["1"][2][1] = 1  # overlaps logical stripe 0's sub-stripes
+    with pytest.raises(ValueError):
+        MapTable.from_dict(g, data)
+
+
+# ---- temperatures -----------------------------------------------------------------------
+
+def test_aging_adds_recent_accesses_and_degradation_cools_only_the_idle():
+    t = Temperatures(3)
+    for _ in range(3):
+        t.touch(0)
+    t.touch(1)
+    assert t.age() == 2
+    assert t.temperature == [3.0, 1.0, 0.0]
+    assert t.degrade(0.5) == 0  # both were accessed since the (first) degradation
+    t.touch(1)
+    assert t.degrade(0.5) == 1  # stripe 0 idle since the last degradation; 1 was touched
+    assert t.temperature == [1.5, 1.0, 0.0]
+    assert t.age() == 1 and t.temperature[1] == 2.0
+    t.reset(1)
+    assert t.temperature[1] == 0.0
+    with pytest.raises(UsageError):
+        t.degrade(1.5)
+
+
+# ---- the device -------------------------------------------------------------------------
+
+def make_device(nursery, *, mode="tss", stripes=32, logical=None, columns=4, placement="halfway", model="none"):
+    g = geometry(columns, stripes=stripes)
+    disks = [EmulatedDisk(f"d{i}", model, MemoryBackend(g.data_offset + g.column_size)) for i in range(columns)]
+    for disk in disks:
+        disk.start(nursery)
+    table = MapTable(g, logical, placement=placement)
+    return TSSDevice("t", disks, table, mode=mode)
+
+
+def payload(rng: random.Random, length: int, compressible: float) -> bytes:
+    """Bytes of which about `compressible` are runs of one byte."""
+    out = bytearray()
+    while len(out) < length:
+        n = min(512, length - len(out))
+        out += bytes([rng.randrange(4)]) * n if rng.random() < compressible else rng.randbytes(n)
+    return bytes(out)
+
+
+def check_redundancy(device: TSSDevice) -> None:
+    """RAID1 copies hold the same data; every RAID5 and shared stripe has right parity."""
+    g = device.geometry
+    table = device.table
+    table.check()
+
+    def unit(column, ps):
+        return device.members[column].backend.pread(g.unit_offset(ps), g.unit)
+
+    def data_units(ps):
+        return [unit(g.data_column(ps, i), ps) for i in range(g.data_units)]
+
+    for ls, entry in enumerate(table.entries):
+        if entry.kind == RAID1:
+            a, b = entry.stripes
+            assert data_units(a) == data_units(b), f"RAID1 copies of {ls} differ"
+        if entry.kind == RAID5:
+            ps = entry.stripes[0]
+            assert xor_blocks(data_units(ps)) == unit(g.polarity(ps), ps), f"parity of {ls} (stripe {ps})"
+    for ps in range(g.physical_stripes):
+        if table.holder[ps] == SHARED:
+            assert xor_blocks(data_units(ps)) == unit(g.polarity(ps), ps), f"parity of shared stripe {ps}"
+
+
+def run(body):
+    async def main():
+        async with trio.open_nursery() as nursery:
+            result = await body(nursery)
+            nursery.cancel_scope.cancel()
+        return result
+
+    return virtual.run_virtual(main)
+
+
+@pytest.mark.parametrize("mode", ["tss", "raid1", "raid5", "craid5"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_io_and_migrations_read_back_what_was_written(mode, seed):
+    """Reads, writes (in and across stripes, any sector size) and, in the integrated
+    device, promotions and victimizations interleaved, against a reference buffer."""
+
+    async def body(nursery):
+        device = make_device(nursery, mode=mode, logical=15 if mode == "raid1" else 20)
+        rng = random.Random(seed)
+        reference = bytearray(device.size)
+        for step in range(160):
+            roll = rng.random()
+            if mode == "tss" and roll < 0.25:
+                ls = rng.randrange(device.table.logical_stripes)
+                try:
+                    await (device.promote(ls) if rng.random() < 0.5 else device.victimize(ls))
+                except MigrationRefused:
+                    pass
+                continue
+            length = rng.choice([512, 1024, 3 * KiB, UNIT, 12 * KiB, 20 * KiB])
+            offset = rng.randrange(0, (device.size - length) // 512) * 512
+            if roll < 0.65:
+                data = payload(rng, length, compressible=0.6)
+                await device.write(offset, data)
+                reference[offset:offset + length] = data
+            else:
+                assert await device.read(offset, length) == reference[offset:offset + length], step
+            device.table.check()
+        assert await device.read(0, device.size) == reference
+        check_redundancy(device)
+        return device.statistics()
+
+    stats = run(body)
+    kinds = {RAID1, RAID5, CRAID5} if mode == "tss" else {mode}
+    assert set(k for k, v in stats["personalities"].items() if v and k != INVALID) <= kinds
+    if mode == "tss":
+        assert stats["personalities"][CRAID5] + stats["personalities"][RAID5] > 0
+
+
+def test_concurrent_writes_to_compressed_stripes_sharing_a_physical_stripe():
+    """Many small writers at once on cRAID5 stripes: their sub-stripes share physical
+    stripes and parity, which the physical stripe locks keep right."""
+
+    async def body(nursery):
+        device = make_device(nursery, mode="craid5", logical=24, model="hp-c2200a")
+        rng = random.Random(7)
+        reference = bytearray(device.size)
+        for _round in range(6):
+            writes = []
+            for ls in rng.sample(range(device.table.logical_stripes), 12):
+                offset = ls * device.geometry.data_bytes + rng.randrange(0, 20) * 512
+                data = payload(rng, 2 * KiB, compressible=0.8)
+                writes.append((offset, data))
+                reference[offset:offset + len(data)] = data
+            async with trio.open_nursery() as inner:
+                for offset, data in writes:
+                    inner.start_soon(device.write, offset, data)
+        assert await device.read(0, device.size) == reference
+        check_redundancy(device)
+        return device.statistics()
+
+    stats = run(body)
+    assert stats["space"]["shared_stripes"] < 24  # compressed stripes did share
+    assert stats["decompressions"] > 0
+
+
+def test_compression_saves_space_and_incompressible_stripes_are_stored_whole():
+    async def body(nursery):
+        device = make_device(nursery, mode="craid5", logical=8)
+        stripe = device.geometry.data_bytes
+        await device.write(0, bytes(stripe))                       # compresses to one sub-stripe
+        await device.write(stripe, os.urandom(stripe))             # does not compress
+        assert await device.read(stripe, stripe) != bytes(stripe)
+        first, second = device.table[0].compressed, device.table[1].compressed
+        assert first.count == 1 and not first.raw
+        assert second.count == device.geometry.substripes and second.raw
+        check_redundancy(device)
+        return device.table.space()
+
+    space = run(body)
+    stripe_bytes = 4 * UNIT
+    assert space["physical_craid5"] == stripe_bytes // 4 + stripe_bytes
+
+
+def test_promotion_and_victimization_follow_the_paper_order_and_reset_temperature():
+    async def body(nursery):
+        device = make_device(nursery, mode="tss", logical=8)
+        stripe = device.geometry.data_bytes
+        data = payload(random.Random(3), stripe, 0.7)
+        await device.write(0, data)
+        assert device.table[0].kind == RAID1  # plenty of free stripes: first access is RAID1
+        device.temperatures.touch(0)
+        device.temperatures.age()
+        assert await device.victimize(0) == RAID5
+        assert device.temperatures.get(0) == 0.0
+        assert await device.victimize(0) == CRAID5
+        with pytest.raises(MigrationRefused):
+            await device.victimize(0)
+        assert await device.promote(0) == RAID5
+        assert await device.promote(0) == RAID1
+        with pytest.raises(MigrationRefused):
+            await device.promote(0)
+        a, b = device.table[0].stripes
+        assert device.geometry.polarity(a) != device.geometry.polarity(b)
+        assert await device.read(0, stripe) == data
+        with pytest.raises(MigrationRefused):
+            await device.promote(5)  # invalid: nothing to move
+        check_redundancy(device)
+        return dict(device.counters)
+
+    counters = run(body)
+    for move in ("victimize_raid1_to_raid5", "victimize_raid5_to_craid5", "promote_craid5_to_raid5",
+                 "promote_raid5_to_raid1"):
+        assert counters[move] == 1
+
+
+def test_a_full_device_moves_through_the_reserved_stripe_and_victimizes_on_its_own():
+    """Every physical stripe but the reserved one holds data: a RAID5 stripe can still be
+    victimized (into the reserved stripe, whose place the vacated stripe takes), and a
+    first write into a full integrated device victimizes the coldest RAID1 stripe."""
+
+    async def body(nursery):
+        device = make_device(nursery, mode="tss", stripes=8, logical=7)
+        stripe = device.geometry.data_bytes
+        rng = random.Random(5)
+        reference = bytearray(device.size)
+        for ls in range(7):  # 3 RAID1 pairs, then one RAID5 in the last free stripe
+            data = payload(rng, stripe, 0.9)
+            await device.write(ls * stripe, data)
+            reference[ls * stripe:(ls + 1) * stripe] = data
+        stats = device.statistics()
+        assert device.table.free_stripes() == 0
+        assert stats["forced_victimizations"] >= 1
+        raid5 = device.table.logical_of(RAID5)
+        reserved = device.table.reserved
+        await device.victimize(raid5[0])
+        assert device.counters["reserved_stripe_moves"] == 1
+        assert device.table.reserved != reserved
+        assert device.table[raid5[0]].compressed.stripe == reserved
+        assert await device.read(0, device.size) == reference
+        check_redundancy(device)
+
+    run(body)
+
+
+def test_trim_of_whole_stripes_frees_their_space():
+    async def body(nursery):
+        device = make_device(nursery, mode="tss", logical=8)
+        stripe = device.geometry.data_bytes
+        await device.write(0, b"x" * (2 * stripe))
+        free = device.table.free_stripes()
+        await device.trim(0, stripe + 512)  # stripe 0 whole, stripe 1 only in part
+        assert device.table[0].kind == INVALID and device.table[1].kind != INVALID
+        assert device.table.free_stripes() == free + 2
+        assert await device.read(0, stripe) == bytes(stripe)
+        device.table.check()
+
+    run(body)
+
+
+def test_bad_modes_and_stripes_are_refused():
+    async def body(nursery):
+        with pytest.raises(UsageError):
+            make_device(nursery, mode="raid6")
+        device = make_device(nursery)
+        with pytest.raises(UsageError):
+            await device.promote(10**6)
+
+    run(body)
