@@ -58,6 +58,7 @@ from raidlab.blockdev import check_aligned
 from raidlab.engine.layouts.xor import xor_blocks
 from raidlab.engine.tss.compression import CpuCost, compress, decompress
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5, Compressed, MapTable, Mapping, NoSpace
+from raidlab.engine.tss.persist import MapStore
 from raidlab.engine.tss.temperature import Temperatures
 from raidlab.errors import UsageError
 
@@ -75,7 +76,7 @@ class TSSDevice:
 
     def __init__(self, name: str, members: Sequence[Any], table: MapTable, *, mode: str = "tss",
                  temperatures: Temperatures | None = None, cost: CpuCost | None = None,
-                 read_balance: bool = True) -> None:
+                 read_balance: bool = True, store: MapStore | None = None) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown tss mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
         if len(members) != table.geometry.columns:
@@ -91,6 +92,7 @@ class TSSDevice:
         self.temperatures = temperatures or Temperatures(table.logical_stripes)
         self.cost = cost
         self.read_balance = read_balance
+        self.store = store
         self._locks: dict[int, trio.Lock] = collections.defaultdict(trio.Lock)        # logical stripes
         self._physical_locks: dict[int, trio.Lock] = collections.defaultdict(trio.Lock)  # shared stripes
         self._reserved_lock = trio.Lock()  # one move through the reserved stripe at a time
@@ -150,7 +152,7 @@ class TSSDevice:
         for ls, start, n, _pos in self._split(offset, length):
             if n == self.geometry.data_bytes:
                 async with self._locks[ls]:
-                    self._release(self.table.set(ls, Mapping()))
+                    self._release(await self._commit(ls, Mapping()))
                     self.counters["trimmed_stripes"] += 1
 
     # -- reading -----------------------------------------------------------------------
@@ -260,11 +262,17 @@ class TSSDevice:
                 await self._make_room(exclude=ls)
         kind = RAID1 if len(stripes) == 2 else RAID5
         self.counters[f"allocations_{kind}"] += 1
-        if kind == RAID1:
-            await _in_order([(self._write_plain, ps, 0, whole) for ps in stripes])
-        else:
-            await self._write_parity(stripes[0], 0, whole, fresh=True)
-        self.table.set(ls, Mapping(kind, stripes))
+        try:
+            if kind == RAID1:
+                await _in_order([(self._write_plain, ps, 0, whole) for ps in stripes])
+            else:
+                await self._write_parity(stripes[0], 0, whole, fresh=True)
+            await self._commit(ls, Mapping(kind, stripes))
+        except BaseException:
+            if self.table[ls].kind == INVALID:  # not recorded: the space goes back
+                for ps in stripes:
+                    self.table.release(ps)
+            raise
 
     async def _write_plain(self, ps: int, start: int, data: bytes | memoryview) -> None:
         """Data units only, no parity (a RAID1 copy)."""
@@ -381,8 +389,15 @@ class TSSDevice:
                 raise
             await self._move_through_reserved(ls, old, blob, Compressed(0, 0, count, size, raw))
             return
-        await self._write_substripes(ps, first, blob, fresh)
-        self._release(self.table.set(ls, Mapping(CRAID5, (ps,), Compressed(ps, first, count, size, raw))))
+        entry = Mapping(CRAID5, (ps,), Compressed(ps, first, count, size, raw))
+        try:
+            await self._write_substripes(ps, first, blob, fresh)
+            previous = await self._commit(ls, entry)
+        except BaseException:
+            if self.table[ls] is not entry:  # not recorded: the sub-stripes go back
+                self.table.release_substripes(ps, first, count)
+            raise
+        self._release(previous)
 
     async def _write_substripes(self, ps: int, first: int, blob: bytes, fresh: bool) -> None:
         """Write sub-stripes of physical stripe `ps` under its lock: other compressed
@@ -410,15 +425,27 @@ class TSSDevice:
             target = table.reserved
             await self._write_parity(target, 0, payload, fresh=True)
             self.counters["reserved_stripe_moves"] += 1
+            if compressed is not None:
+                entry = Mapping(CRAID5, (target,), dataclasses.replace(compressed, stripe=target))
+            else:
+                entry = Mapping(RAID5, (target,))
+            if self.store is not None:  # header first, keeping the old reserved stripe (persist)
+                await self.store.write_header(vacated, target)
+                await self.store.write_entry(ls, entry)
             if old.kind == CRAID5:
                 c = old.compressed
                 table.release_substripes(c.stripe, c.first, c.count)
             table.swap_reserved(vacated)
             if compressed is not None:
                 table.adopt_shared(target, 0, compressed.count)
-                table.set(ls, Mapping(CRAID5, (target,), dataclasses.replace(compressed, stripe=target)))
-            else:
-                table.set(ls, Mapping(RAID5, (target,)))
+            table.set(ls, entry)
+
+    async def _commit(self, ls: int, entry: Mapping) -> Mapping:
+        """Record `entry` durably (raidlab.engine.tss.persist), then make it the map's;
+        returns the entry it replaced, whose space the caller releases after this."""
+        if self.store is not None:
+            await self.store.write_entry(ls, entry)
+        return self.table.set(ls, entry)
 
     def _release(self, old: Mapping) -> None:
         """Free the space of a map entry just replaced."""
@@ -479,7 +506,7 @@ class TSSDevice:
         data = await self._read_range(primary, 0, g.data_bytes)
         units = [data[i * g.unit:(i + 1) * g.unit] for i in range(g.data_units)]
         await self.members[g.polarity(primary)].write(g.unit_offset(primary), xor_blocks(units))
-        self.table.set(ls, Mapping(RAID5, (primary,)))
+        await self._commit(ls, Mapping(RAID5, (primary,)))
         self.table.release(entry.stripes[1])
 
     async def _raid5_to_raid1(self, ls: int, entry: Mapping) -> None:
@@ -489,10 +516,11 @@ class TSSDevice:
         try:
             data = await self._read_range(stripe, 0, self.geometry.data_bytes)
             await self._write_plain(mirror, 0, data)
+            await self._commit(ls, Mapping(RAID1, (stripe, mirror)))
         except BaseException:
-            self.table.release(mirror)
+            if self.table[ls].kind != RAID1:
+                self.table.release(mirror)
             raise
-        self.table.set(ls, Mapping(RAID1, (stripe, mirror)))
 
     async def _craid5_to_raid5(self, ls: int, entry: Mapping) -> None:
         data = await self._read_compressed(entry.compressed)
@@ -503,8 +531,14 @@ class TSSDevice:
                 raise
             await self._move_through_reserved(ls, entry, data, None)
             return
-        await self._write_parity(stripe, 0, data, fresh=True)
-        self._release(self.table.set(ls, Mapping(RAID5, (stripe,))))
+        try:
+            await self._write_parity(stripe, 0, data, fresh=True)
+            previous = await self._commit(ls, Mapping(RAID5, (stripe,)))
+        except BaseException:
+            if self.table[ls].kind != RAID5:
+                self.table.release(stripe)
+            raise
+        self._release(previous)
 
     async def _make_room(self, *, exclude: int) -> None:
         """No free stripe for a first write: victimize the coldest RAID1 stripe not in use,
