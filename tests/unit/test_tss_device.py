@@ -435,7 +435,7 @@ def test_the_map_survives_an_orderly_reassembly():
 
 @pytest.mark.parametrize("seed", range(100))
 def test_a_crash_at_any_moment_keeps_every_acknowledged_write(seed):
-    """Writers and a migrating policy run on a slow drive model until the daemon "dies" at
+    """Three writers and a migrating policy run on a slow drive model until the daemon "dies" at
     a random moment (everything in flight stops where it is); the device assembled from
     the members returns, for every sector, the last acknowledged write or one still in
     flight at the crash, and its map loads consistent."""
@@ -443,7 +443,7 @@ def test_a_crash_at_any_moment_keeps_every_acknowledged_write(seed):
 
     backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
     rng = random.Random(seed)
-    crash_at = rng.uniform(0.05, 3.0)
+    crash_at = rng.uniform(0.3, 3.0)
     sector = 512
 
     async def body(nursery):
@@ -453,11 +453,18 @@ def test_a_crash_at_any_moment_keeps_every_acknowledged_write(seed):
         pending: dict[int, list[bytes]] = {}   # sector -> contents of writes in flight
         t0 = trio.current_time()
 
+        stripe = device.geometry.data_bytes
+        lane = stripe // 3
+
         async def writer(index: int) -> None:
+            # Writer `index` owns the index-th third of every logical stripe: writers meet
+            # in stripes (locks, parity) but never in a sector, whose last write is then
+            # the last one acknowledged.
             wrng = random.Random(seed * 100 + index)
             while True:
-                length = wrng.choice([512, 2 * KiB, 12 * KiB])
-                offset = wrng.randrange(0, (device.size - length) // sector) * sector
+                length = wrng.choice([512, 2 * KiB, lane])
+                ls = wrng.randrange(device.table.logical_stripes)
+                offset = ls * stripe + index * lane + wrng.randrange(0, (lane - length) // sector + 1) * sector
                 data = payload(wrng, length, 0.7)
                 chunks = {(offset + i) // sector: data[i:i + sector] for i in range(0, length, sector)}
                 for s, chunk in chunks.items():
@@ -491,3 +498,40 @@ def test_a_crash_at_any_moment_keeps_every_acknowledged_write(seed):
         return len(acked)
 
     assert run(body) > 0
+
+
+def test_space_a_durable_record_points_at_is_not_reused_before_the_new_record_is_durable():
+    """A cRAID5 rewrite moves the stripe; while its new map record is still being written,
+    another stripe's allocation must not get the old sub-stripes, or a crash then (the old
+    record still on disk) would find another stripe's bytes there."""
+    from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss
+
+    backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
+
+    async def body(nursery):
+        device = await create_tss("t", columns_over(backends, nursery), unit=UNIT,
+                                  options=TSSOptions(mode="craid5", logical_stripes=8))
+        stripe = device.geometry.data_bytes
+        old = payload(random.Random(1), stripe, 0.9)
+        await device.write(0, old)
+        held = device.table[0].compressed
+        never = trio.Event()
+        write_entry = device.store.write_entry
+
+        async def stalled(ls, entry):
+            if ls == 0:
+                await never.wait()  # the record of the move never becomes durable
+            await write_entry(ls, entry)
+
+        device.store.write_entry = stalled
+        with trio.move_on_after(5):
+            async with trio.open_nursery() as work:
+                work.start_soon(device.write, 0, payload(random.Random(2), stripe, 0.9))
+                await trio.sleep(1)
+                for ls in range(1, 6):  # allocations that would like the lowest sub-stripes
+                    await device.write(ls * stripe, payload(random.Random(ls + 10), stripe, 0.9))
+        again = await assemble_tss(columns_over(backends, nursery))
+        assert again.table[0].compressed == held
+        assert await again.read(0, stripe) == old
+
+    run(body)
