@@ -230,6 +230,7 @@ def _vm_kernel_state() -> tuple[bool, str]:
 # Which doctor runner serves an architecture family on each of its runners.
 _FAMILY_RUNNERS = {"engine": {"native": "native-engine", "vm": "vm"},
                    "cache": {"native": "native-engine", "vm": "vm"},
+                   "tss": {"native": "native-engine", "vm": "vm"},
                    "md": {"native": "native-md", "vm": "vm"}}
 
 

@@ -8,6 +8,7 @@ says what a declaration holds):
     raidlab.archs.layouts   engine layouts: raid0, raid1, raid10, raid5, chained, raidx, sa1-3
     raidlab.archs.dcd       dcd
     raidlab.archs.vcraid    vcraid (raidlab.archs.caching: the options both caching ids share)
+    raidlab.archs.tss       tss
     raidlab.archs.md        md-raid0, md-raid1, md-raid5, md-raid10 (kernel md, the baselines)
     raidlab.archs.disk      disk (one drive; virtual time only)
 
@@ -21,13 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidlab.archs import dcd, disk, layouts, md, vcraid
+from raidlab.archs import dcd, disk, layouts, md, tss, vcraid
 from raidlab.archs.base import (LIVE, RUNNERS, VIRTUAL, Architecture, BuildContext, Built, Config, Drive,
                                 Option)
 from raidlab.errors import UsageError
 
 # In the order `raidlab archs` and `raidlab create --help` list them.
-FAMILIES = (layouts, dcd, vcraid, md, disk)
+FAMILIES = (layouts, dcd, vcraid, tss, md, disk)
 
 REGISTRY: dict[str, Architecture] = {}
 for _family in FAMILIES:

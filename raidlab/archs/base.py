@@ -55,13 +55,16 @@ class Config:
 
 @dataclasses.dataclass(frozen=True)
 class Drive:
-    """One member drive to make: its name, catalog model, bytes, and how the bytes map onto
-    the modelled drive ("full": spread over the whole stroke; "start": the first bytes)."""
+    """One member drive to make: its name, catalog model, bytes, how the bytes map onto the
+    modelled drive ("full": spread over the whole stroke; "start": the first bytes), and
+    whether a virtual-time drive must keep what is written (an architecture that reads
+    back its own data, as TSS decompresses its stripes; others replay timing only)."""
 
     name: str
     model: str
     size: int
     span: str = "full"
+    keeps_data: bool = False
 
 
 @dataclasses.dataclass

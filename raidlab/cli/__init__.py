@@ -34,6 +34,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.trace",
     "raidlab.cli.bench",
     "raidlab.cli.cache",
+    "raidlab.cli.tss",
     "raidlab.cli.crashtest",
     "raidlab.cli.run",
     "raidlab.cli.report",

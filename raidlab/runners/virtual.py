@@ -21,6 +21,8 @@ Why built this way (the design's "one engine, two clocks"):
 * Timing-only data: traces carry no data, so member disks get a DiscardBackend (writes are
   dropped, reads return zeros). Parity arithmetic still runs on those zeros, so the engine
   does the same work; memory does not grow with the disk size or with what was written.
+  An architecture that reads back its own data (TSS decompresses its cRAID5 stripes) asks
+  for drives that keep it (Drive.keeps_data): sparse memory, growing with what is written.
 * Each member disk is wrapped in a MeteredTarget that sums the response times the
   architecture sees from it, giving per-disk mean response, mean wait (response - service)
   and mean queue length (Little's law: sum of response times / elapsed time).
@@ -47,6 +49,7 @@ import trio
 from raidlab import archs
 from raidlab.archs import Built
 from raidlab.blockdev import SECTOR
+from raidlab.disks.backend import MemoryBackend
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 from raidlab.runners.clock import run_replay
@@ -164,8 +167,8 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     arch.validate(config, "sim")
     drives = []
     for drive in arch.plan(config, archs.VIRTUAL):
-        disk = EmulatedDisk(drive.name, drive.model, DiscardBackend(drive.size), discipline=spec.discipline,
-                            span=drive.span)
+        backend = MemoryBackend(drive.size) if drive.keeps_data else DiscardBackend(drive.size)
+        disk = EmulatedDisk(drive.name, drive.model, backend, discipline=spec.discipline, span=drive.span)
         disk.start(nursery)
         drives.append(MeteredTarget(disk))
     return await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",

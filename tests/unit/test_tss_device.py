@@ -425,6 +425,7 @@ def test_the_map_survives_an_orderly_reassembly():
         again = await assemble_tss(columns_over(backends, nursery))
         assert again.table.entries == device.table.entries
         assert again.table.reserved == device.table.reserved
+        assert bytes(again.table.holder) == bytes(device.table.holder)
         assert await again.read(0, again.size) == reference
         check_redundancy(again)
         return device.table.counts

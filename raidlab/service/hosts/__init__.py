@@ -6,6 +6,8 @@ device, control socket); what it serves is built by the host of the architecture
 
 * engine (raid0 ... sa3): an Array over the member disks, exported as `volume`;
 * cache (dcd, vcraid): RAM buffer + cache disk(s) in front of a data disk or an engine raid5;
+* tss: a TSS device (RAID1 / RAID5 / cRAID5 stripes under one map table), exported as
+  `volume`, with the paper's ioctls as control operations;
 * md (md-raid0 ... md-raid10): mdadm over loop devices on the lab's `disks/dK` files,
   natively or in the lab VM.
 
@@ -26,8 +28,9 @@ from raidlab import archs
 from raidlab.service.hosts.cache import CacheHost
 from raidlab.service.hosts.engine import EngineHost
 from raidlab.service.hosts.md import MdHost
+from raidlab.service.hosts.tss import TSSHost
 
-HOSTS = {"engine": EngineHost, "cache": CacheHost, "md": MdHost}
+HOSTS = {"engine": EngineHost, "cache": CacheHost, "tss": TSSHost, "md": MdHost}
 
 
 def host_class(arch: str):

@@ -1,0 +1,162 @@
+"""TSS, Temperature Sensitive Storage (Pallipadi & Gopinath, ALS 2001), as an architecture.
+
+The mechanism is raidlab.engine.tss (the integrated device, its map table, persistence and
+temperatures). Members are the columns, `--chunk` the stripe unit; a logical stripe holds
+(columns - 1) stripe units.
+
+Options (-o):
+* mode: tss (the integrated device) or a static device of one personality, raid1, raid5 or
+  craid5 (the paper's Table 3 "RAID devices through TSS");
+* placement: halfway or successive, where a RAID1 stripe's second physical stripe goes
+  (§4, Table 2; the paper ran everything after Table 2 with halfway);
+* substripes: allocation units of a physical stripe for cRAID5 (§3.3's example: 4);
+* logical_stripes: how many logical stripes the device exports (default: as many as fit
+  beside the reserved stripe; a static RAID1 device, half as many);
+* read_balance: RAID1 reads from the copy whose columns served fewer reads (§4), on/off;
+* cpu_cost: what compression and decompression cost in virtual time (none, measured: lz4
+  timed on this host, or "C/D": C MB/s compressing and D MB/s decompressing); live, the
+  host's own CPU pays and only none is accepted.
+
+Drives: live, d0..d{N-1} of --disk-size. In virtual time the drives keep their data
+(Drive.keeps_data): cRAID5 decompresses what it wrote, so a replay needs the bytes; memory
+grows only with what the replay writes. Without --chunk in virtual time the stripe unit is
+16 KiB, an assumption (the paper does not give its stripe unit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidlab.archs.base import LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, Drive, Option
+from raidlab.archs.layouts import drive_size
+from raidlab.disks import catalog
+from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss, plan_geometry
+from raidlab.engine.tss.compression import CpuCost, measured_cost
+from raidlab.engine.tss.device import MODES
+from raidlab.engine.tss.maptable import PLACEMENTS
+from raidlab.errors import UsageError
+
+DEFAULT_UNIT_VIRTUAL = 16 * 1024
+DEFAULT_COLUMNS = 3  # the paper's three Quantum Fireball drives (§5.3)
+
+OPTIONS = (
+    Option("mode", "tss", f"tss (integrated) or a static {', '.join(MODES[1:])} device (Table 3)"),
+    Option("placement", "halfway", "RAID1 mirror placement: halfway or successive (§4, Table 2)"),
+    Option("substripes", 4, "cRAID5 allocation units per physical stripe (§3.3)"),
+    Option("logical_stripes", None, "logical stripes exported (default: all that fit)"),
+    Option("read_balance", "on", "RAID1 reads from the less-read copy (§4): on/off"),
+    Option("cpu_cost", "none", "compression time in virtual time: none, measured, or C/D MB/s"),
+)
+
+
+def _on_off(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in ("on", "true", "1", "yes"):
+        return True
+    if text in ("off", "false", "0", "no"):
+        return False
+    raise UsageError(f"option {key}={value} is not on or off")
+
+
+def _positive_int(key: str, value: Any, *, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"option {key}={value} is not a whole number") from None
+    if isinstance(value, bool) or number < 1 or str(number) != str(value).strip():
+        raise UsageError(f"option {key}={value} must be a whole number of at least 1")
+    return number
+
+
+def tss_options(options: dict[str, Any]) -> tuple[TSSOptions, str]:
+    """(TSSOptions, cpu_cost text) from -o options, refusing unknown or bad values."""
+    arch = ARCHITECTURES[0]
+    arch.check_option_names(options)
+    merged = {o.name: o.default for o in OPTIONS} | dict(options)
+    mode, placement = str(merged["mode"]), str(merged["placement"])
+    if mode not in MODES:
+        raise UsageError(f"unknown tss mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
+    if placement not in PLACEMENTS:
+        raise UsageError(f"unknown RAID1 placement {placement!r}", hint=f"use one of: {', '.join(PLACEMENTS)}")
+    parsed = TSSOptions(mode=mode, placement=placement,
+                        substripes=_positive_int("substripes", merged["substripes"]),
+                        logical_stripes=_positive_int("logical_stripes", merged["logical_stripes"], allow_none=True),
+                        read_balance=_on_off("read_balance", merged["read_balance"]))
+    cost = str(merged["cpu_cost"])
+    cpu_cost(cost, VIRTUAL, check_only=True)
+    return parsed, cost
+
+
+def cpu_cost(text: str, clock: str, *, check_only: bool = False) -> CpuCost | None:
+    """The CpuCost named by the cpu_cost option (module doc)."""
+    if text == "none":
+        return None
+    if clock == LIVE:
+        raise UsageError(f"cpu_cost={text} charges time in virtual time only",
+                         hint="a live device pays the host's real CPU time; drop the option")
+    if text == "measured":
+        return None if check_only else measured_cost()
+    try:
+        compress_mb_s, decompress_mb_s = (float(part) for part in text.split("/"))
+    except ValueError:
+        raise UsageError(f"option cpu_cost={text} is not none, measured or C/D",
+                         hint="write it like cpu_cost=2.1/5.4 (MB/s compressing / decompressing)") from None
+    if not (compress_mb_s > 0 and decompress_mb_s > 0):
+        raise UsageError(f"option cpu_cost={text}: rates must be positive")
+    return CpuCost(1e-6 / compress_mb_s, 1e-6 / decompress_mb_s, f"{compress_mb_s:g}/{decompress_mb_s:g} MB/s")
+
+
+def _unit(config: Config, clock: str) -> int:
+    if config.chunk is not None:
+        return config.chunk
+    if clock != VIRTUAL:
+        raise UsageError("tss needs a stripe unit", hint="give --chunk")
+    return DEFAULT_UNIT_VIRTUAL
+
+
+def plan(config: Config, clock: str) -> list[Drive]:
+    models = catalog.member_models(config.disk_model, config.disks or DEFAULT_COLUMNS)
+    size = drive_size(Config("tss", 1, config.disk_size, None, disk_model=models[0]), clock)
+    return [Drive(f"d{index}", model, size, keeps_data=clock == VIRTUAL) for index, model in enumerate(models)]
+
+
+def check(config: Config, runner: str) -> None:
+    clock = VIRTUAL if runner == "sim" else LIVE
+    options, cost = tss_options(config.options)
+    cpu_cost(cost, clock, check_only=True)
+    drives = plan(config, clock)
+    plan_geometry(len(drives), drives[0].size, _unit(config, clock), options)
+
+
+async def build(ctx: BuildContext) -> Built:
+    """Create or assemble the device over the drives of `plan`. parts: "device"."""
+    options, cost_text = tss_options(ctx.config.options)
+    cost = cpu_cost(cost_text, ctx.clock)
+    if ctx.mode == "create":
+        ctx.status(f"creating a {options.mode} TSS over {len(ctx.drives)} columns")
+        device = await create_tss(ctx.name, ctx.drives, unit=_unit(ctx.config, ctx.clock), options=options,
+                                  cost=cost, status=ctx.status)
+    else:
+        ctx.status(f"assembling {ctx.name}: loading the map table from the private area")
+        device = await assemble_tss(ctx.drives, labels=ctx.labels, cost=cost, status=ctx.status)
+
+    def statistics() -> dict[str, Any]:
+        stats = device.statistics()
+        if ctx.clock == VIRTUAL:
+            stats.pop("members", None)  # the replay reports each drive itself
+        return stats
+
+    return Built(device, list(ctx.drives), statistics, {"device": device})
+
+
+ARCHITECTURES = (
+    Architecture(
+        name="tss", family="tss",
+        summary="TSS: RAID1 / RAID5 / compressed RAID5 stripes under one map table, moved by temperature",
+        source="Pallipadi & Gopinath, Temperature Sensitive Storage (ALS 2001) §3-5", options=OPTIONS,
+        check=check, plan=plan, build=build),
+)

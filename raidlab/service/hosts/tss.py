@@ -1,0 +1,185 @@
+"""The TSS host in the array daemon: a TSS device (raidlab.engine.tss) served as `volume`,
+and the paper's ioctl() interface (§3.9) as operations on the array's control socket.
+
+The ioctls, as ops (request fields in brackets) and `raidlab tss` commands:
+
+    tss_get [stripe]              temperature, personality and fields of one logical stripe
+    tss_set [stripe, value]       set its temperature
+    tss_reset                     reset every stripe's temperature
+    tss_age                       aging: recent accesses raise temperatures
+    tss_degrade [factor]          exponential degradation of the stripes not accessed
+    tss_counts                    stripes of each personality, the maximum temperature of
+                                  each, free space, the space each personality occupies
+    tss_promote [stripe | kind]   promote one stripe, or the hottest of a personality
+    tss_victimize [stripe | kind] victimize one stripe, or the coldest of a personality
+
+As in the paper, nothing is locked across calls: what one call reports may have changed by
+the next ("the policy enforcement is more to optimize the performance and not a strict
+guideline"). Policies are separate processes that use only these operations
+(raidlab.tss_policies). A clean stop flushes the members; the map table is always on disk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from raidlab import archs
+from raidlab.engine.tss.device import PROMOTE, VICTIMIZE, MigrationRefused
+from raidlab.engine.tss.maptable import CRAID5, INVALID, PERSONALITIES, RAID1, RAID5
+from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
+from raidlab.errors import UsageError
+from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume
+
+
+def counts_of(device) -> dict[str, Any]:
+    """What tss_counts answers (also part of `raidlab status`)."""
+    return {
+        "personalities": dict(device.table.counts),
+        "max_temperature": {kind: device.max_temperature(kind) for kind in (RAID1, RAID5, CRAID5)},
+        "free_stripes": device.table.free_stripes(),
+        "physical_stripes": device.geometry.physical_stripes,
+        "logical_stripes": device.table.logical_stripes,
+        "space": device.table.space(),
+    }
+
+
+class TSSHost:
+    family = "tss"
+
+    def __init__(self, daemon):
+        self.daemon = daemon
+        self.spec = daemon.spec
+        self.device = None
+        self.drives: list = []
+        self.session = None
+        self.fs = None
+        self.volume_path: Path | None = None
+        self.loop_device: str | None = None  # the loop device over `volume` (native runner)
+
+    async def open(self, session, mode: str) -> dict:
+        spec = self.spec
+        self.session = session
+        config = arch_config(spec)
+        fs, made = await make_drives(session, self.daemon, config)
+        self.drives = [disk for _relpath, disk, _image in made]
+        built = await archs.get(spec.arch).build(archs.BuildContext(
+            spec.name, config, self.drives, mode=mode, clock=archs.LIVE, nursery=session.nursery,
+            status=self.daemon.status, labels=[str(image) for _relpath, _disk, image in made]))
+        self.device = built.parts["device"]
+        fs.add("volume", self.device)
+        self.fs = fs
+
+        async def flush():
+            await self.device.flush()
+            return "members flushed; the map table is on the private area"
+
+        session.push("tss device", flush)
+        # Natively the device is a loop device over `volume`; the lab VM gets the file itself.
+        self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
+        return {"device": self.loop_device if spec.runner == "native" else None,
+                "volume": str(self.volume_path), "capacity": self.device.size, "state": "active"}
+
+    def vm_disks(self) -> list[Path]:
+        return [Path(self.volume_path)]
+
+    # ------------------------------------------------------------------ status
+
+    async def op_status(self, request, send) -> dict:
+        device = self.device
+        stats = device.statistics()
+        counts = counts_of(device)
+        g = stats["geometry"]
+        p = counts["personalities"]
+        space = counts["space"]
+        migrations = {k: v for k, v in stats.items() if k.startswith(("promote_", "victimize_"))}
+        report = [
+            f"{stats['mode']} device: {g['columns']} columns, stripe unit {g['unit'] >> 10} KiB, "
+            f"{counts['logical_stripes']} logical stripes of {g['stripe_data_bytes'] >> 10} KiB over "
+            f"{g['physical_stripes']} physical stripes ({counts['free_stripes']} free, reserved "
+            f"{stats['reserved_stripe']}), RAID1 placement {stats['placement']}",
+            f"personalities: {p[RAID1]} RAID1, {p[RAID5]} RAID5, {p[CRAID5]} cRAID5, {p[INVALID]} invalid",
+            f"space: RAID1 {space['physical_raid1'] >> 10} KiB, RAID5 {space['physical_raid5'] >> 10} KiB, "
+            f"cRAID5 {space['physical_craid5'] >> 10} KiB (backing {space['logical_craid5'] >> 10} KiB)",
+            "migrations: " + (", ".join(f"{k} {v}" for k, v in sorted(migrations.items())) or "none"),
+        ]
+        rows = [[m["name"], m.get("model", ""), m.get("reads", 0), m.get("writes", 0),
+                 m.get("bytes_read", 0) >> 10, m.get("bytes_written", 0) >> 10, f"{m.get('busy_time', 0):.3f}"]
+                for m in stats["members"]]
+        return {"kind": "tss", "report": report, "statistics": stats, "counts": counts,
+                "tables": [{"title": "columns", "columns": ["drive", "model", "reads", "writes", "KiB read",
+                                                            "KiB written", "busy s"], "rows": rows}]}
+
+    # ------------------------------------------------------------------ the ioctls (§3.9)
+
+    def _stripe(self, request) -> int:
+        value = request.get("stripe")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"stripe {value!r} is not a logical stripe number")
+        if not 0 <= value < self.device.table.logical_stripes:
+            raise UsageError(f"no logical stripe {value}: {self.spec.name} has 0..{self.device.table.logical_stripes - 1}")
+        return value
+
+    def _fields(self, stripe: int) -> dict[str, Any]:
+        t = self.device.temperatures
+        return {"stripe": stripe, "personality": self.device.table[stripe].kind,
+                "temperature": t.temperature[stripe], "access": t.access[stripe],
+                "uptodate": bool(t.uptodate[stripe])}
+
+    async def op_tss_get(self, request, send) -> dict:
+        return self._fields(self._stripe(request))
+
+    async def op_tss_set(self, request, send) -> dict:
+        stripe = self._stripe(request)
+        value = request.get("value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UsageError(f"temperature {value!r} is not a number")
+        self.device.temperatures.set(stripe, value)
+        return self._fields(stripe)
+
+    async def op_tss_reset(self, request, send) -> dict:
+        self.device.temperatures.reset()
+        return {"reset": self.device.table.logical_stripes}
+
+    async def op_tss_age(self, request, send) -> dict:
+        return {"risen": self.device.temperatures.age()}
+
+    async def op_tss_degrade(self, request, send) -> dict:
+        factor = request.get("factor", DEFAULT_DEGRADE_FACTOR)
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+            raise UsageError(f"degradation factor {factor!r} is not a number")
+        return {"cooled": self.device.temperatures.degrade(float(factor))}
+
+    async def op_tss_counts(self, request, send) -> dict:
+        return counts_of(self.device)
+
+    async def _migrate(self, request, up: bool) -> dict:
+        moves = PROMOTE if up else VICTIMIZE
+        verb = "promote" if up else "victimize"
+        if request.get("stripe") is not None:
+            stripe = self._stripe(request)
+        else:
+            kind = request.get("kind")
+            if kind not in moves:
+                raise UsageError(f"cannot {verb} the best stripe of {kind!r}",
+                                 hint=f"{verb} takes a stripe or one of: {', '.join(moves)}")
+            stripe = self.device.best(kind, hottest=up)
+            if stripe is None:
+                return {"stripe": None, "moved": False, "reason": f"no {kind} stripe"}
+        before = self.device.table[stripe].kind
+        try:
+            after = await (self.device.promote(stripe) if up else self.device.victimize(stripe))
+        except MigrationRefused as exc:
+            if request.get("stripe") is not None:
+                raise
+            return {"stripe": stripe, "moved": False, "reason": exc.message}
+        return {"stripe": stripe, "moved": True, "from": before, "to": after}
+
+    async def op_tss_promote(self, request, send) -> dict:
+        return await self._migrate(request, up=True)
+
+    async def op_tss_victimize(self, request, send) -> dict:
+        return await self._migrate(request, up=False)
+
+
+__all__ = ["PERSONALITIES", "TSSHost", "counts_of"]
