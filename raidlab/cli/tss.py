@@ -142,5 +142,117 @@ def victimize(name, stripe, best, home, as_json):
     _migrate(name, stripe, best, home, as_json, "tss_victimize")
 
 
+def _marks(value: str, option: str) -> tuple[float, float]:
+    try:
+        lower, upper = (float(part) / 100 for part in value.split(":"))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not LOWER:UPPER in percent (like 25:55)", param_hint=option) from None
+    return lower, upper
+
+
+@tss.command()
+@click.argument("name")
+@click.argument("policy", type=click.Choice(["watermark", "five-minute"]))
+@click.option("--raid1", "raid1_marks", default="25:55", show_default=True, help="watermark: RAID1 lower:upper %")
+@click.option("--raid5", "raid5_marks", default="30:60", show_default=True, help="watermark: RAID5 lower:upper %")
+@click.option("--craid5", "craid5_marks", default="7.5:22.5", show_default=True,
+              help="watermark: cRAID5 lower:upper %")
+@click.option("--period", type=float, default=1.0, show_default=True, help="watermark: seconds between checks")
+@click.option("--raid1-raid5", type=float, default=20.0, show_default=True,
+              help="five-minute: seconds between RAID1<->RAID5 turns")
+@click.option("--raid5-craid5", type=float, default=350.0, show_default=True,
+              help="five-minute: seconds between RAID5<->cRAID5 turns")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="stop after this many seconds (default: until Ctrl-C)")
+@_home
+def policy(name, policy, raid1_marks, raid5_marks, craid5_marks, period, raid1_raid5, raid5_craid5, duration, home):
+    """Run a TSS policy on array NAME as this process, through the control interface only
+    (§3.9): one line per turn that moved stripes; Ctrl-C or SIGTERM stops it."""
+    import signal
+
+    import trio
+
+    from raidlab.lab import Lab, check_lab_name
+    from raidlab.policies import FiveMinutePolicy, WatermarkPolicy
+    from raidlab.policies.control import SocketControl
+
+    check_lab_name(name)
+    control = SocketControl(Lab(name, home=home))
+    if policy == "watermark":
+        chosen = WatermarkPolicy({"raid1": _marks(raid1_marks, "--raid1"), "raid5": _marks(raid5_marks, "--raid5"),
+                                  "craid5": _marks(craid5_marks, "--craid5")}, period=period)
+    else:
+        chosen = FiveMinutePolicy(raid1_raid5=raid1_raid5, raid5_craid5=raid5_craid5)
+    _out.print(f"{name}: {policy} policy running ({json.dumps(chosen.describe())})")
+
+    def report(moved: dict) -> None:
+        if moved:
+            _out.print(", ".join(f"{k} {v}" for k, v in moved.items()))
+
+    async def main() -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as nursery:
+                async def stop_on_signal():
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()
+                        return
+
+                nursery.start_soon(stop_on_signal)
+                with trio.move_on_after(duration if duration is not None else float("inf")):
+                    await chosen.run(control, on_check=report)
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    total = ", ".join(f"{k} {v}" for k, v in sorted(chosen.moves.items())) or "none"
+    _out.print(f"{name}: {policy} policy stopped; migrations: {total}")
+
+
+@tss.command("five-minute")
+@click.option("--space", default="raid1=2.5,raid5=1.25,craid5=0.875", show_default=True,
+              help="bytes each tier occupies per logical byte (Table 3's space overhead)")
+@click.option("--access-ms", default="raid1=7.04,raid5=13.47,craid5=54.0", show_default=True,
+              help="time per block access of each tier, ms (Table 3, /var)")
+@click.option("--object", "object_size", default="8K", show_default=True, help="bytes of one object (a stripe)")
+@click.option("--disk-model", default="quantum-fireball-1280s", show_default=True,
+              help="the drive whose capacity a byte of space is a share of (raidlab disk models)")
+def five_minute(space, access_ms, object_size, disk_model):
+    """Break-even intervals of the five-minute rule between TSS tiers (§3.9).
+
+    An object belongs in the faster tier A while it is accessed more often than once per
+
+        T = (t_B - t_A) * disk_bytes / ((space_A - space_B) * object_bytes)
+
+    seconds: keeping it in A costs (space_A - space_B) * object bytes of disk space, and
+    each access saves (t_B - t_A) of a disk arm's time (the disk's price cancels). The
+    paper's trace runs used 20 s and 350 s instead, "reduced by a large factor" because the
+    traces ran 1000 times compacted."""
+    from raidlab.disks import catalog
+    from raidlab.errors import UsageError
+    from raidlab.policies.five_minute import break_even_interval
+    from raidlab.units import parse_size
+
+    def pairs(text: str, option: str) -> dict[str, float]:
+        out = {}
+        for part in text.split(","):
+            key, _, value = part.partition("=")
+            try:
+                out[key.strip()] = float(value)
+            except ValueError:
+                raise UsageError(f"{option} {part!r} is not KIND=NUMBER") from None
+        if set(out) != set(KINDS):
+            raise UsageError(f"{option} needs raid1, raid5 and craid5, got {', '.join(sorted(out))}")
+        return out
+
+    spaces, times = pairs(space, "--space"), pairs(access_ms, "--access-ms")
+    obj, disk = parse_size(object_size), catalog.get(disk_model).media_capacity_bytes
+    if not disk:
+        raise UsageError(f"{disk_model} has no capacity in the catalog", hint="choose a drive model with one")
+    _out.print(f"object {obj} bytes, {disk_model} of {disk:,} bytes")
+    for a, b in (("raid1", "raid5"), ("raid5", "craid5")):
+        t = break_even_interval(spaces[a], spaces[b], times[a] / 1e3, times[b] / 1e3, obj, disk)
+        _out.print(f"{a} -> {b}: an object stays in {a} while accessed more often than every {t:,.1f} s "
+                   f"({t / 60:,.1f} min)")
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(tss)

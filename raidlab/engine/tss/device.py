@@ -559,12 +559,24 @@ class TSSDevice:
             return
 
     # -- what policies ask (§3.9) ------------------------------------------------------
-    def best(self, kind: str, *, hottest: bool, exclude: int | None = None, idle_only: bool = False) -> int | None:
-        """The hottest (or coldest) logical stripe of personality `kind`, or None."""
+    def best(self, kind: str, *, hottest: bool, exclude: int | None = None, idle_only: bool = False,
+             recent: tuple[str, bool] | None = None) -> int | None:
+        """The hottest (or coldest) logical stripe of personality `kind`, or None.
+        `idle_only`: not one a request is using now. `recent`: (field, wanted) keeps only
+        the stripes whose `access` (accessed since the last aging) or `uptodate` (since the
+        last degradation) field is set (True) or clear (False)."""
         temperature = self.temperatures.temperature
+        marks = None
+        if recent is not None:
+            field, wanted = recent
+            if field not in ("access", "uptodate"):
+                raise UsageError(f"unknown field {field!r}", hint="use access or uptodate")
+            marks = self.temperatures.access if field == "access" else self.temperatures.uptodate
         best, best_t = None, None
         for ls, entry in enumerate(self.table.entries):
             if entry.kind != kind or ls == exclude or (idle_only and self._locks[ls].locked()):
+                continue
+            if marks is not None and bool(marks[ls]) != wanted:
                 continue
             t = temperature[ls]
             if best_t is None or (t > best_t if hottest else t < best_t):

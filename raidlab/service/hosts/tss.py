@@ -10,8 +10,13 @@ The ioctls, as ops (request fields in brackets) and `raidlab tss` commands:
     tss_degrade [factor]          exponential degradation of the stripes not accessed
     tss_counts                    stripes of each personality, the maximum temperature of
                                   each, free space, the space each personality occupies
-    tss_promote [stripe | kind]   promote one stripe, or the hottest of a personality
-    tss_victimize [stripe | kind] victimize one stripe, or the coldest of a personality
+    tss_promote [stripe | kind, above, recent]    promote one stripe, or the hottest of a
+                                  personality
+    tss_victimize [stripe | kind, below, recent]  victimize one stripe, or the coldest of a
+                                  personality
+
+The operations are raidlab.engine.tss.control.TSSControl's methods, which say what `above`,
+`below` and `recent` select.
 
 As in the paper, nothing is locked across calls: what one call reports may have changed by
 the next ("the policy enforcement is more to optimize the performance and not a strict
@@ -22,26 +27,11 @@ guideline"). Policies are separate processes that use only these operations
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 from raidlab import archs
-from raidlab.engine.tss.device import PROMOTE, VICTIMIZE, MigrationRefused
-from raidlab.engine.tss.maptable import CRAID5, INVALID, PERSONALITIES, RAID1, RAID5
+from raidlab.engine.tss.control import TSSControl
+from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
-from raidlab.errors import UsageError
 from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume
-
-
-def counts_of(device) -> dict[str, Any]:
-    """What tss_counts answers (also part of `raidlab status`)."""
-    return {
-        "personalities": dict(device.table.counts),
-        "max_temperature": {kind: device.max_temperature(kind) for kind in (RAID1, RAID5, CRAID5)},
-        "free_stripes": device.table.free_stripes(),
-        "physical_stripes": device.geometry.physical_stripes,
-        "logical_stripes": device.table.logical_stripes,
-        "space": device.table.space(),
-    }
 
 
 class TSSHost:
@@ -51,6 +41,7 @@ class TSSHost:
         self.daemon = daemon
         self.spec = daemon.spec
         self.device = None
+        self.control = None
         self.drives: list = []
         self.session = None
         self.fs = None
@@ -67,6 +58,7 @@ class TSSHost:
             spec.name, config, self.drives, mode=mode, clock=archs.LIVE, nursery=session.nursery,
             status=self.daemon.status, labels=[str(image) for _relpath, _disk, image in made]))
         self.device = built.parts["device"]
+        self.control = TSSControl(self.device)
         fs.add("volume", self.device)
         self.fs = fs
 
@@ -88,7 +80,7 @@ class TSSHost:
     async def op_status(self, request, send) -> dict:
         device = self.device
         stats = device.statistics()
-        counts = counts_of(device)
+        counts = await self.control.counts()
         g = stats["geometry"]
         p = counts["personalities"]
         space = counts["space"]
@@ -111,75 +103,31 @@ class TSSHost:
                                                             "KiB written", "busy s"], "rows": rows}]}
 
     # ------------------------------------------------------------------ the ioctls (§3.9)
-
-    def _stripe(self, request) -> int:
-        value = request.get("stripe")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise UsageError(f"stripe {value!r} is not a logical stripe number")
-        if not 0 <= value < self.device.table.logical_stripes:
-            raise UsageError(f"no logical stripe {value}: {self.spec.name} has 0..{self.device.table.logical_stripes - 1}")
-        return value
-
-    def _fields(self, stripe: int) -> dict[str, Any]:
-        t = self.device.temperatures
-        return {"stripe": stripe, "personality": self.device.table[stripe].kind,
-                "temperature": t.temperature[stripe], "access": t.access[stripe],
-                "uptodate": bool(t.uptodate[stripe])}
+    # Each op is one method of raidlab.engine.tss.control.TSSControl, which a virtual-time
+    # replay hands its policies directly.
 
     async def op_tss_get(self, request, send) -> dict:
-        return self._fields(self._stripe(request))
+        return await self.control.get(request.get("stripe"))
 
     async def op_tss_set(self, request, send) -> dict:
-        stripe = self._stripe(request)
-        value = request.get("value")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UsageError(f"temperature {value!r} is not a number")
-        self.device.temperatures.set(stripe, value)
-        return self._fields(stripe)
+        return await self.control.set(request.get("stripe"), request.get("value"))
 
     async def op_tss_reset(self, request, send) -> dict:
-        self.device.temperatures.reset()
-        return {"reset": self.device.table.logical_stripes}
+        return await self.control.reset()
 
     async def op_tss_age(self, request, send) -> dict:
-        return {"risen": self.device.temperatures.age()}
+        return await self.control.age()
 
     async def op_tss_degrade(self, request, send) -> dict:
-        factor = request.get("factor", DEFAULT_DEGRADE_FACTOR)
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-            raise UsageError(f"degradation factor {factor!r} is not a number")
-        return {"cooled": self.device.temperatures.degrade(float(factor))}
+        return await self.control.degrade(request.get("factor", DEFAULT_DEGRADE_FACTOR))
 
     async def op_tss_counts(self, request, send) -> dict:
-        return counts_of(self.device)
-
-    async def _migrate(self, request, up: bool) -> dict:
-        moves = PROMOTE if up else VICTIMIZE
-        verb = "promote" if up else "victimize"
-        if request.get("stripe") is not None:
-            stripe = self._stripe(request)
-        else:
-            kind = request.get("kind")
-            if kind not in moves:
-                raise UsageError(f"cannot {verb} the best stripe of {kind!r}",
-                                 hint=f"{verb} takes a stripe or one of: {', '.join(moves)}")
-            stripe = self.device.best(kind, hottest=up)
-            if stripe is None:
-                return {"stripe": None, "moved": False, "reason": f"no {kind} stripe"}
-        before = self.device.table[stripe].kind
-        try:
-            after = await (self.device.promote(stripe) if up else self.device.victimize(stripe))
-        except MigrationRefused as exc:
-            if request.get("stripe") is not None:
-                raise
-            return {"stripe": stripe, "moved": False, "reason": exc.message}
-        return {"stripe": stripe, "moved": True, "from": before, "to": after}
+        return await self.control.counts()
 
     async def op_tss_promote(self, request, send) -> dict:
-        return await self._migrate(request, up=True)
+        return await self.control.promote(request.get("stripe"), request.get("kind"), above=request.get("above"),
+                                          recent=request.get("recent"))
 
     async def op_tss_victimize(self, request, send) -> dict:
-        return await self._migrate(request, up=False)
-
-
-__all__ = ["PERSONALITIES", "TSSHost", "counts_of"]
+        return await self.control.victimize(request.get("stripe"), request.get("kind"), below=request.get("below"),
+                                            recent=request.get("recent"))

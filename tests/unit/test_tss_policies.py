@@ -1,0 +1,134 @@
+"""TSS policies (raidlab.policies) against a device in virtual time, through the same
+control interface a live policy process reaches over the socket (TSSControl)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import trio
+
+from raidlab.engine.tss.control import TSSControl
+from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
+from raidlab.errors import UsageError
+from raidlab.policies import FiveMinutePolicy, WatermarkPolicy
+from raidlab.policies.five_minute import break_even_interval
+from raidlab.policies.watermark import check_watermarks
+
+from test_tss_device import make_device, payload, run, check_redundancy
+
+
+async def filled(nursery, stripes=64, logical=40, used=30):
+    device = make_device(nursery, stripes=stripes, logical=logical)
+    rng = random.Random(4)
+    reference = bytearray(device.size)
+    size = device.geometry.data_bytes
+    for ls in range(used):
+        data = payload(rng, size, 0.8)
+        await device.write(ls * size, data)
+        reference[ls * size:(ls + 1) * size] = data
+    return device, reference
+
+
+def shares(device) -> dict[str, float]:
+    counts = device.table.counts
+    valid = sum(n for kind, n in counts.items() if kind != INVALID)
+    return {kind: counts[kind] / valid for kind in (RAID1, RAID5, CRAID5)}
+
+
+def test_the_watermark_policy_brings_every_personality_within_its_marks():
+    async def body(nursery):
+        device, reference = await filled(nursery)
+        assert device.table.counts[RAID1] == 30  # all RAID1 while space lasted
+        policy = WatermarkPolicy()
+        made = await policy.check(TSSControl(device))
+        assert made
+        for kind, share in shares(device).items():
+            lower, upper = policy.watermarks[kind]
+            assert lower - 1 / 30 <= share <= upper + 1 / 30, (kind, share)
+        again = await policy.check(TSSControl(device))
+        assert again == {}  # conforming: the static policy does nothing more
+        assert await device.read(0, device.size) == reference
+        check_redundancy(device)
+
+    run(body)
+
+
+def test_the_five_minute_policy_moves_idle_stripes_down_and_busy_ones_up():
+    async def body(nursery):
+        device, reference = await filled(nursery)
+        control = TSSControl(device)
+        policy = FiveMinutePolicy(raid1_raid5=20, raid5_craid5=350)
+        size = device.geometry.data_bytes
+        await control.age()
+        await control.degrade()  # a fresh window for both fields
+        for ls in range(5):      # five stripes stay busy
+            await device.read(ls * size, 512)
+        await policy.upper_turn(control)
+        assert [device.table[ls].kind for ls in range(5)] == [RAID1] * 5
+        assert all(device.table[ls].kind == RAID5 for ls in range(5, 30))
+        for ls in (5, 6):       # two RAID5 stripes come back to life
+            await device.read(ls * size, 512)
+        await policy.lower_turn(control)
+        assert device.table[5].kind == RAID5 and device.table[6].kind == RAID5
+        assert all(device.table[ls].kind == CRAID5 for ls in range(7, 30))
+        for ls in (5, 6, 7):               # 7, a cRAID5 stripe, is read too ...
+            await device.read(ls * size, 512)
+        await policy.lower_turn(control)   # ... and promoted at the next turn
+        assert device.table[7].kind == RAID5
+        assert device.table[5].kind == RAID5 and device.table[6].kind == RAID5
+        await policy.upper_turn(control)   # 5 and 6 were accessed since the last aging,
+        assert device.table[5].kind == RAID1 and device.table[6].kind == RAID1
+        assert [device.table[ls].kind for ls in range(5)] == [RAID5] * 5  # 0-4 no longer
+        assert await device.read(0, device.size) == reference
+        check_redundancy(device)
+        return policy.moves
+
+    moves = run(body)
+    assert moves == {"raid1->raid5": 30, "raid5->craid5": 23, "craid5->raid5": 1, "raid5->raid1": 2}
+
+
+def test_policies_run_on_the_virtual_clock_beside_a_workload():
+    async def body(nursery):
+        device, reference = await filled(nursery, stripes=96, logical=60, used=40)
+        rng = random.Random(9)
+        size = device.geometry.data_bytes
+        async with trio.open_nursery() as work:
+            work.start_soon(FiveMinutePolicy(raid1_raid5=2, raid5_craid5=7).run, TSSControl(device))
+            for _ in range(300):
+                ls = rng.choice(range(8)) if rng.random() < 0.8 else rng.randrange(40)
+                if rng.random() < 0.5:
+                    data = payload(rng, 1024, 0.8)
+                    offset = ls * size + rng.randrange(0, size // 512 - 2) * 512
+                    await device.write(offset, data)
+                    reference[offset:offset + len(data)] = data
+                else:
+                    assert await device.read(ls * size, size) == reference[ls * size:(ls + 1) * size]
+                await trio.sleep(0.1)
+            work.cancel_scope.cancel()
+        check_redundancy(device)
+        return device.table.counts
+
+    counts = run(body)
+    assert counts[CRAID5] > 0 and counts[RAID1] > 0
+
+
+@pytest.mark.parametrize("marks", [
+    {RAID1: (0.6, 0.5), RAID5: (0.3, 0.6), CRAID5: (0.05, 0.2)},    # lower above upper
+    {RAID1: (0.2, 1.2), RAID5: (0.3, 0.6), CRAID5: (0.05, 0.2)},    # over 100%
+    {RAID1: (0.5, 0.6), RAID5: (0.4, 0.6), CRAID5: (0.2, 0.3)},     # lowers add up past 100%
+    {RAID1: (0.1, 0.3), RAID5: (0.1, 0.3), CRAID5: (0.05, 0.2)},    # uppers cannot hold everything
+])
+def test_impossible_watermarks_are_refused(marks):
+    with pytest.raises(UsageError):
+        check_watermarks(marks)
+
+
+def test_break_even_interval():
+    # Table 3's /var figures, a 48 KiB stripe, a 1.28 GB drive: about two minutes for RAID1
+    t = break_even_interval(2.5, 1.25, 7.04e-3, 13.47e-3, 48 * 1024, 1_281_736_704)
+    assert 130 < t < 140
+    with pytest.raises(UsageError):
+        break_even_interval(1.0, 1.25, 7.04e-3, 13.47e-3, 48 * 1024, 10**9)
+    with pytest.raises(UsageError):
+        FiveMinutePolicy(raid1_raid5=0)
