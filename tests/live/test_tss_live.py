@@ -1,0 +1,111 @@
+"""TSS as a real block device, driven as a user drives it: `raidlab create --arch tss` ->
+ext4 -> a file tree and fio --verify while a policy runs as its own process (`raidlab tss
+policy`), moving stripes between RAID1, RAID5 and cRAID5 -> verify, fsck -> status shows
+the personalities and migrations -> a daemon killed with SIGKILL -> assemble -> verify ->
+destroy, nothing left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from raidlab.tools import fio
+from raidlab.tools.mkfs import mkfs_ext4
+from raidlab.tools.mount import mount, umount
+
+import trees
+from lab_leftovers import leftovers
+from test_dcd_vcraid_live import Raidlab, fsck_clean, mnt, rl  # noqa: F401 - fixtures
+from trees import remount, verify_tree
+
+pytestmark = [pytest.mark.root, pytest.mark.live]
+
+
+def test_tss_serves_ext4_and_fio_verify_while_a_policy_process_migrates(rl, mnt):
+    device = rl("create", "t", "--arch", "tss", "--disks", "4", "--disk-size", "48M", "--chunk", "16K",
+                "-o", "logical_stripes=1200").stdout.strip()
+    assert device.startswith("/dev/loop")
+    lab_dir = rl.home / "labs" / "t"
+    status = rl.status("t")
+    assert status["kind"] == "tss" and status["counts"]["personalities"]["invalid"] == 1200
+    mkfs_ext4(device)
+    mount(device, mnt)
+    policy = subprocess.Popen([*rl.cmd, "tss", "policy", "t", "five-minute", "--raid1-raid5", "1",
+                               "--raid5-craid5", "2"], env=rl.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        sums = trees.write_tree(mnt, seed=3, files=60)
+        job = fio.FioJob(name="verify", filename=str(mnt / "fio.dat"), rw="randwrite", bs="4k", size="6m",
+                         iodepth=8, verify="crc32c", seed=7)
+        for _round in range(3):  # fio's verify reads come back through stripes the policy moved
+            run = fio.run_job(job)
+            assert run.ok and run.jobs[0].error == 0
+            time.sleep(2.5)
+        remount(device, mnt)
+        verify_tree(mnt, sums)
+    finally:
+        policy.send_signal(signal.SIGTERM)
+        out, err = policy.communicate(timeout=60)
+        umount(mnt)
+    assert policy.returncode == 0, err
+    assert "five-minute policy stopped; migrations:" in out and "raid1->raid5" in out
+    assert fsck_clean(rl, "t", device)
+    stats = rl.status("t")
+    moved = {k: v for k, v in stats["statistics"].items() if k.startswith(("promote_", "victimize_"))}
+    assert moved.get("victimize_raid1_to_raid5", 0) > 0 and moved.get("victimize_raid5_to_craid5", 0) > 0
+    assert stats["counts"]["personalities"]["craid5"] > 0
+    text = rl("status", "t").stdout
+    assert "personalities:" in text and "migrations:" in text
+
+    # A crash: the daemon dies with SIGKILL; the map table on the private area brings it back.
+    pid = stats["pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.1)
+    rl("lab", "cleanup", "t")
+    device = rl("assemble", "t").stdout.strip()
+    assert fsck_clean(rl, "t", device)
+    after = rl.status("t")["counts"]["personalities"]
+    assert after == stats["counts"]["personalities"]
+    mount(device, mnt)
+    try:
+        verify_tree(mnt, sums)
+    finally:
+        umount(mnt)
+    rl("destroy", "t")
+    assert leftovers(lab_dir, "t") == {} and not lab_dir.exists()
+
+
+def test_tss_control_calls_refuse_bad_input_in_one_line(rl):
+    rl("create", "t", "--arch", "tss", "--disks", "3", "--disk-size", "16M", "--chunk", "16K")
+    rl("create", "r", "--arch", "raid5", "--disks", "3", "--disk-size", "16M", "--chunk", "16K")
+    for args, message in [
+        (("tss", "promote", "t", "999999"), "no logical stripe"),
+        (("tss", "victimize", "t", "--best", "raid1"), None),  # nothing to victimize: not an error
+        (("tss", "counts", "r"), "not tss"),
+        (("tss", "policy", "r", "watermark"), "not tss"),
+        (("tss", "policy", "t", "watermark", "--raid1", "60:50"), "lower <= upper"),
+        (("tss", "policy", "t", "sometimes"), "Invalid value"),
+        (("create", "x", "--arch", "tss", "--disks", "3", "--disk-size", "16M", "-o", "mode=raid6"), "mode"),
+        (("create", "x", "--arch", "tss", "--disks", "3", "--disk-size", "16M", "-o", "cpu_cost=measured"),
+         "virtual time only"),
+        (("create", "x", "--arch", "tss", "--disks", "2", "--disk-size", "16M"), "at least 3 columns"),
+        (("create", "x", "--arch", "tss", "--disks", "3", "--disk-size", "16M", "-o", "bogus=1"), "no option"),
+    ]:
+        proc = rl(*args, check=False)
+        if message is None:
+            assert proc.returncode == 0, proc.stderr
+            assert json.loads(rl("tss", "counts", "t", "--json").stdout)["personalities"]["invalid"] > 0
+            continue
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert message in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+    assert not (rl.home / "labs" / "x").exists()
+    rl("destroy", "t")
+    rl("destroy", "r")
