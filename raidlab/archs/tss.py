@@ -15,7 +15,12 @@ Options (-o):
 * read_balance: RAID1 reads from the copy whose columns served fewer reads (§4), on/off;
 * cpu_cost: what compression and decompression cost in virtual time (none, measured: lz4
   timed on this host, or "C/D": C MB/s compressing and D MB/s decompressing); live, the
-  host's own CPU pays and only none is accepted.
+  host's own CPU pays and only none is accepted;
+* log, log_size, log_model: the data log (§3.8) on a drive of its own after the columns
+  (the paper's "additional partition for logging"), 4 MiB of the first column's model by
+  default (an assumption: the paper gives no size);
+* writes, max_async: sync (log, write, commit, then acknowledge) or async (acknowledge once
+  logged; the stripe write and commit follow, at most max_async = 8 at a time, §4).
 
 Drives: live, d0..d{N-1} of --disk-size. In virtual time the drives keep their data
 (Drive.keeps_data): cRAID5 decompresses what it wrote, so a replay needs the bytes; memory
@@ -35,6 +40,7 @@ from raidlab.engine.tss.compression import CpuCost, measured_cost
 from raidlab.engine.tss.device import MODES
 from raidlab.engine.tss.maptable import PLACEMENTS
 from raidlab.errors import UsageError
+from raidlab.units import parse_size
 
 DEFAULT_UNIT_VIRTUAL = 16 * 1024
 DEFAULT_COLUMNS = 3  # the paper's three Quantum Fireball drives (§5.3)
@@ -46,6 +52,11 @@ OPTIONS = (
     Option("logical_stripes", None, "logical stripes exported (default: all that fit)"),
     Option("read_balance", "on", "RAID1 reads from the less-read copy (§4): on/off"),
     Option("cpu_cost", "none", "compression time in virtual time: none, measured, or C/D MB/s"),
+    Option("log", "off", "the data log (§3.8) on a log drive after the columns: on/off"),
+    Option("log_size", "4M", "bytes of the log drive"),
+    Option("log_model", None, "the log drive's model (default: the first column's)"),
+    Option("writes", "sync", "sync, or async: acknowledged once logged (§4; needs log=on)"),
+    Option("max_async", 8, "asynchronous stripe writes in flight at most (§4, Table 1)"),
 )
 
 
@@ -85,7 +96,13 @@ def tss_options(options: dict[str, Any]) -> tuple[TSSOptions, str]:
     parsed = TSSOptions(mode=mode, placement=placement,
                         substripes=_positive_int("substripes", merged["substripes"]),
                         logical_stripes=_positive_int("logical_stripes", merged["logical_stripes"], allow_none=True),
-                        read_balance=_on_off("read_balance", merged["read_balance"]))
+                        read_balance=_on_off("read_balance", merged["read_balance"]),
+                        log=_on_off("log", merged["log"]), writes=str(merged["writes"]),
+                        max_async=_positive_int("max_async", merged["max_async"]))
+    parsed.check()
+    log_size(merged)
+    if merged["log_model"] is not None:
+        catalog.get(str(merged["log_model"]))
     cost = str(merged["cpu_cost"])
     cpu_cost(cost, VIRTUAL, check_only=True)
     return parsed, cost
@@ -110,6 +127,17 @@ def cpu_cost(text: str, clock: str, *, check_only: bool = False) -> CpuCost | No
     return CpuCost(1e-6 / compress_mb_s, 1e-6 / decompress_mb_s, f"{compress_mb_s:g}/{decompress_mb_s:g} MB/s")
 
 
+def log_size(merged: dict[str, Any]) -> int:
+    value = merged.get("log_size", "4M")
+    try:
+        size = value if isinstance(value, int) and not isinstance(value, bool) else parse_size(str(value))
+    except UsageError:
+        raise UsageError(f"option log_size={value} is not a size", hint="write it like log_size=4M") from None
+    if size < 64 * 1024 or size % 512:
+        raise UsageError(f"option log_size={value}: the log needs at least 64 KiB in whole sectors")
+    return size
+
+
 def _unit(config: Config, clock: str) -> int:
     if config.chunk is not None:
         return config.chunk
@@ -119,9 +147,16 @@ def _unit(config: Config, clock: str) -> int:
 
 
 def plan(config: Config, clock: str) -> list[Drive]:
+    """The columns d0..d{N-1}, then (log=on) the log drive: d{N} live, "log" in virtual time."""
     models = catalog.member_models(config.disk_model, config.disks or DEFAULT_COLUMNS)
     size = drive_size(Config("tss", 1, config.disk_size, None, disk_model=models[0]), clock)
-    return [Drive(f"d{index}", model, size, keeps_data=clock == VIRTUAL) for index, model in enumerate(models)]
+    drives = [Drive(f"d{index}", model, size, keeps_data=clock == VIRTUAL) for index, model in enumerate(models)]
+    merged = {o.name: o.default for o in OPTIONS} | dict(config.options)
+    if _on_off("log", merged["log"]):
+        name = "log" if clock == VIRTUAL else f"d{len(models)}"
+        drives.append(Drive(name, str(merged["log_model"] or models[0]), log_size(merged), span="start",
+                            keeps_data=clock == VIRTUAL))
+    return drives
 
 
 def check(config: Config, runner: str) -> None:
@@ -129,7 +164,8 @@ def check(config: Config, runner: str) -> None:
     options, cost = tss_options(config.options)
     cpu_cost(cost, clock, check_only=True)
     drives = plan(config, clock)
-    plan_geometry(len(drives), drives[0].size, _unit(config, clock), options)
+    columns = len(drives) - (1 if options.log else 0)
+    plan_geometry(columns, drives[0].size, _unit(config, clock), options)
 
 
 async def build(ctx: BuildContext) -> Built:
@@ -143,6 +179,7 @@ async def build(ctx: BuildContext) -> Built:
     else:
         ctx.status(f"assembling {ctx.name}: loading the map table from the private area")
         device = await assemble_tss(ctx.drives, labels=ctx.labels, cost=cost, status=ctx.status)
+    device.start(ctx.nursery)
 
     def statistics() -> dict[str, Any]:
         stats = device.statistics()

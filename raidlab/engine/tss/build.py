@@ -8,8 +8,10 @@ units and at least 64 KiB into the drive.
 
 Creation writes a fresh map (every stripe invalid) and the superblocks. Assembly checks the
 superblocks as an engine array's are checked (foreign, out-of-order or stale members are
-refused), rebuilds the geometry from them, never from the drives' sizes, and loads the map
-from the private area; temperatures start cold, as the paper keeps them in memory only.
+refused), rebuilds the geometry from them, never from the drives' sizes, loads the map from
+the private area and recovers (the data log's uncommitted records, shared stripes' parity);
+temperatures start cold, as the paper keeps them in memory only. With the data log on
+(§3.8), the log device is the drive after the columns; it carries no superblock.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import trio
 from raidlab.engine import metadata
 from raidlab.engine.build import check_members, read_superblocks
 from raidlab.engine.tss.compression import CpuCost
-from raidlab.engine.tss.device import MODES, TSSDevice
+from raidlab.engine.tss.datalog import DataLog
+from raidlab.engine.tss.device import DEFAULT_MAX_ASYNC, MODES, WRITE_MODES, TSSDevice
 from raidlab.engine.tss.geometry import DEFAULT_SUBSTRIPES, TSSGeometry
 from raidlab.engine.tss.maptable import PLACEMENTS, RAID1, MapTable
 from raidlab.engine.tss.persist import PRIVATE_OFFSET, MapStore, private_area_bytes
@@ -41,10 +44,17 @@ class TSSOptions:
     substripes: int = DEFAULT_SUBSTRIPES
     logical_stripes: int | None = None   # None: as many as fit (RAID1 mode: half as many)
     read_balance: bool = True
+    log: bool = False                    # the data log (§3.8) on a log drive after the columns
+    writes: str = "sync"                 # sync, or async (§4; needs the log)
+    max_async: int = DEFAULT_MAX_ASYNC
 
     def check(self) -> None:
         if self.mode not in MODES:
             raise UsageError(f"unknown tss mode {self.mode!r}", hint=f"use one of: {', '.join(MODES)}")
+        if self.writes not in WRITE_MODES:
+            raise UsageError(f"unknown write mode {self.writes!r}", hint=f"use one of: {', '.join(WRITE_MODES)}")
+        if self.writes == "async" and not self.log:
+            raise UsageError("asynchronous writes need the data log", hint="add -o log=on")
         if self.placement not in PLACEMENTS:
             raise UsageError(f"unknown RAID1 placement {self.placement!r}",
                              hint=f"use one of: {', '.join(PLACEMENTS)}")
@@ -68,19 +78,31 @@ def plan_geometry(columns: int, member_size: int, unit: int, options: TSSOptions
     return geometry, logical
 
 
-def _device(name: str, drives: Sequence[Any], geometry: TSSGeometry, table: MapTable, options: TSSOptions,
+def _device(name: str, columns: Sequence[Any], log: DataLog | None, table: MapTable, options: TSSOptions,
             store: MapStore, cost: CpuCost | None) -> TSSDevice:
-    return TSSDevice(name, drives, table, mode=options.mode, cost=cost, read_balance=options.read_balance,
-                     store=store)
+    return TSSDevice(name, columns, table, mode=options.mode, cost=cost, read_balance=options.read_balance,
+                     store=store, log=log, writes=options.writes, max_async=options.max_async)
+
+
+def _split_drives(drives: Sequence[Any], options_log: bool) -> tuple[list[Any], DataLog | None]:
+    """The columns, and the data log on the drive after them when the log is on."""
+    if options_log:
+        return list(drives[:-1]), DataLog(drives[-1])
+    return list(drives), None
 
 
 async def create_tss(name: str, drives: Sequence[Any], *, unit: int, options: TSSOptions,
                      cost: CpuCost | None = None, status: Callable[[str], None] | None = None) -> TSSDevice:
-    """A new TSS device over `drives` (every stripe invalid), its superblocks and map written."""
+    """A new TSS device over `drives` (every stripe invalid), its superblocks and map written.
+    With the log on, the last drive is the log device."""
+    options.check()
+    drives, log = _split_drives(drives, options.log)
     member_size = check_members(drives)
     geometry, logical = plan_geometry(len(drives), member_size, unit, options)
     table = MapTable(geometry, logical, placement=options.placement)
     store = MapStore(drives, logical)
+    if log is not None:
+        await log.reset()  # whatever an earlier use left there is not this device's
     if status:
         status(f"writing the map table of {logical} logical stripes ({store.size} bytes on columns 0 and 1)")
     await store.write_all(table)
@@ -91,24 +113,37 @@ async def create_tss(name: str, drives: Sequence[Any], *, unit: int, options: TS
     async with trio.open_nursery() as writers:
         for index, drive in enumerate(drives):
             writers.start_soon(metadata.write_superblock, drive, base.for_member(index))
-    return _device(name, drives, geometry, table, options, store, cost)
+    return _device(name, drives, log, table, options, store, cost)
 
 
 async def assemble_tss(drives: Sequence[Any], *, labels: Sequence[str] | None = None,
                        cost: CpuCost | None = None, status: Callable[[str], None] | None = None) -> TSSDevice:
-    """The TSS device recorded on `drives` (superblocks, then the map table)."""
+    """The TSS device recorded on `drives` (superblocks, then the map table), recovered:
+    the log's uncommitted records replayed and shared stripes' parity rewritten
+    (TSSDevice.recover). With the log on, the last drive is the log device."""
     found = await read_superblocks(drives)
-    authority = metadata.check_assembly(found, labels=list(labels) if labels else None)
+    columns = [sb for sb in found if sb is not None]
+    has_log = bool(columns) and columns[0].arch == "tss" and columns[0].geometry.get("log", False)
+    drives, log = _split_drives(drives, has_log)
+    found = found[:len(drives)]
+    authority = metadata.check_assembly(found, labels=list(labels)[:len(drives)] if labels else None)
     if authority.arch != "tss":
         raise UsageError(f"member images hold a {authority.arch} array, not a tss device")
     g = authority.geometry
     geometry = TSSGeometry(columns=g["columns"], unit=g["unit"], column_size=g["column_size"],
                            data_offset=g["data_offset"], substripes=g["substripes"])
     options = TSSOptions(mode=g["mode"], placement=g["placement"], substripes=g["substripes"],
-                         logical_stripes=g["logical_stripes"], read_balance=g["read_balance"])
+                         logical_stripes=g["logical_stripes"], read_balance=g["read_balance"],
+                         log=g.get("log", False), writes=g.get("writes", "sync"),
+                         max_async=g.get("max_async", DEFAULT_MAX_ASYNC))
     store = MapStore(drives, g["logical_stripes"])
     table = await store.load(MapTable(geometry, g["logical_stripes"], placement=options.placement))
     if status:
         counts = ", ".join(f"{n} {kind}" for kind, n in table.counts.items() if n)
         status(f"map table loaded: {counts}")
-    return _device(authority.name, drives, geometry, table, options, store, cost)
+    device = _device(authority.name, drives, log, table, options, store, cost)
+    replayed = await device.recover()
+    if status:
+        status(f"recovery: {replayed} logged stripe write(s) replayed, "
+               f"{device.counters['shared_stripes_resynced']} shared stripe(s) resynced")
+    return device

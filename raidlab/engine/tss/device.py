@@ -57,12 +57,15 @@ import trio
 from raidlab.blockdev import check_aligned
 from raidlab.engine.layouts.xor import xor_blocks
 from raidlab.engine.tss.compression import CpuCost, compress, decompress
+from raidlab.engine.tss.datalog import DataLog
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5, Compressed, MapTable, Mapping, NoSpace
 from raidlab.engine.tss.persist import MapStore
 from raidlab.engine.tss.temperature import Temperatures
 from raidlab.errors import UsageError
 
 MODES = ("tss", RAID1, RAID5, CRAID5)
+WRITE_MODES = ("sync", "async")
+DEFAULT_MAX_ASYNC = 8  # §4: "A maximum of 8 asynchronous requests avoids this deadlock problem"
 PROMOTE = {CRAID5: RAID5, RAID5: RAID1}
 VICTIMIZE = {RAID1: RAID5, RAID5: CRAID5}
 
@@ -76,7 +79,8 @@ class TSSDevice:
 
     def __init__(self, name: str, members: Sequence[Any], table: MapTable, *, mode: str = "tss",
                  temperatures: Temperatures | None = None, cost: CpuCost | None = None,
-                 read_balance: bool = True, store: MapStore | None = None) -> None:
+                 read_balance: bool = True, store: MapStore | None = None, log: DataLog | None = None,
+                 writes: str = "sync", max_async: int = DEFAULT_MAX_ASYNC) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown tss mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
         if len(members) != table.geometry.columns:
@@ -84,8 +88,19 @@ class TSSDevice:
         if mode == RAID1 and 2 * table.logical_stripes > table.geometry.physical_stripes - 1:
             raise UsageError(f"a RAID1 TSS of {table.geometry.physical_stripes} physical stripes holds at most "
                              f"{(table.geometry.physical_stripes - 1) // 2} logical stripes, not {table.logical_stripes}")
+        if writes not in WRITE_MODES:
+            raise UsageError(f"unknown write mode {writes!r}", hint=f"use one of: {', '.join(WRITE_MODES)}")
+        if writes == "async" and log is None:
+            raise UsageError("asynchronous writes need the data log", hint="turn the log on (log=on)")
         self.name = name
         self.members = list(members)
+        self.log = log
+        self.writes = writes
+        self.max_async = max_async
+        self._async_slots = trio.Semaphore(max_async)
+        self._chain: dict[int, trio.Event] = {}  # logical stripe -> done-event of its last queued write
+        self._nursery: trio.Nursery | None = None
+        self.last_async_error: str | None = None
         self.table = table
         self.geometry = table.geometry
         self.mode = mode
@@ -120,6 +135,7 @@ class TSSDevice:
         out = bytearray(length)
 
         async def one(ls: int, start: int, n: int, pos: int) -> None:
+            await self._applied(ls)
             async with self._locks[ls]:
                 out[pos:pos + n] = await self._read_stripe(ls, start, n)
 
@@ -132,15 +148,108 @@ class TSSDevice:
         check_aligned(offset, len(data), self.size)
         view = memoryview(data)
 
-        async def one(ls: int, start: int, n: int, pos: int) -> None:
+        async def direct(ls: int, start: int, n: int, pos: int) -> None:
             async with self._locks[ls]:
                 await self._write_stripe(ls, start, view[pos:pos + n])
 
+        async def logged(ls: int, start: int, n: int, pos: int) -> None:
+            async with self._locks[ls]:
+                record = await self.log.append(ls, start, view[pos:pos + n])
+                await self._write_stripe(ls, start, view[pos:pos + n])
+                await self.log.commit(record)
+
+        async def queued(ls: int, start: int, n: int, pos: int) -> None:
+            await self._write_async(ls, start, bytes(view[pos:pos + n]))
+
+        one = direct if self.log is None else (queued if self.writes == "async" else logged)
         await _in_order([(one, *part) for part in self._split(offset, len(data))])
         self.counters["writes"] += 1
         self.counters["write_bytes"] += len(data)
         if fua:
             await self.flush()
+
+    # -- data log and asynchronous writes (§3.8, §4) -----------------------------------
+    def start(self, nursery: trio.Nursery) -> None:
+        """Where the background stripe writes of asynchronous mode run."""
+        self._nursery = nursery
+
+    async def _applied(self, ls: int) -> None:
+        """Wait until every acknowledged asynchronous write of `ls` is on the columns."""
+        pending = self._chain.get(ls)
+        if pending is not None:
+            await pending.wait()
+
+    async def _write_async(self, ls: int, start: int, data: bytes) -> None:
+        """§4: log the stripe write (durable), acknowledge; the stripe write and the commit
+        follow in the background, at most `max_async` at a time, in log order per stripe."""
+        await self._async_slots.acquire()
+        behind = self.max_async - self._async_slots.value
+        if behind > self.counters["async_in_flight_max"]:
+            self.counters["async_in_flight_max"] = behind
+        done = trio.Event()
+        previous: list[trio.Event | None] = []
+
+        def queued(_record) -> None:  # at the record's sequence number: the stripe's order
+            previous.append(self._chain.get(ls))
+            self._chain[ls] = done
+
+        try:
+            record = await self.log.append(ls, start, data, on_reserved=queued)
+        except BaseException:
+            if previous:
+                self._finish_chain(ls, done)
+            self._async_slots.release()
+            raise
+        self._nursery.start_soon(self._apply, ls, start, data, record, previous[0], done)
+
+    def _finish_chain(self, ls: int, done: trio.Event) -> None:
+        done.set()
+        if self._chain.get(ls) is done:
+            del self._chain[ls]
+
+    async def _apply(self, ls, start, data, record, previous, done) -> None:
+        try:
+            if previous is not None:
+                await previous.wait()
+            async with self._locks[ls]:
+                await self._write_stripe(ls, start, memoryview(data))
+            await self.log.commit(record)
+            self.counters["async_writes_applied"] += 1
+        except Exception as exc:  # noqa: BLE001 - the record stays in the log for recovery
+            self.counters["async_write_errors"] += 1
+            self.last_async_error = repr(exc)
+        finally:
+            self._finish_chain(ls, done)
+            self._async_slots.release()
+
+    async def drain(self) -> None:
+        """Wait until every acknowledged asynchronous write is applied and committed."""
+        while self._chain:
+            await next(iter(self._chain.values())).wait()
+
+    async def recover(self) -> int:
+        """After an unclean stop: replay every record the log holds uncommitted, in order,
+        with reconstruct-writes (§3.8), then start an empty log; and rewrite the parity of
+        every physical stripe compressed stripes share, since a cRAID5 write or move that a
+        crash cut short may have left it out of step with sub-stripes no one owns any more
+        (a move is not logged: its map record decides whether it happened). Returns the
+        records replayed."""
+        replayed = 0
+        if self.log is not None:
+            records = await self.log.scan()
+            for _seq, ls, start, data in records:
+                async with self._locks[ls]:
+                    await self._write_stripe(ls, start, memoryview(data), reconstruct=True)
+            await self.log.reset()
+            replayed = len(records)
+            self.counters["recovered_records"] += replayed
+        g = self.geometry
+        for ps in sorted(self.table.sub_used):
+            data = await self._read_range(ps, 0, g.data_bytes)
+            units = [data[i * g.unit:(i + 1) * g.unit] for i in range(g.data_units)]
+            await self.members[g.polarity(ps)].write(g.unit_offset(ps), xor_blocks(units))
+            self.counters["shared_stripes_resynced"] += 1
+        return replayed
 
     async def flush(self) -> None:
         await _in_order([(member.flush,) for member in self.members])
@@ -206,7 +315,7 @@ class TSSDevice:
         return decompress(blob[:c.size], g.data_bytes)
 
     # -- writing -----------------------------------------------------------------------
-    async def _write_stripe(self, ls: int, start: int, data: memoryview) -> None:
+    async def _write_stripe(self, ls: int, start: int, data: memoryview, *, reconstruct: bool = False) -> None:
         entry = self.table[ls]
         self.temperatures.touch(ls)
         if entry.kind == INVALID:
@@ -216,7 +325,7 @@ class TSSDevice:
         if entry.kind == RAID1:
             await _in_order([(self._write_plain, ps, start, data) for ps in entry.stripes])
         elif entry.kind == RAID5:
-            await self._write_parity(entry.stripes[0], start, data)
+            await self._write_parity(entry.stripes[0], start, data, reconstruct=reconstruct)
         else:
             old = await self._read_compressed(entry.compressed)
             await self._store_or_make_room(ls, b"".join((old[:start], data, old[start + len(data):])), entry)
@@ -283,7 +392,8 @@ class TSSDevice:
             pos += length
         await _in_order(calls)
 
-    async def _write_parity(self, ps: int, start: int, data: bytes | memoryview, *, fresh: bool = False) -> None:
+    async def _write_parity(self, ps: int, start: int, data: bytes | memoryview, *, fresh: bool = False,
+                            reconstruct: bool = False) -> None:
         """Bytes [start, start+len) of `ps`'s data area with its parity kept right: a whole
         stripe (or a fresh one, zero-filled around the data) without reads, else RMW or RCW."""
         g = self.geometry
@@ -305,7 +415,7 @@ class TSSDevice:
         rmw_reads = written + (hi - lo)
         rcw_reads = g.data_units * (hi - lo) - written
         parity_column = g.polarity(ps)
-        if rmw_reads < rcw_reads:
+        if rmw_reads < rcw_reads and not reconstruct:
             self.counters["rmw_writes"] += 1
             olds: list[bytes] = [b""] * (len(pieces) + 1)
 
@@ -603,6 +713,9 @@ class TSSDevice:
             "free_stripes": self.table.free_stripes(),
             "reserved_stripe": self.table.reserved,
             "cpu_cost": self.cost.describe() if self.cost else None,
+            "writes_mode": self.writes,
+            "max_async": self.max_async,
+            "log": self.log.statistics() if self.log is not None else None,
             "agings": self.temperatures.agings,
             "degradations": self.temperatures.degradations,
             **dict(sorted(self.counters.items())),

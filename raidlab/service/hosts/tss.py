@@ -63,8 +63,9 @@ class TSSHost:
         self.fs = fs
 
         async def flush():
+            await self.device.drain()
             await self.device.flush()
-            return "members flushed; the map table is on the private area"
+            return "asynchronous writes applied, members flushed; the map table is on the private area"
 
         session.push("tss device", flush)
         # Natively the device is a loop device over `volume`; the lab VM gets the file itself.
@@ -95,6 +96,14 @@ class TSSHost:
             f"cRAID5 {space['physical_craid5'] >> 10} KiB (backing {space['logical_craid5'] >> 10} KiB)",
             "migrations: " + (", ".join(f"{k} {v}" for k, v in sorted(migrations.items())) or "none"),
         ]
+        if stats["log"] is not None:
+            log = stats["log"]
+            report.append(f"data log: {log['log_bytes'] >> 10} KiB, {log.get('records', 0)} records, "
+                          f"{log.get('commits', 0)} commits, writes {stats['writes_mode']}"
+                          + (f" (at most {stats['max_async']} behind, peak {stats.get('async_in_flight_max', 0)})"
+                             if stats["writes_mode"] == "async" else "")
+                          + (f"; {stats.get('recovered_records', 0)} records replayed at assembly"
+                             if stats.get("recovered_records") else ""))
         rows = [[m["name"], m.get("model", ""), m.get("reads", 0), m.get("writes", 0),
                  m.get("bytes_read", 0) >> 10, m.get("bytes_written", 0) >> 10, f"{m.get('busy_time', 0):.3f}"]
                 for m in stats["members"]]

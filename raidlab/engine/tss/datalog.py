@@ -1,0 +1,205 @@
+"""TSS data logging (Pallipadi & Gopinath §3.8, Fig. 3): each stripe write is logged, with
+its data, on a log device before it goes to the columns, and committed after.
+
+"Data logging consists of logging the data along with the stripe information in a log
+device synchronously and then writing to the actual device. After the actual write is
+complete, a commit of the transaction is done on the log device." The log is stripe-level
+(one record per logical stripe a request touches), for consistency only, not to delay
+writes as a log-structured system would. Recovery replays every record not committed, in
+order, with reconstruct-writes: a crash in the middle of a read-modify-write leaves the
+stripe's parity out of step with its data, and a read-modify-write during recovery would
+carry that error on; a reconstruct-write computes the parity from the data units alone.
+
+The log device is a circular area, written sequentially:
+
+    data record     header sector + the data, one FUA write
+    commit record   one sector naming the record it commits, FUA, in the sector after the
+                    data, reserved with the record (so a full log can always commit: commits
+                    never wait for space that only commits could free)
+
+A header holds the record's sequence number and the *tail*: the oldest sequence not yet
+committed when it was written. Space is reused only behind the tail, so a record older than
+the newest tail seen on the device was committed, even if its commit record has since been
+overwritten; recovery replays only uncommitted records at or after that tail. Every header
+and the data carry CRC32s: a torn record was never acknowledged and is skipped.
+
+Asynchronous writes (§4) acknowledge a write once its record is on the log; the stripe
+write and the commit follow in the background (raidlab.engine.tss.device). A log that is
+full makes new records wait for commits.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import struct
+import zlib
+from typing import Any
+
+import trio
+
+from raidlab.blockdev import SECTOR
+
+MAGIC = b"TSSLOG\x00\x01"
+HEADER = struct.Struct("<8sIQQQIIII")  # magic kind seq tail target ls start length data_crc
+DATA, COMMIT = 1, 2
+
+
+@dataclasses.dataclass
+class LogRecord:
+    seq: int
+    offset: int          # where its header is on the log device
+    size: int            # header + data + commit sector bytes
+    ls: int
+    start: int
+    length: int
+    committed: bool = False
+
+
+def _header(kind: int, seq: int, tail: int, target: int, ls: int, start: int, length: int, data_crc: int) -> bytes:
+    body = HEADER.pack(MAGIC, kind, seq, tail, target, ls, start, length, data_crc)
+    return body + struct.pack("<I", zlib.crc32(body)) + bytes(SECTOR - HEADER.size - 4)
+
+
+def _parse(sector: bytes) -> tuple | None:
+    if sector[:8] != MAGIC:
+        return None
+    body = sector[:HEADER.size]
+    (crc,) = struct.unpack_from("<I", sector, HEADER.size)
+    if zlib.crc32(body) != crc:
+        return None
+    return HEADER.unpack(body)
+
+
+class DataLog:
+    """The circular data log on `device` (a drive or a partition), whole of it."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.capacity = device.size // SECTOR * SECTOR
+        self._next_seq = 1
+        self._head = 0                  # next byte to write
+        self._records: collections.deque[LogRecord] = collections.deque()  # oldest first, data records
+        self._space = trio.Condition()  # notified when commits free space
+        self.counters: collections.Counter[str] = collections.Counter()
+
+    @property
+    def tail(self) -> int:
+        """The oldest sequence number not yet committed (the next one when all are)."""
+        for record in self._records:
+            if not record.committed:
+                return record.seq
+        return self._next_seq
+
+    def _used_from(self) -> int:
+        """Offset of the oldest byte still needed (the first uncommitted record), or the
+        head when nothing is."""
+        while self._records and self._records[0].committed:
+            self._records.popleft()
+        return self._records[0].offset if self._records else self._head
+
+    def _reserve(self, size: int) -> int | None:
+        """Offset for `size` contiguous bytes, or None when the log has no room yet."""
+        if size > self.capacity:
+            raise ValueError(f"a {size}-byte log record does not fit a {self.capacity}-byte log")
+        oldest = self._used_from()
+        head = self._head
+        if not self._records:          # empty: anywhere, from the head
+            if head + size <= self.capacity:
+                return head
+            return 0
+        if oldest <= head:             # used [oldest, head): free [head, end) and [0, oldest)
+            if head + size <= self.capacity:
+                return head
+            if size < oldest:
+                return 0
+            return None
+        if head + size < oldest:       # wrapped: free [head, oldest)
+            return head
+        return None
+
+    async def _place(self, size: int) -> int:
+        async with self._space:
+            while (offset := self._reserve(size)) is None:
+                self.counters["waited_for_log_space"] += 1
+                await self._space.wait()
+            self._head = offset + size
+        return offset
+
+    async def append(self, ls: int, start: int, data: bytes, *, on_reserved=None) -> LogRecord:
+        """Write a data record durably; return it (commit it after the stripe write).
+        `on_reserved(record)` runs as the record gets its sequence number, before any wait,
+        so a caller can keep its own order in step with the log's."""
+        size = SECTOR + len(data) + SECTOR
+        offset = await self._place(size)
+        seq = self._next_seq
+        self._next_seq += 1
+        record = LogRecord(seq, offset, size, ls, start, len(data))
+        self._records.append(record)
+        if on_reserved is not None:
+            on_reserved(record)
+        header = _header(DATA, seq, self.tail, 0, ls, start, len(data), zlib.crc32(data))
+        await self.device.write(offset, header + bytes(data), fua=True)
+        self.counters["records"] += 1
+        self.counters["record_bytes"] += size
+        return record
+
+    async def commit(self, record: LogRecord) -> None:
+        """Write `record`'s commit record in the sector reserved after its data; its space
+        is reusable once it and every older record are committed."""
+        seq = self._next_seq
+        self._next_seq += 1
+        await self.device.write(record.offset + record.size - SECTOR,
+                                _header(COMMIT, seq, self.tail, record.seq, 0, 0, 0, 0), fua=True)
+        record.committed = True
+        self.counters["commits"] += 1
+        async with self._space:
+            self._space.notify_all()
+
+    async def scan(self) -> list[tuple[int, int, int, bytes]]:
+        """The uncommitted data records on the device, oldest first: (seq, ls, start, data)."""
+        raw = await self.device.read(0, self.capacity)
+        records: dict[int, tuple[int, int, int, int, int]] = {}
+        committed: set[int] = set()
+        newest_tail, newest_seq = 0, 0
+        pos = 0
+        while pos < self.capacity:
+            parsed = _parse(raw[pos:pos + SECTOR])
+            if parsed is None:
+                pos += SECTOR
+                continue
+            _magic, kind, seq, tail, target, ls, start, length, data_crc = parsed
+            newest_tail, newest_seq = max(newest_tail, tail), max(newest_seq, seq)
+            if kind == COMMIT:
+                committed.add(target)
+                pos += SECTOR
+                continue
+            end = pos + SECTOR + length
+            if kind == DATA and end <= self.capacity and zlib.crc32(raw[pos + SECTOR:end]) == data_crc:
+                records[seq] = (pos, ls, start, length, data_crc)
+                pos = end
+            else:
+                pos += SECTOR  # torn: never acknowledged
+        self._next_seq = newest_seq + 1
+        out = []
+        for seq in sorted(records):
+            if seq < newest_tail or seq in committed:
+                continue
+            pos, ls, start, length, _crc = records[seq]
+            out.append((seq, ls, start, raw[pos + SECTOR:pos + SECTOR + length]))
+        return out
+
+    async def reset(self) -> None:
+        """After recovery (every uncommitted record replayed): an empty log. A marker at its
+        start carries a tail newer than anything on the device, so a later recovery replays
+        none of the old records again; sequence numbers go on from the last seen."""
+        self._records.clear()
+        seq = self._next_seq
+        self._next_seq += 1
+        await self.device.write(0, _header(COMMIT, seq, self._next_seq, 0, 0, 0, 0, 0), fua=True)
+        self._head = SECTOR
+        self.counters["resets"] += 1
+
+    def statistics(self) -> dict[str, Any]:
+        return {"log_bytes": self.capacity, "log_in_use_records": sum(not r.committed for r in self._records),
+                **dict(self.counters)}
