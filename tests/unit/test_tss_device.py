@@ -675,3 +675,95 @@ def test_with_the_log_a_crash_keeps_acknowledged_writes_and_the_parity(seed):
 
     acked, logged, _recovered = run(body)
     assert acked > 0 and logged > 12 * KiB  # the log wrapped
+
+
+# ---- a failed column, degraded service, rebuild (§3.7) ----------------------------------
+
+@pytest.mark.parametrize("column", [0, 1, 3])
+@pytest.mark.parametrize("mode", ["tss", "raid1", "raid5", "craid5"])
+def test_a_failed_column_loses_nothing_and_a_rebuild_restores_the_redundancy(mode, column):
+    """The column's drive starts answering EIO in the middle of a workload: every byte
+    still reads back, writes and (tss) migrations go on degraded; a replacement drive is
+    rebuilt while a writer keeps writing, after which every RAID1 pair and parity is whole
+    again and the device reassembles from its members."""
+    from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss
+
+    backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
+
+    async def body(nursery):
+        drives = columns_over(backends, nursery)
+        device = await create_tss("t", drives, unit=UNIT,
+                                  options=TSSOptions(mode=mode, logical_stripes=12 if mode == "raid1" else 20))
+        rng = random.Random(column * 10 + len(mode))
+        reference = bytearray(device.size)
+
+        async def step(i: int) -> None:
+            length = rng.choice([512, 3 * KiB, 12 * KiB])
+            offset = rng.randrange(0, (device.size - length) // 512) * 512
+            if rng.random() < 0.6:
+                data = payload(rng, length, 0.6)
+                await device.write(offset, data)
+                reference[offset:offset + length] = data
+            else:
+                assert await device.read(offset, length) == reference[offset:offset + length], i
+            if mode == "tss" and rng.random() < 0.25:
+                try:
+                    await (device.victimize if rng.random() < 0.6 else device.promote)(
+                        rng.randrange(device.table.logical_stripes))
+                except MigrationRefused:
+                    pass
+
+        for i in range(60):
+            await step(i)
+        drives[column].failed = True  # EIO from now on
+        for i in range(60):
+            await step(i)
+        assert device.failed == {column}
+        assert await device.read(0, device.size) == reference
+        spare = MemoryBackend(2 * 1024 * KiB)
+        replacement = columns_over([spare], nursery)[0]
+
+        async def writer():
+            for i in range(30):
+                length = 2 * KiB
+                offset = rng.randrange(0, (device.size - length) // 512) * 512
+                data = payload(rng, length, 0.6)
+                await device.write(offset, data)
+                reference[offset:offset + length] = data
+
+        async with trio.open_nursery() as both:
+            both.start_soon(writer)
+            both.start_soon(device.rebuild, column, replacement)
+        assert device.failed == set()
+        check_redundancy(device)
+        backends[column] = spare
+        again = await assemble_tss(columns_over(backends, nursery))
+        assert again.failed == set()
+        assert await again.read(0, again.size) == reference
+        return device.counters
+
+    counters = run(body)
+    assert counters["column_failures"] == 1 and counters["rebuilds"] == 1
+    assert counters["degraded_reads"] > 0
+
+
+def test_a_second_failed_column_fails_the_device_and_assembly_keeps_the_first():
+    from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss
+
+    backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
+
+    async def body(nursery):
+        drives = columns_over(backends, nursery)
+        device = await create_tss("t", drives, unit=UNIT, options=TSSOptions(mode="raid5", logical_stripes=20))
+        data = payload(random.Random(1), 8 * device.geometry.data_bytes, 0.5)
+        await device.write(0, data)
+        await device.fail(1)
+        await device.write(0, data[:4096])  # degraded: recorded, the copy on column 1 now stale
+        again = await assemble_tss(columns_over(backends, nursery))
+        assert again.failed == {1}  # the superblocks said so: column 1's stale image is not used
+        assert await again.read(0, len(data)) == data
+        drives[2].failed = True
+        with pytest.raises(OSError):
+            await device.read(0, len(data))
+
+    run(body)

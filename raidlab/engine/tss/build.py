@@ -23,7 +23,7 @@ from typing import Any
 import trio
 
 from raidlab.engine import metadata
-from raidlab.engine.build import check_members, read_superblocks
+from raidlab.engine.build import MetadataKeeper, check_members, read_superblocks
 from raidlab.engine.tss.compression import CpuCost
 from raidlab.engine.tss.datalog import DataLog
 from raidlab.engine.tss.device import DEFAULT_MAX_ASYNC, MODES, WRITE_MODES, TSSDevice
@@ -79,9 +79,13 @@ def plan_geometry(columns: int, member_size: int, unit: int, options: TSSOptions
 
 
 def _device(name: str, columns: Sequence[Any], log: DataLog | None, table: MapTable, options: TSSOptions,
-            store: MapStore, cost: CpuCost | None) -> TSSDevice:
-    return TSSDevice(name, columns, table, mode=options.mode, cost=cost, read_balance=options.read_balance,
-                     store=store, log=log, writes=options.writes, max_async=options.max_async)
+            store: MapStore, cost: CpuCost | None, keeper: MetadataKeeper) -> TSSDevice:
+    device = TSSDevice(name, columns, table, mode=options.mode, cost=cost, read_balance=options.read_balance,
+                       store=store, log=log, writes=options.writes, max_async=options.max_async,
+                       on_failure=keeper.on_failure)
+    keeper.members = device.members  # one list: a rebuilt column's new drive gets the superblocks too
+    device.keeper = keeper
+    return device
 
 
 def _split_drives(drives: Sequence[Any], options_log: bool) -> tuple[list[Any], DataLog | None]:
@@ -113,7 +117,7 @@ async def create_tss(name: str, drives: Sequence[Any], *, unit: int, options: TS
     async with trio.open_nursery() as writers:
         for index, drive in enumerate(drives):
             writers.start_soon(metadata.write_superblock, drive, base.for_member(index))
-    return _device(name, drives, log, table, options, store, cost)
+    return _device(name, drives, log, table, options, store, cost, MetadataKeeper(drives, base))
 
 
 async def assemble_tss(drives: Sequence[Any], *, labels: Sequence[str] | None = None,
@@ -136,12 +140,19 @@ async def assemble_tss(drives: Sequence[Any], *, labels: Sequence[str] | None = 
                          logical_stripes=g["logical_stripes"], read_balance=g["read_balance"],
                          log=g.get("log", False), writes=g.get("writes", "sync"),
                          max_async=g.get("max_async", DEFAULT_MAX_ASYNC))
+    failed = frozenset(authority.failed_members)
     store = MapStore(drives, g["logical_stripes"])
+    store.failed = {column for column in failed if column < len(store.members)}  # stale copies
     table = await store.load(MapTable(geometry, g["logical_stripes"], placement=options.placement))
     if status:
         counts = ", ".join(f"{n} {kind}" for kind, n in table.counts.items() if n)
         status(f"map table loaded: {counts}")
-    device = _device(authority.name, drives, log, table, options, store, cost)
+    # Back to "active" with a new generation, as an engine array's assembly does.
+    keeper = MetadataKeeper(drives, authority)
+    await keeper._write_all(dataclasses.replace(authority, generation=authority.generation + 1, state="active"),
+                            skip=failed)
+    device = _device(authority.name, drives, log, table, options, store, cost, keeper)
+    device.failed = set(failed)
     replayed = await device.recover()
     if status:
         status(f"recovery: {replayed} logged stripe write(s) replayed, "

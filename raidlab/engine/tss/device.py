@@ -41,14 +41,22 @@ Static devices: `mode` raid1, raid5 or craid5 allocates every stripe as that per
 and never migrates on its own: the paper's Table 3 rows ("RAID devices through TSS").
 `mode="tss"` is the integrated device.
 
-Not yet here, and refused where asked for: the data log and asynchronous writes (§3.8, §4),
-degraded service after a column failure (§3.7).
+Degraded service (§3.7): a column that answers EIO, or that `fail` takes out, gets no more
+I/O. A RAID1 read takes each piece from the copy that does not have it on that column (the
+copies' polarities differ, so one always does); a parity stripe's lost bytes are the XOR of
+its other columns; a partial write reads the stripe whole (rebuilding the lost unit), merges
+and writes it whole without the column. A second failed column fails the device. `rebuild`
+brings a replacement drive in while the device serves.
+
+The data log and asynchronous writes (§3.8, §4) are raidlab.engine.tss.datalog's and the
+section below.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import errno
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,13 +82,17 @@ class MigrationRefused(UsageError):
     """A promotion or victimization that cannot be done (wrong personality, no space)."""
 
 
+class _Missing(Exception):
+    """A read found its column failed (the caller rebuilds the bytes or gives up)."""
+
+
 class TSSDevice:
     """A BlockTarget: the logical stripes of `table` over the columns `members` (module doc)."""
 
     def __init__(self, name: str, members: Sequence[Any], table: MapTable, *, mode: str = "tss",
                  temperatures: Temperatures | None = None, cost: CpuCost | None = None,
                  read_balance: bool = True, store: MapStore | None = None, log: DataLog | None = None,
-                 writes: str = "sync", max_async: int = DEFAULT_MAX_ASYNC) -> None:
+                 writes: str = "sync", max_async: int = DEFAULT_MAX_ASYNC, on_failure=None) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown tss mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
         if len(members) != table.geometry.columns:
@@ -101,6 +113,10 @@ class TSSDevice:
         self._chain: dict[int, trio.Event] = {}  # logical stripe -> done-event of its last queued write
         self._nursery: trio.Nursery | None = None
         self.last_async_error: str | None = None
+        self.failed: set[int] = set()               # failed columns (§3.7)
+        self.on_failure = on_failure                # async (failed set) -> None: persist it
+        self._rebuilding: int | None = None         # the column being rebuilt
+        self._rebuilt: set[int] = set()             # its physical stripes rebuilt so far
         self.table = table
         self.geometry = table.geometry
         self.mode = mode
@@ -245,9 +261,11 @@ class TSSDevice:
             self.counters["recovered_records"] += replayed
         g = self.geometry
         for ps in sorted(self.table.sub_used):
+            if self.failed:  # degraded: the parity is what rebuilds the lost column
+                break
             data = await self._read_range(ps, 0, g.data_bytes)
             units = [data[i * g.unit:(i + 1) * g.unit] for i in range(g.data_units)]
-            await self.members[g.polarity(ps)].write(g.unit_offset(ps), xor_blocks(units))
+            await self._mwrite(g.polarity(ps), g.unit_offset(ps), xor_blocks(units), whole_unit=True)
             self.counters["shared_stripes_resynced"] += 1
         return replayed
 
@@ -273,7 +291,7 @@ class TSSDevice:
             return bytes(n)
         self.counters[f"{entry.kind}_reads"] += 1
         if entry.kind == RAID1:
-            return await self._read_range(self._pick_copy(entry.stripes, start, n), start, n)
+            return await self._read_mirrored(entry.stripes, start, n)
         if entry.kind == RAID5:
             return await self._read_range(entry.stripes[0], start, n)
         data = await self._read_compressed(entry.compressed)
@@ -292,16 +310,181 @@ class TSSDevice:
         return best
 
     async def _read_range(self, ps: int, start: int, n: int) -> bytes:
+        """Bytes of `ps`'s data area; a piece on a failed column is rebuilt from the other
+        columns and the parity (§3.7), so `ps` must hold valid parity (not a RAID1 copy)."""
         pieces = self.geometry.pieces(ps, start, n)
         parts: list[bytes] = [b""] * len(pieces)
 
         async def one(i: int, column: int, offset: int, length: int) -> None:
-            self._column_reads[column] += 1
-            parts[i] = await self.members[column].read(offset, length)
+            try:
+                parts[i] = await self._mread(column, offset, length)
+            except _Missing:
+                parts[i] = await self._reconstruct(ps, column, offset, length)
 
         await _in_order([(one, i, column, offset, length)
                          for i, (_u, column, offset, length) in enumerate(pieces)])
         return b"".join(parts)
+
+    async def _reconstruct(self, ps: int, column: int, offset: int, length: int) -> bytes:
+        """The bytes of a failed column in parity stripe `ps`: the XOR of the same bytes of
+        every other column (data units and parity)."""
+        others = [c for c in range(self.geometry.columns) if c != column]
+        parts: list[bytes] = [b""] * len(others)
+
+        async def one(i: int, other: int) -> None:
+            try:
+                parts[i] = await self._mread(other, offset, length)
+            except _Missing:
+                raise OSError(errno.EIO, f"{self.name}: columns {column} and {other} failed") from None
+
+        await _in_order([(one, i, other) for i, other in enumerate(others)])
+        self.counters["degraded_reads"] += 1
+        return xor_blocks(parts)
+
+    async def _read_mirrored(self, stripes: tuple[int, ...], start: int, n: int) -> bytes:
+        """A RAID1 stripe's bytes: each piece from the copy read balancing picks, or from
+        the other when that copy's column failed (their polarities differ, so a piece is on
+        a failed column in one copy at most, §3.3)."""
+        first = self._pick_copy(stripes, start, n)
+        order = (first,) + tuple(ps for ps in stripes if ps != first)
+        pieces = [self.geometry.pieces(ps, start, n) for ps in order]
+        parts: list[bytes] = [b""] * len(pieces[0])
+
+        async def one(i: int) -> None:
+            for copy in pieces:
+                _u, column, offset, length = copy[i]
+                try:
+                    parts[i] = await self._mread(column, offset, length)
+                    return
+                except _Missing:
+                    self.counters["degraded_reads"] += 1
+            raise OSError(errno.EIO, f"{self.name}: both copies of a RAID1 stripe lost a column")
+
+        await _in_order([(one, i) for i in range(len(parts))])
+        return b"".join(parts)
+
+    # -- member I/O, failures and rebuild (§3.7) ----------------------------------------
+    def _stripe_of(self, offset: int) -> int:
+        return (offset - self.geometry.data_offset) // self.geometry.unit
+
+    async def _mread(self, column: int, offset: int, length: int) -> bytes:
+        """A column's bytes; _Missing when the column has failed (now or by this read)."""
+        if column in self.failed:
+            raise _Missing(column)
+        self._column_reads[column] += 1
+        try:
+            return await self.members[column].read(offset, length)
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            await self._fail_column(column)
+            raise _Missing(column) from None
+
+    async def _mwrite(self, column: int, offset: int, data: bytes, *, whole_unit: bool = False) -> None:
+        """Write a column's bytes; skipped on a failed column, except the one being rebuilt
+        where its stripe is rebuilt already or this write covers the whole unit."""
+        if column in self.failed:
+            ps = self._stripe_of(offset)
+            if column == self._rebuilding and (whole_unit or ps in self._rebuilt):
+                await self.members[column].write(offset, data)
+                self._rebuilt.add(ps)
+                return
+            self.counters["writes_skipped_on_failed_column"] += 1
+            return
+        try:
+            await self.members[column].write(offset, data)
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            await self._fail_column(column)
+
+    async def _fail_column(self, column: int) -> None:
+        """Degraded mode (§3.7): no I/O to `column` from now on; recorded (on_failure) before
+        the request that found it is answered. A second failed column fails the device."""
+        if column in self.failed:
+            return
+        self.failed.add(column)
+        self.counters["column_failures"] += 1
+        if self.store is not None and column < len(self.store.members):
+            self.store.failed.add(column)
+        if self.on_failure is not None:
+            await self.on_failure(frozenset(self.failed))
+        if len(self.failed) > 1:
+            raise OSError(errno.EIO, f"{self.name}: columns {sorted(self.failed)} failed; the data is lost")
+
+    async def fail(self, column: int) -> None:
+        """Take `column` out of service, as a failure would (`raidlab fail`)."""
+        if not 0 <= column < self.geometry.columns:
+            raise UsageError(f"no column {column}: {self.name} has columns 0..{self.geometry.columns - 1}")
+        await self._fail_column(column)
+
+    async def rebuild(self, column: int, drive: Any, progress=None) -> int:
+        """Rebuild failed `column` onto `drive` while the device serves: first every shared
+        stripe (under its physical lock), then each logical stripe's RAID1 copies and RAID5
+        stripe (under its lock): a data unit from the other copy, a parity stripe's unit
+        from the others' XOR. Writes meanwhile reach the new drive where their stripe is
+        rebuilt or they cover whole units (_mwrite), and the rebuild fills in the rest.
+        Migrations wait for the end. Returns the physical stripes rebuilt."""
+        if column not in self.failed:
+            raise UsageError(f"column {column} of {self.name} has not failed")
+        if len(self.failed) > 1:
+            raise UsageError(f"{self.name} lost columns {sorted(self.failed)}: nothing to rebuild from")
+        g = self.geometry
+        self.members[column] = drive
+        self._rebuilding, self._rebuilt = column, set()
+        done = 0
+        total = len(self.table.sub_used) + self.table.logical_stripes
+        try:
+            for ps in sorted(self.table.sub_used):
+                async with self._physical_locks[ps]:
+                    if ps in self.table.sub_used and ps not in self._rebuilt:
+                        await self._rebuild_parity_unit(ps, column)
+                done += 1
+                if progress:
+                    progress(done, total)
+            for ls in range(self.table.logical_stripes):
+                async with self._locks[ls]:
+                    entry = self.table[ls]
+                    if entry.kind == RAID1:
+                        for copy, other in ((entry.stripes[0], entry.stripes[1]), (entry.stripes[1], entry.stripes[0])):
+                            if copy not in self._rebuilt:
+                                await self._rebuild_copy_unit(copy, other, column)
+                    elif entry.kind == RAID5 and entry.stripes[0] not in self._rebuilt:
+                        await self._rebuild_parity_unit(entry.stripes[0], column)
+                done += 1
+                if progress:
+                    progress(done, total)
+        finally:
+            self._rebuilding = None
+        rebuilt = len(self._rebuilt)
+        self._rebuilt = set()
+        self.failed.discard(column)
+        if self.store is not None:
+            self.store.failed.discard(column)
+            if column < len(self.store.members):
+                self.store.members[column] = drive
+                await self.store.write_all(self.table)
+        if self.on_failure is not None:
+            await self.on_failure(frozenset(self.failed))
+        self.counters["rebuilds"] += 1
+        return rebuilt
+
+    async def _rebuild_parity_unit(self, ps: int, column: int) -> None:
+        g = self.geometry
+        data = await self._reconstruct(ps, column, g.unit_offset(ps), g.unit)
+        await self.members[column].write(g.unit_offset(ps), data)
+        self._rebuilt.add(ps)
+
+    async def _rebuild_copy_unit(self, copy: int, other: int, column: int) -> None:
+        """A RAID1 copy's unit on `column`: the same data unit of the other copy (its
+        unused parity unit, when that is what `column` holds, stays as it is)."""
+        g = self.geometry
+        if g.polarity(copy) != column:
+            index = (column - g.polarity(copy) - 1) % g.columns
+            source = g.data_column(other, index)
+            data = await self._mread(source, g.unit_offset(other), g.unit)
+            await self.members[column].write(g.unit_offset(copy), data)
+        self._rebuilt.add(copy)
 
     async def _read_compressed(self, c: Compressed) -> bytes:
         g = self.geometry
@@ -388,9 +571,12 @@ class TSSDevice:
         view = memoryview(data)
         calls, pos = [], 0
         for _u, column, offset, length in self.geometry.pieces(ps, start, len(view)):
-            calls.append((self.members[column].write, offset, bytes(view[pos:pos + length])))
+            calls.append((self._write_piece, column, offset, bytes(view[pos:pos + length])))
             pos += length
         await _in_order(calls)
+
+    async def _write_piece(self, column: int, offset: int, data: bytes) -> None:
+        await self._mwrite(column, offset, data, whole_unit=len(data) == self.geometry.unit)
 
     async def _write_parity(self, ps: int, start: int, data: bytes | memoryview, *, fresh: bool = False,
                             reconstruct: bool = False) -> None:
@@ -400,13 +586,35 @@ class TSSDevice:
         view = memoryview(data)
         if fresh or (start == 0 and len(view) == g.data_bytes):
             whole = bytes(view) if len(view) == g.data_bytes else self._zero_filled(start, view)
-            units = [whole[i * g.unit:(i + 1) * g.unit] for i in range(g.data_units)]
-            base = g.unit_offset(ps)
-            calls = [(self.members[g.data_column(ps, i)].write, base, unit) for i, unit in enumerate(units)]
-            calls.append((self.members[g.polarity(ps)].write, base, xor_blocks(units)))
-            self.counters["full_stripe_writes"] += 1
-            await _in_order(calls)
+            await self._write_whole(ps, whole)
             return
+        if self.failed:
+            await self._write_degraded(ps, start, view)
+            return
+        try:
+            await self._write_partial(ps, start, view, reconstruct)
+        except _Missing:  # a column failed under this write: do it again as a degraded one
+            await self._write_degraded(ps, start, view)
+
+    async def _write_whole(self, ps: int, whole: bytes) -> None:
+        g = self.geometry
+        units = [whole[i * g.unit:(i + 1) * g.unit] for i in range(g.data_units)]
+        base = g.unit_offset(ps)
+        calls = [(self._write_piece, g.data_column(ps, i), base, unit) for i, unit in enumerate(units)]
+        calls.append((self._write_piece, g.polarity(ps), base, xor_blocks(units)))
+        self.counters["full_stripe_writes"] += 1
+        await _in_order(calls)
+
+    async def _write_degraded(self, ps: int, start: int, view: memoryview) -> None:
+        """A partial write with a failed column: the whole stripe read (its lost unit
+        rebuilt from the others), the new bytes merged, written whole without the column."""
+        whole = bytearray(await self._read_range(ps, 0, self.geometry.data_bytes))
+        whole[start:start + len(view)] = view
+        self.counters["degraded_writes"] += 1
+        await self._write_whole(ps, bytes(whole))
+
+    async def _write_partial(self, ps: int, start: int, view: memoryview, reconstruct: bool) -> None:
+        g = self.geometry
         pieces = g.pieces(ps, start, len(view))
         lo = min(offset for _u, _c, offset, _n in pieces)
         hi = max(offset + n for _u, _c, offset, n in pieces)
@@ -420,7 +628,7 @@ class TSSDevice:
             olds: list[bytes] = [b""] * (len(pieces) + 1)
 
             async def read_old(i: int, column: int, offset: int, n: int) -> None:
-                olds[i] = await self.members[column].read(offset, n)
+                olds[i] = await self._mread(column, offset, n)
 
             reads = [(read_old, i, column, offset, n) for i, (_u, column, offset, n) in enumerate(pieces)]
             reads.append((read_old, len(pieces), parity_column, lo, hi - lo))
@@ -446,7 +654,7 @@ class TSSDevice:
             reads = []
 
             async def read_into(index: int, column: int, offset: int, n: int) -> None:
-                units[index][offset - lo:offset - lo + n] = await self.members[column].read(offset, n)
+                units[index][offset - lo:offset - lo + n] = await self._mread(column, offset, n)
 
             for index in range(g.data_units):
                 column = g.data_column(ps, index)
@@ -457,9 +665,9 @@ class TSSDevice:
             parity = xor_blocks(units)
         calls, pos = [], 0
         for _u, column, offset, n in pieces:
-            calls.append((self.members[column].write, offset, bytes(view[pos:pos + n])))
+            calls.append((self._write_piece, column, offset, bytes(view[pos:pos + n])))
             pos += n
-        calls.append((self.members[parity_column].write, lo, parity))
+        calls.append((self._write_piece, parity_column, lo, parity))
         await _in_order(calls)
 
     # -- cRAID5 ------------------------------------------------------------------------
@@ -587,6 +795,9 @@ class TSSDevice:
         entry = self.table[ls]
         moves = PROMOTE if up else VICTIMIZE
         verb = "promote" if up else "victimize"
+        if self._rebuilding is not None:
+            raise MigrationRefused(f"cannot {verb} logical stripe {ls} while column {self._rebuilding} is rebuilt",
+                                   hint="migrations resume when the rebuild ends")
         if entry.kind not in moves:
             raise MigrationRefused(f"cannot {verb} logical stripe {ls}: it is {entry.kind}",
                                    hint=f"{verb} applies to {' and '.join(moves)} stripes")
@@ -613,9 +824,12 @@ class TSSDevice:
         """Keep the primary copy, write its parity unit, change the map, free the mirror."""
         g = self.geometry
         primary = entry.stripes[0]
-        data = await self._read_range(primary, 0, g.data_bytes)
-        units = [data[i * g.unit:(i + 1) * g.unit] for i in range(g.data_units)]
-        await self.members[g.polarity(primary)].write(g.unit_offset(primary), xor_blocks(units))
+        data = await self._read_mirrored(entry.stripes, 0, g.data_bytes)
+        if self.failed:  # the primary may miss a unit: write it whole, from both copies' data
+            await self._write_whole(primary, data)
+        else:
+            units = [data[i * g.unit:(i + 1) * g.unit] for i in range(g.data_units)]
+            await self._mwrite(g.polarity(primary), g.unit_offset(primary), xor_blocks(units), whole_unit=True)
         await self._commit(ls, Mapping(RAID5, (primary,)))
         self.table.release(entry.stripes[1])
 
@@ -713,6 +927,8 @@ class TSSDevice:
             "free_stripes": self.table.free_stripes(),
             "reserved_stripe": self.table.reserved,
             "cpu_cost": self.cost.describe() if self.cost else None,
+            "failed_columns": sorted(self.failed),
+            "rebuilding_column": self._rebuilding,
             "writes_mode": self.writes,
             "max_async": self.max_async,
             "log": self.log.statistics() if self.log is not None else None,

@@ -145,6 +145,8 @@ class MapStore:
         (its entries invalid); the first copy that reads wins."""
         last_error: Exception | None = None
         for copy, member in enumerate(self.members):
+            if copy in self.failed:  # a failed column's copy may be stale
+                continue
             try:
                 raw = await member.read(PRIVATE_OFFSET, self.size)
                 return self._decode(table, raw)
