@@ -77,8 +77,22 @@ def test_tss_serves_ext4_and_fio_verify_while_a_policy_process_migrates(rl, mnt)
     mount(device, mnt)
     try:
         verify_tree(mnt, sums)
+        # A column fails under the mounted filesystem; everything still reads; a replacement
+        # is rebuilt while files are written; the scrub finds the redundancy whole.
+        rl("fail", "t", "--disk", "1")
+        assert "degraded" in rl.status("t")["report"][0]
+        verify_tree(mnt, sums)
+        more = trees.write_tree(mnt / "degraded", seed=4, files=20)
+        assert rl("check", "t", check=False).returncode == 2  # nothing to check against
+        rl("replace", "t", "--disk", "1")
+        assert rl.status("t")["report"][0] == "state: active"
+        remount(device, mnt)
+        verify_tree(mnt, sums)
+        verify_tree(mnt / "degraded", more)
     finally:
         umount(mnt)
+    checked = json.loads(rl("check", "t", "--json").stdout)
+    assert checked["mismatches"] == [] and checked["checked_bytes"] > 0
     rl("destroy", "t")
     assert leftovers(lab_dir, "t") == {} and not lab_dir.exists()
 

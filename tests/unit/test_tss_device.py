@@ -767,3 +767,35 @@ def test_a_second_failed_column_fails_the_device_and_assembly_keeps_the_first():
             await device.read(0, len(data))
 
     run(body)
+
+
+def test_the_scrub_finds_a_planted_parity_error_and_a_diverging_copy():
+    async def body(nursery):
+        device = make_device(nursery, mode="tss", logical=8)
+        stripe = device.geometry.data_bytes
+        await device.write(0, payload(random.Random(1), 2 * stripe, 0.5))
+        await device.victimize(1)  # logical 1: RAID5; logical 0 stays RAID1
+        assert (await device.scrub())[0] == []
+        g = device.geometry
+        raid5 = device.table[1].stripes[0]
+        device.members[g.polarity(raid5)].backend.pwrite(g.unit_offset(raid5), b"\xff" * 512)
+        mirror = device.table[0].stripes[1]
+        device.members[g.data_column(mirror, 0)].backend.pwrite(g.unit_offset(mirror), b"\xee" * 512)
+        found, checked = await device.scrub()
+        assert sorted(m["stripe"] for m in found) == sorted([raid5, mirror])
+        assert checked == (g.columns + 2 * g.data_units) * g.unit
+
+    run(body)
+
+
+def test_flush_and_fua_writes_go_on_without_a_failed_column():
+    async def body(nursery):
+        device = make_device(nursery, mode="raid5", logical=8)
+        await device.write(0, b"x" * 4096)
+        device.members[2].failed = True
+        await device.write(0, b"y" * 4096, fua=True)  # FUA: a flush of every column in service
+        await device.flush()
+        assert device.failed == {2}
+        assert await device.read(0, 4096) == b"y" * 4096
+
+    run(body)

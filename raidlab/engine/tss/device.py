@@ -270,7 +270,22 @@ class TSSDevice:
         return replayed
 
     async def flush(self) -> None:
-        await _in_order([(member.flush,) for member in self.members])
+        """Every write acknowledged before is durable: the columns in service (a failed
+        column is skipped; one that fails on the flush is failed) and the log."""
+        async def one(column: int) -> None:
+            if column in self.failed:
+                return
+            try:
+                await self.members[column].flush()
+            except OSError as exc:
+                if exc.errno != errno.EIO:
+                    raise
+                await self._fail_column(column)
+
+        calls = [(one, column) for column in range(len(self.members))]
+        if self.log is not None:
+            calls.append((self.log.device.flush,))
+        await _in_order(calls)
 
     async def trim(self, offset: int, length: int) -> None:
         """Logical stripes the range covers whole become invalid again and their space is
@@ -468,6 +483,63 @@ class TSSDevice:
             await self.on_failure(frozenset(self.failed))
         self.counters["rebuilds"] += 1
         return rebuilt
+
+    async def scrub(self, progress=None) -> tuple[list[dict[str, int]], int]:
+        """Read every physical stripe in use once and check it: a RAID1 logical stripe's two
+        copies hold the same data units, a RAID5 or shared stripe's parity is the XOR of its
+        data units. Returns (mismatches as {"stripe", "disk", "offset", "length"}, bytes
+        read); each stripe is checked under its lock."""
+        if self.failed:
+            raise UsageError(f"{self.name} runs degraded (failed columns {sorted(self.failed)}): "
+                             "nothing to check against", hint="replace the column first")
+        g = self.geometry
+        mismatches: list[dict[str, int]] = []
+        total = len(self.table.sub_used) + self.table.logical_stripes
+        done = checked = 0
+
+        async def units(ps: int, with_parity: bool) -> list[bytes]:
+            nonlocal checked
+            columns = [g.data_column(ps, i) for i in range(g.data_units)] + ([g.polarity(ps)] if with_parity else [])
+            out: list[bytes] = [b""] * len(columns)
+
+            async def one(i: int, column: int) -> None:
+                out[i] = await self._mread(column, g.unit_offset(ps), g.unit)
+
+            await _in_order([(one, i, column) for i, column in enumerate(columns)])
+            checked += len(columns) * g.unit
+            return out
+
+        def parity_wrong(ps: int, read: list[bytes]) -> None:
+            if xor_blocks(read[:-1]) != read[-1]:
+                mismatches.append({"stripe": ps, "disk": g.polarity(ps), "offset": g.unit_offset(ps),
+                                   "length": g.unit})
+
+        for ps in sorted(self.table.sub_used):
+            async with self._physical_locks[ps]:
+                if ps in self.table.sub_used:
+                    parity_wrong(ps, await units(ps, True))
+            done += 1
+            if progress:
+                progress(done, total)
+        for ls in range(self.table.logical_stripes):
+            await self._applied(ls)
+            async with self._locks[ls]:
+                entry = self.table[ls]
+                if entry.kind == RAID1:
+                    a, b = entry.stripes
+                    first, second = await units(a, False), await units(b, False)
+                    for index, (x, y) in enumerate(zip(first, second)):
+                        if x != y:
+                            mismatches.append({"stripe": b, "disk": g.data_column(b, index),
+                                               "offset": g.unit_offset(b), "length": g.unit})
+                elif entry.kind == RAID5:
+                    parity_wrong(entry.stripes[0], await units(entry.stripes[0], True))
+            done += 1
+            if progress:
+                progress(done, total)
+        self.counters["scrubs"] += 1
+        self.counters["scrub_mismatches"] += len(mismatches)
+        return mismatches, checked
 
     async def _rebuild_parity_unit(self, ps: int, column: int) -> None:
         g = self.geometry

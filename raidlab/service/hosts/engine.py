@@ -17,7 +17,7 @@ import trio
 from raidlab import archs
 from raidlab.disks import EmulatedDisk, ImageBackend, catalog
 from raidlab.errors import UsageError
-from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume, stripe_cache_bytes
+from raidlab.service.hosts.volume import arch_config, make_drives, report_progress, serve_volume, stripe_cache_bytes
 
 
 class EngineHost:
@@ -126,7 +126,7 @@ class EngineHost:
             old = self.members[index]
             state = [0, array.layout.member_data_size]
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_report_progress, send, state)
+                nursery.start_soon(report_progress, send, state)
                 await array.rebuild(index, disk, progress=lambda d, t: state.__setitem__(0, d))
                 nursery.cancel_scope.cancel()
             await send({"progress": [state[1], state[1]]})
@@ -143,15 +143,8 @@ class EngineHost:
         async with self.busy:
             state = [0, 1]
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_report_progress, send, state)
+                nursery.start_soon(report_progress, send, state)
                 mismatches = await array.scrub(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
                 nursery.cancel_scope.cancel()
             await send({"progress": state})
             return {"mismatches": mismatches, "checked_bytes": state[1]}
-
-
-async def _report_progress(send, state) -> None:
-    """Send {"progress": [done, total]} every half second until cancelled."""
-    while True:
-        await trio.sleep(0.5)
-        await send({"progress": list(state)})

@@ -26,12 +26,18 @@ guideline"). Policies are separate processes that use only these operations
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import trio
+
 from raidlab import archs
+from raidlab.disks import EmulatedDisk, ImageBackend
 from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
-from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume
+from raidlab.errors import UsageError
+from raidlab.service.hosts.volume import arch_config, make_drives, report_progress, serve_volume
 
 
 class TSSHost:
@@ -47,6 +53,7 @@ class TSSHost:
         self.fs = None
         self.volume_path: Path | None = None
         self.loop_device: str | None = None  # the loop device over `volume` (native runner)
+        self.busy = trio.Lock()  # one repair operation (replace, check) at a time
 
     async def open(self, session, mode: str) -> dict:
         spec = self.spec
@@ -71,7 +78,7 @@ class TSSHost:
         # Natively the device is a loop device over `volume`; the lab VM gets the file itself.
         self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
         return {"device": self.loop_device if spec.runner == "native" else None,
-                "volume": str(self.volume_path), "capacity": self.device.size, "state": "active"}
+                "volume": str(self.volume_path), "capacity": self.device.size, "state": self._state()}
 
     def vm_disks(self) -> list[Path]:
         return [Path(self.volume_path)]
@@ -87,6 +94,7 @@ class TSSHost:
         space = counts["space"]
         migrations = {k: v for k, v in stats.items() if k.startswith(("promote_", "victimize_"))}
         report = [
+            f"state: {self._state()}",
             f"{stats['mode']} device: {g['columns']} columns, stripe unit {g['unit'] >> 10} KiB, "
             f"{counts['logical_stripes']} logical stripes of {g['stripe_data_bytes'] >> 10} KiB over "
             f"{g['physical_stripes']} physical stripes ({counts['free_stripes']} free, reserved "
@@ -110,6 +118,83 @@ class TSSHost:
         return {"kind": "tss", "report": report, "statistics": stats, "counts": counts,
                 "tables": [{"title": "columns", "columns": ["drive", "model", "reads", "writes", "KiB read",
                                                             "KiB written", "busy s"], "rows": rows}]}
+
+    # ------------------------------------------------------------------ failure (§3.7)
+
+    def _column(self, request) -> int:
+        index = request.get("disk")
+        columns = self.device.geometry.columns
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < columns:
+            extra = " (the data log drive cannot be failed)" if index == columns and self.device.log else ""
+            raise UsageError(f"no column {index}: {self.spec.name} has columns 0..{columns - 1}{extra}")
+        return index
+
+    async def op_fail(self, request, send) -> dict:
+        index = self._column(request)
+        device, name = self.device, self.spec.name
+        if index in device.failed:
+            raise UsageError(f"column {index} of {name} is already failed",
+                             hint=f"replace it with `raidlab replace {name} --disk {index}`")
+        if device.failed and not request.get("force"):
+            raise UsageError(f"{name} already runs without column {sorted(device.failed)[0]}: failing column {index} "
+                             "would lose data", hint="use --force to inject the failure anyway")
+        self.drives[index].failed = True
+        try:
+            await device.fail(index)
+        except OSError:
+            pass  # forced: the device has lost its data, and says so on every request
+        return {"failed_members": sorted(device.failed), "state": self._state()}
+
+    async def op_replace(self, request, send) -> dict:
+        index = self._column(request)
+        device, name = self.device, self.spec.name
+        if index not in device.failed:
+            raise UsageError(f"column {index} of {name} is not failed",
+                             hint=f"fail it first with `raidlab fail {name} --disk {index}`")
+        if len(device.failed) > 1:
+            raise UsageError(f"{name} has lost data (failed columns {sorted(device.failed)}); a rebuild cannot "
+                             "recover it")
+        async with self.busy:
+            images = self.session.lab.images_dir
+            new_image = images / f"d{index}.new.img"
+            new_image.unlink(missing_ok=True)
+            old = self.drives[index]
+            disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size),
+                                discipline=self.spec.discipline, io_in_thread=True)
+            disk.start(self.session.nursery)
+            state = [0, 1]
+            stripe = device.geometry.data_bytes  # progress in the bytes of the stripes looked at
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(report_progress, send, state)
+                rebuilt = await device.rebuild(
+                    index, disk, progress=lambda d, t: state.__setitem__(slice(0, 2), [d * stripe, t * stripe]))
+                nursery.cancel_scope.cancel()
+            await send({"progress": [state[1], state[1]]})
+            old.close()
+            os.replace(new_image, images / f"d{index}.img")  # the replacement takes the old name
+            self.drives[index] = disk
+            return {"rebuilt_stripes": rebuilt, "rebuilt_bytes": rebuilt * device.geometry.unit,
+                    "failed_members": sorted(device.failed), "state": self._state()}
+
+    async def op_check(self, request, send) -> dict:
+        async with self.busy:
+            state = [0, 1]
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(report_progress, send, state)
+                stripe = self.device.geometry.data_bytes
+                mismatches, checked = await self.device.scrub(
+                    progress=lambda d, t: state.__setitem__(slice(0, 2), [d * stripe, t * stripe]))
+                nursery.cancel_scope.cancel()
+            await send({"progress": state})
+            return {"mismatches": mismatches, "checked_bytes": checked}
+
+    def _state(self) -> str:
+        failed = self.device.failed
+        if len(failed) > 1:
+            return "failed"
+        if self.device._rebuilding is not None:
+            return f"rebuilding column {self.device._rebuilding}"
+        return f"degraded (column {sorted(failed)[0]} failed)" if failed else "active"
 
     # ------------------------------------------------------------------ the ioctls (§3.9)
     # Each op is one method of raidlab.engine.tss.control.TSSControl, which a virtual-time

@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from raidlab import archs
 from raidlab.disks import EmulatedDisk
 from raidlab.export import BlockExportFS, attach_loop, mount_export
@@ -52,3 +54,10 @@ def stripe_cache_bytes(array: Any) -> int:
     """Memory the stripe cache of an engine Array holds when full (0 without one)."""
     cache = getattr(array, "stripe_cache", None)
     return cache.bytes_for(len(array.members)) if cache is not None else 0
+
+
+async def report_progress(send, state) -> None:
+    """Send {"progress": [done, total]} every half second until cancelled."""
+    while True:
+        await trio.sleep(0.5)
+        await send({"progress": list(state)})
