@@ -18,7 +18,8 @@ Each point is one independent run, so a failure names its seed and kill moment:
     (ext4 replays its journal) -> e2fsck -fn must be clean -> every fsync'ed file must have
     its checksum -> destroy.
 
-The presets are the four the issue names plus VC-RAID 1c and 1d; any other architecture id (engine layouts, and
+The presets are DCD's two report modes, VC-RAID's four configurations and TSS without and
+with its data log (sync and async writes); any other architecture id (engine layouts, and
 whatever comes later) runs with --disks and -o options, so the harness serves them too.
 Everything a point starts (daemon, writer, mounts, loop devices, lab) is released on
 success, failure, Ctrl-C and SIGTERM.
@@ -64,6 +65,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "vcraid-mcd": dict(arch="vcraid", disks=4, options=dict(config="mcd", cache_size="8M", ram_buffer="1M")),
     "vcraid-1c": dict(arch="vcraid", disks=3, options=dict(config="1c", cache_size="9M", ram_buffer="1M")),
     "vcraid-1d": dict(arch="vcraid", disks=3, options=dict(config="1d", cache_size="9M", ram_buffer="1M")),
+    # TSS: the map table on its private area; with the data log, writes acknowledged once
+    # logged (async) or after the stripe write and commit (sync).
+    "tss": dict(arch="tss", disks=4, options=dict()),
+    "tss-log-sync": dict(arch="tss", disks=4, options=dict(log="on", writes="sync")),
+    "tss-log-async": dict(arch="tss", disks=4, options=dict(log="on", writes="async")),
 }
 FILE_SIZES = (700, 3000, 4096, 12_000, 40_000, 100_000, 250_000)
 SYNC_EVERY = 4  # every 4th file of the tree is fsync'ed

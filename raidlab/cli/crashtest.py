@@ -34,8 +34,8 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
 def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, home, as_json):
     """Crash-test TARGET: a preset (dcd-immediate, dcd-after-complete, vcraid-scd,
-    vcraid-mcd, vcraid-1c, vcraid-1d), `all` (every preset), or any architecture id.
-    Exit 1 if a point fails."""
+    vcraid-mcd, vcraid-1c, vcraid-1d, tss, tss-log-sync, tss-log-async), `all` (every
+    preset), or any architecture id. Exit 1 if a point fails."""
     from raidlab.cli.array import _parse_options
     from raidlab.crashtest import PRESETS, config_for, run_crashtest
 

@@ -62,7 +62,7 @@ from typing import Any
 
 import trio
 
-from raidlab.blockdev import check_aligned
+from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine.layouts.xor import xor_blocks
 from raidlab.engine.tss.compression import CpuCost, compress, decompress
 from raidlab.engine.tss.datalog import DataLog
@@ -256,6 +256,7 @@ class TSSDevice:
             for _seq, ls, start, data in records:
                 async with self._locks[ls]:
                     await self._write_stripe(ls, start, memoryview(data), reconstruct=True)
+                self.counters["recovered_sectors"] += len(data) // SECTOR
             await self.log.reset()
             replayed = len(records)
             self.counters["recovered_records"] += replayed

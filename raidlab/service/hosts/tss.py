@@ -77,8 +77,11 @@ class TSSHost:
         session.push("tss device", flush)
         # Natively the device is a loop device over `volume`; the lab VM gets the file itself.
         self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
+        c = self.device.counters
         return {"device": self.loop_device if spec.runner == "native" else None,
-                "volume": str(self.volume_path), "capacity": self.device.size, "state": self._state()}
+                "volume": str(self.volume_path), "capacity": self.device.size, "state": self._state(),
+                "recovered": {"log_records": c["recovered_records"], "blocks": c["recovered_sectors"],
+                              "shared_stripes_resynced": c["shared_stripes_resynced"]}}
 
     def vm_disks(self) -> list[Path]:
         return [Path(self.volume_path)]
