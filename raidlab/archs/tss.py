@@ -37,6 +37,7 @@ from raidlab.archs.layouts import drive_size
 from raidlab.disks import catalog
 from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss, plan_geometry
 from raidlab.engine.tss.compression import CpuCost, measured_cost
+from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.device import MODES
 from raidlab.engine.tss.maptable import PLACEMENTS
 from raidlab.errors import UsageError
@@ -169,7 +170,8 @@ def check(config: Config, runner: str) -> None:
 
 
 async def build(ctx: BuildContext) -> Built:
-    """Create or assemble the device over the drives of `plan`. parts: "device"."""
+    """Create or assemble the device over the drives of `plan`. parts: "device", and
+    "control" (its TSSControl, which a replay's policy uses)."""
     options, cost_text = tss_options(ctx.config.options)
     cost = cpu_cost(cost_text, ctx.clock)
     if ctx.mode == "create":
@@ -187,7 +189,7 @@ async def build(ctx: BuildContext) -> Built:
             stats.pop("members", None)  # the replay reports each drive itself
         return stats
 
-    return Built(device, list(ctx.drives), statistics, {"device": device})
+    return Built(device, list(ctx.drives), statistics, {"device": device, "control": TSSControl(device)})
 
 
 ARCHITECTURES = (

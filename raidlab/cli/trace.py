@@ -192,10 +192,17 @@ def register(cli: click.Group) -> None:
     @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
                   help="Architecture option, repeatable (dcd: cache=physical|logical, report=immediate|"
                        "after-complete, destage=on|off, ram_buffer=512K, cache_size=20M; vcraid: config=scd|mcd ...).")
+    @click.option("--compressibility", type=float, default=None,
+                  help="Write data of which this share compresses away (0..1; default: zeros). For tss.")
+    @click.option("--policy", type=click.Choice(["watermark", "five-minute"]), default=None,
+                  help="Run this TSS policy beside the replay, through the device's control interface.")
+    @click.option("--policy-option", "policy_options", multiple=True, metavar="KEY=VALUE",
+                  help="Policy option, repeatable (watermark: raid1=25:55, period=1; five-minute: "
+                       "raid1_raid5=20, raid5_craid5=350).")
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
-            skip_bad, as_json) -> int:
+            compressibility, policy, policy_options, skip_bad, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader
@@ -206,9 +213,18 @@ def register(cli: click.Group) -> None:
         catalog.get(disk_model)  # UnknownModelError (one line) before anything is built
         if not compact > 0:
             raise UsageError(f"--compact must be positive, not {compact}")
+        if compressibility is not None and not 0.0 <= compressibility <= 1.0:
+            raise UsageError(f"--compressibility {compressibility} is outside 0..1")
+        if policy_options and policy is None:
+            raise UsageError("--policy-option without --policy", hint="name the policy with --policy")
+        if policy is not None:
+            from raidlab.policies import make_policy
+
+            make_policy(policy, _key_values(policy_options))  # bad options: one line, before anything runs
         spec = SimSpec(arch=arch, disk_model=disk_model, disks=disks, chunk=_size(chunk),
                        disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed,
-                       options=_key_values(options))
+                       options=_key_values(options), compressibility=compressibility, policy=policy,
+                       policy_options=_key_values(policy_options))
         reader = TraceReader(trace_file, fmt, skip_bad=skip_bad)
         report = replay(spec, reader)
         speed = _speed_line(report)

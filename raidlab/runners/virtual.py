@@ -39,7 +39,9 @@ an architecture's `plan` asks for (DiscardBackend, metered) and calls the same `
 from __future__ import annotations
 
 import dataclasses
+import random
 import time as wallclock
+import zlib
 from array import array
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -52,6 +54,7 @@ from raidlab.blockdev import SECTOR
 from raidlab.disks.backend import MemoryBackend
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
+from raidlab.policies import make_policy
 from raidlab.runners.clock import run_replay
 from raidlab.traces.formats import FLUSH, READ, TRIM, WRITE, Request, TraceReader
 from raidlab.traces.stats import response_summary
@@ -156,6 +159,38 @@ class SimSpec:
     seed: int = 0
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    compressibility: float | None = None   # written bytes: None zeros, else this share compresses away
+    policy: str | None = None              # a TSS policy running beside the replay (raidlab.policies)
+    policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Payload:
+    """The bytes a replay writes when the data matter (an architecture that compresses
+    them): each 512-byte sector is zeros with probability `compressibility`, else bytes of a
+    seeded random pool, chosen by the sector's address, so a write's content (and how well
+    lz4 compresses it: about 1 - compressibility of its size) depends only on where it
+    goes and the seed."""
+
+    POOL = 1 << 20
+
+    def __init__(self, compressibility: float, seed: int) -> None:
+        if not 0.0 <= compressibility <= 1.0:
+            raise UsageError(f"compressibility {compressibility} is outside 0..1")
+        rng = random.Random(seed)
+        self.pool = rng.randbytes(self.POOL)
+        self.threshold = int(compressibility * 2**32)
+        self.seed = seed
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        out = []
+        for sector in range(offset // SECTOR, (offset + length) // SECTOR):
+            draw = zlib.crc32(sector.to_bytes(8, "little"), self.seed)
+            if draw < self.threshold:
+                out.append(bytes(SECTOR))
+            else:
+                start = (draw * SECTOR) % (self.POOL - SECTOR)
+                out.append(self.pool[start:start + SECTOR])
+        return b"".join(out)
 
 
 async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
@@ -197,6 +232,13 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         size = target.size
         baseline = [{k: m.statistics().get(k, 0) for k in _BASELINE_KEYS} for m in built.members]
         base_members = [(m.requests, m.response_sum) for m in built.members]
+        if spec.policy is not None:
+            control = built.parts.get("control")
+            if control is None:
+                raise UsageError(f"{spec.arch} has no control interface for a policy", hint="policies manage tss")
+            policy = make_policy(spec.policy, spec.policy_options)
+            disks_nursery.start_soon(policy.run, control)
+        payload = Payload(spec.compressibility, spec.seed) if spec.compressibility is not None else None
         t0 = trio.current_time()
         read, write, flush, trim = target.read, target.write, target.flush, target.trim
         compact = spec.compact
@@ -207,9 +249,12 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
             if op == READ:
                 await read(offset, length)
             elif op == WRITE:
-                data = zeros.get(length)
-                if data is None:
-                    data = zeros[length] = bytes(length)
+                if payload is not None:
+                    data = payload(offset, length)
+                else:
+                    data = zeros.get(length)
+                    if data is None:
+                        data = zeros[length] = bytes(length)
                 await write(offset, data)
             elif op == FLUSH:
                 await flush()
@@ -292,6 +337,9 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         "discipline": spec.discipline,
         "compact": spec.compact,
         "seed": spec.seed,
+        "compressibility": spec.compressibility,
+        "policy": ({"name": spec.policy, **policy.describe(), "moves": dict(policy.moves)}
+                   if spec.policy is not None else None),
         "trace": {"name": reader.name, "format": reader.format, "requests": reader.requests,
                   "skipped_lines": reader.skipped,
                   "bad_lines": [{"line": line, "reason": reason} for line, reason in reader.bad_lines]},

@@ -132,3 +132,48 @@ def test_break_even_interval():
         break_even_interval(1.0, 1.25, 7.04e-3, 13.47e-3, 48 * 1024, 10**9)
     with pytest.raises(UsageError):
         FiveMinutePolicy(raid1_raid5=0)
+
+
+# ---- in a trace replay (raidlab sim) ----------------------------------------------------
+
+def test_a_replay_runs_a_policy_beside_the_trace_and_writes_data_of_the_stated_compressibility():
+    from raidlab.runners.virtual import Payload, SimSpec, replay_requests
+    from raidlab.traces.synth import synth
+
+    requests = list(synth("cello", 300, seed=3, device_size=40 << 20))
+    common = dict(disks=3, chunk=16 * 1024, disk_size=64 << 20, compact=10.0,
+                  options={"mode": "craid5", "logical_stripes": 1300})
+    dense = replay_requests(SimSpec("tss", "quantum-fireball-1280s", compressibility=0.0, **common), requests)
+    sparse = replay_requests(SimSpec("tss", "quantum-fireball-1280s", compressibility=0.8, **common), requests)
+    used = [r["architecture"]["space"]["physical_craid5"] for r in (dense, sparse)]
+    assert used[1] < used[0] / 2  # well-compressible data take far fewer sub-stripes
+    assert sparse["compressibility"] == 0.8 and sparse["policy"] is None
+
+    managed = replay_requests(SimSpec("tss", "quantum-fireball-1280s", disks=3, chunk=16 * 1024,
+                                      disk_size=64 << 20, compact=10.0, compressibility=0.5,
+                                      policy="five-minute", policy_options={"raid1_raid5": 2, "raid5_craid5": 5}),
+                              requests)
+    moves = managed["policy"]["moves"]
+    assert moves.get("raid1->raid5", 0) > 0 and managed["architecture"]["personalities"]["craid5"] > 0
+
+    payload = Payload(0.5, seed=1)
+    assert payload(4096, 8192) == Payload(0.5, seed=1)(4096, 8192)   # same place, same bytes
+    assert payload(0, 8192) != payload(8192, 8192)
+    zero_sectors = sum(payload(0, 512 * 1000)[i:i + 512] == bytes(512) for i in range(0, 512 * 1000, 512))
+    assert 400 < zero_sectors < 600
+
+
+def test_a_replay_refuses_a_policy_where_there_is_no_tss_and_bad_policy_options():
+    from raidlab.policies import make_policy
+    from raidlab.runners.virtual import SimSpec, replay_requests
+    from raidlab.traces.formats import Request
+
+    with pytest.raises(UsageError, match="no control interface"):
+        replay_requests(SimSpec("raid5", "none", disks=3, policy="watermark"), [Request(0, "read", 0, 512)])
+    with pytest.raises(UsageError):
+        make_policy("sometimes")
+    with pytest.raises(UsageError):
+        make_policy("watermark", {"raid1": "60:50"})
+    with pytest.raises(UsageError):
+        make_policy("five-minute", {"bogus": 1})
+    assert make_policy("watermark", {"raid1": "20:50", "period": "2"}).period == 2.0
