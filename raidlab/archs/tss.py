@@ -20,7 +20,9 @@ Options (-o):
   (the paper's "additional partition for logging"), 4 MiB of the first column's model by
   default (an assumption: the paper gives no size);
 * writes, max_async: sync (log, write, commit, then acknowledge) or async (acknowledge once
-  logged; the stripe write and commit follow, at most max_async = 8 at a time, §4).
+  logged; the stripe write and commit follow, at most max_async = 8 at a time, §4);
+* allocate_on_read: a first read allocates the stripe and reads its disks, as §3.6's device
+  did (on), or answers zeros without any I/O (off).
 
 Drives: live, d0..d{N-1} of --disk-size. In virtual time the drives keep their data
 (Drive.keeps_data): cRAID5 decompresses what it wrote, so a replay needs the bytes; memory
@@ -58,6 +60,7 @@ OPTIONS = (
     Option("log_model", None, "the log drive's model (default: the first column's)"),
     Option("writes", "sync", "sync, or async: acknowledged once logged (§4; needs log=on)"),
     Option("max_async", 8, "asynchronous stripe writes in flight at most (§4, Table 1)"),
+    Option("allocate_on_read", "on", "a read of an invalid stripe allocates it and reads its disks (§3.6)"),
 )
 
 
@@ -99,7 +102,8 @@ def tss_options(options: dict[str, Any]) -> tuple[TSSOptions, str]:
                         logical_stripes=_positive_int("logical_stripes", merged["logical_stripes"], allow_none=True),
                         read_balance=_on_off("read_balance", merged["read_balance"]),
                         log=_on_off("log", merged["log"]), writes=str(merged["writes"]),
-                        max_async=_positive_int("max_async", merged["max_async"]))
+                        max_async=_positive_int("max_async", merged["max_async"]),
+                        allocate_on_read=_on_off("allocate_on_read", merged["allocate_on_read"]))
     parsed.check()
     log_size(merged)
     if merged["log_model"] is not None:

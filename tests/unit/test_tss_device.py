@@ -199,6 +199,8 @@ def check_redundancy(device: TSSDevice) -> None:
         return [unit(g.data_column(ps, i), ps) for i in range(g.data_units)]
 
     for ls, entry in enumerate(table.entries):
+        if entry.unwritten:
+            continue  # allocated by a read: what its stripes hold is not its data
         if entry.kind == RAID1:
             a, b = entry.stripes
             assert data_units(a) == data_units(b), f"RAID1 copies of {ls} differ"
@@ -799,3 +801,40 @@ def test_flush_and_fua_writes_go_on_without_a_failed_column():
         assert await device.read(0, 4096) == b"y" * 4096
 
     run(body)
+
+
+# ---- allocation on first access (§3.6) --------------------------------------------------
+
+def test_a_first_read_allocates_reads_the_disks_and_answers_zeros():
+    from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss
+
+    backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
+    for backend in backends:  # stale bytes of an earlier owner everywhere
+        backend.pwrite(0, b"\xab" * (2 * 1024 * KiB))
+
+    async def body(nursery):
+        drives = columns_over(backends, nursery)
+        device = await create_tss("t", drives, unit=UNIT, options=TSSOptions(logical_stripes=16))
+        stripe = device.geometry.data_bytes
+        reads_before = sum(d.statistics()["reads"] for d in drives)
+        assert await device.read(stripe, 4096) == bytes(4096)
+        assert device.table[1].kind == RAID1 and device.table[1].unwritten
+        assert sum(d.statistics()["reads"] for d in drives) > reads_before  # the disks were read
+        await device.write(stripe + 1024, b"w" * 1024)  # the first write: the whole stripe
+        assert not device.table[1].unwritten
+        assert await device.read(stripe, 4096) == bytes(1024) + b"w" * 1024 + bytes(2048)
+        await device.read(5 * stripe, 512)  # unwritten, then moved: it moves as zeros
+        assert await device.victimize(5) == RAID5 and not device.table[5].unwritten
+        assert await device.read(5 * stripe, stripe) == bytes(stripe)
+        await device.read(7 * stripe, 512)
+        check_redundancy(device)
+        again = await assemble_tss(columns_over(backends, nursery))
+        assert again.table[7].unwritten and again.table.entries == device.table.entries
+        assert await again.read(7 * stripe, stripe) == bytes(stripe)
+        off = await create_tss("u", columns_over([MemoryBackend(2 * 1024 * KiB) for _ in range(4)], nursery),
+                               unit=UNIT, options=TSSOptions(logical_stripes=16, allocate_on_read=False))
+        assert await off.read(0, 4096) == bytes(4096) and off.table[0].kind == INVALID
+        return device.counters
+
+    counters = run(body)
+    assert counters["allocations_on_read"] == 3 and counters["unwritten_reads"] >= 3

@@ -47,6 +47,7 @@ class TSSOptions:
     log: bool = False                    # the data log (§3.8) on a log drive after the columns
     writes: str = "sync"                 # sync, or async (§4; needs the log)
     max_async: int = DEFAULT_MAX_ASYNC
+    allocate_on_read: bool = True        # §3.6: a read allocates an invalid stripe too
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -82,7 +83,7 @@ def _device(name: str, columns: Sequence[Any], log: DataLog | None, table: MapTa
             store: MapStore, cost: CpuCost | None, keeper: MetadataKeeper) -> TSSDevice:
     device = TSSDevice(name, columns, table, mode=options.mode, cost=cost, read_balance=options.read_balance,
                        store=store, log=log, writes=options.writes, max_async=options.max_async,
-                       on_failure=keeper.on_failure)
+                       on_failure=keeper.on_failure, allocate_on_read=options.allocate_on_read)
     keeper.members = device.members  # one list: a rebuilt column's new drive gets the superblocks too
     device.keeper = keeper
     return device
@@ -139,7 +140,8 @@ async def assemble_tss(drives: Sequence[Any], *, labels: Sequence[str] | None = 
     options = TSSOptions(mode=g["mode"], placement=g["placement"], substripes=g["substripes"],
                          logical_stripes=g["logical_stripes"], read_balance=g["read_balance"],
                          log=g.get("log", False), writes=g.get("writes", "sync"),
-                         max_async=g.get("max_async", DEFAULT_MAX_ASYNC))
+                         max_async=g.get("max_async", DEFAULT_MAX_ASYNC),
+                         allocate_on_read=g.get("allocate_on_read", True))
     failed = frozenset(authority.failed_members)
     store = MapStore(drives, g["logical_stripes"])
     store.failed = {column for column in failed if column < len(store.members)}  # stale copies

@@ -6,9 +6,14 @@ victimization.
 Requests are cut at logical stripe boundaries; each stripe's part runs under that logical
 stripe's lock, and the map table says which personality serves it (stripe-level I/O, §3.6):
 
-* invalid: a read returns zeros and touches no disk; the first write allocates the stripe
-  (RAID1 when two free stripes of different polarity exist, else RAID5, §3.6) and writes it
-  whole, zeros around the new data, so no stale bytes of an earlier owner survive.
+* invalid: the first access allocates the stripe (RAID1 when two free stripes of different
+  polarity exist, else RAID5, §3.6: "Whenever some READ/WRITE happens to a particular
+  stripe, it should move to RAID1 or RAID5"). A first write writes it whole, zeros around
+  the new data, so no stale bytes of an earlier owner survive. A first read leaves it
+  *unwritten*: its reads go to its disks, as the paper's did (the time of a first read is a
+  disk read), and answer zeros; its first write (or a migration, which moves it as zeros)
+  writes it whole. With allocate_on_read off, a read of an invalid stripe answers zeros
+  and touches no disk. A static cRAID5 device allocates on the first write only.
 * RAID1: writes go to both physical stripes; a read goes to one copy, the one whose columns
   have served fewer reads when read balancing is on (§4).
 * RAID5: a partial write is a read-modify-write or a reconstruct-write, whichever reads
@@ -92,7 +97,8 @@ class TSSDevice:
     def __init__(self, name: str, members: Sequence[Any], table: MapTable, *, mode: str = "tss",
                  temperatures: Temperatures | None = None, cost: CpuCost | None = None,
                  read_balance: bool = True, store: MapStore | None = None, log: DataLog | None = None,
-                 writes: str = "sync", max_async: int = DEFAULT_MAX_ASYNC, on_failure=None) -> None:
+                 writes: str = "sync", max_async: int = DEFAULT_MAX_ASYNC, on_failure=None,
+                 allocate_on_read: bool = True) -> None:
         if mode not in MODES:
             raise UsageError(f"unknown tss mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
         if len(members) != table.geometry.columns:
@@ -124,6 +130,7 @@ class TSSDevice:
         self.cost = cost
         self.read_balance = read_balance
         self.store = store
+        self.allocate_on_read = allocate_on_read
         self._locks: dict[int, trio.Lock] = collections.defaultdict(trio.Lock)        # logical stripes
         self._physical_locks: dict[int, trio.Lock] = collections.defaultdict(trio.Lock)  # shared stripes
         self._reserved_lock = trio.Lock()  # one move through the reserved stripe at a time
@@ -302,10 +309,22 @@ class TSSDevice:
     async def _read_stripe(self, ls: int, start: int, n: int) -> bytes:
         entry = self.table[ls]
         self.temperatures.touch(ls)
+        if entry.kind == INVALID and self.allocate_on_read and self.mode != CRAID5:
+            entry = await self._allocate(ls, None)
         if entry.kind == INVALID:
             self.counters["invalid_reads"] += 1
             return bytes(n)
         self.counters[f"{entry.kind}_reads"] += 1
+        if entry.unwritten:  # read what the stripe's disks hold, as the paper's device did; it is not ours
+            self.counters["unwritten_reads"] += 1
+            try:
+                if entry.kind == RAID1:
+                    await self._read_mirrored(entry.stripes, start, n)
+                else:
+                    await self._read_range(entry.stripes[0], start, n)
+            except OSError:
+                pass
+            return bytes(n)
         if entry.kind == RAID1:
             return await self._read_mirrored(entry.stripes, start, n)
         if entry.kind == RAID5:
@@ -461,7 +480,9 @@ class TSSDevice:
             for ls in range(self.table.logical_stripes):
                 async with self._locks[ls]:
                     entry = self.table[ls]
-                    if entry.kind == RAID1:
+                    if entry.unwritten:
+                        self._rebuilt.update(entry.stripes)  # nothing of it to rebuild
+                    elif entry.kind == RAID1:
                         for copy, other in ((entry.stripes[0], entry.stripes[1]), (entry.stripes[1], entry.stripes[0])):
                             if copy not in self._rebuilt:
                                 await self._rebuild_copy_unit(copy, other, column)
@@ -526,7 +547,9 @@ class TSSDevice:
             await self._applied(ls)
             async with self._locks[ls]:
                 entry = self.table[ls]
-                if entry.kind == RAID1:
+                if entry.unwritten:
+                    pass  # nothing of it on its disks to check
+                elif entry.kind == RAID1:
                     a, b = entry.stripes
                     first, second = await units(a, False), await units(b, False)
                     for index, (x, y) in enumerate(zip(first, second)):
@@ -575,9 +598,12 @@ class TSSDevice:
         entry = self.table[ls]
         self.temperatures.touch(ls)
         if entry.kind == INVALID:
-            await self._first_write(ls, start, data)
+            await self._allocate(ls, (start, data))
             return
         self.counters[f"{entry.kind}_writes"] += 1
+        if entry.unwritten:  # its first write: the whole stripe, zeros around the data
+            await self._write_unwritten(ls, entry, self._zero_filled(start, data))
+            return
         if entry.kind == RAID1:
             await _in_order([(self._write_plain, ps, start, data) for ps in entry.stripes])
         elif entry.kind == RAID5:
@@ -602,13 +628,28 @@ class TSSDevice:
         size = self.geometry.data_bytes
         return b"".join((bytes(start), data, bytes(size - start - len(data))))
 
-    async def _first_write(self, ls: int, start: int, data: memoryview) -> None:
-        """Allocate an invalid stripe by the device's mode and write it whole (module doc)."""
-        whole = self._zero_filled(start, data)
+    async def _write_unwritten(self, ls: int, entry: Mapping, whole: bytes) -> Mapping:
+        """Write an unwritten stripe whole where it is allocated, and record it written."""
+        if entry.kind == RAID1:
+            await _in_order([(self._write_plain, ps, 0, whole) for ps in entry.stripes])
+        else:
+            await self._write_parity(entry.stripes[0], 0, whole, fresh=True)
+        written = Mapping(entry.kind, entry.stripes)
+        await self._commit(ls, written)
+        return written
+
+    async def _allocate(self, ls: int, write: tuple[int, memoryview] | None) -> Mapping:
+        """First access of an invalid stripe (§3.6): physical space by the device's mode.
+        A write fills it whole, zeros around its data; a read leaves it unwritten (the
+        paper's device read whatever the new stripe held). Returns the new entry."""
+        whole = self._zero_filled(write[0], write[1]) if write is not None else None
+        if write is None:
+            self.counters["allocations_on_read"] += 1
         if self.mode == CRAID5:
             self.counters["allocations_craid5"] += 1
-            await self._store_or_make_room(ls, whole, self.table[ls])
-            return
+            await self._store_or_make_room(ls, whole if whole is not None else bytes(self.geometry.data_bytes),
+                                           self.table[ls])
+            return self.table[ls]
         for attempt in range(3):
             try:
                 if self.mode == RAID1 or (self.mode == "tss" and self.table.free_stripes() >= 2):
@@ -627,17 +668,20 @@ class TSSDevice:
                 await self._make_room(exclude=ls)
         kind = RAID1 if len(stripes) == 2 else RAID5
         self.counters[f"allocations_{kind}"] += 1
+        entry = Mapping(kind, stripes, unwritten=whole is None)
         try:
-            if kind == RAID1:
-                await _in_order([(self._write_plain, ps, 0, whole) for ps in stripes])
-            else:
-                await self._write_parity(stripes[0], 0, whole, fresh=True)
-            await self._commit(ls, Mapping(kind, stripes))
+            if whole is not None:
+                if kind == RAID1:
+                    await _in_order([(self._write_plain, ps, 0, whole) for ps in stripes])
+                else:
+                    await self._write_parity(stripes[0], 0, whole, fresh=True)
+            await self._commit(ls, entry)
         except BaseException:
             if self.table[ls].kind == INVALID:  # not recorded: the space goes back
                 for ps in stripes:
                     self.table.release(ps)
             raise
+        return entry
 
     async def _write_plain(self, ps: int, start: int, data: bytes | memoryview) -> None:
         """Data units only, no parity (a RAID1 copy)."""
@@ -874,6 +918,8 @@ class TSSDevice:
         if entry.kind not in moves:
             raise MigrationRefused(f"cannot {verb} logical stripe {ls}: it is {entry.kind}",
                                    hint=f"{verb} applies to {' and '.join(moves)} stripes")
+        if entry.unwritten:  # moved as the zeros it reads as: written where it is first
+            entry = await self._write_unwritten(ls, entry, bytes(self.geometry.data_bytes))
         try:
             if entry.kind == RAID1:
                 await self._raid1_to_raid5(ls, entry)

@@ -3,6 +3,8 @@
 Every logical stripe the TSS device exports has one *personality* in the map table:
 
 * invalid: not backed by any physical stripe (every stripe at creation);
+  a stripe allocated by a read is marked unwritten: its physical stripes hold nothing of it
+  yet (the device reads them, as the paper's did, and answers zeros);
 * RAID1: two physical stripes of different polarity, each holding the logical stripe's
   data units (their parity units stay unused, §3.3: "this leads to a wastage of space ...
   But this makes for a simpler design");
@@ -63,6 +65,7 @@ class Mapping:
     kind: str = INVALID
     stripes: tuple[int, ...] = ()          # RAID1 (primary, mirror); RAID5 (stripe,)
     compressed: Compressed | None = None   # cRAID5
+    unwritten: bool = False                # allocated by a read: its stripes hold no data of it yet
 
 
 class MapTable:
@@ -257,6 +260,8 @@ class MapTable:
                 continue
             entries[str(ls)] = [e.kind, list(e.stripes),
                                 list(dataclasses.astuple(e.compressed)) if e.compressed else None]
+            if e.unwritten:
+                entries[str(ls)].append(True)
         return {"geometry": self.geometry.describe(), "logical_stripes": self.logical_stripes,
                 "placement": self.placement, "reserved": self.reserved, "entries": entries}
 
@@ -271,12 +276,12 @@ class MapTable:
         table._free[table.reserved] = 1
         table.reserved = data["reserved"]
         table._take(table.reserved, RESERVED)
-        for key, (kind, stripes, comp) in data["entries"].items():
+        for key, (kind, stripes, comp, *flags) in data["entries"].items():
             ls = int(key)
             if kind in (RAID1, RAID5):
                 for ps in stripes:
                     table._take(ps, WHOLE)
-                table.set(ls, Mapping(kind, tuple(stripes)))
+                table.set(ls, Mapping(kind, tuple(stripes), unwritten=bool(flags and flags[0])))
             elif kind == CRAID5:
                 c = Compressed(*comp)
                 if table.holder[c.stripe] == FREE:

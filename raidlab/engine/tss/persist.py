@@ -42,11 +42,12 @@ from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5, Compresse
 
 PRIVATE_OFFSET = 2 * SLOT_SIZE      # after the two superblock slots
 COPIES = 2                          # columns 0 and 1
-RECORD = struct.Struct("<BBBBIqq4xI")  # kind raw first count size s0 s1 (pad) crc
+RECORD = struct.Struct("<BBBBIqq4xI")  # kind flags first count size s0 s1 (pad) crc
 RECORDS_PER_SECTOR = SECTOR // RECORD.size
 HEADER = struct.Struct("<8sqqI")
 HEADER_MAGIC = b"TSSMAP\x00\x01"
 KIND_CODES = {INVALID: 0, RAID1: 1, RAID5: 2, CRAID5: 3}
+FLAG_RAW, FLAG_UNWRITTEN = 1, 2  # the record's flags byte
 KINDS = {code: kind for kind, code in KIND_CODES.items()}
 
 
@@ -61,7 +62,8 @@ def encode_record(entry: Mapping) -> bytes:
     c = entry.compressed
     s0 = entry.stripes[0]
     s1 = entry.stripes[1] if entry.kind == RAID1 else -1
-    fields = (KIND_CODES[entry.kind], int(c.raw) if c else 0, c.first if c else 0, c.count if c else 0,
+    flags = (int(c.raw) if c else 0) | (FLAG_UNWRITTEN if entry.unwritten else 0)
+    fields = (KIND_CODES[entry.kind], flags, c.first if c else 0, c.count if c else 0,
               c.size if c else 0, s0, s1)
     body = RECORD.pack(*fields, 0)[:-4]
     return body + struct.pack("<I", zlib.crc32(body))
@@ -74,11 +76,12 @@ def decode_record(raw: bytes, where: str) -> Mapping:
     if zlib.crc32(raw[:-4]) != crc or kind not in KINDS or kind == 0:
         raise ValueError(f"damaged map record at {where}")
     kind_name = KINDS[kind]
+    unwritten = bool(raw_flag & FLAG_UNWRITTEN)
     if kind_name == RAID1:
-        return Mapping(RAID1, (s0, s1))
+        return Mapping(RAID1, (s0, s1), unwritten=unwritten)
     if kind_name == RAID5:
-        return Mapping(RAID5, (s0,))
-    return Mapping(CRAID5, (s0,), Compressed(s0, first, count, size, bool(raw_flag)))
+        return Mapping(RAID5, (s0,), unwritten=unwritten)
+    return Mapping(CRAID5, (s0,), Compressed(s0, first, count, size, bool(raw_flag & FLAG_RAW)))
 
 
 class MapStore:
@@ -173,6 +176,7 @@ class MapStore:
         data = {"logical_stripes": table.logical_stripes, "placement": table.placement, "reserved": reserved,
                 "entries": {str(ls): [e.kind, list(e.stripes),
                                       [e.compressed.stripe, e.compressed.first, e.compressed.count,
-                                       e.compressed.size, e.compressed.raw] if e.compressed else None]
+                                       e.compressed.size, e.compressed.raw] if e.compressed else None,
+                                      e.unwritten]
                             for ls, e in entries.items()}}
         return MapTable.from_dict(table.geometry, data)
