@@ -436,68 +436,84 @@ def test_the_map_survives_an_orderly_reassembly():
     assert counts[CRAID5] and counts[RAID5] and counts[RAID1]
 
 
+class CrashWorkload:
+    """Writers and a migrating policy on a device until a crash cuts them off. Writer i owns
+    the i-th share of every logical stripe (one share per data unit): writers meet in
+    stripes (locks, parity) but never in a sector, whose last write is then the last one
+    acknowledged. `acked` holds each sector's last acknowledged content, `pending` the
+    contents of writes still in flight."""
+
+    def __init__(self, device, seed: int) -> None:
+        self.device, self.seed = device, seed
+        self.acked: dict[int, bytes] = {}
+        self.pending: dict[int, list[bytes]] = {}
+
+    async def writer(self, index: int, shares: int) -> None:
+        device, sector = self.device, 512
+        stripe = device.geometry.data_bytes
+        lane = stripe // shares
+        wrng = random.Random(self.seed * 100 + index)
+        while True:
+            length = wrng.choice([512, 2 * KiB, lane])
+            ls = wrng.randrange(device.table.logical_stripes)
+            offset = ls * stripe + index * lane + wrng.randrange(0, (lane - length) // sector + 1) * sector
+            data = payload(wrng, length, 0.7)
+            chunks = {(offset + i) // sector: data[i:i + sector] for i in range(0, length, sector)}
+            for s, chunk in chunks.items():
+                self.pending.setdefault(s, []).append(chunk)
+            await device.write(offset, data)
+            for s, chunk in chunks.items():
+                self.pending[s].remove(chunk)
+                self.acked[s] = chunk
+
+    async def policy(self) -> None:
+        prng = random.Random(self.seed)
+        while True:
+            await trio.sleep(prng.uniform(0.01, 0.1))
+            ls = prng.randrange(self.device.table.logical_stripes)
+            try:
+                await (self.device.victimize(ls) if prng.random() < 0.6 else self.device.promote(ls))
+            except MigrationRefused:
+                pass
+
+    def start(self, nursery) -> None:
+        shares = self.device.geometry.data_units
+        for index in range(shares):
+            nursery.start_soon(self.writer, index, shares)
+        nursery.start_soon(self.policy)
+
+    async def check(self, again, crash_at: float) -> None:
+        """Every sector of the reassembled device holds its last acknowledged write or one
+        that was in flight."""
+        sector = 512
+        image = await again.read(0, again.size)
+        for s in range(again.size // sector):
+            got = image[s * sector:(s + 1) * sector]
+            allowed = [self.acked.get(s, bytes(sector))] + self.pending.get(s, [])
+            assert got in allowed, f"sector {s} lost its acknowledged content (crash at {crash_at:.3f} s)"
+
+
 @pytest.mark.parametrize("seed", range(100))
 def test_a_crash_at_any_moment_keeps_every_acknowledged_write(seed):
-    """Three writers and a migrating policy run on a slow drive model until the daemon "dies" at
-    a random moment (everything in flight stops where it is); the device assembled from
-    the members returns, for every sector, the last acknowledged write or one still in
-    flight at the crash, and its map loads consistent."""
+    """Writers and a migrating policy (CrashWorkload) run on a slow drive model until the
+    daemon "dies" at a random moment (everything in flight stops where it is); the device
+    assembled from the members returns, for every sector, the last acknowledged write or
+    one still in flight at the crash, and its map loads consistent."""
     from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss
 
     backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
-    rng = random.Random(seed)
-    crash_at = rng.uniform(0.3, 3.0)
-    sector = 512
+    crash_at = random.Random(seed).uniform(0.3, 3.0)
 
     async def body(nursery):
         device = await create_tss("t", columns_over(backends, nursery, "hp-c2200a"), unit=UNIT,
                                   options=TSSOptions(logical_stripes=12))
-        acked: dict[int, bytes] = {}           # sector -> last acknowledged content
-        pending: dict[int, list[bytes]] = {}   # sector -> contents of writes in flight
-        t0 = trio.current_time()
-
-        stripe = device.geometry.data_bytes
-        lane = stripe // 3
-
-        async def writer(index: int) -> None:
-            # Writer `index` owns the index-th third of every logical stripe: writers meet
-            # in stripes (locks, parity) but never in a sector, whose last write is then
-            # the last one acknowledged.
-            wrng = random.Random(seed * 100 + index)
-            while True:
-                length = wrng.choice([512, 2 * KiB, lane])
-                ls = wrng.randrange(device.table.logical_stripes)
-                offset = ls * stripe + index * lane + wrng.randrange(0, (lane - length) // sector + 1) * sector
-                data = payload(wrng, length, 0.7)
-                chunks = {(offset + i) // sector: data[i:i + sector] for i in range(0, length, sector)}
-                for s, chunk in chunks.items():
-                    pending.setdefault(s, []).append(chunk)
-                await device.write(offset, data)
-                for s, chunk in chunks.items():
-                    pending[s].remove(chunk)
-                    acked[s] = chunk
-
-        async def policy() -> None:
-            prng = random.Random(seed)
-            while True:
-                await trio.sleep(prng.uniform(0.01, 0.1))
-                ls = prng.randrange(device.table.logical_stripes)
-                try:
-                    await (device.victimize(ls) if prng.random() < 0.6 else device.promote(ls))
-                except MigrationRefused:
-                    pass
-
-        with trio.move_on_at(t0 + crash_at):
-            async with trio.open_nursery() as work:
-                for index in range(3):
-                    work.start_soon(writer, index)
-                work.start_soon(policy)
+        work = CrashWorkload(device, seed)
+        with trio.move_on_at(trio.current_time() + crash_at):
+            async with trio.open_nursery() as nursery_of_work:
+                work.start(nursery_of_work)
         again = await assemble_tss(columns_over(backends, nursery))
-        image = await again.read(0, again.size)
-        for s in range(again.size // sector):
-            got = image[s * sector:(s + 1) * sector]
-            allowed = [acked.get(s, bytes(sector))] + pending.get(s, [])
-            assert got in allowed, f"sector {s} lost its acknowledged content (crash at {crash_at:.3f} s)"
+        await work.check(again, crash_at)
+        acked = work.acked
         return len(acked)
 
     assert run(body) > 0
@@ -621,59 +637,19 @@ def test_with_the_log_a_crash_keeps_acknowledged_writes_and_the_parity(seed):
     # md's rule makes every one-unit write a reconstruct-write), so the replay's choice matters.
     backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(5)]
     log_backend = MemoryBackend(12 * KiB)
-    rng = random.Random(seed)
-    crash_at = rng.uniform(0.3, 3.0)
-    sector = 512
+    crash_at = random.Random(seed).uniform(0.3, 3.0)
 
     async def body(nursery):
-        work_nursery_holder = []
         with trio.move_on_at(trio.current_time() + crash_at):
-            async with trio.open_nursery() as work:
-                work_nursery_holder.append(work)
-                device = await logged_device(work, backends, log_backend, model="hp-c2200a", logical=12)
-                device.start(work)
-                acked: dict[int, bytes] = {}
-                pending: dict[int, list[bytes]] = {}
-                stripe = device.geometry.data_bytes
-                writers = device.geometry.data_units
-                lane = stripe // writers
-
-                async def writer(index: int) -> None:
-                    wrng = random.Random(seed * 100 + index)
-                    while True:
-                        length = wrng.choice([512, 2 * KiB, lane])
-                        ls = wrng.randrange(device.table.logical_stripes)
-                        offset = ls * stripe + index * lane + wrng.randrange(0, (lane - length) // sector + 1) * sector
-                        data = payload(wrng, length, 0.7)
-                        chunks = {(offset + i) // sector: data[i:i + sector] for i in range(0, length, sector)}
-                        for s, chunk in chunks.items():
-                            pending.setdefault(s, []).append(chunk)
-                        await device.write(offset, data)
-                        for s, chunk in chunks.items():
-                            pending[s].remove(chunk)
-                            acked[s] = chunk
-
-                async def policy() -> None:
-                    prng = random.Random(seed)
-                    while True:
-                        await trio.sleep(prng.uniform(0.01, 0.1))
-                        ls = prng.randrange(device.table.logical_stripes)
-                        try:
-                            await (device.victimize(ls) if prng.random() < 0.6 else device.promote(ls))
-                        except MigrationRefused:
-                            pass
-
-                for index in range(writers):
-                    work.start_soon(writer, index)
-                work.start_soon(policy)
+            async with trio.open_nursery() as nursery_of_work:
+                device = await logged_device(nursery_of_work, backends, log_backend, model="hp-c2200a", logical=12)
+                device.start(nursery_of_work)
+                work = CrashWorkload(device, seed)
+                work.start(nursery_of_work)
         again = await logged_device(nursery, backends, log_backend, model="none", create=False)
-        image = await again.read(0, again.size)
-        for s in range(again.size // sector):
-            got = image[s * sector:(s + 1) * sector]
-            allowed = [acked.get(s, bytes(sector))] + pending.get(s, [])
-            assert got in allowed, f"sector {s} lost its acknowledged content (crash at {crash_at:.3f} s)"
+        await work.check(again, crash_at)
         check_redundancy(again)
-        return len(acked), device.log.counters["record_bytes"], again.counters["recovered_records"]
+        return len(work.acked), device.log.counters["record_bytes"], again.counters["recovered_records"]
 
     acked, logged, _recovered = run(body)
     assert acked > 0 and logged > 12 * KiB  # the log wrapped
