@@ -27,6 +27,7 @@ from typing import Any
 from raidlab import archs, units, workloads
 from raidlab.archs import caching
 from raidlab.disks import catalog
+from raidlab.policies import make_policy
 from raidlab.errors import UsageError
 from raidlab.vm.hosted import MIN_AVAILABLE_MIB
 from raidlab.workloads import trace as trace_workload
@@ -81,6 +82,8 @@ class ArchEntry:
     discipline: str = "fifo"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     series: str = ""  # report line this arch belongs to (default: its label)
+    policy: str | None = None  # a TSS policy beside a replay (raidlab.policies), sim scenarios
+    policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +179,8 @@ class Scenario:
 
 _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report"}
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory"}
-_ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series"}
+_ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
+         "policy_options"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
@@ -298,6 +302,12 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
                 caching.sim_options(entry.arch, dict(entry.options))
             except UsageError as exc:
                 raise ScenarioError(where, f"arch[{i}].options", str(exc)) from None
+        if entry.arch == "tss":
+            try:
+                archs.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), "sim",
+                               disk_model=entry.disk_model)
+            except UsageError as exc:
+                raise ScenarioError(where, f"arch[{i}].options", str(exc)) from None
     for i, case in enumerate(scenario.cases):
         for variant, params in (("params", case.params), ("quick params", quick_params(scenario, case))):
             try:
@@ -371,7 +381,13 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
                           disk_size=parse_size(r.get("disk_size", (str, int), "256M"), path, r.where("disk_size")),
                           chunk=parse_size(r.get("chunk", (str, int), "512K"), path, r.where("chunk")),
                           discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
-                          options=options, series=r.get("series", str, label))
+                          options=options, series=r.get("series", str, label),
+                          policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}))
+        if entry.policy is not None:
+            try:
+                make_policy(entry.policy, entry.policy_options)
+            except UsageError as exc:
+                raise ScenarioError(path, r.where("policy"), str(exc)) from None
         if check:
             if known_archs is None:
                 known_archs = archs.names(runner)

@@ -164,6 +164,15 @@ def plan(config: Config, clock: str) -> list[Drive]:
     return drives
 
 
+def volume_size(config: Config, clock: str) -> int:
+    """Bytes of the device `config` builds (its logical stripes), without building it."""
+    options, _cost = tss_options(config.options)
+    drives = plan(config, clock)
+    columns = len(drives) - (1 if options.log else 0)
+    geometry, logical = plan_geometry(columns, drives[0].size, _unit(config, clock), options)
+    return logical * geometry.data_bytes
+
+
 def check(config: Config, runner: str) -> None:
     clock = VIRTUAL if runner == "sim" else LIVE
     options, cost = tss_options(config.options)

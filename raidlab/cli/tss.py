@@ -174,7 +174,7 @@ def policy(name, policy, raid1_marks, raid5_marks, craid5_marks, period, raid1_r
 
     from raidlab.lab import Lab, check_lab_name
     from raidlab.policies import FiveMinutePolicy, WatermarkPolicy
-    from raidlab.policies.control import SocketControl
+    from raidlab.service.tss_control import SocketControl
 
     check_lab_name(name)
     control = SocketControl(Lab(name, home=home))

@@ -3,8 +3,9 @@ stripes through its control interface only, and never inside the device.
 
     watermark     lower and upper watermarks per personality, migrations by temperature
     five_minute   transition intervals per pair of tiers (Gray's five-minute rule adapted)
-    control       the interface a policy is written against: the array's control socket
-                  (a live device), or the device itself in a virtual-time replay
+A policy is written against the control interface of raidlab.engine.tss.control (TSSControl:
+the device itself, in a virtual-time replay) and gets raidlab.service.tss_control's
+SocketControl (the array's control socket) in a policy process: the same methods.
 
 A policy is a class with `async run(control)`, looping until cancelled; `POLICIES` maps the
 names `raidlab tss policy` and scenarios use to the classes.

@@ -25,6 +25,9 @@ Case parameters (merged [workload].params and [[case]].params):
     trace_seed   seed of the synthetic trace (default 1)
     seed         seed of trio's scheduling order in the replay (default 0)
     compact      divide inter-arrival times (default 1)
+    compressibility  written data of which this share compresses away (default: zeros);
+                 for architectures that compress (TSS)
+An [[arch]] entry may name a TSS `policy` (and `policy_options`) that runs beside its replay.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 from raidlab import archs
 from raidlab.archs.dcd import dcd_volume_size
 from raidlab.archs.layouts import drive_size
+from raidlab.archs.tss import volume_size as tss_volume_size
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, StreamReader, replay
 from raidlab.traces.formats import TraceReader
@@ -56,6 +60,9 @@ def volume_size(arch_entry: Any) -> int:
         drive = drive_size(archs.Config(arch, 1, disk_size, None, disk_model=_get(arch_entry, "disk_model")),
                            archs.VIRTUAL)
         return dcd_volume_size(drive, options) if arch == "dcd" and disk_size is None else drive
+    if arch == "tss":
+        return tss_volume_size(archs.Config(arch, _get(arch_entry, "disks"), disk_size, _get(arch_entry, "chunk"),
+                                            options, _get(arch_entry, "disk_model")), archs.VIRTUAL)
     return None  # arrays: the replay reports it; scenarios with arrays pass the trace size
 
 
@@ -75,7 +82,9 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any]):
         chunk=_get(arch_entry, "chunk") if arch not in ("disk", "dcd") else None,
         disk_size=_get(arch_entry, "disk_size"), discipline=_get(arch_entry, "discipline", "fifo") or "fifo",
         compact=float(params.get("compact", 1.0)), seed=int(params.get("seed", 0)),
-        options=dict(_get(arch_entry, "options", {}) or {}))
+        options=dict(_get(arch_entry, "options", {}) or {}),
+        compressibility=float(params["compressibility"]) if "compressibility" in params else None,
+        policy=_get(arch_entry, "policy"), policy_options=dict(_get(arch_entry, "policy_options", {}) or {}))
 
 
 def _metric(value: float | None, unit: str) -> dict[str, Any]:
@@ -101,6 +110,15 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
                 "read_hits_data_disk_sectors", "level1_destages", "level2_destages"):
         if key in arch:
             out[key] = _metric(arch[key], "count")
+    if arch.get("arch") == "tss":  # the space each personality holds (TSS Tables 3-4), migrations
+        space = arch["space"]
+        backed = sum(space[f"logical_{kind}"] for kind in ("raid1", "raid5", "craid5"))
+        used = sum(space[f"physical_{kind}"] for kind in ("raid1", "raid5", "craid5"))
+        out["space_overhead"] = _metric(used / backed if backed else None, "fraction")
+        for kind in ("raid1", "raid5", "craid5"):
+            out[f"stripes_{kind}"] = _metric(arch["personalities"][kind], "stripes")
+        out["migrations"] = _metric(sum(v for k, v in arch.items() if k.startswith(("promote_", "victimize_"))),
+                                    "count")
     return out
 
 
@@ -156,6 +174,12 @@ def run_case(scenario: Any, arch_entry: Any, case: Any) -> dict[str, Any]:
         if isinstance(value, (list, tuple)):  # e.g. cache_models: the CLI's m0,m1
             value = ",".join(str(v) for v in value)
         argv += ["-o", f"{key}={value}"]
+    if spec.compressibility is not None:
+        argv += ["--compressibility", f"{spec.compressibility:g}"]
+    if spec.policy is not None:
+        argv += ["--policy", spec.policy]
+        for key, value in spec.policy_options.items():
+            argv += ["--policy-option", f"{key}={value}"]
     equivalent.append(argv)
     report = replay(spec, reader)
     speed = report.pop("speed")

@@ -21,7 +21,7 @@ from raidlab.traces.formats import _parser_for
 from raidlab.traces.synth import profile
 from raidlab.units import parse_duration
 
-CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format")
+CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format", "compressibility")
 WORKLOAD = "trace"
 
 
@@ -42,6 +42,8 @@ def validate_params(params: dict[str, Any]) -> None:
         _parser_for(str(params.get("format", "raidlab")))
     if "compact" in params and not float(params["compact"]) > 0:
         raise UsageError(f"compact must be positive, not {params['compact']}")
+    if "compressibility" in params and not 0.0 <= float(params["compressibility"]) <= 1.0:
+        raise UsageError(f"compressibility must be within 0..1, not {params['compressibility']}")
 
 
 def duration_seconds(value: Any) -> float:

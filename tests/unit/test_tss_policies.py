@@ -177,3 +177,55 @@ def test_a_replay_refuses_a_policy_where_there_is_no_tss_and_bad_policy_options(
     with pytest.raises(UsageError):
         make_policy("five-minute", {"bogus": 1})
     assert make_policy("watermark", {"raid1": "20:50", "period": "2"}).period == 2.0
+
+
+def test_a_sim_scenario_names_a_policy_per_arch_and_the_data_per_case(tmp_path):
+    from raidlab import scenarios
+    from raidlab.runners.sim import run_case
+
+    text = """
+[scenario]
+id = "tss-policy-check"
+title = "policy per arch"
+kind = "sim"
+runner = "native"
+
+[[arch]]
+label = "tss-5min"
+arch = "tss"
+disks = 3
+disk_model = "quantum-fireball-1280s"
+disk_size = "64M"
+chunk = "16K"
+options = { log = "on", writes = "async" }
+policy = "five-minute"
+policy_options = { raid1_raid5 = 2, raid5_craid5 = 5 }
+
+[workload]
+name = "trace"
+params = { compressibility = 0.4, compact = 10 }
+
+[[case]]
+name = "cello"
+params = { profile = "cello", duration = "5m" }
+"""
+    def load(body: str):
+        path = tmp_path / "tss.toml"
+        path.write_text(body)
+        return scenarios.load(path)
+
+    scenario = load(text)
+    [arch] = scenario.archs
+    assert arch.policy == "five-minute"
+    result = run_case(scenario, arch, scenario.cases[0])
+    metrics = {k: v["value"] for k, v in result["metrics"].items()}
+    assert metrics["migrations"] > 0 and metrics["space_overhead"] > 1
+    replay = result["raw"]["replay"]
+    assert replay["policy"]["moves"] and replay["compressibility"] == 0.4
+    assert "--policy" in result["raw"]["equivalent_commands"][-1]
+    with pytest.raises(UsageError, match="no option 'bogus'"):
+        load(text.replace("raid5_craid5 = 5", "bogus = 5"))
+    with pytest.raises(UsageError, match="compressibility"):
+        load(text.replace("compressibility = 0.4", "compressibility = 1.4"))
+    with pytest.raises(UsageError, match="need the data log"):
+        load(text.replace('log = "on", ', ""))

@@ -7,7 +7,7 @@ promote/victimize a given stripe or the best one of a personality. `TSSControl` 
 interface over a device in this process: the array daemon answers its control socket's
 `tss_*` operations with it (raidlab.service.hosts.tss), and a virtual-time replay hands it
 to a policy directly. A policy process reaches the same operations through the socket
-(raidlab.policies.control), so a policy is written once against these methods.
+(raidlab.service.tss_control), so a policy is written once against these methods.
 
 The best-stripe calls take two refinements the paper's policies need and its list implies:
 `below`/`above` (move the best stripe only if its temperature is below/at least a value)

@@ -1,7 +1,8 @@
 """The TSS control interface over a live array's control socket: the methods of
 raidlab.engine.tss.control.TSSControl, each one request to the daemon (the `tss_*`
-operations of raidlab.service.hosts.tss). A policy process holds one of these; a
-virtual-time replay gives its policies the TSSControl itself.
+operations of raidlab.service.hosts.tss). A policy process (raidlab.policies, run by
+`raidlab tss policy`) holds one of these; a virtual-time replay gives its policies the
+TSSControl itself.
 """
 
 from __future__ import annotations
