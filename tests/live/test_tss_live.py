@@ -11,7 +11,9 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +125,37 @@ def test_tss_control_calls_refuse_bad_input_in_one_line(rl):
     assert not (rl.home / "labs" / "x").exists()
     rl("destroy", "t")
     rl("destroy", "r")
+
+
+def test_the_labs_own_policy_needs_nothing_but_the_control_interface(rl):
+    """labs/tss/hot_promote.py, a third policy written for the TSS lab against the ioctls
+    only, brings hot compressed stripes back while a reader keeps them hot."""
+    device = rl("create", "t", "--arch", "tss", "--disks", "4", "--disk-size", "64M", "--chunk", "16K",
+                "-o", "logical_stripes=600").stdout.strip()
+    stripe = 48 * 1024
+    with open(device, "r+b", buffering=0) as fh:
+        fh.write(bytes(300 * stripe))
+        os.fsync(fh.fileno())
+    # Nothing is read: the five-minute rule moves everything down to cRAID5.
+    rl("tss", "policy", "t", "five-minute", "--raid1-raid5", "0.5", "--raid5-craid5", "1", "--duration", "3")
+    assert json.loads(rl("tss", "counts", "t", "--json").stdout)["personalities"]["craid5"] > 250
+    for s in range(100, 104):  # the ones to be read: compressed too, whatever the last turn did
+        while json.loads(rl("tss", "get", "t", str(s), "--json").stdout)["personality"] != "craid5":
+            rl("tss", "victimize", "t", str(s))
+    lab_policy = Path(__file__).resolve().parents[2] / "labs" / "tss" / "hot_promote.py"
+    policy = subprocess.Popen([sys.executable, str(lab_policy), "t", "--period", "0.5", "--hot", "3",
+                               "--free", "0.8", "--duration", "6"], env=rl.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 5
+    with open(device, "rb", buffering=0) as fh:
+        while time.monotonic() < deadline:  # stripes 100-103 stay hot
+            fh.seek(100 * stripe)
+            fh.read(4 * stripe)
+            subprocess.run(["blockdev", "--flushbufs", device], check=False)
+            time.sleep(0.05)
+    out, err = policy.communicate(timeout=60)
+    assert policy.returncode == 0, err
+    assert "craid5->raid5" in out, out
+    kinds = [json.loads(rl("tss", "get", "t", str(s), "--json").stdout)["personality"] for s in range(100, 104)]
+    assert all(kind in ("raid5", "raid1") for kind in kinds), kinds
+    rl("destroy", "t")
