@@ -53,8 +53,19 @@ its other columns; a partial write reads the stripe whole (rebuilding the lost u
 and writes it whole without the column. A second failed column fails the device. `rebuild`
 brings a replacement drive in while the device serves.
 
-The data log and asynchronous writes (§3.8, §4) are raidlab.engine.tss.datalog's and the
-section below.
+The data log (§3.8) is raidlab.engine.tss.datalog; how writes use it, synchronously or
+acknowledged once logged (§4), is this module's "data log and asynchronous writes" section.
+
+Where this departs from the paper, and why:
+* Failure handling is this module's own design: §3.7 lists what it must do ("switch to the
+  degraded mode ... when the degraded disk is replaced ... synched") and says the work is
+  in progress.
+* A read of a stripe with acknowledged asynchronous writes still queued waits for them (the
+  paper's kernel had the buffer cache in front; here the volume has no cache of its own).
+* The free-space bitmap is rebuilt from the map table at assembly rather than stored
+  (raidlab.engine.tss.persist says why).
+* Sector granularity: any write of whole 512-byte sectors is served exactly; the paper's
+  requests were the file system's blocks.
 """
 
 from __future__ import annotations
