@@ -192,6 +192,9 @@ def register(cli: click.Group) -> None:
     @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
                   help="Architecture option, repeatable (dcd: cache=physical|logical, report=immediate|"
                        "after-complete, destage=on|off, ram_buffer=512K, cache_size=20M; vcraid: config=scd|mcd ...).")
+    @click.option("--outstanding", type=click.IntRange(min=1), default=None,
+                  help="Closed loop: at most N requests in flight, each timed from its issue "
+                       "(default: open loop, timed from its trace time).")
     @click.option("--compressibility", type=float, default=None,
                   help="Write data of which this share compresses away (0..1; default: zeros). For tss.")
     @click.option("--policy", type=click.Choice(["watermark", "five-minute"]), default=None,
@@ -202,7 +205,7 @@ def register(cli: click.Group) -> None:
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
-            compressibility, policy, policy_options, skip_bad, as_json) -> int:
+            outstanding, compressibility, policy, policy_options, skip_bad, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader
@@ -223,7 +226,8 @@ def register(cli: click.Group) -> None:
             make_policy(policy, _key_values(policy_options))  # bad options: one line, before anything runs
         spec = SimSpec(arch=arch, disk_model=disk_model, disks=disks, chunk=_size(chunk),
                        disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed,
-                       options=_key_values(options), compressibility=compressibility, policy=policy,
+                       options=_key_values(options), outstanding=outstanding,
+                       compressibility=compressibility, policy=policy,
                        policy_options=_key_values(policy_options))
         reader = TraceReader(trace_file, fmt, skip_bad=skip_bad)
         report = replay(spec, reader)

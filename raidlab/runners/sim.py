@@ -27,6 +27,7 @@ Case parameters (merged [workload].params and [[case]].params):
     compact      divide inter-arrival times (default 1)
     compressibility  written data of which this share compresses away (default: zeros);
                  for architectures that compress (TSS)
+    outstanding  closed loop: at most this many requests in flight (default: open loop)
 An [[arch]] entry may name a TSS `policy` (and `policy_options`) that runs beside its replay.
 """
 
@@ -84,6 +85,7 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any]):
         compact=float(params.get("compact", 1.0)), seed=int(params.get("seed", 0)),
         options=dict(_get(arch_entry, "options", {}) or {}),
         compressibility=float(params["compressibility"]) if "compressibility" in params else None,
+        outstanding=int(params["outstanding"]) if "outstanding" in params else None,
         policy=_get(arch_entry, "policy"), policy_options=dict(_get(arch_entry, "policy_options", {}) or {}))
 
 
@@ -99,6 +101,9 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
         out[f"{op}_count"] = _metric(summary["count"], "requests")
         for stat in ("mean", "max", "p50", "p95", "p99"):
             out[f"{op}_{stat}_ms"] = _metric(summary.get(f"{stat}_ms"), "ms")
+    for op in ("write", "read", "all"):
+        out[f"{op}_per_block_ms"] = _metric(report["per_block"][op], "ms")
+        out[f"{op}_ms_per_kib"] = _metric(report["per_block"]["ms_per_kib"][op], "ms")
     out["virtual_seconds"] = _metric(report["virtual_seconds"], "s")
     out["requests"] = _metric(report["trace"]["requests"], "requests")
     for disk in report["per_disk"]:
@@ -176,6 +181,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any) -> dict[str, Any]:
         argv += ["-o", f"{key}={value}"]
     if spec.compressibility is not None:
         argv += ["--compressibility", f"{spec.compressibility:g}"]
+    if spec.outstanding is not None:
+        argv += ["--outstanding", str(spec.outstanding)]
     if spec.policy is not None:
         argv += ["--policy", spec.policy]
         for key, value in spec.policy_options.items():

@@ -6,10 +6,13 @@ Why built this way (the design's "one engine, two clocks"):
   virtual clock (raidlab.runners.clock.run_replay: MockClock(autojump_threshold=0)'s jumps in
   one run-loop pass, trio's scheduler RNG seeded), so it is a discrete-event simulation of
   the real code, byte-for-byte reproducible for a trace, seed and options.
-* Open loop, like the DCD and TSS simulators: request i is issued at t0 + time_i / compact
+* Open loop, like the DCD simulator: request i is issued at t0 + time_i / compact
   whatever happened to earlier requests, each in its own task, so requests overlap and
   queue at the disks. `--compact` divides the trace's times (TSS §5 "trace compaction ...
   by a factor of 1000"). Response time = completion - scheduled issue time.
+  Or closed loop (`outstanding` N): at most N requests in flight, the next issued when one
+  completes (and not before its compacted trace time), its response timed from then; a
+  driver that issues and waits, as the TSS paper's qanak measured its device.
 * Streaming: the trace is read as a generator and requests are issued as they are read.
   What grows with the trace is only the response-time record: exact percentiles from a
   compact array of doubles per operation (8 bytes per request: 80 MB for 10 M requests),
@@ -159,9 +162,21 @@ class SimSpec:
     seed: int = 0
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    outstanding: int | None = None          # closed loop: at most this many in flight (module doc)
     compressibility: float | None = None   # written bytes: None zeros, else this share compresses away
     policy: str | None = None              # a TSS policy running beside the replay (raidlab.policies)
     policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _per_block(sums: list) -> float | None:
+    """Mean response (ms) of a 1 KiB block: sum of response x KiB over the KiB."""
+    weighted, kib = sums
+    return weighted / kib * 1e3 if kib else None
+
+
+def _per_kib(samples: array, kib: float) -> float | None:
+    """Response time (ms) per KiB transferred: sum of responses over the KiB."""
+    return sum(samples) / kib * 1e3 if kib else None
 
 
 class Payload:
@@ -220,7 +235,10 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
     archs.get(spec.arch, "sim")
     if not spec.compact > 0:
         raise UsageError(f"--compact must be positive, not {spec.compact}")
+    if spec.outstanding is not None and spec.outstanding < 1:
+        raise UsageError(f"outstanding must be at least 1, not {spec.outstanding}")
     samples = {READ: array("d"), WRITE: array("d")}
+    block_sums = {READ: [0.0, 0], WRITE: [0.0, 0]}  # sum of response x KiB, KiB
     other_ops = {FLUSH: 0, TRIM: 0}
     zeros: dict[int, bytes] = {}
     state = {"in_flight": 0, "max_in_flight": 0, "throttled": 0}
@@ -239,6 +257,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
             policy = make_policy(spec.policy, spec.policy_options)
             disks_nursery.start_soon(policy.run, control)
         payload = Payload(spec.compressibility, spec.seed) if spec.compressibility is not None else None
+        limit = spec.outstanding if spec.outstanding is not None else spec.max_in_flight
         t0 = trio.current_time()
         read, write, flush, trim = target.read, target.write, target.flush, target.trim
         compact = spec.compact
@@ -261,11 +280,15 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
             else:
                 await trim(offset, length)
             if op in samples:
-                samples[op].append(trio.current_time() - issue_at)
+                response = trio.current_time() - issue_at
+                samples[op].append(response)
+                kib = length / 1024
+                block_sums[op][0] += response * kib
+                block_sums[op][1] += kib
             else:
                 other_ops[op] += 1
             state["in_flight"] -= 1
-            if state["in_flight"] == spec.max_in_flight - 1:
+            if state["in_flight"] == limit - 1:
                 slot_free.set()
                 slot_free = trio.Event()
 
@@ -289,9 +312,12 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
                 issue_at = t0 + (request.time - first_time) / compact
                 if issue_at > trio.current_time():
                     await trio.sleep_until(issue_at)
-                while state["in_flight"] >= spec.max_in_flight:
-                    state["throttled"] += 1
+                while state["in_flight"] >= limit:
+                    if spec.outstanding is None:
+                        state["throttled"] += 1
                     await slot_free.wait()
+                if spec.outstanding is not None:  # closed loop: timed from when it is issued
+                    issue_at = trio.current_time()
                 state["in_flight"] += 1
                 if state["in_flight"] > state["max_in_flight"]:
                     state["max_in_flight"] = state["in_flight"]
@@ -347,6 +373,18 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         "virtual_seconds": elapsed,
         "response": {"read": response_summary(samples[READ]), "write": response_summary(samples[WRITE]),
                      "all": response_summary(all_samples)},
+        # Per 1 KiB block: each block's response (a request's response for each of its blocks)
+        # averaged over blocks, and the response time per KiB transferred (TSS Tables 1-4
+        # report "time per block"; which of the two the paper's qanak measured, it does not say).
+        "per_block": {name: _per_block(sums) for name, sums in
+                      (("read", block_sums[READ]), ("write", block_sums[WRITE]),
+                       ("all", [block_sums[READ][0] + block_sums[WRITE][0],
+                                block_sums[READ][1] + block_sums[WRITE][1]]))}
+                     | {"ms_per_kib": {name: _per_kib(samples_of, kib) for name, samples_of, kib in
+                                       (("read", samples[READ], block_sums[READ][1]),
+                                        ("write", samples[WRITE], block_sums[WRITE][1]),
+                                        ("all", all_samples, block_sums[READ][1] + block_sums[WRITE][1]))}},
+        "outstanding": spec.outstanding,
         "flushes": other_ops[FLUSH],
         "trims": other_ops[TRIM],
         "max_in_flight": state["max_in_flight"],

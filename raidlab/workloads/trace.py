@@ -21,7 +21,8 @@ from raidlab.traces.formats import _parser_for
 from raidlab.traces.synth import profile
 from raidlab.units import parse_duration
 
-CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format", "compressibility")
+CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format", "compressibility",
+               "outstanding")
 WORKLOAD = "trace"
 
 
@@ -42,6 +43,8 @@ def validate_params(params: dict[str, Any]) -> None:
         _parser_for(str(params.get("format", "raidlab")))
     if "compact" in params and not float(params["compact"]) > 0:
         raise UsageError(f"compact must be positive, not {params['compact']}")
+    if "outstanding" in params and not int(params["outstanding"]) >= 1:
+        raise UsageError(f"outstanding must be at least 1, not {params['outstanding']}")
     if "compressibility" in params and not 0.0 <= float(params["compressibility"]) <= 1.0:
         raise UsageError(f"compressibility must be within 0..1, not {params['compressibility']}")
 

@@ -145,3 +145,19 @@ def test_jump_clock_gives_the_same_report_as_mockclock(monkeypatch, arch, option
     fast.pop("speed"), mock.pop("speed")
     assert json.dumps(fast, sort_keys=True) == json.dumps(mock, sort_keys=True)
     assert fast["response"]["write"]["count"] > 100
+
+
+def test_a_closed_loop_replay_issues_the_next_request_when_one_completes():
+    """outstanding=1: requests that arrive together are served one after another, each
+    timed from its own issue, so each takes about one service time; the open-loop replay
+    times them from their arrival and queues them. Per-block figures weight by size."""
+    reqs = [Request(0.0, "write", i * 16 * 1024 * 1024, 8192, line=i) for i in range(20)]
+    opened = replay_requests(SimSpec("disk", "hp-c2200a"), reqs)
+    closed = replay_requests(SimSpec("disk", "hp-c2200a", outstanding=1), reqs)
+    assert closed["outstanding"] == 1 and closed["max_in_flight"] == 1
+    assert opened["response"]["write"]["mean_ms"] > 5 * closed["response"]["write"]["mean_ms"]
+    # every request is 8 KiB: the block-weighted mean is the mean, the time per KiB an eighth
+    assert closed["per_block"]["write"] == pytest.approx(closed["response"]["write"]["mean_ms"])
+    assert closed["per_block"]["ms_per_kib"]["write"] == pytest.approx(closed["response"]["write"]["mean_ms"] / 8)
+    with pytest.raises(UsageError):
+        replay_requests(SimSpec("disk", "hp-c2200a", outstanding=0), reqs)
