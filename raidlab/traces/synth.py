@@ -65,6 +65,12 @@ and labelled as a choice):
                                                                      uniform over the device
   reread/sequential  0.4/0.3     0.4/0.3     0.3/0.3     0/0         assumed
 
+Two more profiles stand for the single cello disks the TSS paper replays (§5.2, Table 3):
+`cello-usr` (disk 5, /usr, 59.83% writes) and `cello-var` (disk 6, /var, 83.17% writes).
+Their write shares are the TSS paper's; every other parameter is cello's above, an
+assumption (the TSS paper says no more of them). They are not calibrated yet: a TSS
+reproduction calibrates them on its RAID0 rows only.
+
 Calibration of the burst parameters (the papers give no burst-size distribution): they were
 chosen so that replaying a profile on ONE traditional HP C2200A disk (`raidlab sim --arch
 disk`) gives mean and max response times of the order of the *traditional-disk* columns of
@@ -159,6 +165,22 @@ PROFILES: dict[str, Profile] = {
                 large_burst_write_fraction=0.4),
         Profile("cello", "HP Labs timesharing system, ~20 researchers (R&W's cello), DCD §3.1",
                 rate_per_s=5.6, write_fraction=0.57, overwrite_fraction=0.35,
+                sizes=((1 * KiB, 0.20), (2 * KiB, 0.10), (4 * KiB, 0.15), (8 * KiB, 0.45),
+                       (16 * KiB, 0.05), (32 * KiB, 0.03), (64 * KiB, 0.02)),
+                small_burst_mean=3, large_burst_mean=30, large_burst_probability=0.02,
+                intra_burst_gap_s=0.010, regions=16, reread_fraction=0.3, sequential_read_fraction=0.3,
+                large_burst_write_fraction=0.8),
+        # TSS §5 replays two single disks of cello: their write shares are the paper's (Table 3),
+        # everything else is cello's above (assumed: the paper describes them no further).
+        Profile("cello-usr", "cello disk 5 (/usr), TSS Table 3's write share; the rest as cello",
+                rate_per_s=5.6, write_fraction=0.5983, overwrite_fraction=0.35,
+                sizes=((1 * KiB, 0.20), (2 * KiB, 0.10), (4 * KiB, 0.15), (8 * KiB, 0.45),
+                       (16 * KiB, 0.05), (32 * KiB, 0.03), (64 * KiB, 0.02)),
+                small_burst_mean=3, large_burst_mean=30, large_burst_probability=0.02,
+                intra_burst_gap_s=0.010, regions=16, reread_fraction=0.3, sequential_read_fraction=0.3,
+                large_burst_write_fraction=0.8),
+        Profile("cello-var", "cello disk 6 (/var), TSS Table 3's write share; the rest as cello",
+                rate_per_s=5.6, write_fraction=0.8317, overwrite_fraction=0.35,
                 sizes=((1 * KiB, 0.20), (2 * KiB, 0.10), (4 * KiB, 0.15), (8 * KiB, 0.45),
                        (16 * KiB, 0.05), (32 * KiB, 0.03), (64 * KiB, 0.02)),
                 small_burst_mean=3, large_burst_mean=30, large_burst_probability=0.02,

@@ -60,6 +60,8 @@ CASES = [
     ("hplajw", 3 * 86400, 0.15, 0.05),   # the paper concatenated 3 days per trace (DCD §3.1)
     ("snake", 6 * 3600, 0.10, 0.05),
     ("cello", 2 * 3600, 0.10, 0.05),
+    ("cello-usr", 2 * 3600, 0.10, 0.05),  # TSS Table 3: disk 5, 59.83% writes
+    ("cello-var", 2 * 3600, 0.10, 0.05),  # TSS Table 3: disk 6, 83.17% writes
     ("oltp", 1800, 0.05, 0.08),
 ]
 
