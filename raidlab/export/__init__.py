@@ -14,11 +14,11 @@ The lab VM's QEMU opens the files themselves, with O_DIRECT (cache=none) and Lin
   server replies FOPEN_PARALLEL_DIRECT_WRITES, which pyfuse3 cannot), so every guest write
   waited for the one before: measured on an engine raid5 under fio at iodepth 8, one write
   in flight at `volume` and the random-write IOPS of iodepth 1, where md's raid5 doubled.
-* A host loop device between QEMU and the file splits requests by its queue limits
+* A host loop device between QEMU and the file would split requests by its queue limits
   (128 segments of at most 64 KiB): a guest's 1 MiB write made of scattered 4 KiB pages
-  reached the engine as pieces of 516-596 KiB, or whole, depending on where the guest's
-  buffer lay in memory, and an engine raid0 wrote 0.80-1.01 of md's raid0 from one VM boot
-  to the next. FUSE builds its requests from the pages themselves (up to max_write), so the
+  reaches the engine as pieces of 516-596 KiB, or whole, depending on where the guest's
+  buffer lies in memory; measured through one, an engine raid0 wrote 0.80-1.01 of md's
+  raid0 from one VM boot to the next. FUSE builds its requests from the pages themselves (up to max_write), so the
   file gets what the guest sent.
 A file opened with O_DIRECT refuses I/O that is not in whole sectors (BlockExportFS), as a
 block device does; otherwise QEMU's alignment probe, which any size passes, falls back to
