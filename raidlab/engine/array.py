@@ -56,6 +56,7 @@ import trio
 
 from raidlab.blockdev import check_aligned
 from raidlab.engine.layouts.base import DataUnavailableError, DiskRange, Layout, WritePlan
+from raidlab.engine.ordered import start_in_order
 from raidlab.engine.stripecache import DEFAULT_ROWS as STRIPE_CACHE_ROWS
 from raidlab.engine.stripecache import StripeCache
 
@@ -667,41 +668,15 @@ class Array:
 
     async def gather(self, calls) -> None:
         """Run the calls concurrently (each `(fn, *args)`, typically member_call), started in
-        the order given. Errors are re-raised as themselves (not as an ExceptionGroup): a
-        fatal OSError first, otherwise one _MemberFailed.
-
-        Started in order: trio runs the tasks of one batch in either order (it reverses a
-        batch half of the time), and a member queues requests in the order they reach it,
-        so two reads of one member (raid5 reads around a parity chunk) went to a FIFO
-        drive in reverse order half of the time, and the second then waited most of a
-        revolution for sectors the head had just passed (measured: the engine's raid5 read
-        sequentially at 0.90 of md's speed at iodepth 1 on VC-RAID Table 1's drives). Each
-        task waits until the one before it has begun its call, which a member queues before
-        it first waits."""
-        fatal: list[OSError] = []
-        failures: list[_MemberFailed] = []
-
-        async def guarded(previous: trio.Event | None, started: trio.Event, fn, *args) -> None:
-            if previous is not None:
-                await previous.wait()
-            started.set()
-            try:
-                await fn(*args)
-            except _MemberFailed as exc:
-                failures.append(exc)
-            except OSError as exc:
-                fatal.append(exc)
-
-        async with trio.open_nursery() as nursery:
-            previous = None
-            for fn, *args in calls:
-                started = trio.Event()
-                nursery.start_soon(guarded, previous, started, fn, *args)
-                previous = started
+        the order given (raidlab.engine.ordered says why). Errors are re-raised as
+        themselves (not as an ExceptionGroup): a fatal OSError first, otherwise one
+        _MemberFailed."""
+        caught = await start_in_order(calls, catch=(_MemberFailed, OSError))
+        fatal = [exc for exc in caught if isinstance(exc, OSError)]
         if fatal:
             raise fatal[0]
-        if failures:
-            raise failures[0]
+        if caught:
+            raise caught[0]
 
     async def member_call(self, index: int, fn, *args, **kwargs):
         """`fn(*args)` on member `index`, with the array's failure handling: an EIO marks the

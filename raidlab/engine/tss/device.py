@@ -80,6 +80,7 @@ import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine.layouts.xor import xor_blocks
+from raidlab.engine.ordered import start_in_order
 from raidlab.engine.tss.compression import CpuCost, compress, decompress
 from raidlab.engine.tss.datalog import DataLog
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5, Compressed, MapTable, Mapping, NoSpace
@@ -1070,30 +1071,9 @@ class TSSDevice:
 
 
 async def _in_order(calls) -> None:
-    """Run `(fn, *args)` calls concurrently, each started after the one before has begun,
-    so member requests reach a drive's queue in plan order (raidlab.engine.array.Array.gather
-    says why trio's own order is not enough). The first error is raised as itself, not in
-    an ExceptionGroup, so a failed member read reaches the FUSE handler as an OSError."""
-    if len(calls) == 1:
-        fn, *args = calls[0]
-        await fn(*args)
-        return
-    errors: list[Exception] = []
-
-    async def started_after(previous: trio.Event | None, started: trio.Event, fn, *args) -> None:
-        if previous is not None:
-            await previous.wait()
-        started.set()
-        try:
-            await fn(*args)
-        except Exception as exc:  # noqa: BLE001 - re-raised below, first one wins
-            errors.append(exc)
-
-    async with trio.open_nursery() as nursery:
-        previous = None
-        for fn, *args in calls:
-            started = trio.Event()
-            nursery.start_soon(started_after, previous, started, fn, *args)
-            previous = started
-    if errors:
-        raise errors[0]
+    """Run `(fn, *args)` calls concurrently, started in plan order (raidlab.engine.ordered);
+    the first error is raised as itself, not in an ExceptionGroup, so a failed member
+    read reaches the FUSE handler as an OSError."""
+    caught = await start_in_order(calls, catch=(Exception,))
+    if caught:
+        raise caught[0]
