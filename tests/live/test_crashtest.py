@@ -47,8 +47,13 @@ def check_summary(summary: dict, points: int) -> None:
         assert r["damaged"] == [] and r["intact"] == r["fsynced"], r
     assert summary["passed"] == points and summary["failed"] == 0
     assert summary["fsynced_files_checked"] > 0
-    # The kill found data in the caches (or TSS's data log): recovery had something to do.
-    if summary["target"] != "tss":  # without its log, TSS has nothing to replay
+    # The kill found data in the caches: recovery had something to do. TSS keeps a record
+    # uncommitted only between its log write and its stripe write's commit, microseconds on
+    # these untimed drives, so a kill rarely finds one; its replay is tested in virtual time
+    # (tests/unit/test_tss_device.py), here only that assembly reports it.
+    if summary["target"].startswith("tss"):
+        assert all("log_records" in r["recovered"] for r in summary["results"])
+    else:
         assert sum(r["recovered"].get("blocks", 0) for r in summary["results"]) > 0
 
 
