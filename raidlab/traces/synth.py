@@ -170,22 +170,6 @@ PROFILES: dict[str, Profile] = {
                 small_burst_mean=3, large_burst_mean=30, large_burst_probability=0.02,
                 intra_burst_gap_s=0.010, regions=16, reread_fraction=0.3, sequential_read_fraction=0.3,
                 large_burst_write_fraction=0.8),
-        # TSS §5 replays two single disks of cello: their write shares are the paper's (Table 3),
-        # everything else is cello's above (assumed: the paper describes them no further).
-        Profile("cello-usr", "cello disk 5 (/usr), TSS Table 3's write share; the rest as cello",
-                rate_per_s=5.6, write_fraction=0.5983, overwrite_fraction=0.35,
-                sizes=((1 * KiB, 0.20), (2 * KiB, 0.10), (4 * KiB, 0.15), (8 * KiB, 0.45),
-                       (16 * KiB, 0.05), (32 * KiB, 0.03), (64 * KiB, 0.02)),
-                small_burst_mean=3, large_burst_mean=30, large_burst_probability=0.02,
-                intra_burst_gap_s=0.010, regions=16, reread_fraction=0.3, sequential_read_fraction=0.3,
-                large_burst_write_fraction=0.8),
-        Profile("cello-var", "cello disk 6 (/var), TSS Table 3's write share; the rest as cello",
-                rate_per_s=5.6, write_fraction=0.8317, overwrite_fraction=0.35,
-                sizes=((1 * KiB, 0.20), (2 * KiB, 0.10), (4 * KiB, 0.15), (8 * KiB, 0.45),
-                       (16 * KiB, 0.05), (32 * KiB, 0.03), (64 * KiB, 0.02)),
-                small_burst_mean=3, large_burst_mean=30, large_burst_probability=0.02,
-                intra_burst_gap_s=0.010, regions=16, reread_fraction=0.3, sequential_read_fraction=0.3,
-                large_burst_write_fraction=0.8),
         Profile("oltp", "transaction processing: uniform over time and space, DCD §3.1 (not an HP trace)",
                 rate_per_s=50.0, write_fraction=0.35, overwrite_fraction=0.60,
                 sizes=((4 * KiB, 0.5), (8 * KiB, 0.5)),
@@ -194,6 +178,14 @@ PROFILES: dict[str, Profile] = {
                 random_fresh_writes=True),
     )
 }
+
+
+# TSS §5 replays two single disks of cello: their write shares are the paper's (Table 3),
+# everything else is cello's (assumed: the paper describes them no further).
+for _name, _share, _what in (("cello-usr", 0.5983, "disk 5 (/usr)"), ("cello-var", 0.8317, "disk 6 (/var)")):
+    PROFILES[_name] = dataclasses.replace(
+        PROFILES["cello"], name=_name, write_fraction=_share,
+        description=f"cello {_what}, TSS Table 3's write share; the rest as cello")
 
 
 def profile(name: str) -> Profile:
