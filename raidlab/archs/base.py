@@ -100,6 +100,7 @@ class Built:
 Check = Callable[[Config, str], None]
 Plan = Callable[[Config, str], list[Drive]]
 Builder = Callable[[BuildContext], Awaitable[Built]]
+Volume = Callable[[Config, str], int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +116,7 @@ class Architecture:
     check: Check | None = None
     plan: Plan | None = None
     build: Builder | None = None
+    volume: Volume | None = None  # the bytes it serves, known without building it (a replay's trace fits it)
 
     def option_names(self) -> list[str]:
         return [option.name for option in self.options]

@@ -59,6 +59,13 @@ def dcd_volume_size(drive_bytes: int, options: dict[str, Any]) -> int:
     return drive_bytes if opts["cache"] == "physical" else drive_bytes - opts["cache_size"]
 
 
+def volume(config: Config, clock: str) -> int:
+    """The volume a DCD of `config` serves: --disk-size, or what `dcd_volume_size` leaves of
+    the model's whole drive."""
+    drive = drive_size(Config("dcd", 1, config.disk_size, None, disk_model=config.disk_model), clock)
+    return dcd_volume_size(drive, config.options) if config.disk_size is None else drive
+
+
 def plan(config: Config, clock: str) -> list[Drive]:
     """The drives of the module doc: live d0 (and d1), virtual "cache" and "data", or "drive"."""
     opts = options_of("dcd", config.options, clock)
@@ -158,5 +165,5 @@ ARCHITECTURES = (
     Architecture(
         name="dcd", family="cache", summary="DCD: RAM buffer + log cache-disk in front of one data disk",
         source="Hu & Yang, DCD (ISCA 96) §2-4", options=option_list(DCD_OPTIONS), check=check, plan=plan,
-        build=build),
+        build=build, volume=volume),
 )

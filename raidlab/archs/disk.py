@@ -20,6 +20,10 @@ def plan(config: Config, clock: str) -> list[Drive]:
     return [Drive("d0", config.disk_model, drive_size(config, clock))]
 
 
+def volume(config: Config, clock: str) -> int:
+    return drive_size(config, clock)
+
+
 async def build(ctx: BuildContext) -> Built:
     (drive,) = ctx.drives
     return Built(drive, [drive], lambda: {"arch": "disk", "model": ctx.config.disk_model})
@@ -27,5 +31,6 @@ async def build(ctx: BuildContext) -> Built:
 
 ARCHITECTURES = (
     Architecture(name="disk", family="disk", summary="one drive, no array (the DCD paper's traditional disk)",
-                 source="Hu & Yang, DCD §4", runners=("sim",), check=check, plan=plan, build=build),
+                 source="Hu & Yang, DCD §4", runners=("sim",), check=check, plan=plan, build=build,
+                 volume=volume),
 )

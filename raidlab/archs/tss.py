@@ -210,5 +210,5 @@ ARCHITECTURES = (
         name="tss", family="tss",
         summary="TSS: RAID1 / RAID5 / compressed RAID5 stripes under one map table, moved by temperature",
         source="Pallipadi & Gopinath, Temperature Sensitive Storage (ALS 2001) §3-5", options=OPTIONS,
-        check=check, plan=plan, build=build),
+        check=check, plan=plan, build=build, volume=volume_size),
 )

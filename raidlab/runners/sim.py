@@ -36,9 +36,6 @@ from __future__ import annotations
 from typing import Any
 
 from raidlab import archs
-from raidlab.archs.dcd import dcd_volume_size
-from raidlab.archs.layouts import drive_size
-from raidlab.archs.tss import volume_size as tss_volume_size
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, StreamReader, replay
 from raidlab.traces.formats import TraceReader
@@ -52,19 +49,17 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def volume_size(arch_entry: Any) -> int:
-    """The bytes a replay of `arch_entry` can address (its volume)."""
-    arch = _get(arch_entry, "arch")
-    options = dict(_get(arch_entry, "options", {}) or {})
-    disk_size = _get(arch_entry, "disk_size")
-    if arch in ("disk", "dcd"):
-        drive = drive_size(archs.Config(arch, 1, disk_size, None, disk_model=_get(arch_entry, "disk_model")),
-                           archs.VIRTUAL)
-        return dcd_volume_size(drive, options) if arch == "dcd" and disk_size is None else drive
-    if arch == "tss":
-        return tss_volume_size(archs.Config(arch, _get(arch_entry, "disks"), disk_size, _get(arch_entry, "chunk"),
-                                            options, _get(arch_entry, "disk_model")), archs.VIRTUAL)
-    return None  # arrays: the replay reports it; scenarios with arrays pass the trace size
+def volume_size(arch_entry: Any) -> int | None:
+    """The bytes a replay of `arch_entry` can address (its volume), where the registry's
+    declaration knows it without building (Architecture.volume); else None (arrays: the
+    replay reports it)."""
+    arch = archs.get(_get(arch_entry, "arch"))
+    if arch.volume is None:
+        return None
+    config = archs.Config(arch.name, _get(arch_entry, "disks"), _get(arch_entry, "disk_size"),
+                          _get(arch_entry, "chunk"), dict(_get(arch_entry, "options", {}) or {}),
+                          _get(arch_entry, "disk_model"))
+    return arch.volume(config, archs.VIRTUAL)
 
 
 def trace_device_size(scenario: Any) -> int:
