@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from raidlab import archs, units, workloads
-from raidlab.archs import caching
 from raidlab.disks import catalog
 from raidlab.policies import make_policy
 from raidlab.errors import UsageError
@@ -282,8 +281,8 @@ def load(path: str | Path, *, check_references: bool = True) -> Scenario:
 def _check_sim_references(scenario: Scenario) -> Scenario:
     """A kind = "sim" scenario's references checked against virtual time: architectures that
     run there (the registry's, with the traditional single `disk` that no array daemon
-    builds), one drive model per [[arch]], the caching architectures' options, and the trace
-    workload's case parameters. ScenarioError (one line naming file and key) before anything
+    builds), one drive model per [[arch]], each architecture's own check for virtual time,
+    and the trace workload's case parameters. ScenarioError (one line naming file and key) before anything
     runs."""
     where = scenario.path
     known = archs.names("sim")
@@ -297,17 +296,11 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
                                 hint="per-member models are built by live arrays only")
         if entry.disk_model not in catalog.names():
             raise ScenarioError(where, f"arch[{i}].disk_model", f"unknown disk model {entry.disk_model!r}")
-        if entry.arch in ("dcd", "vcraid"):
-            try:
-                caching.sim_options(entry.arch, dict(entry.options))
-            except UsageError as exc:
-                raise ScenarioError(where, f"arch[{i}].options", str(exc)) from None
-        if entry.arch == "tss":
-            try:
-                archs.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), "sim",
-                               disk_model=entry.disk_model)
-            except UsageError as exc:
-                raise ScenarioError(where, f"arch[{i}].options", str(exc)) from None
+        try:  # the architecture's own check, for virtual time
+            archs.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), "sim",
+                           disk_model=entry.disk_model)
+        except UsageError as exc:
+            raise ScenarioError(where, f"arch[{i}].options", str(exc)) from None
     for i, case in enumerate(scenario.cases):
         for variant, params in (("params", case.params), ("quick params", quick_params(scenario, case))):
             try:
