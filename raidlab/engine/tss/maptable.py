@@ -87,6 +87,7 @@ class MapTable:
         self.holder = bytearray(total)          # FREE / WHOLE / SHARED / RESERVED per physical stripe
         self._free = bytearray(b"\x01" * total)  # 1 where holder == FREE (bytearray.find is C-fast)
         self.sub_used: dict[int, int] = {}      # SHARED stripe -> bitmask of used sub-stripes
+        self._with_room: set[int] = set()       # SHARED stripes with a free sub-stripe
         self.reserved = total - 1
         self._take(self.reserved, RESERVED)
         self.counts = {kind: 0 for kind in PERSONALITIES}
@@ -132,6 +133,7 @@ class MapTable:
         self.holder[ps] = FREE
         self._free[ps] = 1
         self.sub_used.pop(ps, None)
+        self._with_room.discard(ps)
 
     def _first_free(self, start: int = 0, *, avoid_polarity: int | None = None) -> int | None:
         total = self.geometry.physical_stripes
@@ -207,17 +209,17 @@ class MapTable:
         if not 1 <= count <= g.substripes:
             raise ValueError(f"{count} sub-stripes outside 1..{g.substripes}")
         want = (1 << count) - 1
-        for ps in sorted(self.sub_used):
+        for ps in sorted(self._with_room):  # few: most shared stripes fill up
             used = self.sub_used[ps]
             for first in range(g.substripes - count + 1):
                 if not used & (want << first):
-                    self.sub_used[ps] = used | (want << first)
+                    self._set_used(ps, used | (want << first))
                     return ps, first, False
         ps = self._first_free()
         if ps is None:
             raise NoSpace("no free sub-stripes")
         self._take(ps, SHARED)
-        self.sub_used[ps] = want
+        self._set_used(ps, want)
         return ps, 0, True
 
     def adopt_shared(self, ps: int, first: int, count: int) -> None:
@@ -225,7 +227,14 @@ class MapTable:
         by a compressed stripe; the stripe becomes a shared one."""
         assert self.holder[ps] == WHOLE, (ps, self.holder[ps])
         self.holder[ps] = SHARED
-        self.sub_used[ps] = ((1 << count) - 1) << first
+        self._set_used(ps, ((1 << count) - 1) << first)
+
+    def _set_used(self, ps: int, used: int) -> None:
+        self.sub_used[ps] = used
+        if used == (1 << self.geometry.substripes) - 1:
+            self._with_room.discard(ps)
+        else:
+            self._with_room.add(ps)
 
     def release_substripes(self, ps: int, first: int, count: int) -> None:
         mask = ((1 << count) - 1) << first
@@ -233,7 +242,7 @@ class MapTable:
         assert used & mask == mask, (ps, bin(used), bin(mask))
         used &= ~mask
         if used:
-            self.sub_used[ps] = used
+            self._set_used(ps, used)
         else:
             self.release(ps)
 
@@ -290,7 +299,7 @@ class MapTable:
                 mask = ((1 << c.count) - 1) << c.first
                 if table.sub_used[c.stripe] & mask:
                     raise ValueError(f"compressed stripes overlap in physical stripe {c.stripe}")
-                table.sub_used[c.stripe] |= mask
+                table._set_used(c.stripe, table.sub_used[c.stripe] | mask)
                 table.set(ls, Mapping(CRAID5, (c.stripe,), c))
             else:
                 raise ValueError(f"unknown personality {kind!r} in the map table")
@@ -328,6 +337,8 @@ class MapTable:
                 subs[c.stripe] = subs.get(c.stripe, 0) | mask
         assert counts == self.counts, (counts, self.counts)
         assert subs == self.sub_used, (subs, self.sub_used)
+        full = (1 << g.substripes) - 1
+        assert self._with_room == {ps for ps, used in subs.items() if used != full}, self._with_room
         assert self.holder[self.reserved] == RESERVED
         for ps in range(g.physical_stripes):
             holder = self.holder[ps]
