@@ -1027,21 +1027,21 @@ class TSSDevice:
             if field not in ("access", "uptodate"):
                 raise UsageError(f"unknown field {field!r}", hint="use access or uptodate")
             marks = self.temperatures.access if field == "access" else self.temperatures.uptodate
-        best, best_t = None, None
-        for ls, entry in enumerate(self.table.entries):
-            if entry.kind != kind or ls == exclude or (idle_only and self._locks[ls].locked()):
+        best, best_key = None, None
+        sign = -1 if hottest else 1
+        for ls in self.table.logical_of(kind):  # ties go to the lowest stripe
+            if ls == exclude or (idle_only and (lock := self._locks.get(ls)) is not None and lock.locked()):
                 continue
             if marks is not None and bool(marks[ls]) != wanted:
                 continue
-            t = temperature[ls]
-            if best_t is None or (t > best_t if hottest else t < best_t):
-                best, best_t = ls, t
+            key = sign * temperature[ls]
+            if best_key is None or key < best_key:
+                best, best_key = ls, key
         return best
 
     def max_temperature(self, kind: str) -> float | None:
         temperature = self.temperatures.temperature
-        values = [temperature[ls] for ls, e in enumerate(self.table.entries) if e.kind == kind]
-        return max(values) if values else None
+        return max((temperature[ls] for ls in self.table.logical_of(kind)), default=None)
 
     def statistics(self) -> dict[str, Any]:
         counts = dict(self.table.counts)

@@ -92,6 +92,7 @@ class MapTable:
         self._take(self.reserved, RESERVED)
         self.counts = {kind: 0 for kind in PERSONALITIES}
         self.counts[INVALID] = self.logical_stripes
+        self._by_kind: dict[str, set[int]] = {kind: set() for kind in (RAID1, RAID5, CRAID5)}
 
     # -- queries -----------------------------------------------------------------------
     def __getitem__(self, logical: int) -> Mapping:
@@ -254,10 +255,15 @@ class MapTable:
         self.entries[logical] = mapping
         self.counts[old.kind] -= 1
         self.counts[mapping.kind] += 1
+        if old.kind != INVALID:
+            self._by_kind[old.kind].discard(logical)
+        if mapping.kind != INVALID:
+            self._by_kind[mapping.kind].add(logical)
         return old
 
     def logical_of(self, kind: str) -> list[int]:
-        return [ls for ls, entry in enumerate(self.entries) if entry.kind == kind]
+        """The logical stripes of personality `kind` (not invalid), in order."""
+        return sorted(self._by_kind[kind])
 
     # -- persistence and checks --------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -336,6 +342,8 @@ class MapTable:
                 assert not subs.get(c.stripe, 0) & mask, f"sub-stripes of {c.stripe} shared"
                 subs[c.stripe] = subs.get(c.stripe, 0) | mask
         assert counts == self.counts, (counts, self.counts)
+        for kind, members in self._by_kind.items():
+            assert members == {ls for ls, e in enumerate(self.entries) if e.kind == kind}, kind
         assert subs == self.sub_used, (subs, self.sub_used)
         full = (1 << g.substripes) - 1
         assert self._with_room == {ps for ps, used in subs.items() if used != full}, self._with_room
