@@ -92,19 +92,14 @@ def tss_options(options: dict[str, Any]) -> tuple[TSSOptions, str]:
     arch = ARCHITECTURES[0]
     arch.check_option_names(options)
     merged = {o.name: o.default for o in OPTIONS} | dict(options)
-    mode, placement = str(merged["mode"]), str(merged["placement"])
-    if mode not in MODES:
-        raise UsageError(f"unknown tss mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
-    if placement not in PLACEMENTS:
-        raise UsageError(f"unknown RAID1 placement {placement!r}", hint=f"use one of: {', '.join(PLACEMENTS)}")
-    parsed = TSSOptions(mode=mode, placement=placement,
+    parsed = TSSOptions(mode=str(merged["mode"]), placement=str(merged["placement"]),
                         substripes=_positive_int("substripes", merged["substripes"]),
                         logical_stripes=_positive_int("logical_stripes", merged["logical_stripes"], allow_none=True),
                         read_balance=_on_off("read_balance", merged["read_balance"]),
                         log=_on_off("log", merged["log"]), writes=str(merged["writes"]),
                         max_async=_positive_int("max_async", merged["max_async"]),
                         allocate_on_read=_on_off("allocate_on_read", merged["allocate_on_read"]))
-    parsed.check()
+    parsed.check()  # mode, placement, writes
     log_size(merged)
     if merged["log_model"] is not None:
         catalog.get(str(merged["log_model"]))

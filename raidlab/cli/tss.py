@@ -142,26 +142,16 @@ def victimize(name, stripe, best, home, as_json):
     _migrate(name, stripe, best, home, as_json, "tss_victimize")
 
 
-def _marks(value: str, option: str) -> tuple[float, float]:
-    try:
-        lower, upper = (float(part) / 100 for part in value.split(":"))
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not LOWER:UPPER in percent (like 25:55)", param_hint=option) from None
-    return lower, upper
-
-
 @tss.command()
 @click.argument("name")
 @click.argument("policy", type=click.Choice(["watermark", "five-minute"]))
-@click.option("--raid1", "raid1_marks", default="25:55", show_default=True, help="watermark: RAID1 lower:upper %")
-@click.option("--raid5", "raid5_marks", default="30:60", show_default=True, help="watermark: RAID5 lower:upper %")
-@click.option("--craid5", "craid5_marks", default="7.5:22.5", show_default=True,
-              help="watermark: cRAID5 lower:upper %")
-@click.option("--period", type=float, default=1.0, show_default=True, help="watermark: seconds between checks")
-@click.option("--raid1-raid5", type=float, default=20.0, show_default=True,
-              help="five-minute: seconds between RAID1<->RAID5 turns")
-@click.option("--raid5-craid5", type=float, default=350.0, show_default=True,
-              help="five-minute: seconds between RAID5<->cRAID5 turns")
+@click.option("--raid1", "raid1_marks", default=None, help="watermark: RAID1 lower:upper % (25:55)")
+@click.option("--raid5", "raid5_marks", default=None, help="watermark: RAID5 lower:upper % (30:60)")
+@click.option("--craid5", "craid5_marks", default=None, help="watermark: cRAID5 lower:upper % (7.5:22.5)")
+@click.option("--period", type=float, default=None, help="watermark: seconds between checks (1)")
+@click.option("--raid1-raid5", type=float, default=None, help="five-minute: seconds between RAID1<->RAID5 turns (20)")
+@click.option("--raid5-craid5", type=float, default=None,
+              help="five-minute: seconds between RAID5<->cRAID5 turns (350)")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None,
               help="stop after this many seconds (default: until Ctrl-C)")
 @_home
@@ -173,16 +163,14 @@ def policy(name, policy, raid1_marks, raid5_marks, craid5_marks, period, raid1_r
     import trio
 
     from raidlab.lab import Lab, check_lab_name
-    from raidlab.policies import FiveMinutePolicy, WatermarkPolicy
+    from raidlab.policies import make_policy
     from raidlab.service.tss_control import SocketControl
 
     check_lab_name(name)
+    given = {"raid1": raid1_marks, "raid5": raid5_marks, "craid5": craid5_marks, "period": period} \
+        if policy == "watermark" else {"raid1_raid5": raid1_raid5, "raid5_craid5": raid5_craid5}
+    chosen = make_policy(policy, {key: value for key, value in given.items() if value is not None})
     control = SocketControl(Lab(name, home=home))
-    if policy == "watermark":
-        chosen = WatermarkPolicy({"raid1": _marks(raid1_marks, "--raid1"), "raid5": _marks(raid5_marks, "--raid5"),
-                                  "craid5": _marks(craid5_marks, "--craid5")}, period=period)
-    else:
-        chosen = FiveMinutePolicy(raid1_raid5=raid1_raid5, raid5_craid5=raid5_craid5)
     _out.print(f"{name}: {policy} policy running ({json.dumps(chosen.describe())})")
 
     def report(moved: dict) -> None:

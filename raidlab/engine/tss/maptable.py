@@ -107,17 +107,9 @@ class MapTable:
         g = self.geometry
         stripe = g.columns * g.unit
         sub = stripe // g.substripes
-        used = {RAID1: 0, RAID5: 0, CRAID5: 0}
-        backed = {RAID1: 0, RAID5: 0, CRAID5: 0}
-        for entry in self.entries:
-            if entry.kind == RAID1:
-                used[RAID1] += 2 * stripe
-            elif entry.kind == RAID5:
-                used[RAID5] += stripe
-            elif entry.kind == CRAID5:
-                used[CRAID5] += entry.compressed.count * sub
-            if entry.kind != INVALID:
-                backed[entry.kind] += g.data_bytes
+        used = {RAID1: 2 * stripe * len(self._by_kind[RAID1]), RAID5: stripe * len(self._by_kind[RAID5]),
+                CRAID5: sum(self.entries[ls].compressed.count for ls in self._by_kind[CRAID5]) * sub}
+        backed = {kind: g.data_bytes * len(members) for kind, members in self._by_kind.items()}
         return {"physical_" + k: v for k, v in used.items()} | {"logical_" + k: v for k, v in backed.items()} | {
             "free_bytes": self.free_stripes() * stripe,
             "shared_stripes": len(self.sub_used)}
