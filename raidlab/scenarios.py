@@ -26,6 +26,7 @@ from typing import Any
 
 from raidlab import archs, units, workloads
 from raidlab.disks import catalog
+from raidlab.disks.bus import parse_bus
 from raidlab.policies import make_policy
 from raidlab.errors import UsageError
 from raidlab.vm.hosted import MIN_AVAILABLE_MIB
@@ -83,6 +84,7 @@ class ArchEntry:
     series: str = ""  # report line this arch belongs to (default: its label)
     policy: str | None = None  # a TSS policy beside a replay (raidlab.policies), sim scenarios
     policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    bus: str | None = None  # one bus the drives share, sim scenarios (raidlab.disks.bus.parse_bus)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +181,7 @@ class Scenario:
 _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report"}
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
-         "policy_options"}
+         "policy_options", "bus"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
@@ -335,6 +337,12 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
         raise ScenarioError(path, "scenario.repeat", "must be at least 1")
 
     archs = _load_archs(path, top.tables("arch"), check_references and kind == "live", runner)
+    if kind == "live":
+        for i, entry in enumerate(archs):
+            for key in ("policy", "bus"):
+                if getattr(entry, key) is not None:
+                    raise ScenarioError(path, f"arch[{i}].{key}", f"{key} is for sim scenarios (kind = \"sim\")",
+                                        hint="a live array runs its policy with `raidlab tss policy`")
     workload_name, cases = _load_workload(path, doc, top.tables("case"))
     labels = {a.label for a in archs}
     case_names = {c.name for c in cases}
@@ -375,7 +383,13 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
                           chunk=parse_size(r.get("chunk", (str, int), "512K"), path, r.where("chunk")),
                           discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
                           options=options, series=r.get("series", str, label),
-                          policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}))
+                          policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}),
+                          bus=r.get("bus", (str, int, float), None))
+        if entry.bus is not None:
+            try:
+                parse_bus(entry.bus, entry.disk_model.split(","))
+            except UsageError as exc:
+                raise ScenarioError(path, r.where("bus"), str(exc)) from None
         if entry.policy is not None:
             try:
                 make_policy(entry.policy, entry.policy_options)

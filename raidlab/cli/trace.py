@@ -202,10 +202,13 @@ def register(cli: click.Group) -> None:
     @click.option("--policy-option", "policy_options", multiple=True, metavar="KEY=VALUE",
                   help="Policy option, repeatable (watermark: raid1=25:55, period=1; five-minute: "
                        "raid1_raid5=20, raid5_craid5=350).")
+    @click.option("--bus", default=None, metavar="RATE[,MODE]",
+                  help="One bus all drives share: RATE MB/s or 'shared' (the drive model's own bus rate); "
+                       "MODE overlap (default: transfers overlap the media work) or serial.")
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
-            outstanding, compressibility, policy, policy_options, skip_bad, as_json) -> int:
+            outstanding, compressibility, policy, policy_options, bus, skip_bad, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader
@@ -218,6 +221,10 @@ def register(cli: click.Group) -> None:
             raise UsageError(f"--compact must be positive, not {compact}")
         if compressibility is not None and not 0.0 <= compressibility <= 1.0:
             raise UsageError(f"--compressibility {compressibility} is outside 0..1")
+        if bus is not None:
+            from raidlab.disks.bus import parse_bus
+
+            parse_bus(bus, [disk_model])  # a bad rate or mode: one line, before anything runs
         if policy_options and policy is None:
             raise UsageError("--policy-option without --policy", hint="name the policy with --policy")
         if policy is not None:
@@ -228,7 +235,7 @@ def register(cli: click.Group) -> None:
                        disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed,
                        options=_key_values(options), outstanding=outstanding,
                        compressibility=compressibility, policy=policy,
-                       policy_options=_key_values(policy_options))
+                       policy_options=_key_values(policy_options), bus=bus)
         reader = TraceReader(trace_file, fmt, skip_bad=skip_bad)
         report = replay(spec, reader)
         speed = _speed_line(report)

@@ -8,6 +8,7 @@ catalog.py    the papers' drives and their sources (data/catalog.toml)
 scheduler.py  queue disciplines (FIFO, SSTF, SCAN)
 backend.py    where the bytes live (memory, sparse image file, real block device)
 disk.py       EmulatedDisk and its partitions: the service task, one request at a time
+bus.py        a bus several drives share: their transfers queue for its bandwidth
 bench.py      `raidlab disk bench`: what a user can ask of a model
 """
 

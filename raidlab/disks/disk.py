@@ -33,6 +33,9 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   lost 16% of md's sequential write throughput at iodepth 8 to the extra rotations. Trace
   replays of a single drive (the DCD tables) keep it off: their requests are the block
   layer's output already.
+* A shared bus (raidlab.disks.bus, off unless the disk is given one): each read and write
+  books its transfer on the bus the drives share and ends when that transfer does; the arm
+  is free at the model's own end time.
 * The `none` model bypasses the queue entirely: no service task hop, no sleep, the request
   does its I/O inline (in a thread in live mode). It exists for engine throughput runs.
 * Fault injection: `disk.failed = True` makes every request (queued or new) raise
@@ -57,6 +60,7 @@ import trio
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.disks import catalog
 from raidlab.disks.backend import Backend
+from raidlab.disks.bus import Bus
 from raidlab.disks.geometry import DriveSpec
 from raidlab.disks.mechanisms import Plan, make_mechanism
 from raidlab.disks.scheduler import DISCIPLINES, make_discipline
@@ -152,6 +156,8 @@ class EmulatedDisk:
     io_in_thread: live mode (real I/O in a worker thread, overlapped with the model's wait).
     span: how the image maps onto the drive's cylinders ("full" or "start"; see
       raidlab.disks.geometry.Geometry). write_cache: override the model's default.
+    bus: a Bus this drive shares with others (raidlab.disks.bus): every read and write
+      books its transfer there and ends when the transfer does.
     """
 
     def __init__(
@@ -164,6 +170,7 @@ class EmulatedDisk:
         io_in_thread: bool = False,
         span: str = "full",
         write_cache: bool | None = None,
+        bus: Bus | None = None,
     ):
         if isinstance(model, str):
             model = catalog.get(model)
@@ -183,6 +190,8 @@ class EmulatedDisk:
         self.discipline = discipline
         self.io_in_thread = io_in_thread
         self.failed = False
+        self.bus = bus
+        self._bus_wait = 0.0
         try:
             self.mechanism = make_mechanism(model, backend.size, span=span, write_cache=write_cache)
         except ValueError as exc:
@@ -388,23 +397,27 @@ class EmulatedDisk:
         self._account(plan, req.owner)
         if plan.cache_hit:
             self._cache_hits += 1
+        end = plan.end
+        if self.bus is not None and req.op in (READ, WRITE) and req.length:
+            end = self.bus.book(trio.current_time(), plan.end, req.length)
+            self._bus_wait += end - plan.end
         try:
             if self.io_in_thread:
                 box: dict[str, Any] = {}
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._thread_io, io, box)
-                    await _sleep_until_precisely(plan.end)
+                    await _sleep_until_precisely(end)
                 if "error" in box:
                     raise box["error"]
                 req.result = box.get("result")
             else:
                 req.result = io()
-                await trio.sleep_until(plan.end)
+                await trio.sleep_until(end)
         except OSError as exc:
             req.error = exc
             req.owner._counters.errors += 1
             return
-        late = trio.current_time() - plan.end
+        late = trio.current_time() - end
         (self._flush_lateness if req.op == FLUSH else self._lateness).append(late)
         self._counters.count(req.op, req.length)
         if req.owner is not self:
@@ -451,6 +464,9 @@ class EmulatedDisk:
             "destage_time": self.mechanism.destage_time,
             "dirty_bytes": self.mechanism.dirty_bytes,
         }
+        if self.bus is not None:
+            stats["bus"] = self.bus.name
+            stats["bus_wait_s"] = self._bus_wait
         for key, lat in (("lateness", self._lateness), ("flush_lateness", self._flush_lateness)):
             if lat:
                 stats[key] = {

@@ -28,5 +28,5 @@ def run_case(run: PlannedRun, scenario: Scenario, *, runner: str, home: str | No
     """One planned run of `scenario` on `runner` (native or vm; a sim scenario replays in
     virtual time whatever the runner): its result document."""
     if scenario.kind == "sim":
-        return sim.run_case(scenario, run.arch, run.case)
+        return sim.run_case(scenario, run.arch, run.case, repetition=run.repetition)
     return live.run_case(run, scenario, runner, home=home, status=status)

@@ -22,7 +22,7 @@ case) -> result document`, the same document a live run writes. Why it is built 
 Case parameters (merged [workload].params and [[case]].params):
     profile      synthetic profile (hplajw, snake, cello, oltp)        | or trace + format
     duration     trace length: seconds or 90s/15m/2h/3d
-    trace_seed   seed of the synthetic trace (default 1)
+    trace_seed   seed of the synthetic trace (default 1); repetition k replays trace_seed + k - 1
     seed         seed of trio's scheduling order in the replay (default 0)
     compact      divide inter-arrival times (default 1)
     compressibility  written data of which this share compresses away (default: zeros);
@@ -81,7 +81,8 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any]):
         options=dict(_get(arch_entry, "options", {}) or {}),
         compressibility=float(params["compressibility"]) if "compressibility" in params else None,
         outstanding=int(params["outstanding"]) if "outstanding" in params else None,
-        policy=_get(arch_entry, "policy"), policy_options=dict(_get(arch_entry, "policy_options", {}) or {}))
+        policy=_get(arch_entry, "policy"), policy_options=dict(_get(arch_entry, "policy_options", {}) or {}),
+        bus=_get(arch_entry, "bus"))
 
 
 def _metric(value: float | None, unit: str) -> dict[str, Any]:
@@ -99,11 +100,16 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
     for op in ("write", "read", "all"):
         out[f"{op}_per_block_ms"] = _metric(report["per_block"][op], "ms")
         out[f"{op}_ms_per_kib"] = _metric(report["per_block"]["ms_per_kib"][op], "ms")
+        out[f"{op}_request_ms_per_kib"] = _metric(report["per_block"]["request_mean"][op], "ms")
     out["virtual_seconds"] = _metric(report["virtual_seconds"], "s")
     out["requests"] = _metric(report["trace"]["requests"], "requests")
     for disk in report["per_disk"]:
         out[f"utilization_{disk['name']}"] = _metric(disk["utilization"], "fraction")
         out[f"mean_wait_ms_{disk['name']}"] = _metric(disk["mean_wait_ms"], "ms")
+    bus = report.get("bus")
+    if bus is not None:
+        out["bus_utilization"] = _metric(bus["utilization"], "fraction")
+        out["bus_wait_s"] = _metric(bus["wait_s"], "s")
     arch = report["architecture"]
     for key in ("log_writes", "destages", "forced_destages", "waited_for_full_buffer", "large_writes_to_data_disk",
                 "idle_periods_found", "read_hits_ram_sectors", "read_hits_cache_disk_sectors",
@@ -122,10 +128,12 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_case(scenario: Any, arch_entry: Any, case: Any) -> dict[str, Any]:
+def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) -> dict[str, Any]:
     """Replay `case`'s trace on `arch_entry` in virtual time; return the result document (see
     the module doc). The full replay report is its raw.replay; nothing is written beside it
-    (a replay.json would only repeat what the run's JSON already holds)."""
+    (a replay.json would only repeat what the run's JSON already holds). Repetition k of a
+    synthetic trace replays seed trace_seed + k - 1: a replay is deterministic, so repeating
+    one seed would only repeat its number."""
     params = dict(_get(case, "params", {}) or {})
     validate_params(params)
     spec = _sim_spec(arch_entry, params)
@@ -133,7 +141,7 @@ def run_case(scenario: Any, arch_entry: Any, case: Any) -> dict[str, Any]:
     equivalent: list[list[str]] = []
     if "profile" in params:
         duration = duration_seconds(params["duration"])
-        trace_seed = int(params.get("trace_seed", 1))
+        trace_seed = int(params.get("trace_seed", 1)) + repetition - 1
         device_size = trace_device_size(scenario)
         stream = synth(str(params["profile"]), duration, trace_seed, device_size=device_size)
         source = {"profile": params["profile"], "duration_s": duration, "trace_seed": trace_seed,
@@ -178,6 +186,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any) -> dict[str, Any]:
         argv += ["--compressibility", f"{spec.compressibility:g}"]
     if spec.outstanding is not None:
         argv += ["--outstanding", str(spec.outstanding)]
+    if spec.bus is not None:
+        argv += ["--bus", str(spec.bus)]
     if spec.policy is not None:
         argv += ["--policy", spec.policy]
         for key, value in spec.policy_options.items():

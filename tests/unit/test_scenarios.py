@@ -372,3 +372,12 @@ def test_unknown_paper_and_how_a_report_cites_a_known_one(tmp_path):
     assert scenarios.paper_citation("000").startswith('He & Yang, "On Design and Implementation')
     assert scenarios.paper_citation("000").endswith("[seed 000]")
     assert scenarios.paper_citation("") == "-"
+
+
+def test_a_shared_bus_is_for_sim_scenarios_and_its_value_is_checked(tmp_path):
+    with_bus = SIM.replace('arch = "disk"', 'arch = "disk"\nbus = "shared"')
+    assert scenarios.load(_write(tmp_path, with_bus)).archs[0].bus == "shared"
+    assert _load_error(tmp_path, with_bus.replace('"shared"', '"fast"')).key == "arch[0].bus"
+    assert _load_error(tmp_path, SIM.replace('arch = "disk"', 'arch = "disk"\nbus = "10,sideways"')).key == "arch[0].bus"
+    live = GOOD.replace('disk_model = "ssd"', 'disk_model = "ssd"\nbus = 10', 1)
+    assert _load_error(tmp_path, live).key.endswith(".bus")
