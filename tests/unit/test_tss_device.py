@@ -814,3 +814,22 @@ def test_a_first_read_allocates_reads_the_disks_and_answers_zeros():
 
     counters = run(body)
     assert counters["allocations_on_read"] == 3 and counters["unwritten_reads"] >= 3
+
+
+def test_a_craid5_devices_first_read_stores_compressed_zeros_and_reads_them():
+    from raidlab.engine.tss.build import TSSOptions, create_tss
+
+    async def body(nursery):
+        drives = columns_over([MemoryBackend(2 * 1024 * KiB) for _ in range(4)], nursery)
+        device = await create_tss("c", drives, unit=UNIT, options=TSSOptions(mode="craid5", logical_stripes=16))
+        before = [d.statistics() for d in drives]
+        assert await device.read(3 * device.geometry.data_bytes, 4096) == bytes(4096)
+        after = [d.statistics() for d in drives]
+        assert device.table[3].kind == CRAID5 and not device.table[3].unwritten
+        assert sum(a["writes"] - b["writes"] for a, b in zip(after, before)) > 0  # stored
+        assert sum(a["reads"] - b["reads"] for a, b in zip(after, before)) > 0   # and read back
+        check_redundancy(device)
+        return device.counters
+
+    counters = run(body)
+    assert counters["allocations_on_read"] == 1 and counters["decompressions"] >= 1

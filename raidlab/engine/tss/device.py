@@ -13,7 +13,9 @@ stripe's lock, and the map table says which personality serves it (stripe-level 
   *unwritten*: its reads go to its disks, as the paper's did (the time of a first read is a
   disk read), and answer zeros; its first write (or a migration, which moves it as zeros)
   writes it whole. With allocate_on_read off, a read of an invalid stripe answers zeros
-  and touches no disk. A static cRAID5 device allocates on the first write only.
+  and touches no disk. A cRAID5 stripe has no unwritten state (its compressed size locates
+  it): a static cRAID5 device's first read stores the stripe as compressed zeros and reads
+  that back.
 * RAID1: writes go to both physical stripes; a read goes to one copy, the one whose columns
   have served fewer reads when read balancing is on (§4).
 * RAID5: a partial write is a read-modify-write or a reconstruct-write, whichever reads
@@ -321,8 +323,8 @@ class TSSDevice:
     async def _read_stripe(self, ls: int, start: int, n: int) -> bytes:
         entry = self.table[ls]
         self.temperatures.touch(ls)
-        if entry.kind == INVALID and self.allocate_on_read and self.mode != CRAID5:
-            entry = await self._allocate(ls, None)
+        if entry.kind == INVALID and self.allocate_on_read:
+            entry = await self._allocate(ls, None)  # cRAID5: a stripe of zeros, stored compressed
         if entry.kind == INVALID:
             self.counters["invalid_reads"] += 1
             return bytes(n)
@@ -652,8 +654,10 @@ class TSSDevice:
 
     async def _allocate(self, ls: int, write: tuple[int, memoryview] | None) -> Mapping:
         """First access of an invalid stripe (§3.6): physical space by the device's mode.
-        A write fills it whole, zeros around its data; a read leaves it unwritten (the
-        paper's device read whatever the new stripe held). Returns the new entry."""
+        A write fills it whole, zeros around its data; a read leaves a RAID1 or RAID5 stripe
+        unwritten (the paper's device read whatever the new stripe held). A cRAID5 stripe
+        cannot be unwritten (its compressed size is what locates it): a read stores it as
+        compressed zeros and reads that back. Returns the new entry."""
         whole = self._zero_filled(write[0], write[1]) if write is not None else None
         if write is None:
             self.counters["allocations_on_read"] += 1
