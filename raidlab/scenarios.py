@@ -85,6 +85,7 @@ class ArchEntry:
     policy: str | None = None  # a TSS policy beside a replay (raidlab.policies), sim scenarios
     policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     bus: str | None = None  # one bus the drives share, sim scenarios (raidlab.disks.bus.parse_bus)
+    drives: int | None = None  # members are partitions of this many drives, sim scenarios
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +182,7 @@ class Scenario:
 _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report"}
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
-         "policy_options", "bus"}
+         "policy_options", "bus", "drives"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
@@ -339,7 +340,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     archs = _load_archs(path, top.tables("arch"), check_references and kind == "live", runner)
     if kind == "live":
         for i, entry in enumerate(archs):
-            for key in ("policy", "bus"):
+            for key in ("policy", "bus", "drives"):
                 if getattr(entry, key) is not None:
                     raise ScenarioError(path, f"arch[{i}].{key}", f"{key} is for sim scenarios (kind = \"sim\")",
                                         hint="a live array runs its policy with `raidlab tss policy`")
@@ -384,7 +385,9 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
                           discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
                           options=options, series=r.get("series", str, label),
                           policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}),
-                          bus=r.get("bus", (str, int, float), None))
+                          bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None))
+        if entry.drives is not None and entry.drives < 1:
+            raise ScenarioError(path, r.where("drives"), "must be at least 1")
         if entry.bus is not None:
             try:
                 parse_bus(entry.bus, entry.disk_model.split(","))

@@ -205,10 +205,13 @@ def register(cli: click.Group) -> None:
     @click.option("--bus", default=None, metavar="RATE[,MODE]",
                   help="One bus all drives share: RATE MB/s or 'shared' (the drive model's own bus rate); "
                        "MODE overlap (default: transfers overlap the media work) or serial.")
+    @click.option("--drives", type=click.IntRange(min=1), default=None,
+                  help="Members are partitions of this many drives, round robin (member k: partition "
+                       "k // DRIVES of drive k % DRIVES); --disk-size is then the drive's size.")
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
-            outstanding, compressibility, policy, policy_options, bus, skip_bad, as_json) -> int:
+            outstanding, compressibility, policy, policy_options, bus, drives, skip_bad, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader
@@ -235,7 +238,7 @@ def register(cli: click.Group) -> None:
                        disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed,
                        options=_key_values(options), outstanding=outstanding,
                        compressibility=compressibility, policy=policy,
-                       policy_options=_key_values(policy_options), bus=bus)
+                       policy_options=_key_values(policy_options), bus=bus, drives=drives)
         reader = TraceReader(trace_file, fmt, skip_bad=skip_bad)
         report = replay(spec, reader)
         speed = _speed_line(report)

@@ -28,6 +28,8 @@ Case parameters (merged [workload].params and [[case]].params):
     compressibility  written data of which this share compresses away (default: zeros);
                  for architectures that compress (TSS)
     outstanding  closed loop: at most this many requests in flight (default: open loop)
+    device_size  the synthetic trace's address space (default: the smallest volume of the
+                 scenario's architectures)
 An [[arch]] entry may name a TSS `policy` (and `policy_options`) that runs beside its replay.
 """
 
@@ -37,7 +39,8 @@ from typing import Any
 
 from raidlab import archs
 from raidlab.errors import UsageError
-from raidlab.runners.virtual import SimSpec, StreamReader, replay
+from raidlab.units import parse_size
+from raidlab.runners.virtual import SimSpec, StreamReader, replay, sim_config
 from raidlab.traces.formats import TraceReader
 from raidlab.traces.stats import TraceStats
 from raidlab.traces.synth import HP_C2200A_BYTES, synth
@@ -56,9 +59,7 @@ def volume_size(arch_entry: Any) -> int | None:
     arch = archs.get(_get(arch_entry, "arch"))
     if arch.volume is None:
         return None
-    config = archs.Config(arch.name, _get(arch_entry, "disks"), _get(arch_entry, "disk_size"),
-                          _get(arch_entry, "chunk"), dict(_get(arch_entry, "options", {}) or {}),
-                          _get(arch_entry, "disk_model"))
+    _arch, config = sim_config(_sim_spec(arch_entry, {}))
     return arch.volume(config, archs.VIRTUAL)
 
 
@@ -82,7 +83,7 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any]):
         compressibility=float(params["compressibility"]) if "compressibility" in params else None,
         outstanding=int(params["outstanding"]) if "outstanding" in params else None,
         policy=_get(arch_entry, "policy"), policy_options=dict(_get(arch_entry, "policy_options", {}) or {}),
-        bus=_get(arch_entry, "bus"))
+        bus=_get(arch_entry, "bus"), drives=_get(arch_entry, "drives"))
 
 
 def _metric(value: float | None, unit: str) -> dict[str, Any]:
@@ -143,6 +144,12 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
         duration = duration_seconds(params["duration"])
         trace_seed = int(params.get("trace_seed", 1)) + repetition - 1
         device_size = trace_device_size(scenario)
+        if "device_size" in params:
+            wanted = parse_size(str(params["device_size"]))
+            if wanted > device_size:
+                raise UsageError(f"device_size {params['device_size']} is larger than the smallest volume "
+                                 f"of the scenario ({device_size} bytes)")
+            device_size = wanted
         stream = synth(str(params["profile"]), duration, trace_seed, device_size=device_size)
         source = {"profile": params["profile"], "duration_s": duration, "trace_seed": trace_seed,
                   "device_size": device_size, "synthetic": True}
@@ -188,6 +195,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
         argv += ["--outstanding", str(spec.outstanding)]
     if spec.bus is not None:
         argv += ["--bus", str(spec.bus)]
+    if spec.drives is not None:
+        argv += ["--drives", str(spec.drives)]
     if spec.policy is not None:
         argv += ["--policy", spec.policy]
         for key, value in spec.policy_options.items():

@@ -55,6 +55,7 @@ from raidlab import archs
 from raidlab.archs import Built
 from raidlab.blockdev import SECTOR
 from raidlab.disks.backend import MemoryBackend
+from raidlab.archs.layouts import drive_capacity
 from raidlab.disks.bus import Bus, parse_bus
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
@@ -168,6 +169,7 @@ class SimSpec:
     policy: str | None = None              # a TSS policy running beside the replay (raidlab.policies)
     policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     bus: str | None = None                 # one bus all drives share (raidlab.disks.bus.parse_bus)
+    drives: int | None = None              # members are partitions of this many drives (on_drives)
 
 
 def _per_block(sums: list) -> float | None:
@@ -214,31 +216,69 @@ class Payload:
         return b"".join(out)
 
 
-async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
-    """The architecture of `spec` from the registry, over drives that keep no data, each
-    metered; the same builder `raidlab create` uses, under the virtual clock."""
+def sim_config(spec: SimSpec) -> tuple[Any, Any]:
+    """(architecture, Config) of `spec`, validated. With `spec.drives`, each member is one
+    partition of a drive (`on_drives`), so the member size is the drive's share."""
     arch = archs.get(spec.arch, "sim")
     config = archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
                           spec.discipline)
+    if spec.drives is not None:
+        if spec.drives < 1:
+            raise UsageError(f"drives must be at least 1, not {spec.drives}")
+        members = len(arch.plan(config, archs.VIRTUAL))
+        slots = -(-members // spec.drives)
+        drive = spec.disk_size if spec.disk_size is not None else drive_capacity(spec.disk_model.split(",")[0])
+        config = dataclasses.replace(config, disk_size=drive // slots // PARTITION_ALIGN * PARTITION_ALIGN)
     arch.validate(config, "sim")
-    drives = []
+    return arch, config
+
+
+def on_drives(planned: list, drives: int) -> list[tuple[int, int]]:
+    """Where each planned member goes when members are partitions of `drives` drives: member
+    k is slot k // drives of drive k % drives (round robin: the first `drives` members are
+    the drives' first partitions, the next ones their second, ...), as (drive, slot).
+    A member uses its own size from its slot's start; every slot is the largest member's."""
+    return [(k % drives, k // drives) for k in range(len(planned))]
+
+
+async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
+    """The architecture of `spec` from the registry, over drives that keep no data, each
+    metered; the same builder `raidlab create` uses, under the virtual clock."""
+    arch, config = sim_config(spec)
     planned = arch.plan(config, archs.VIRTUAL)
     bus_spec = parse_bus(spec.bus, [drive.model for drive in planned])
     bus = Bus(*bus_spec) if bus_spec is not None else None
-    for drive in planned:
-        backend = MemoryBackend(drive.size) if drive.keeps_data else DiscardBackend(drive.size)
-        disk = EmulatedDisk(drive.name, drive.model, backend, discipline=spec.discipline, span=drive.span,
-                            bus=bus)
-        disk.start(nursery)
-        drives.append(MeteredTarget(disk))
+
+    def disk(name: str, model: str, size: int, keeps_data: bool, span: str) -> EmulatedDisk:
+        backend = MemoryBackend(size) if keeps_data else DiscardBackend(size)
+        made = EmulatedDisk(name, model, backend, discipline=spec.discipline, span=span, bus=bus)
+        made.start(nursery)
+        return made
+
+    physical: list[EmulatedDisk] = []
+    if spec.drives is None or spec.drives >= len(planned):
+        physical = [disk(d.name, d.model, d.size, d.keeps_data, d.span) for d in planned]
+        drives = [MeteredTarget(d) for d in physical]
+    else:
+        places = on_drives(planned, spec.drives)
+        slot = max(d.size for d in planned)
+        slots = max(s for _d, s in places) + 1
+        for index in range(spec.drives):
+            mine = [d for d, (at, _s) in zip(planned, places) if at == index]
+            physical.append(disk(f"drive{index}", mine[0].model, slot * slots, any(d.keeps_data for d in mine), "full"))
+        drives = [MeteredTarget(physical[at].partition(s * slot, d.size, d.name))
+                  for d, (at, s) in zip(planned, places)]
     built = await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",
                                                 clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget))
     built.parts.setdefault("bus", bus)
+    built.parts.setdefault("physical", physical)
     return built
 
 
 # ------------------------------------------------------------------------------ replay
 
+
+PARTITION_ALIGN = 1 << 20  # a member carved from a drive is whole MiB
 
 _BASELINE_KEYS = ("reads", "writes", "ios", "flushes", "busy_time", "merged_requests", "bus_wait_s")
 _BUS_KEYS = ("transfers", "bytes", "busy_s", "waited_transfers", "wait_s")
@@ -266,6 +306,8 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         base_members = [(m.requests, m.response_sum) for m in built.members]
         bus = built.parts.get("bus")
         bus_base = bus.statistics() if bus is not None else None
+        physical = built.parts.get("physical") if spec.drives is not None else None
+        physical_base = [d.statistics()["busy_time"] for d in physical] if physical else None
         if spec.policy is not None:
             control = built.parts.get("control")
             if control is None:
@@ -367,6 +409,11 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
                 "merged_requests": stats.get("merged_requests", 0) - base["merged_requests"],
             } | ({"bus_wait_ms": (stats["bus_wait_s"] - base["bus_wait_s"]) / requests * 1e3 if requests else 0.0}
                  if "bus_wait_s" in stats else {}))
+        drive_stats = None
+        if physical:  # members are partitions: each whole drive's share of the time too
+            drive_stats = [{"name": d.name, "busy_s": d.statistics()["busy_time"] - base,
+                            "utilization": (d.statistics()["busy_time"] - base) / elapsed if elapsed > 0 else 0.0}
+                           for d, base in zip(physical, physical_base)]
         bus_stats = None
         if bus is not None:
             now = bus.statistics()
@@ -420,6 +467,10 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         "throttled": state["throttled"],
         "per_disk": per_disk,
         "bus": bus_stats,
+        "drives": drive_stats,
+        "layout": ({"drives": spec.drives, "members": [{"name": m.name, "drive": f"drive{at}", "slot": slot}
+                                                       for m, (at, slot) in zip(built.members, on_drives(built.members, spec.drives))]}
+                   if physical else None),
         "architecture": arch_stats,
     }
 

@@ -19,10 +19,10 @@ from typing import Any
 from raidlab.errors import UsageError
 from raidlab.traces.formats import _parser_for
 from raidlab.traces.synth import profile
-from raidlab.units import parse_duration
+from raidlab.units import parse_duration, parse_size
 
 CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format", "compressibility",
-               "outstanding")
+               "outstanding", "device_size")
 WORKLOAD = "trace"
 
 
@@ -41,6 +41,10 @@ def validate_params(params: dict[str, Any]) -> None:
         duration_seconds(params["duration"])
     else:
         _parser_for(str(params.get("format", "raidlab")))
+    if "device_size" in params:
+        if "profile" not in params:
+            raise UsageError("device_size is the address space of a synthetic trace", hint="use it with profile")
+        parse_size(str(params["device_size"]))
     if "compact" in params and not float(params["compact"]) > 0:
         raise UsageError(f"compact must be positive, not {params['compact']}")
     if "outstanding" in params and not int(params["outstanding"]) >= 1:

@@ -33,3 +33,23 @@ def test_partitions_split_the_drives_busy_time():
     assert cache["mean_service_ms"] == cache["busy_time"] / 6 * 1e3
     assert data["mean_service_ms"] == data["busy_time"] / 4 * 1e3  # the flush's time counts, per read or write
     assert cache["max_queue_length"] == data["max_queue_length"] == drive["max_queue_length"] == 10
+
+
+def test_a_replay_can_put_its_members_on_partitions_of_fewer_drives():
+    from raidlab.runners.virtual import SimSpec, replay_requests
+    from raidlab.traces.formats import Request
+
+    requests = [Request(i * 0.001, "write" if i % 3 else "read", (i * 37 % 400) * 16384, 16384) for i in range(300)]
+    report = replay_requests(SimSpec("raid0", "quantum-fireball-1280s", disks=5, drives=3, chunk=16384,
+                                     disk_size=96 * MiB), requests)
+    places = [(m["name"], m["drive"], m["slot"]) for m in report["layout"]["members"]]
+    assert places == [("d0", "drive0", 0), ("d1", "drive1", 0), ("d2", "drive2", 0),
+                      ("d3", "drive0", 1), ("d4", "drive1", 1)]
+    assert report["member_sizes"] == [48 * MiB] * 5  # each a half of a 96 MiB drive
+    busy = {d["name"]: d["busy_s"] for d in report["per_disk"]}
+    drives = {d["name"]: d["busy_s"] for d in report["drives"]}
+    assert abs(drives["drive0"] - busy["d0"] - busy["d3"]) < 1e-9
+    assert abs(drives["drive2"] - busy["d2"]) < 1e-9
+    whole = replay_requests(SimSpec("raid0", "quantum-fireball-1280s", disks=5, chunk=16384, disk_size=48 * MiB),
+                            requests)
+    assert whole["layout"] is None and whole["drives"] is None
