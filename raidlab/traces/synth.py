@@ -67,19 +67,21 @@ and labelled as a choice):
 
 Two more profiles stand for the single cello disks the TSS paper replays (§5.2, Table 3):
 `cello-usr` (disk 5, /usr, 59.83% writes) and `cello-var` (disk 6, /var, 83.17% writes).
-Their write shares are the TSS paper's; rate, bursts, overwrites, regions and read sizes are
-cello's above (assumed: the TSS paper describes the traces no further). Their write sizes
-and read locality were calibrated on the paper's RAID0 rows only (Table 3: read / write
-time per block 4.40 / 7.17 ms for disk 5, 4.30 / 6.98 ms for disk 6), never on a RAID1,
-RAID5, cRAID5 or TSS row: replayed on raid0 over three Quantum Fireball 1280S drives (16 KiB
-stripe unit, one shared 10 MB/s bus, compaction x1000, one request outstanding, each request's
-time over its own KiB averaged over requests), one hour of trace, seed 1, these gave
-read / write 4.48 / 7.19 ms (usr) and 4.33 / 6.92 ms (var). What moved them there: cello's
-write sizes made writes as fast per block as reads (3.8 / 3.7 ms), so writes get their own
-table, weighted to 1 KiB (HP-UX's synchronous metadata writes are fragments; an assumption
-the paper's faster RAID0 reads point to), and re-reads and sequential reads set how often a
-read is near the arm. Table 3's I/O time column was not used: its rows weight reads and writes
-as 60/40 for disk 6 and 83/17 for disk 5, the other disk's write share (results/tss-table3).
+Their write shares are the TSS paper's; rate, bursts, overwrites and regions are cello's
+above (assumed: the TSS paper describes the traces no further). Their request sizes (reads
+and writes apart) and read locality were calibrated on the paper's RAID0 rows only (Table
+3: read / write time per block 4.40 / 7.17 ms for disk 5, 4.30 / 6.98 ms for disk 6), never
+on a RAID1, RAID5, cRAID5 or TSS row, replayed as scenarios/tss-table3.toml replays its RAID0
+row: raid0 of five 16 KiB-unit columns that are partitions of three Quantum Fireball 1280S
+drives, one shared 10 MB/s bus, compaction x1000, one request outstanding, each request's
+time over its own KiB averaged over requests. One hour of trace, seed 1, gave read / write
+4.51 / 7.23 ms (usr) and 4.24 / 7.07 ms (var). What moved them there: with cello's one size
+table, writes were as fast per block as reads and both slower than the paper's, so writes
+get their own table weighted to 1-2 KiB (HP-UX's synchronous metadata writes are
+fragments: an assumption the paper's faster RAID0 reads point to), reads one weighted to
+8 KiB, and re-reads and sequential reads set how often a read finds the arm near. Table 3's
+I/O time column was not used: its rows weight reads and writes 60/40 for disk 6 and 83/17
+for disk 5, the other disk's write share (results/tss-table3/NOTES.md).
 
 Calibration of the burst parameters (the papers give no burst-size distribution): they were
 chosen so that replaying a profile on ONE traditional HP C2200A disk (`raidlab sim --arch
@@ -193,15 +195,19 @@ PROFILES: dict[str, Profile] = {
 
 # TSS §5 replays two single disks of cello: their write shares are the paper's (Table 3);
 # their write sizes and read locality are calibrated on Table 3's RAID0 rows (module doc).
+_TSS_READ_SIZES = ((1 * KiB, 0.10), (2 * KiB, 0.05), (4 * KiB, 0.15), (8 * KiB, 0.55), (16 * KiB, 0.08),
+                   (32 * KiB, 0.04), (64 * KiB, 0.03))
 _TSS_CALIBRATED = {
     "cello-usr": dict(write_fraction=0.5983, description="cello disk 5 (/usr), TSS Table 3's write share",
-                      write_sizes=((1 * KiB, 0.55), (2 * KiB, 0.15), (4 * KiB, 0.12), (8 * KiB, 0.15),
-                                   (16 * KiB, 0.02), (32 * KiB, 0.005), (64 * KiB, 0.005)),
-                      reread_fraction=0.25, sequential_read_fraction=0.30),
+                      sizes=_TSS_READ_SIZES,
+                      write_sizes=((1 * KiB, 0.42), (2 * KiB, 0.15), (4 * KiB, 0.15), (8 * KiB, 0.23),
+                                   (16 * KiB, 0.03), (32 * KiB, 0.01), (64 * KiB, 0.01)),
+                      reread_fraction=0.30, sequential_read_fraction=0.30),
     "cello-var": dict(write_fraction=0.8317, description="cello disk 6 (/var), TSS Table 3's write share",
-                      write_sizes=((1 * KiB, 0.52), (2 * KiB, 0.15), (4 * KiB, 0.13), (8 * KiB, 0.17),
-                                   (16 * KiB, 0.02), (32 * KiB, 0.005), (64 * KiB, 0.005)),
-                      reread_fraction=0.20, sequential_read_fraction=0.40),
+                      sizes=_TSS_READ_SIZES,
+                      write_sizes=((1 * KiB, 0.40), (2 * KiB, 0.15), (4 * KiB, 0.15), (8 * KiB, 0.25),
+                                   (16 * KiB, 0.03), (32 * KiB, 0.01), (64 * KiB, 0.01)),
+                      reread_fraction=0.25, sequential_read_fraction=0.45),
 }
 for _name, _fields in _TSS_CALIBRATED.items():
     PROFILES[_name] = dataclasses.replace(PROFILES["cello"], name=_name, **_fields)
