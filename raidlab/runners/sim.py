@@ -126,6 +126,9 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
             out[f"stripes_{kind}"] = _metric(arch["personalities"][kind], "stripes")
         out["migrations"] = _metric(sum(v for k, v in arch.items() if k.startswith(("promote_", "victimize_"))),
                                     "count")
+        for key in ("wait_for_async_s", "wait_for_slot_s"):  # what asynchronous writes cost the others
+            out[key] = _metric(arch.get(key, 0.0), "s")
+        out["waits_for_async"] = _metric(arch.get("waits_for_async", 0), "count")
     return out
 
 

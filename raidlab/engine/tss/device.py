@@ -133,6 +133,8 @@ class TSSDevice:
         self._chain: dict[int, trio.Event] = {}  # logical stripe -> done-event of its last queued write
         self._nursery: trio.Nursery | None = None
         self.last_async_error: str | None = None
+        self.wait_for_async_s = 0.0   # accesses waiting for their stripe's asynchronous writes
+        self.wait_for_slot_s = 0.0    # writes waiting for one of the max_async slots
         self.failed: set[int] = set()               # failed columns (§3.7)
         self.on_failure = on_failure                # async (failed set) -> None: persist it
         self._rebuilding: int | None = None         # the column being rebuilt
@@ -211,15 +213,25 @@ class TSSDevice:
         self._nursery = nursery
 
     async def _applied(self, ls: int) -> None:
-        """Wait until every acknowledged asynchronous write of `ls` is on the columns."""
+        """Wait until every acknowledged asynchronous write of `ls` is on the columns (and
+        committed: a later write of the stripe must not commit before an earlier one, or
+        recovery would replay the older data over it). Counted: how often and how long an
+        access waited for the stripe's asynchronous writes."""
         pending = self._chain.get(ls)
         if pending is not None:
+            started = trio.current_time()
             await pending.wait()
+            self.counters["waits_for_async"] += 1
+            self.wait_for_async_s += trio.current_time() - started
 
     async def _write_async(self, ls: int, start: int, data: bytes) -> None:
         """§4: log the stripe write (durable), acknowledge; the stripe write and the commit
         follow in the background, at most `max_async` at a time, in log order per stripe."""
+        started = trio.current_time()
         await self._async_slots.acquire()
+        if trio.current_time() > started:
+            self.counters["waits_for_slot"] += 1
+            self.wait_for_slot_s += trio.current_time() - started
         behind = self.max_async - self._async_slots.value
         if behind > self.counters["async_in_flight_max"]:
             self.counters["async_in_flight_max"] = behind
@@ -1067,6 +1079,8 @@ class TSSDevice:
             "writes_mode": self.writes,
             "max_async": self.max_async,
             "log": self.log.statistics() if self.log is not None else None,
+            "wait_for_async_s": self.wait_for_async_s,
+            "wait_for_slot_s": self.wait_for_slot_s,
             "agings": self.temperatures.agings,
             "degradations": self.temperatures.degradations,
             **dict(sorted(self.counters.items())),
