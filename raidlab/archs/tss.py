@@ -19,8 +19,10 @@ Options (-o):
 * log, log_size, log_model: the data log (§3.8) on a drive of its own after the columns
   (the paper's "additional partition for logging"), 4 MiB of the first column's model by
   default (an assumption: the paper gives no size);
-* writes, max_async: sync (log, write, commit, then acknowledge) or async (acknowledge once
-  logged; the stripe write and commit follow, at most max_async = 8 at a time, §4);
+* writes, max_async: sync (log, write, commit, then acknowledge); async (§4: log, do the
+  stripe write's reads and compression, issue its member writes and acknowledge; the
+  commit follows when they are done); logged (acknowledge once logged, the whole stripe
+  write in the background); at most max_async = 8 background stripe writes (§4);
 * allocate_on_read: a first read allocates the stripe and reads its disks, as §3.6's device
   did (on), or answers zeros without any I/O (off).
 
@@ -58,7 +60,7 @@ OPTIONS = (
     Option("log", "off", "the data log (§3.8) on a log drive after the columns: on/off"),
     Option("log_size", "4M", "bytes of the log drive"),
     Option("log_model", None, "the log drive's model (default: the first column's)"),
-    Option("writes", "sync", "sync, or async: acknowledged once logged (§4; needs log=on)"),
+    Option("writes", "sync", "sync; async: member writes not waited for (§4); logged: acknowledged once logged (need log=on)"),
     Option("max_async", 8, "asynchronous stripe writes in flight at most (§4, Table 1)"),
     Option("allocate_on_read", "on", "a read of an invalid stripe allocates it and reads its disks (§3.6)"),
 )

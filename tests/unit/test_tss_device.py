@@ -569,9 +569,9 @@ def logged_device(nursery, backends, log_backend, *, mode="tss", writes="async",
     return assemble_tss(drives)
 
 
-@pytest.mark.parametrize("writes", ["sync", "async"])
+@pytest.mark.parametrize("writes", ["sync", "async", "logged"])
 @pytest.mark.parametrize("mode", ["tss", "raid5", "craid5"])
-def test_logged_writes_read_back_in_both_modes(writes, mode):
+def test_logged_writes_read_back_in_every_mode(writes, mode):
     backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
 
     async def body(nursery):
@@ -600,16 +600,46 @@ def test_logged_writes_read_back_in_both_modes(writes, mode):
 
     stats = run(body)
     assert stats["log"]["records"] > 0 and stats["log"]["commits"] == stats["log"]["records"]
-    if writes == "async":
+    if writes != "sync":
         assert stats["async_writes_applied"] == stats["log"]["records"]
 
 
-def test_an_asynchronous_write_is_acknowledged_once_logged_with_at_most_8_behind():
+def test_what_each_write_mode_waits_for():
+    """sync waits for the log, the stripe write and the commit; async (§4) for the log and a
+    partial stripe write's pre-reads, not the member writes; logged for the log alone."""
+    def one(writes):
+        backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
+
+        async def body(nursery):
+            device = await logged_device(nursery, backends, MemoryBackend(512 * KiB), mode="raid5", writes=writes,
+                                         model="quantum-fireball-1280s", logical=40)
+            device.start(nursery)
+            stripe = device.geometry.data_bytes
+            await device.write(5 * stripe, bytes(range(256)) * (stripe // 256))  # a whole stripe
+            await device.drain()
+            log_writes = device.log.statistics()["records"]
+            started = trio.current_time()
+            await device.write(5 * stripe + 1024, b"x" * 1024)  # a partial stripe write
+            response = trio.current_time() - started
+            await device.drain()
+            assert await device.read(5 * stripe + 1024, 1024) == b"x" * 1024
+            partial = device.counters["rmw_writes"] + device.counters["rcw_writes"]  # pre-reads either way
+            return response, partial, device.log.statistics()["records"] - log_writes
+
+        return run(body)
+
+    times = {writes: one(writes) for writes in ("sync", "async", "logged")}
+    assert all(rmw == 1 and records == 1 for _t, rmw, records in times.values()), times
+    assert times["sync"][0] > times["async"][0] > times["logged"][0]
+
+
+@pytest.mark.parametrize("writes", ["async", "logged"])
+def test_an_asynchronous_write_is_acknowledged_before_its_stripe_is_written_with_at_most_8_behind(writes):
     backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
 
     async def body(nursery):
         device = await logged_device(nursery, backends, MemoryBackend(512 * KiB), mode="raid5",
-                                     model="quantum-fireball-1280s", logical=40)
+                                     model="quantum-fireball-1280s", logical=40, writes=writes)
         device.start(nursery)
         stripe = device.geometry.data_bytes
         started = trio.current_time()

@@ -45,7 +45,7 @@ class TSSOptions:
     logical_stripes: int | None = None   # None: as many as fit (RAID1 mode: half as many)
     read_balance: bool = True
     log: bool = False                    # the data log (§3.8) on a log drive after the columns
-    writes: str = "sync"                 # sync, or async (§4; needs the log)
+    writes: str = "sync"                 # sync, async (§4) or logged; the last two need the log
     max_async: int = DEFAULT_MAX_ASYNC
     allocate_on_read: bool = True        # §3.6: a read allocates an invalid stripe too
 
@@ -54,7 +54,7 @@ class TSSOptions:
             raise UsageError(f"unknown tss mode {self.mode!r}", hint=f"use one of: {', '.join(MODES)}")
         if self.writes not in WRITE_MODES:
             raise UsageError(f"unknown write mode {self.writes!r}", hint=f"use one of: {', '.join(WRITE_MODES)}")
-        if self.writes == "async" and not self.log:
+        if self.writes != "sync" and not self.log:
             raise UsageError("asynchronous writes need the data log", hint="add -o log=on")
         if self.placement not in PLACEMENTS:
             raise UsageError(f"unknown RAID1 placement {self.placement!r}",
