@@ -863,3 +863,21 @@ def test_a_craid5_devices_first_read_stores_compressed_zeros_and_reads_them():
 
     counters = run(body)
     assert counters["allocations_on_read"] == 1 and counters["decompressions"] >= 1
+
+
+def test_the_device_is_its_members_block_layer_and_clusters_their_requests():
+    """§4.1: TSS relies on the kernel clustering the stripe I/Os below it; queued contiguous
+    member requests are served as one, as below an engine array."""
+    from raidlab.engine.tss.build import TSSOptions, create_tss
+
+    async def body(nursery):
+        drives = columns_over([MemoryBackend(2 * 1024 * KiB) for _ in range(4)], nursery, "quantum-fireball-1280s")
+        device = await create_tss("m", drives, unit=UNIT, options=TSSOptions(mode="raid5", logical_stripes=32))
+        stripe = device.geometry.data_bytes
+        async with trio.open_nursery() as writers:  # consecutive whole stripes, all at once
+            for ls in range(16):
+                writers.start_soon(device.write, ls * stripe, bytes([ls]) * stripe)
+        assert await device.read(0, 16 * stripe) == b"".join(bytes([ls]) * stripe for ls in range(16))
+        return sum(d.statistics()["merged_requests"] for d in drives)
+
+    assert run(body) > 0
