@@ -243,7 +243,9 @@ def on_drives(planned: list, drives: int) -> list[tuple[int, int]]:
 
 async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     """The architecture of `spec` from the registry, over drives that keep no data, each
-    metered; the same builder `raidlab create` uses, under the virtual clock."""
+    metered; the same builder `raidlab create` uses, under the virtual clock. With
+    `spec.bus` the drives share one bus (raidlab.disks.bus); with fewer `spec.drives` than
+    members, the members are partitions of them (`on_drives`; parts["physical"])."""
     arch, config = sim_config(spec)
     planned = arch.plan(config, archs.VIRTUAL)
     bus_spec = parse_bus(spec.bus, [drive.model for drive in planned])
@@ -257,8 +259,7 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
 
     physical: list[EmulatedDisk] = []
     if spec.drives is None or spec.drives >= len(planned):
-        physical = [disk(d.name, d.model, d.size, d.keeps_data, d.span) for d in planned]
-        drives = [MeteredTarget(d) for d in physical]
+        drives = [MeteredTarget(disk(d.name, d.model, d.size, d.keeps_data, d.span)) for d in planned]
     else:
         places = on_drives(planned, spec.drives)
         slot = max(d.size for d in planned)
@@ -271,7 +272,8 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     built = await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",
                                                 clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget))
     built.parts.setdefault("bus", bus)
-    built.parts.setdefault("physical", physical)
+    if physical:
+        built.parts.setdefault("physical", physical)
     return built
 
 
@@ -306,7 +308,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         base_members = [(m.requests, m.response_sum) for m in built.members]
         bus = built.parts.get("bus")
         bus_base = bus.statistics() if bus is not None else None
-        physical = built.parts.get("physical") if spec.drives is not None else None
+        physical = built.parts.get("physical")
         physical_base = [d.statistics()["busy_time"] for d in physical] if physical else None
         if spec.policy is not None:
             control = built.parts.get("control")
