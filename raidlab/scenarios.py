@@ -340,10 +340,11 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     archs = _load_archs(path, top.tables("arch"), check_references and kind == "live", runner)
     if kind == "live":
         for i, entry in enumerate(archs):
-            for key in ("policy", "bus", "drives"):
+            for key, hint in (("policy", "a live array runs its policy with `raidlab tss policy`"),
+                              ("bus", "live drives have a channel each"), ("drives", "live members are whole drives")):
                 if getattr(entry, key) is not None:
                     raise ScenarioError(path, f"arch[{i}].{key}", f"{key} is for sim scenarios (kind = \"sim\")",
-                                        hint="a live array runs its policy with `raidlab tss policy`")
+                                        hint=hint)
     workload_name, cases = _load_workload(path, doc, top.tables("case"))
     labels = {a.label for a in archs}
     case_names = {c.name for c in cases}

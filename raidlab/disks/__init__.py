@@ -13,6 +13,6 @@ bench.py      `raidlab disk bench`: what a user can ask of a model
 """
 
 from raidlab.disks.backend import BlockDeviceBackend, ImageBackend, MemoryBackend
-from raidlab.disks.disk import EmulatedDisk, Partition
+from raidlab.disks.disk import EmulatedDisk, Partition, as_block_layer
 
-__all__ = ["EmulatedDisk", "Partition", "MemoryBackend", "ImageBackend", "BlockDeviceBackend"]
+__all__ = ["EmulatedDisk", "Partition", "as_block_layer", "MemoryBackend", "ImageBackend", "BlockDeviceBackend"]

@@ -13,8 +13,8 @@ When the transfer happens (`overlap`):
   seek, and a drive moves a request's data while its own media work runs. The booking is
   the last `length / rate` seconds before the drive's own end time; if the bus is taken
   then, the transfer moves to the first free gap after that, and the request ends when its
-  transfer does. One drive alone on an idle bus is never slowed (its model already paid
-  its own transfer).
+  transfer does. One drive alone on an idle bus is slowed only where its own work is
+  shorter than its transfer over the bus (a drive faster than the bus).
 * serial: the transfer starts only when the drive's work is done (store and forward), so
   every request pays `length / rate` more even on an idle bus.
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from raidlab.disks import catalog
 from raidlab.errors import UsageError
 
 OVERLAP, SERIAL = "overlap", "serial"
@@ -70,7 +71,7 @@ class Bus:
         index = bisect.bisect_left(self._starts, start)
         self._starts.insert(index, start)
         self._ends.insert(index, start + duration)
-        end = start + duration
+        end = start + duration  # never before `natural`: start >= earliest
         natural = ready + (duration if self.mode == SERIAL else 0.0)
         self.transfers += 1
         self.bytes += nbytes
@@ -78,7 +79,7 @@ class Bus:
         if end > natural + 1e-12:
             self.waited += 1
             self.wait_s += end - natural
-        return max(end, natural)
+        return end
 
     def _first_gap(self, earliest: float, duration: float) -> float:
         start = earliest
@@ -119,7 +120,6 @@ def parse_bus(text: str | float | None, models: list[str]) -> tuple[float, str] 
     if mode not in MODES:
         raise UsageError(f"bus {text}: unknown mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
     if rate_text == "shared":
-        from raidlab.disks import catalog
         rate = catalog.get(models[0]).bus_mb_s if models else 0.0
         if not rate:
             raise UsageError(f"bus {text}: drive model {models[0] if models else '?'} gives no bus rate",

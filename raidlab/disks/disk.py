@@ -478,6 +478,15 @@ class EmulatedDisk:
         return stats
 
 
+def as_block_layer(target: Any) -> None:
+    """Whoever calls this issues `target`'s requests as a kernel block layer would: its queue
+    merges contiguous requests queued together (module doc, "Merging"). Targets without a
+    queue (a real block device, a test double) are left as they are."""
+    enable = getattr(target, "merge_queued_requests", None)
+    if enable is not None:
+        enable()
+
+
 class Partition:
     """Bytes [start, start+size) of an EmulatedDisk; same queue, same arm, same zones."""
 

@@ -55,6 +55,7 @@ from typing import Any, Protocol
 import trio
 
 from raidlab.blockdev import check_aligned
+from raidlab.disks.disk import as_block_layer
 from raidlab.engine.layouts.base import DataUnavailableError, DiskRange, Layout, WritePlan
 from raidlab.engine.ordered import start_in_order
 from raidlab.engine.stripecache import DEFAULT_ROWS as STRIPE_CACHE_ROWS
@@ -159,8 +160,8 @@ class Array:
         self.name = name
         self.layout = layout
         self.members = list(members)
-        for member in self.members:
-            _as_block_layer(member)
+        for member in self.members:  # the array is its members' block layer, as the kernel below md
+            as_block_layer(member)
         self.failed: frozenset[int] = frozenset(failed)
         self.on_failure = on_failure
         self._stripe_locks = _StripeLocks()
@@ -539,7 +540,7 @@ class Array:
                     progress(pos - start, end - start)
             async with self._write_gate:
                 await replacement.flush()
-                _as_block_layer(replacement)
+                as_block_layer(replacement)
                 self.members[index] = replacement
                 self.failed = others
                 self.counters["rebuilds"] = self.counters.get("rebuilds", 0) + 1
@@ -735,14 +736,6 @@ def coalesce_writes(writes: Sequence, payloads: Sequence[bytes | memoryview]) ->
         open_end[(ext.disk, run[2])] = run
     return [(disk, start, pieces[0] if len(pieces) == 1 else b"".join(pieces))
             for disk, start, _end, pieces in runs]
-
-
-def _as_block_layer(member: Any) -> None:
-    """The array is its members' block layer: an emulated drive's queue merges contiguous
-    requests queued together (raidlab.disks.disk, "Merging"), as the kernel does below md."""
-    enable = getattr(member, "merge_queued_requests", None)
-    if enable is not None:
-        enable()
 
 
 class _PendingWrite:

@@ -213,6 +213,16 @@ for _name, _fields in _TSS_CALIBRATED.items():
     PROFILES[_name] = dataclasses.replace(PROFILES["cello"], name=_name, **_fields)
 
 
+def _cumulative(table: tuple[tuple[int, float], ...]) -> tuple[list[int], list[float]]:
+    """A size table's values and running weights, for `draw`."""
+    values, running, total = [], [], 0.0
+    for value, weight in table:
+        total += weight
+        values.append(value)
+        running.append(total)
+    return values, running
+
+
 def profile(name: str) -> Profile:
     try:
         return PROFILES[name]
@@ -256,15 +266,9 @@ def synth(profile_name: str, duration: float, seed: int, *, device_size: int = H
                          hint=f"use at least {prof.regions * max_size * 4} bytes")
     rng = random.Random(seed)
     rand, expo = rng.random, rng.expovariate
-    sizes = [s for s, _ in prof.sizes]
-    cumulative = []
-    total = 0.0
-    for _, weight in prof.sizes:
-        total += weight
-        cumulative.append(total)
-    write_sizes = [s for s, _ in prof.write_sizes] if prof.write_sizes else None
-    write_cumulative = [sum(w for _, w in prof.write_sizes[: k + 1]) for k in range(len(prof.write_sizes))] \
-        if prof.write_sizes else None
+    sizes, cumulative = _cumulative(prof.sizes)
+    total = cumulative[-1]
+    write_sizes, write_cumulative = _cumulative(prof.write_sizes) if prof.write_sizes else (None, None)
     space = _Space(device_size, prof.regions)
     region_weights = [1.0 / (k + 1) for k in range(prof.regions)]
     region_cumulative = [sum(region_weights[: k + 1]) for k in range(prof.regions)]

@@ -93,6 +93,7 @@ from typing import Any
 import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
+from raidlab.disks.disk import as_block_layer
 from raidlab.engine.layouts.xor import xor_blocks
 from raidlab.engine.ordered import start_in_order
 from raidlab.engine.tss.compression import CpuCost, compress, decompress
@@ -121,16 +122,6 @@ class _Missing(Exception):
     """A read found its column failed (the caller rebuilds the bytes or gives up)."""
 
 
-def _as_block_layer(member: Any) -> None:
-    """The device is its members' block layer: an emulated drive's queue merges contiguous
-    requests queued together (raidlab.disks.disk, "Merging"). §4.1: "TSS relies on
-    clustering to gain performance, otherwise all the stripe I/Os will be partial ones", and
-    the authors changed ll_rw_block() so the kernel clustered for their module too."""
-    enable = getattr(member, "merge_queued_requests", None)
-    if enable is not None:
-        enable()
-
-
 class TSSDevice:
     """A BlockTarget: the logical stripes of `table` over the columns `members` (module doc)."""
 
@@ -153,8 +144,11 @@ class TSSDevice:
         self.name = name
         self.members = list(members)
         self.log = log
+        # The device is its members' block layer. §4.1: "TSS relies on clustering to gain
+        # performance, otherwise all the stripe I/Os will be partial ones"; the authors
+        # changed ll_rw_block() so the kernel clustered below their module too.
         for member in self.members + ([log.device] if log is not None else []):
-            _as_block_layer(member)
+            as_block_layer(member)
         self.writes = writes
         self.max_async = max_async
         self._async_slots = trio.Semaphore(max_async)
@@ -532,7 +526,7 @@ class TSSDevice:
             raise UsageError(f"{self.name} lost columns {sorted(self.failed)}: nothing to rebuild from")
         g = self.geometry
         self.members[column] = drive
-        _as_block_layer(drive)
+        as_block_layer(drive)
         self._rebuilding, self._rebuilt = column, set()
         done = 0
         total = len(self.table.sub_used) + self.table.logical_stripes
