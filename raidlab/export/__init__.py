@@ -18,8 +18,8 @@ The lab VM's QEMU opens the files themselves, with O_DIRECT (cache=none) and Lin
   (128 segments of at most 64 KiB): a guest's 1 MiB write made of scattered 4 KiB pages
   reaches the engine as pieces of 516-596 KiB, or whole, depending on where the guest's
   buffer lies in memory; measured through one, an engine raid0 wrote 0.80-1.01 of md's
-  raid0 from one VM boot to the next. FUSE builds its requests from the pages themselves (up to max_write), so the
-  file gets what the guest sent.
+  raid0 from one VM boot to the next. FUSE builds its requests from the pages themselves
+  (up to max_write), so the file gets what the guest sent.
 A file opened with O_DIRECT refuses I/O that is not in whole sectors (BlockExportFS), as a
 block device does; otherwise QEMU's alignment probe, which any size passes, falls back to
 4 KiB and turns every 1 KiB guest write into a 4 KiB read-modify-write.
