@@ -57,7 +57,7 @@ RUNNERS = ("native", "vm")
 # "none": raw-device workload (fio), mountpoint None.
 FILESYSTEMS = ("ext4", "ext2", "none")
 MOUNTED_FILESYSTEMS = ("ext4", "ext2")
-CLAIM_KINDS = ("order", "ratio")
+CLAIM_KINDS = ("order", "ratio", "value")
 REPORT_STYLES = ("bars", "lines")
 BETTER = ("higher", "lower")
 
@@ -84,8 +84,9 @@ class ArchEntry:
     series: str = ""  # report line this arch belongs to (default: its label)
     policy: str | None = None  # a TSS policy beside a replay (raidlab.policies), sim scenarios
     policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    bus: str | None = None  # one bus the drives share, sim scenarios (raidlab.disks.bus.parse_bus)
+    bus: str | None = None  # one bus the drives share (raidlab.disks.bus.parse_bus)
     drives: int | None = None  # members are partitions of this many drives, sim scenarios
+    partitions: str | None = None  # members are these partitions of whole drives (raidlab.disks.partitions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +112,7 @@ class PaperValue:
 class Claim:
     id: str
     text: str
-    kind: str  # order | ratio
+    kind: str  # order | ratio | value
     metric: str
     cases: tuple[str, ...]
     better: str = "higher"
@@ -121,11 +122,14 @@ class Claim:
     min: float | None = None
     max: float | None = None
     source: str = ""
+    arch: str = ""  # kind = "value": the [[arch]] label whose mean must lie in [min, max]
 
 
 @dataclasses.dataclass(frozen=True)
 class ReportSpec:
-    style: str = "bars"  # bars: groups = cases, one bar per arch; lines: metric against x
+    style: str = "bars"  # bars: groups = cases, one bar per arch (or, with x an [[arch]] field such as
+    #                      partitions: a panel per case, groups = its values, a bar per series);
+    #                      lines: metric against x
     metrics: tuple[str, ...] = ()  # metrics to draw (default: those of [[paper]] and [[claim]])
     better: dict[str, str] = dataclasses.field(default_factory=dict)  # metric -> higher|lower
     x: str = ""  # lines: a case parameter or arch option giving the x value
@@ -182,12 +186,13 @@ class Scenario:
 _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report"}
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
-         "policy_options", "bus", "drives"}
+         "policy_options", "bus", "drives", "partitions"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
 _PAPER = {"arch", "case", "metric", "value", "unit", "note"}
-_CLAIM = {"id", "text", "kind", "metric", "case", "cases", "better", "order", "num", "den", "min", "max", "source"}
+_CLAIM = {"id", "text", "kind", "metric", "case", "cases", "better", "order", "num", "den", "min", "max", "source",
+          "arch"}
 _REPORT = {"style", "metrics", "better", "x", "x_label", "panel", "y_label"}
 
 
@@ -304,13 +309,26 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
                            disk_model=entry.disk_model)
         except UsageError as exc:
             raise ScenarioError(where, f"arch[{i}].options", str(exc)) from None
+    if scenario.workload not in SIM_WORKLOADS:
+        raise ScenarioError(where, "workload.name", f"{scenario.workload!r} does not run in virtual time",
+                            hint=f"sim scenarios run: {', '.join(SIM_WORKLOADS)}")
+    check = trace_workload.validate_params if scenario.workload == "trace" else _check_stream_params
     for i, case in enumerate(scenario.cases):
         for variant, params in (("params", case.params), ("quick params", quick_params(scenario, case))):
             try:
-                trace_workload.validate_params(dict(params))
+                check(dict(params))
             except UsageError as exc:
                 raise ScenarioError(where, f"case[{i}] ({case.name}) {variant}", str(exc)) from None
     return scenario
+
+
+SIM_WORKLOADS = ("trace", "seqfile")  # a block trace replayed; seqfile's requests (raidlab.runners.stream)
+
+
+def _check_stream_params(params: dict) -> None:
+    from raidlab.workloads.seqfile import resolve_sim
+
+    resolve_sim(params)
 
 
 def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool = True) -> Scenario:
@@ -341,7 +359,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     if kind == "live":
         for i, entry in enumerate(archs):
             for key, hint in (("policy", "a live array runs its policy with `raidlab tss policy`"),
-                              ("bus", "live drives have a channel each"), ("drives", "live members are whole drives")):
+                              ("drives", "live members are whole drives, or partitions named by `partitions`")):
                 if getattr(entry, key) is not None:
                     raise ScenarioError(path, f"arch[{i}].{key}", f"{key} is for sim scenarios (kind = \"sim\")",
                                         hint=hint)
@@ -379,14 +397,24 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -
         label = r.run_file_part("label", "label", {a.label for a in out}, " (no '/', space, '--')")
         arch = r.get("arch", str)
         options = r.get("options", dict, {})
-        disks = r.get("disks", int)
+        where = _partitions(r)
+        disks = len(where.members) if where is not None and "disks" not in r.table else r.get("disks", int)
+        if where is not None and disks != len(where.members):
+            raise ScenarioError(path, r.where("disks"), f"{disks}, but partitions lists {len(where.members)} members")
+        if where is not None and "disk_size" in r.table:
+            raise ScenarioError(path, r.where("disk_size"), "a member's size comes from its partition",
+                                hint="leave disk_size out beside partitions")
         entry = ArchEntry(label=label, arch=arch, disks=disks, disk_model=_disk_model(r, disks),
-                          disk_size=parse_size(r.get("disk_size", (str, int), "256M"), path, r.where("disk_size")),
+                          disk_size=(where.member_bytes if where is not None else
+                                     parse_size(r.get("disk_size", (str, int), "256M"), path, r.where("disk_size"))),
                           chunk=parse_size(r.get("chunk", (str, int), "512K"), path, r.where("chunk")),
                           discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
                           options=options, series=r.get("series", str, label),
                           policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}),
-                          bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None))
+                          bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None),
+                          partitions=where.text if where is not None else None)
+        if entry.drives is not None and entry.partitions is not None:
+            raise ScenarioError(path, r.where("drives"), "give partitions or drives, not both")
         if entry.drives is not None and entry.drives < 1:
             raise ScenarioError(path, r.where("drives"), "must be at least 1")
         if entry.bus is not None:
@@ -429,6 +457,19 @@ def validate_arch(entry: ArchEntry, runner: str) -> None:
     on a kernel without md); raises UsageError / CapabilityError, starts nothing."""
     archs.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), runner,
                    disk_model=entry.disk_model)
+
+
+def _partitions(r: _Reader):
+    """[[arch]].partitions, placed on the entry's drive model (raidlab.disks.partitions), or None."""
+    text = r.get("partitions", str, None)
+    if text is None:
+        return None
+    from raidlab.disks import partitions
+
+    try:
+        return partitions.layout(text, str(r.table.get("disk_model", "none")))
+    except UsageError as exc:
+        raise ScenarioError(r.path, r.where("partitions"), str(exc)) from None
 
 
 def _disk_model(r: _Reader, disks: int) -> str:
@@ -538,9 +579,20 @@ def _load_claims(path: Path, tables: list, labels: set, cases: set) -> tuple[Cla
                 if label not in labels:
                     raise ScenarioError(path, r.where("order"), f"no [[arch]] labelled {label!r}")
             fields["order"] = order
-            for extra in ("num", "den", "min", "max"):
+            for extra in ("num", "den", "min", "max", "arch"):
                 if extra in r.table:
-                    raise ScenarioError(path, r.where(extra), "only for kind = \"ratio\"")
+                    raise ScenarioError(path, r.where(extra), f"not for kind = \"order\"")
+        elif kind == "value":
+            fields["arch"] = r.get("arch", str)
+            if fields["arch"] not in labels:
+                raise ScenarioError(path, r.where("arch"), f"no [[arch]] labelled {fields['arch']!r}")
+            fields["min"] = r.get("min", float)
+            fields["max"] = r.get("max", float)
+            if fields["min"] > fields["max"]:
+                raise ScenarioError(path, r.where("min"), "min is above max")
+            for extra in ("num", "den", "order"):
+                if extra in r.table:
+                    raise ScenarioError(path, r.where(extra), "not for kind = \"value\" (it takes arch, min, max)")
         else:
             for side in ("num", "den"):
                 fields[side] = r.get(side, str)
@@ -550,8 +602,9 @@ def _load_claims(path: Path, tables: list, labels: set, cases: set) -> tuple[Cla
             fields["max"] = r.get("max", float, None)
             if fields["min"] is None and fields["max"] is None:
                 raise ScenarioError(path, r.where("min"), "a ratio claim needs min, max or both")
-            if "order" in r.table:
-                raise ScenarioError(path, r.where("order"), "only for kind = \"order\"")
+            for extra in ("order", "arch"):
+                if extra in r.table:
+                    raise ScenarioError(path, r.where(extra), "not for kind = \"ratio\"")
         if fields["id"] in {c.id for c in out}:
             raise ScenarioError(path, r.where("id"), f"duplicate claim id {fields['id']!r}")
         out.append(Claim(**fields))
@@ -570,6 +623,9 @@ def _load_report(path: Path, table: Any, claims: tuple[Claim, ...]) -> ReportSpe
     x = r.get("x", str, "")
     if style == "lines" and not x:
         raise ScenarioError(path, "report.x", "a line figure needs x (a case parameter or arch option)")
+    if style == "bars" and x and x not in ARCH_X_FIELDS:
+        raise ScenarioError(path, "report.x", f"bars take x only from an [[arch]] field ({', '.join(ARCH_X_FIELDS)})",
+                            hint="use style = \"lines\" for a case parameter or arch option")
     return ReportSpec(style=style, metrics=r.strings("metrics"), better=better, x=x,
                       x_label=r.get("x_label", str, x), panel=r.get("panel", str, ""),
                       y_label=r.get("y_label", str, ""))
@@ -602,9 +658,15 @@ def _load_quick(path: Path, table: Any, labels: set, cases: set) -> dict:
     return out
 
 
+ARCH_X_FIELDS = ("partitions", "disk_model", "bus")  # [[arch]] fields a figure may put on its x axis
+
+
 def x_value(spec: ReportSpec, arch: ArchEntry, params: dict) -> Any:
     """The x of a line figure for one run: a workload parameter, else an arch option (a size
-    option such as ram_buffer = "4M" is given in MiB)."""
+    option such as ram_buffer = "4M" is given in MiB), else an [[arch]] field such as
+    `partitions` (SA-RAID's configurations, drawn as groups of bars)."""
+    if spec.x in ARCH_X_FIELDS:
+        return getattr(arch, spec.x)
     value = params.get(spec.x, arch.options.get(spec.x))
     if isinstance(value, str):
         try:
@@ -655,7 +717,9 @@ def plan_runs(scenario: Scenario, *, quick: bool = False, repeat: int | None = N
         if "cases" in q:
             cases = [c for c in cases if c.name in q["cases"]]
         if "disk_size" in q:
-            archs = [dataclasses.replace(a, disk_size=q["disk_size"]) for a in archs]
+            # A partition's size is the drive's partition table's, not a quick size.
+            archs = [a if a.partitions is not None else dataclasses.replace(a, disk_size=q["disk_size"])
+                     for a in archs]
         cases = [dataclasses.replace(c, params=quick_params(scenario, c)) for c in cases]
         reps = q.get("repeat", reps)
     archs = _select(archs, only, [a.label for a in scenario.archs], lambda a: a.label,

@@ -51,6 +51,8 @@ class Config:
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     disk_model: str = "none"
     discipline: str = "fifo"
+    partitions: str | None = None  # members are these partitions of whole drives (raidlab.disks.partitions)
+    bus: str | None = None  # one bus every drive shares (raidlab.disks.bus)
 
 
 @dataclasses.dataclass(frozen=True)

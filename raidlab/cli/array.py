@@ -55,6 +55,23 @@ def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, 
     archs.validate(arch, disks, disk_size, chunk, options, runner)
 
 
+def _members(disks: int | None, disk_size: str | None, disk_model: str, partitions: str | None
+             ) -> tuple[int, int]:
+    """(--disks, member bytes): as given, or from --partitions (the partitions listed, the
+    catalog's partition size); a --disk-size that contradicts the partitions is refused."""
+    if partitions is None:
+        if disks is None:
+            raise UsageError("--disks is required", hint="give the number of member disks, or --partitions")
+        return disks, parse_size(disk_size or "256M")
+    from raidlab.disks import partitions as parts
+
+    where = parts.layout(partitions, disk_model, disks)
+    if disk_size is not None and parse_size(disk_size) != where.member_bytes:
+        raise UsageError(f"--disk-size {disk_size} contradicts --partitions: {disk_model}'s partitions hold "
+                         f"{where.member_bytes} bytes", hint="leave --disk-size out with --partitions")
+    return len(where.members), where.member_bytes
+
+
 def _device_of(record: dict) -> str:
     """The array's block device: on the host, or in the lab VM (`--runner vm`)."""
     if record.get("device"):
@@ -72,10 +89,19 @@ def _progress() -> Progress:
 @click.command(cls=ListsArchitectures)
 @click.argument("name")
 @click.option("--arch", required=True, help="architecture id (listed below)")
-@click.option("--disks", type=click.IntRange(1, 64), required=True, help="number of member disks")
+@click.option("--disks", type=click.IntRange(1, 64), default=None,
+              help="number of member disks (with --partitions: the partitions listed)")
 @click.option("--disk-model", default="none", show_default=True,
               help="catalog model (raidlab disk models) of every member, or one per member: m0,m1,...")
-@click.option("--disk-size", default="256M", show_default=True, help="size of each member, e.g. 256M, 1G")
+@click.option("--disk-size", default=None, help="size of each member, e.g. 256M, 1G  [default: 256M; with "
+              "--partitions: the partition's]")
+@click.option("--partitions", default=None, metavar="LIST",
+              help="members are partitions of whole drives of --disk-model, in the SA-RAID paper's notation: "
+                   "b8-c1-d1-e1 (drive letter, partition number; one letter = one drive) or 8-1-1-1 "
+                   "(a drive per member); the catalog's partition table says where each lies")
+@click.option("--bus", default=None, metavar="RATE[,MODE]",
+              help="one bus every drive shares: RATE MB/s or 'shared' (the model's own bus rate); MODE overlap "
+                   "(default) or serial")
 @click.option("--chunk", default="512K", show_default=True, help="chunk / stripe unit (md default 512K)")
 @click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
@@ -83,14 +109,20 @@ def _progress() -> Progress:
               help="where the block layer and workloads run: this kernel, or the lab VM")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options, runner, home, as_json):
+def create(name, arch, disks, disk_model, disk_size, partitions, bus, chunk, discipline, options, runner, home,
+           as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.service import control
     from raidlab.service.spec import SPEC_FILE, ArraySpec
     from raidlab.export.serve import check_live_prerequisites
 
-    size, chunk_bytes = parse_size(disk_size), parse_size(chunk)
+    chunk_bytes = parse_size(chunk)
+    disks, size = _members(disks, disk_size, disk_model, partitions)
+    if bus is not None:
+        from raidlab.disks.bus import parse_bus
+
+        parse_bus(bus, catalog.member_models(disk_model, disks))
     opts = _parse_options(options)
     try:
         catalog.member_models(disk_model, disks)
@@ -104,7 +136,8 @@ def create(name, arch, disks, disk_model, disk_size, chunk, discipline, options,
     if (lab.path / SPEC_FILE).exists():
         raise UsageError(f"array {name!r} already exists in {lab.path}",
                          hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
-    ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner).save(lab.path)
+    ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner,
+              partitions=partitions, bus=bus).save(lab.path)
     try:
         with _err.status(f"creating {name}") as status:
             ready = control.start_daemon(lab, "create", home=home,

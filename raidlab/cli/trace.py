@@ -66,6 +66,17 @@ def _print_sim(r: dict) -> None:
         click.echo(f"{d['name']:<8}{d['utilization']:>7.1%}{d['requests']:>9}{d['mean_service_ms']:>9.2f}"
                    f"{d['mean_response_ms']:>9.2f}{d['mean_wait_ms']:>9.2f}{d['mean_queue_length']:>8.2f}"
                    f"{d['max_queue_length']:>7}")
+    layout = r.get("layout")
+    if layout:
+        where = ", ".join(f"{m['name']}={m.get('partition') or m.get('slot')}@{m['drive']}"
+                          + (f" (zone {m['zone']})" if "zone" in m else "") for m in layout["members"])
+        click.echo(f"members on {layout['drives']} drives: {where}")
+        for d in r.get("drives") or []:
+            click.echo(f"{d['name']:<8}{d['utilization']:>7.1%} busy (whole drive)")
+    if r.get("bus"):
+        b = r["bus"]
+        click.echo(f"bus {b['rate_mb_s']:g} MB/s ({b['mode']}): {b['utilization']:.1%} busy, "
+                   f"{b['waited_transfers']} transfers waited {b['wait_s'] * 1e3:.1f} ms in all")
     arch = {k: v for k, v in r["architecture"].items() if isinstance(v, (int, float)) and not isinstance(v, bool) and v}
     if arch:
         click.echo("architecture: " + ", ".join(f"{k}={v}" for k, v in arch.items()))
@@ -208,10 +219,13 @@ def register(cli: click.Group) -> None:
     @click.option("--drives", type=click.IntRange(min=1), default=None,
                   help="Members are partitions of this many drives, round robin (member k: partition "
                        "k // DRIVES of drive k % DRIVES); --disk-size is then the drive's size.")
+    @click.option("--partitions", default=None, metavar="LIST",
+                  help="Members are partitions of whole drives of --disk-model, in the SA-RAID paper's "
+                       "notation (b8-c1-d1-e1, or 8-1-1-1 for a drive each); see `raidlab create --help`.")
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
-            outstanding, compressibility, policy, policy_options, bus, drives, skip_bad, as_json) -> int:
+            outstanding, compressibility, policy, policy_options, bus, drives, partitions, skip_bad, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader
@@ -238,7 +252,8 @@ def register(cli: click.Group) -> None:
                        disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed,
                        options=_key_values(options), outstanding=outstanding,
                        compressibility=compressibility, policy=policy,
-                       policy_options=_key_values(policy_options), bus=bus, drives=drives)
+                       policy_options=_key_values(policy_options), bus=bus, drives=drives,
+                       partitions=partitions)
         reader = TraceReader(trace_file, fmt, skip_bad=skip_bad)
         report = replay(spec, reader)
         speed = _speed_line(report)

@@ -108,6 +108,10 @@ def _build(name: str, entry: dict) -> DriveSpec:
         sources[key] = _provenance(name, key, spec)
         if key in _SCALAR_FIELDS:
             fields[key] = _SCALAR_FIELDS[key](spec["value"])
+        elif key == "partitions":
+            table = spec["value"]
+            fields["partition_bytes"] = int(table["size_bytes"])
+            fields["partition_zones"] = tuple(int(z) for z in table["zones"])
         elif key not in ("zones", "seek"):
             raise CatalogError(f"{name}: unknown parameter {key}")
     if kind == "hdd":

@@ -503,6 +503,11 @@ class Partition:
         self.disk.merge_queued_requests()
 
     @property
+    def model(self):
+        """The drive's model (a partition has its drive's mechanics)."""
+        return self.disk.model
+
+    @property
     def size(self) -> int:
         return self._size
 
@@ -529,6 +534,7 @@ class Partition:
         return {
             "name": self.name,
             "disk": self.disk.name,
+            "model": self.disk.model.name,
             "start": self.start,
             "size": self._size,
             "failed": self.failed or self.disk.failed,

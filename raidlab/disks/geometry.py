@@ -72,6 +72,11 @@ class DriveSpec:
     readahead_bytes: int = 0  # 0: no track buffer / read-ahead
     write_cache_bytes: int = 0  # 0: no write cache (writes are reported after the media)
     write_cache_default: bool = False
+    # A paper's partition table of this drive: each partition is partition_bytes at the
+    # start of zone partition_zones[k-1] (1-based zones), partition k counted from 1
+    # (SA-RAID §3.1: b1 ... b8; raidlab.disks.partitions).
+    partition_bytes: int = 0
+    partition_zones: tuple[int, ...] = ()
     # ssd
     read_latency_ms: float = 0.0
     write_latency_ms: float = 0.0

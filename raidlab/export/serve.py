@@ -61,6 +61,11 @@ class ServeRequest:
     # disks). None: `disks` members of `size`, their models from `model`: one name for all,
     # or a comma-separated list, one per member (raidlab.disks.catalog.member_models).
     members: list[tuple[str, int]] | None = None
+    # Members that are partitions of whole drives (raidlab.disks.partitions: "b8-c1-d1-e1");
+    # `model` is then the drives' one model and `members`' sizes are the partition size.
+    partitions: str | None = None
+    # One bus every drive shares (raidlab.disks.bus.parse_bus: "shared", "80", "80,serial").
+    bus: str | None = None
 
     def member_specs(self) -> list[tuple[str, int]]:
         if self.members is not None:
@@ -92,16 +97,24 @@ def check_live_prerequisites(operation: str) -> None:
 
 async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
                       ) -> list[tuple[str, Any, Path]]:
-    """Create the images and EmulatedDisks, add them to `fs` as disks/dK."""
+    """Create the images and EmulatedDisks, add them to `fs` as disks/dK.
+
+    Returns [(relpath, member, image)]: the member is an EmulatedDisk of its own image, or,
+    with `req.partitions`, a Partition of a whole drive's image (drives named by the
+    partition list's letters: images/drive-b.img ...), so members on one drive share its
+    arm. With `req.bus`, every drive books its transfers on one shared Bus."""
+    from raidlab.disks.bus import Bus, parse_bus
+
     lab = session.lab
     lab.images_dir.mkdir(parents=True, exist_ok=True)
-    made = []
-    for k, (model, size) in enumerate(req.member_specs()):
-        image = lab.images_dir / f"d{k}.img"
+    specs = req.member_specs()
+    bus_spec = parse_bus(req.bus, [model for model, _size in specs])
+    bus = Bus(*bus_spec) if bus_spec is not None else None
+
+    def make_disk(name: str, model: str, size: int, image: Path, span: str = "full") -> EmulatedDisk:
         resource = lab.record("image", path=str(image), keep=req.keep_images)
-        backend = ImageBackend(image, size)
-        disk = EmulatedDisk(f"d{k}", model, backend, discipline=req.discipline,
-                            io_in_thread=True)
+        disk = EmulatedDisk(name, model, ImageBackend(image, size), discipline=req.discipline,
+                            io_in_thread=True, bus=bus, span=span)
         # A lab's drive sits behind a block layer, whoever uses it (md over its loop device,
         # an engine array, a command): queued contiguous requests are merged.
         disk.merge_queued_requests()
@@ -114,10 +127,28 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
             image.unlink(missing_ok=True)
             return "image removed"
 
-        session.push_sync(f"disk d{k}", release, resource)
-        relpath = f"disks/d{k}"
-        fs.add(relpath, disk)
-        made.append((relpath, disk, image))
+        session.push_sync(f"disk {name}", release, resource)
+        return disk
+
+    made = []
+    if req.partitions:
+        from raidlab.disks import partitions
+
+        where = partitions.layout(req.partitions, req.model, len(specs))
+        drives = [make_disk(f"drive-{label}", req.model, where.drive_bytes, lab.images_dir / f"drive-{label}.img")
+                  for label in where.drive_labels]
+        for part in where.members:
+            relpath = f"disks/d{part.member}"
+            member = drives[part.drive].partition(part.start, part.size, f"d{part.member}")
+            fs.add(relpath, member)
+            made.append((relpath, member, lab.images_dir / f"drive-{where.drive_labels[part.drive]}.img"))
+    else:
+        for k, (model, size) in enumerate(specs):
+            image = lab.images_dir / f"d{k}.img"
+            disk = make_disk(f"d{k}", model, size, image)
+            relpath = f"disks/d{k}"
+            fs.add(relpath, disk)
+            made.append((relpath, disk, image))
     await session.checkpoint("images-created")
     return made
 

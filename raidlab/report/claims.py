@@ -9,6 +9,8 @@ can check a verdict by hand from the tables beside it:
   the verdict, because the paper states its orderings on means of 3 runs too.
 * ratio (num / den of the means): holds when it lies in [min, max] in every named case; the
   measured ratio of each case is reported.
+* value (one architecture's mean): holds when it lies in [min, max] in every named case (a
+  level the paper states, such as "tops out at 65 MB/s").
 * not measured: a needed mean is missing (architecture not run, all its runs failed, or the
   workload did not report the metric).
 """
@@ -63,7 +65,7 @@ def _evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat], cases: list
     ok = True
     ratios: dict[str, float] = {}
     for case in cases:
-        labels = claim.order if claim.kind == "order" else (claim.num, claim.den)
+        labels = {"order": claim.order, "value": (claim.arch,)}.get(claim.kind, (claim.num, claim.den))
         means = {}
         for label in labels:
             stat = stats.get((label, case, claim.metric))
@@ -81,6 +83,10 @@ def _evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat], cases: list
             for prev, label in zip(measured_order, measured_order[1:]):
                 shown += (" = " if means[prev] == means[label] else rel) + f"{label} {_fmt(means[label])}"
             parts.append(f"{case}: " + shown)
+        elif claim.kind == "value":
+            value = means[claim.arch]
+            holds = claim.min <= value <= claim.max
+            parts.append(f"{case}: {claim.arch} = {_fmt(value)}")
         else:
             if means[claim.den] == 0:
                 parts.append(f"{case}: {claim.den} mean is 0, ratio undefined")
@@ -102,4 +108,5 @@ def band(claim: Claim) -> str:
         return (" > " if claim.better == "higher" else " < ").join(claim.order) + f" ({claim.better} is better)"
     lo = "" if claim.min is None else f"{claim.min:g} <= "
     hi = "" if claim.max is None else f" <= {claim.max:g}"
-    return f"{lo}{claim.num}/{claim.den}{hi}"
+    subject = claim.arch if claim.kind == "value" else f"{claim.num}/{claim.den}"
+    return f"{lo}{subject}{hi}"

@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from raidlab.report.results import Results, Stat, metric_value  # noqa: E402
-from raidlab.scenarios import pattern_x, x_value  # noqa: E402
+from raidlab.scenarios import ARCH_X_FIELDS, pattern_x, x_value  # noqa: E402
 
 
 def _run_params(results: Results, doc: dict) -> dict:
@@ -42,8 +42,64 @@ def _paper_value(results: Results, label: str, case: str, metric: str) -> float 
     return None
 
 
+def grouped_bars(results: Results, stats: dict, metric: str, out: Path) -> Path | None:
+    """Bars with an [[arch]] field as x (SA-RAID: the partition configurations): one panel per
+    case, one group per x value (in the order the entries give them), one bar per series,
+    the same error bars and paper diamonds as `bars`."""
+    scn = results.scenario
+    spec = scn.report
+    entries = [a for a in scn.archs if x_value(spec, a, {}) is not None]
+    groups = list(dict.fromkeys(x_value(spec, a, {}) for a in entries))
+    series = list(dict.fromkeys(a.series for a in entries))
+    cases = [c.name for c in scn.cases if any((a.label, c.name, metric) in stats
+                                              or _paper_value(results, a.label, c.name, metric) is not None
+                                              for a in entries)]
+    if not cases or not groups:
+        return None
+    unit = next((s.unit for (l, c, m), s in stats.items() if m == metric and s.unit), "")
+    fig, axes = plt.subplots(1, len(cases), figsize=(max(5.0, 1.0 + 0.35 * len(groups) * len(series)) * len(cases),
+                                                     3.8), squeeze=False)
+    width = 0.8 / len(series)
+    colors = plt.get_cmap("tab10")
+    for ax, case in zip(axes[0], cases):
+        for j, name in enumerate(series):
+            xs, heights, lo, hi, px, py = [], [], [], [], [], []
+            for i, group in enumerate(groups):
+                for a in entries:
+                    if a.series != name or x_value(spec, a, {}) != group:
+                        continue
+                    at = i - 0.4 + width * (j + 0.5)
+                    stat: Stat | None = stats.get((a.label, case, metric))
+                    if stat is not None:
+                        xs.append(at)
+                        heights.append(stat.mean)
+                        lo.append(stat.mean - stat.min)
+                        hi.append(stat.max - stat.mean)
+                    paper = _paper_value(results, a.label, case, metric)
+                    if paper is not None:
+                        px.append(at)
+                        py.append(paper)
+            ax.bar(xs, heights, width * 0.92, yerr=[lo, hi] if xs else None, capsize=2, label=name, color=colors(j))
+            if px:
+                ax.scatter(px, py, marker="D", color="black", zorder=3, s=18, label="paper")
+        _dedupe_legend(ax)
+        ax.set_xticks(range(len(groups)), [str(g) for g in groups], fontsize=8)
+        ax.set_xlabel(spec.x_label or spec.x)
+        ax.set_ylabel(spec.y_label or f"{metric}" + (f" ({unit})" if unit else ""))
+        ax.set_title(case, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)", fontsize=10)
+    fig.tight_layout()
+    path = out / f"{metric}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def bars(results: Results, stats: dict, metric: str, out: Path) -> Path | None:
     scn = results.scenario
+    if scn.report.x in ARCH_X_FIELDS:
+        return grouped_bars(results, stats, metric, out)
     cases = [c.name for c in scn.cases if any((a.label, c.name, metric) in stats or _paper_value(results, a.label, c.name, metric) is not None for a in scn.archs)]
     labels = [a.label for a in scn.archs]
     if not cases:

@@ -92,10 +92,11 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
             blocks.append(("p", f"No run reported {metric}."))
 
     blocks.append(("h2", "Architectures"))
-    blocks.append(("table", (["label", "arch", "disks", "model", "disk size", "chunk", "options"],
+    blocks.append(("table", (["label", "arch", "disks", "model", "disk size", "chunk", "drives and bus", "options"],
                              [[a.label, a.arch, str(a.disks), a.disk_model.replace(",", ", "),
                                f"{a.disk_size >> 20} MiB",
-                               f"{a.chunk >> 10} KiB", ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in a.options.items())]
+                               f"{a.chunk >> 10} KiB", _placement(a),
+                               ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in a.options.items())]
                               for a in scn.archs])))
     if results.failed_runs:
         blocks.append(("h2", "Failed runs"))
@@ -106,6 +107,18 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("p", f"{len(missing)} planned runs have no result (interrupted before they ran): "
                             + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")))
     return blocks
+
+
+def _placement(arch) -> str:
+    """Where an [[arch]]'s members lie and what they share: partitions of drives, a bus."""
+    parts = []
+    if getattr(arch, "partitions", None):
+        parts.append(f"partitions {arch.partitions}")
+    if getattr(arch, "drives", None):
+        parts.append(f"{arch.drives} drives")
+    if getattr(arch, "bus", None):
+        parts.append(f"bus {arch.bus}")
+    return ", ".join(parts) or "a drive each"
 
 
 def _git(man: dict) -> str:

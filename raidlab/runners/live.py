@@ -59,7 +59,8 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
         lab = Lab(lab.name, home=home, create=True)
     _claim_scratch(lab)
     ArraySpec(lab.name, entry.arch, entry.disks, entry.disk_model, entry.disk_size, entry.chunk,
-              entry.discipline, dict(entry.options), runner).save(lab.path)
+              entry.discipline, dict(entry.options), runner, partitions=entry.partitions,
+              bus=entry.bus).save(lab.path)
     try:
         status(f"creating {entry.arch}")
         env = {AVAILABLE_ENV: str(vm_available_mib)} if runner == "vm" and vm_available_mib else None
@@ -184,7 +185,7 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             uname = session.exec(["uname", "-r"], timeout=60, check=False)  # the VM's kernel differs
             runner_kernel = uname.stdout.decode(errors="replace").strip() if uname.rc == 0 else None
             fstype = run.case.filesystem
-            if fstype in MOUNTED_FILESYSTEMS and getattr(workload, "needs_mountpoint", True):
+            if fstype in MOUNTED_FILESYSTEMS and not getattr(workload, "raw_device_only", False):
                 status(f"mkfs.{fstype}")
                 mountpoint = _mountpoint(session)
                 if session.runner == "native":  # rmdir only: never deletes through a mount

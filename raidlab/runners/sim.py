@@ -83,7 +83,7 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any]):
         compressibility=float(params["compressibility"]) if "compressibility" in params else None,
         outstanding=int(params["outstanding"]) if "outstanding" in params else None,
         policy=_get(arch_entry, "policy"), policy_options=dict(_get(arch_entry, "policy_options", {}) or {}),
-        bus=_get(arch_entry, "bus"), drives=_get(arch_entry, "drives"))
+        bus=_get(arch_entry, "bus"), drives=_get(arch_entry, "drives"), partitions=_get(arch_entry, "partitions"))
 
 
 def _metric(value: float | None, unit: str) -> dict[str, Any]:
@@ -139,6 +139,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
     synthetic trace replays seed trace_seed + k - 1: a replay is deterministic, so repeating
     one seed would only repeat its number."""
     params = dict(_get(case, "params", {}) or {})
+    if _get(scenario, "workload") == "seqfile":
+        return run_stream_case(arch_entry, params, repetition=repetition)
     validate_params(params)
     spec = _sim_spec(arch_entry, params)
     stats = TraceStats()
@@ -200,6 +202,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
         argv += ["--bus", str(spec.bus)]
     if spec.drives is not None:
         argv += ["--drives", str(spec.drives)]
+    if spec.partitions is not None:
+        argv += ["--partitions", spec.partitions]
     if spec.policy is not None:
         argv += ["--policy", spec.policy]
         for key, value in spec.policy_options.items():
@@ -220,6 +224,37 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
             "speed": speed,
         },
     }
+
+
+def run_stream_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1) -> dict[str, Any]:
+    """The seqfile workload in virtual time (raidlab.runners.stream) on `arch_entry`: repetition
+    k uses scheduling seed `seed` + k - 1 (a run is deterministic; the seed only breaks ties
+    between simultaneous events, so repetitions show how much those matter)."""
+    from raidlab.runners.stream import run_stream
+    from raidlab.workloads.seqfile import resolve_sim as resolve
+
+    resolved = resolve(params)
+    resolved["seed"] = resolved["seed"] + repetition - 1
+    spec = _sim_spec(arch_entry, {})
+    report = run_stream(spec, resolved)
+    speed = report.pop("speed")
+    metrics: dict[str, Any] = {}
+    for phase in ("write", "read"):
+        metrics[f"{phase}_mb_s"] = _metric(report[f"{phase}_mb_s"], "MB/s")
+        metrics[f"{phase}_seconds"] = _metric(report[f"{phase}_seconds"], "s")
+        for member in report[f"members_{phase}"]:
+            metrics[f"{phase}_utilization_{member['name']}"] = _metric(member["utilization"], "fraction")
+    metrics["write_read_mb_s"] = _metric(2 * report["file_bytes"] / (report["write_seconds"] + report["read_seconds"])
+                                         / 1e6, "MB/s")
+    if report.get("bus"):
+        metrics["bus_utilization"] = _metric(report["bus"]["utilization"], "fraction")
+        metrics["bus_wait_s"] = _metric(report["bus"]["wait_s"], "s")
+    probe = (report.get("arch_state") or {}).get("probe")
+    if probe:
+        for entry in probe:
+            metrics[f"probe_mb_s_d{entry['member']}"] = _metric(entry["bandwidth"] / 1e6, "MB/s")
+    return {"workload": "seqfile", "params": resolved, "metrics": metrics, "commands": [],
+            "raw": {"stream": report, "speed": speed}}
 
 
 # ------------------------------------------------------------------------------ scenarios

@@ -57,6 +57,7 @@ from raidlab.blockdev import SECTOR
 from raidlab.disks.backend import MemoryBackend
 from raidlab.archs.layouts import drive_capacity
 from raidlab.disks.bus import Bus, parse_bus
+from raidlab.disks import partitions
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 from raidlab.policies import make_policy
@@ -170,6 +171,7 @@ class SimSpec:
     policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     bus: str | None = None                 # one bus all drives share (raidlab.disks.bus.parse_bus)
     drives: int | None = None              # members are partitions of this many drives (on_drives)
+    partitions: str | None = None          # members are these partitions of whole drives (raidlab.disks.partitions)
 
 
 def _per_block(sums: list) -> float | None:
@@ -222,7 +224,14 @@ def sim_config(spec: SimSpec) -> tuple[Any, Any]:
     arch = archs.get(spec.arch, "sim")
     config = archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
                           spec.discipline)
-    if spec.drives is not None:
+    if spec.partitions is not None:
+        if spec.drives is not None:
+            raise UsageError("give partitions or drives, not both",
+                             hint="partitions names each member's drive itself (b8-c1-d1-e1)")
+        where = partitions.layout(spec.partitions, spec.disk_model, spec.disks)
+        config = dataclasses.replace(config, disks=len(where.members), disk_size=where.member_bytes,
+                                     partitions=spec.partitions)
+    elif spec.drives is not None:
         if spec.drives < 1:
             raise UsageError(f"drives must be at least 1, not {spec.drives}")
         members = len(arch.plan(config, archs.VIRTUAL))
@@ -258,7 +267,14 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
         return made
 
     physical: list[EmulatedDisk] = []
-    if spec.drives is None or spec.drives >= len(planned):
+    if spec.partitions is not None:
+        where = partitions.layout(spec.partitions, spec.disk_model, len(planned))
+        keeps = any(d.keeps_data for d in planned)
+        physical = [disk(f"drive-{label}", spec.disk_model, where.drive_bytes, keeps, "full")
+                    for label in where.drive_labels]
+        drives = [MeteredTarget(physical[m.drive].partition(m.start, m.size, d.name))
+                  for d, m in zip(planned, where.members)]
+    elif spec.drives is None or spec.drives >= len(planned):
         drives = [MeteredTarget(disk(d.name, d.model, d.size, d.keeps_data, d.span)) for d in planned]
     else:
         places = on_drives(planned, spec.drives)
@@ -275,6 +291,16 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     if physical:
         built.parts.setdefault("physical", physical)
     return built
+
+
+def layout_report(spec: SimSpec, members: list) -> dict[str, Any]:
+    """Where each member lies when members are partitions of drives (the report's `layout`)."""
+    if spec.partitions is not None:
+        where = partitions.layout(spec.partitions, spec.disk_model, len(members))
+        return {"partitions": spec.partitions, "drives": len(where.drive_labels),
+                "members": [{"name": m.name, **placed} for m, placed in zip(members, where.describe())]}
+    return {"drives": spec.drives, "members": [{"name": m.name, "drive": f"drive{at}", "slot": slot}
+                                               for m, (at, slot) in zip(members, on_drives(members, spec.drives))]}
 
 
 # ------------------------------------------------------------------------------ replay
@@ -470,9 +496,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         "per_disk": per_disk,
         "bus": bus_stats,
         "drives": drive_stats,
-        "layout": ({"drives": spec.drives, "members": [{"name": m.name, "drive": f"drive{at}", "slot": slot}
-                                                       for m, (at, slot) in zip(built.members, on_drives(built.members, spec.drives))]}
-                   if physical else None),
+        "layout": layout_report(spec, built.members) if physical else None,
         "architecture": arch_stats,
     }
 

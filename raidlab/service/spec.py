@@ -33,6 +33,8 @@ class ArraySpec:
     discipline: str = "fifo"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     runner: str = "native"  # native | vm (the lab VM runner, raidlab.vm)
+    partitions: str | None = None  # members are partitions of whole drives ("b8-c1-d1-e1"; raidlab.disks.partitions)
+    bus: str | None = None  # one bus every drive shares (raidlab.disks.bus.parse_bus)
 
     def save(self, lab_path: Path) -> None:
         tmp = lab_path / (SPEC_FILE + ".tmp")

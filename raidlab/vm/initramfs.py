@@ -43,7 +43,7 @@ from raidlab.vm.kernel import KernelTree, Progress, _quiet, prepare_kernel, vm_c
 from raidlab.vm.modules import LoadPlan
 from raidlab.vm.protocol import GUEST_AGENT
 from raidlab.tools.base import PACKAGES, require, run
-from raidlab.workloads.tps import tps_binary
+from raidlab.workloads.cprogram import PROGRAMS, program
 
 FORMAT_VERSION = 1
 CHANNEL_NAME = "raidlab.cmd"
@@ -217,16 +217,18 @@ def _gather(kernel: KernelTree, modules: Iterable[str], programs: Iterable[str])
 
 
 def workload_programs() -> dict[str, str]:
-    """Static workload programs built by the toolkit itself: the TPS client
-    (raidlab.workloads.tps.tps_binary) as /usr/local/bin/tps, when the program builds.
-    Skipped otherwise: the workload also copies it in with put."""
-    try:
-        binary = tps_binary()
-    except Exception:  # no gcc / libc.a: the workload reports that itself when it runs
-        return {}
-    if not elf.read_elf(str(binary)).is_static:
-        return {}
-    return {"usr/local/bin/tps": str(binary)}
+    """Static workload programs built by the toolkit itself (raidlab.workloads.cprogram: the
+    TPS client, seqfile) as /usr/local/bin/NAME, those that build. Skipped otherwise: the
+    workloads also copy theirs in with put."""
+    out = {}
+    for name in PROGRAMS:
+        try:
+            binary = program(name)
+        except Exception:  # no gcc / libc.a: the workload reports that itself when it runs
+            continue
+        if elf.read_elf(str(binary)).is_static:
+            out[f"usr/local/bin/{name}"] = str(binary)
+    return out
 
 
 def _busybox_entries(busybox: str) -> list[CpioEntry]:

@@ -2,7 +2,8 @@
 
 `get(name)` returns the driver; each has `validate(params)`, `resolve(params)` (defaults
 filled in), `mount_options(params)` (options the runner mounts with), `needs_mountpoint`
-(False: raw device), `programs` (program -> Debian package, needed on the runner) and
+(False: it can run on the raw device), `raw_device_only` (True: never on a file system, fio),
+`programs` (program -> Debian package, needed on the runner) and
 `run(session, mountpoint, params, progress) -> result document` (see base.py for the schema).
 The parameter declarations are documented, with the paper's cases, in workloads/*.toml at
 the top of the repository.
@@ -23,6 +24,7 @@ _MODULES = {
     "bonnie": "raidlab.workloads.bonnie",
     "tps": "raidlab.workloads.tps",
     "fio": "raidlab.workloads.fio",
+    "seqfile": "raidlab.workloads.seqfile",
 }
 
 NAMES = tuple(_MODULES)

@@ -100,7 +100,8 @@ class Workload:
     name: str = ""
     title: str = ""
     source: str = ""                 # paper section it follows
-    needs_mountpoint: bool = True    # False: runs on session.device (fio)
+    needs_mountpoint: bool = True    # False: may run on session.device, without a file system
+    raw_device_only: bool = False    # True: always on session.device, whatever the case's file system (fio)
     params: dict[str, Param] = {}
     programs: dict[str, str] = {}    # program on the runner -> Debian package
     default_timeout: float = 3600.0

@@ -53,6 +53,7 @@ class Fio(Workload):
     title = "fio jobs on the raw array device"
     source = "raw-device checks (no paper table)"
     needs_mountpoint = False
+    raw_device_only = True
     params = {
         "jobs": Param(str, "randwrite,randread,write,read",
                       f"comma-separated job kinds, run in order ({', '.join(JOB_KINDS)})"),

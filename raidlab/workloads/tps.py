@@ -41,54 +41,26 @@ What it does not reproduce, and why:
   wrong place is counted (verify_errors) and fails the run.
 
 The binary is built on first use with `gcc -O2 -static` and cached under
-~/.cache/raidlab/bin/tps-<source hash> (`tps_binary()`); the lab VM image includes it.
+~/.cache/raidlab/bin/tps-<source hash> (`tps_binary()`, raidlab.workloads.cprogram); the lab
+VM image includes it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from raidlab.errors import UsageError, WorkloadError
-from raidlab.tools.base import require, run as run_on_host
+from raidlab.workloads.cprogram import static_program
 from raidlab.workloads.base import (Commands, Outcome, Param, Progress, RunnerSession, Workload,
                                     join, require_empty_target, text)
 
 SOURCE = Path(__file__).with_name("tps.c")
-GCC_FLAGS = ["-O2", "-static", "-Wall", "-Wextra"]
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "raidlab" / "bin"
 
 
 def tps_binary() -> Path:
     """The static TPS program, built from tps.c on first use and cached by source hash."""
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(source + " ".join(GCC_FLAGS).encode()).hexdigest()[:16]
-    target = _cache_root() / f"tps-{key}"
-    if target.exists():
-        return target
-    require("gcc")
-    if not any(Path(d, "libc.a").exists() for d in
-               ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/lib/aarch64-linux-gnu")):
-        raise UsageError("building the TPS program statically needs libc.a",
-                         hint="install it with: apt-get install libc6-dev  (or run: make setup)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tps-build-")
-    os.close(fd)
-    try:
-        run_on_host(["gcc", *GCC_FLAGS, "-o", tmp, str(SOURCE)], timeout=300)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, target)        # atomic: concurrent builders end with one good file
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    return static_program(SOURCE, "tps")
 
 
 def parse_output(stdout: str) -> list[dict]:

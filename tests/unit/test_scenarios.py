@@ -374,10 +374,59 @@ def test_unknown_paper_and_how_a_report_cites_a_known_one(tmp_path):
     assert scenarios.paper_citation("") == "-"
 
 
-def test_a_shared_bus_is_for_sim_scenarios_and_its_value_is_checked(tmp_path):
+def test_a_shared_bus_is_checked_and_drives_are_for_sim_scenarios(tmp_path):
     with_bus = SIM.replace('arch = "disk"', 'arch = "disk"\nbus = "shared"')
     assert scenarios.load(_write(tmp_path, with_bus)).archs[0].bus == "shared"
     assert _load_error(tmp_path, with_bus.replace('"shared"', '"fast"')).key == "arch[0].bus"
     assert _load_error(tmp_path, SIM.replace('arch = "disk"', 'arch = "disk"\nbus = "10,sideways"')).key == "arch[0].bus"
     live = GOOD.replace('disk_model = "ssd"', 'disk_model = "ssd"\nbus = 10', 1)
-    assert _load_error(tmp_path, live).key.endswith(".bus")
+    assert scenarios.load(_write(tmp_path, live)).archs[1].bus == 10   # live drives share a bus too
+    live = GOOD.replace('disk_model = "ssd"', 'disk_model = "ssd"\ndrives = 2', 1)
+    assert _load_error(tmp_path, live).key.endswith(".drives")
+
+
+PARTITIONED = GOOD.replace('''disk_model = "ibm-dnes-309170"
+disk_size = "64M"''', '''disk_model = "ibm-ultrastar-9lzx"
+partitions = "b8-c1-d1-e1"''')
+
+
+def test_partitions_give_the_members_and_their_size(tmp_path):
+    """`partitions` names each member's drive and partition; the member size is the
+    partition's (a quick disk_size does not change it); contradictions are refused."""
+    scn = scenarios.load(_write(tmp_path, PARTITIONED))
+    entry = scn.archs[0]
+    assert entry.partitions == "b8-c1-d1-e1" and entry.disks == 4 and entry.disk_size == 128 << 20
+    quick = plan_runs(scn, quick=True)
+    assert {run.arch.disk_size for run in quick if run.arch.label == "r5"} == {128 << 20}
+    assert _load_error(tmp_path, PARTITIONED.replace('partitions = "b8-c1-d1-e1"',
+                                                     'partitions = "b8-c1-d1-e1"\ndisk_size = "64M"')).key.endswith(
+        ".disk_size")
+    assert _load_error(tmp_path, PARTITIONED.replace('"b8-c1-d1-e1"', '"b9-c1-d1-e1"')).key.endswith(".partitions")
+    assert _load_error(tmp_path, PARTITIONED.replace('disks = 4\ndisk_model = "ibm-ultrastar-9lzx"',
+                                                     'disks = 3\ndisk_model = "ibm-ultrastar-9lzx"')).key.endswith(
+        ".disks")
+    assert _load_error(tmp_path, PARTITIONED.replace('"ibm-ultrastar-9lzx"', '"ibm-dnes-309170"')).key.endswith(
+        ".partitions")   # that model has no partition table
+
+
+def test_a_value_claim_bounds_one_architecture(tmp_path):
+    text = GOOD + '''
+[[claim]]
+id = "level"
+text = "RAID5 does about 100 tx/s"
+kind = "value"
+metric = "tps"
+case = "small"
+arch = "r5"
+min = 85
+max = 115
+'''
+    claim = scenarios.load(_write(tmp_path, text)).claims[-1]
+    assert claim.kind == "value" and claim.arch == "r5"
+    assert evaluate(claim, {("r5", "small", "tps"): Stat.of([100.0, 110.0], "tx/s")}).verdict == HOLDS
+    v = evaluate(claim, {("r5", "small", "tps"): Stat.of([130.0], "tx/s")})
+    assert v.verdict == FAILS and v.measured == "small: r5 = 130"
+    assert evaluate(claim, {}).verdict == NOT_MEASURED
+    assert _load_error(tmp_path, text.replace('arch = "r5"\nmin = 85', 'arch = "r5"\nnum = "r0"\nmin = 85')).key.endswith(
+        ".num")
+    assert _load_error(tmp_path, text.replace("max = 115", "max = 15")).key.endswith(".min")

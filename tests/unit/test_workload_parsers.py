@@ -148,8 +148,8 @@ def test_tps_output_lines():
 
 # ------------------------------------------------------------------------- validation
 
-def test_registry_knows_the_five_workloads():
-    assert set(workloads.NAMES) == {"untar_copy_remove", "postmark", "bonnie", "tps", "fio"}
+def test_registry_knows_the_six_workloads():
+    assert set(workloads.NAMES) == {"untar_copy_remove", "postmark", "bonnie", "tps", "fio", "seqfile"}
     with pytest.raises(UsageError, match="unknown workload 'andrew'"):
         workloads.get("andrew")
 
@@ -187,6 +187,7 @@ def test_sync_mode_asks_the_runner_for_a_sync_mount():
     assert w.mount_options({"mode": "sync"}) == ["sync"]
     assert w.mount_options({}) == []
     assert workloads.get("fio").needs_mountpoint is False
+    assert workloads.get("fio").raw_device_only is True
 
 
 def test_result_documents_are_json():
@@ -194,3 +195,26 @@ def test_result_documents_are_json():
     _c, metrics, _t = bonnie.parse_csv((DATA / "bonnie_seeks_measured.csv").read_text())
     json.dumps(metrics)
     json.dumps(postmark.parse_report((DATA / "postmark_verbose.txt").read_text()))
+
+
+def test_seqfile_output_and_its_program_on_a_real_file(tmp_path):
+    """The static seqfile program writes, fsyncs and reads back a real file; the parser takes
+    both phases. (Dropping the page cache needs root; without it the program is told not to.)"""
+    import os
+    import subprocess
+
+    from raidlab.workloads import seqfile
+    from raidlab.workloads.cprogram import program
+
+    binary = program("seqfile")
+    argv = [str(binary), "--path", str(tmp_path / "f"), "--bytes", str(1 << 20), "--block", "4096"]
+    if os.geteuid() != 0:
+        argv.append("--no-drop-caches")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    phases = seqfile.parse_output(proc.stdout)
+    assert phases["write"]["bytes"] == phases["read"]["bytes"] == 1 << 20
+    assert phases["read"]["bad_blocks"] == 0 and phases["write"]["seconds"] > 0
+    proc = subprocess.run([str(binary), "--path", str(tmp_path / "f"), "--bytes", "1000", "--block", "4096"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "usage" in proc.stderr

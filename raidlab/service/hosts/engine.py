@@ -114,6 +114,10 @@ class EngineHost:
         if not array.layout.survives(array.failed):
             raise UsageError(f"{name} has lost data (failed members {sorted(array.failed)}); "
                              "a rebuild cannot recover it")
+        if self.spec.partitions:
+            raise UsageError(f"{name}'s members are partitions of drives ({self.spec.partitions}); a "
+                             "replacement partition is not supported", hint=f"check it with `raidlab check {name}`, "
+                             "or destroy the array and create it again")
         async with self.busy:
             images = self.session.lab.images_dir
             new_image = images / f"d{index}.new.img"

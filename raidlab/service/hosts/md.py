@@ -107,7 +107,8 @@ class MdHost:
             require("mdadm")
         fs = BlockExportFS()
         req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
-                           discipline=spec.discipline, keep_images=True, home=self.daemon.home)
+                           discipline=spec.discipline, keep_images=True, home=self.daemon.home,
+                           partitions=spec.partitions, bus=spec.bus)
         made = await build_disks(session, fs, req)
         self.disks = [disk for _relpath, disk, _image in made]
         export = await mount_export(session, fs)

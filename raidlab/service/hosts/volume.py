@@ -26,7 +26,7 @@ from raidlab.lab import LabSession
 def arch_config(spec: Any) -> archs.Config:
     """The registry's Config of the array `spec` (a raidlab.service.spec.ArraySpec)."""
     return archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
-                        spec.discipline)
+                        spec.discipline, partitions=spec.partitions, bus=spec.bus)
 
 
 async def make_drives(session: LabSession, daemon: Any,
@@ -38,7 +38,8 @@ async def make_drives(session: LabSession, daemon: Any,
     fs = BlockExportFS()
     req = ServeRequest(disks=len(drives), model=spec.disk_model, size=spec.disk_size, name=spec.name,
                        discipline=spec.discipline, keep_images=True, home=daemon.home,
-                       members=[(drive.model, drive.size) for drive in drives])
+                       members=[(drive.model, drive.size) for drive in drives],
+                       partitions=spec.partitions, bus=spec.bus)
     return fs, await build_disks(session, fs, req)
 
 

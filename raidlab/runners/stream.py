@@ -1,0 +1,171 @@
+"""The `seqfile` workload in virtual time: write one file, fsync, drop caches, read it back.
+
+McCormick §3.1: "all of the read and write tests were done by invoking the read and write
+system calls followed by an fsync system call", one file of 64 KB, 1 MB or 256 MB in 4 KB
+blocks; the figures give the bandwidth of the write and of the read. The live workload
+(raidlab.workloads.seqfile) runs exactly that through a real file system. Virtual time has
+no file system, so this module issues what such a run sends to the array, against the same
+engine code and drive models:
+
+* write phase: the file's blocks, in file order, as `block_kb` requests with at most
+  `write_depth` in flight (fsync hands every dirty buffer of the file to the block layer at
+  once; the depth stands for the kernel's request table), then the file's inode block
+  (`metadata`). The member drives merge queued contiguous requests, as a block layer does.
+* read phase, caches cold (the page cache dropped; the drives keep their own buffers, as the
+  paper's disks did, §3.2): the inode block, then the file's blocks in order with at most
+  `read_depth` in flight (the kernel's read-ahead window).
+* host (optional; 0 = none): the paper's explanation of its ceiling (§3.2) as a model. A
+  write first copies the whole file into the buffer cache at `host_write_mb_s`, and the
+  fsync starts after that ("the system first waits for the data to be copied to the OS
+  buffers, then copies the data out to disk. There is no overlap"); a read copies each block
+  to the user at `host_read_mb_s` on one CPU, overlapped with the reads still in flight, and
+  a block's read-ahead slot frees once it is copied.
+
+Bandwidth of a phase = file bytes / the phase's virtual seconds, in MB/s (10^6 bytes/s). The
+file starts at `file_offset` of the volume and the inode block lies at `inode_offset`
+(assumed places: ext2 puts a first file after its block group's bitmaps and inode table,
+near the start of a fresh file system).
+"""
+
+from __future__ import annotations
+
+import time as wallclock
+from typing import Any
+
+import trio
+
+from raidlab.errors import UsageError
+from raidlab.runners.clock import run_replay
+from raidlab.workloads.seqfile import resolve_sim as resolve
+from raidlab.runners.virtual import SimSpec, build_virtual, layout_report, _single_user_error
+
+KiB = 1024
+
+
+async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
+    block = p["block_kb"] * KiB
+    size = p["file_kb"] * KiB
+    start = p["file_offset_kb"] * KiB
+    inode = p["inode_offset_kb"] * KiB
+    async with trio.open_nursery() as nursery:
+        built = await build_virtual(spec, nursery)
+        target = built.target
+        if start + size > target.size or inode + block > target.size:
+            raise UsageError(f"a {p['file_kb']} KiB file at {p['file_offset_kb']} KiB does not fit in "
+                             f"{spec.arch}'s {target.size} bytes")
+        if p["metadata"] and start < inode + block and inode < start + size:
+            raise UsageError("the inode block lies inside the file", hint="move inode_offset_kb or file_offset_kb")
+        if hasattr(target, "merge_queued_requests"):
+            # A drive used as the volume itself (`disk`) sits behind the kernel's block layer,
+            # which merges queued contiguous requests; arrays merge at their members.
+            target.merge_queued_requests()
+        members = built.members
+        before = [m.statistics() for m in members]
+        bus = built.parts.get("bus")
+        bus_before = bus.statistics() if bus is not None else None
+        payload = bytes(block)
+
+        # -- write: copy into the buffer cache, then fsync (every block, then the inode)
+        t0 = trio.current_time()
+        if p["host_write_mb_s"]:
+            await trio.sleep(size / (p["host_write_mb_s"] * 1e6))
+        copied_at = trio.current_time()
+        limit = trio.Semaphore(p["write_depth"])
+
+        async def write_one(offset: int) -> None:
+            try:
+                await target.write(offset, payload)
+            finally:
+                limit.release()
+
+        async with trio.open_nursery() as writers:
+            for offset in range(start, start + size, block):
+                await limit.acquire()
+                writers.start_soon(write_one, offset)
+        if p["metadata"]:
+            await target.write(inode, payload)
+        await target.flush()
+        write_s = trio.current_time() - t0
+        after_write = [m.statistics() for m in members]
+
+        # -- read, caches cold: the inode, then the blocks through the read-ahead window
+        t1 = trio.current_time()
+        if p["metadata"]:
+            await target.read(inode, block)
+        window = trio.Semaphore(p["read_depth"])
+        cpu = trio.Lock()
+        copy_s = block / (p["host_read_mb_s"] * 1e6) if p["host_read_mb_s"] else 0.0
+        done: dict[int, trio.Event] = {}
+
+        async def read_one(offset: int) -> None:
+            await target.read(offset, block)
+            done.setdefault(offset, trio.Event()).set()
+
+        async def consumer() -> None:
+            for offset in range(start, start + size, block):
+                await done.setdefault(offset, trio.Event()).wait()
+                if copy_s:
+                    async with cpu:
+                        await trio.sleep(copy_s)
+                del done[offset]
+                window.release()
+
+        async with trio.open_nursery() as readers:
+            readers.start_soon(consumer)
+            for offset in range(start, start + size, block):
+                await window.acquire()
+                readers.start_soon(read_one, offset)
+        read_s = trio.current_time() - t1
+        after_read = [m.statistics() for m in members]
+        bus_after = bus.statistics() if bus is not None else None
+        arch_stats = built.statistics()
+        keeper = built.parts.get("keeper")
+        arch_state = keeper.superblock.arch_state if keeper is not None else None
+        nursery.cancel_scope.cancel()
+
+    def phase(a: list[dict], b: list[dict], seconds: float) -> list[dict]:
+        out = []
+        for m, x, y in zip(members, a, b):
+            busy = y["busy_time"] - x["busy_time"]
+            out.append({"name": m.name, "reads": y["reads"] - x["reads"], "writes": y["writes"] - x["writes"],
+                        "bytes_read": y["bytes_read"] - x["bytes_read"],
+                        "bytes_written": y["bytes_written"] - x["bytes_written"],
+                        "busy_s": busy, "utilization": busy / seconds if seconds > 0 else 0.0})
+        return out
+
+    report: dict[str, Any] = {
+        "params": p,
+        "file_bytes": size,
+        "write_seconds": write_s,
+        "write_copy_seconds": copied_at - t0,
+        "read_seconds": read_s,
+        "write_mb_s": size / write_s / 1e6,
+        "read_mb_s": size / read_s / 1e6,
+        "volume_bytes": target.size,
+        "members_write": phase(before, after_write, write_s),
+        "members_read": phase(after_write, after_read, read_s),
+        "architecture": arch_stats,
+        "arch_state": arch_state,
+        "layout": layout_report(spec, members) if (spec.partitions or spec.drives) else None,
+    }
+    if bus is not None:
+        report["bus"] = {k: bus_after[k] - bus_before[k] for k in ("transfers", "bytes", "busy_s", "wait_s")} | {
+            "rate_mb_s": bus_after["rate_mb_s"], "mode": bus_after["mode"],
+            "utilization": (bus_after["busy_s"] - bus_before["busy_s"]) / (write_s + read_s)}
+    return report
+
+
+def run_stream(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
+    """Write then read one file on `spec`'s architecture in virtual time (module doc); the
+    report is deterministic except `speed` (wall clock)."""
+    p = resolve(params)
+    started = wallclock.perf_counter()
+    try:
+        report = run_replay(_run, spec, p, seed=p["seed"])
+    except BaseExceptionGroup as group:
+        user_error = _single_user_error(group)
+        if user_error is None:
+            raise
+        raise user_error from None
+    report["speed"] = {"wall_seconds": wallclock.perf_counter() - started}
+    return report
