@@ -204,3 +204,29 @@ def test_sigterm_during_a_guest_workload_stops_the_run_promptly(vm_run, raidlab_
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
     assert not list((out / "runs").glob("*.json"))  # the cut-short run is not a result
+
+
+def test_the_sa_raid_live_scenario_runs_quick_on_partitions_in_the_vm(vm_run, raidlab_cmd):
+    """scenarios/sa-raid-live.toml at quick size: engine raid0 and SA3 and md's RAID0 over the
+    same partitions of whole drives on one bus (b8-c1-d1-e1), the seqfile program on ext2 in
+    the guest, then the report with its claims."""
+    _scenario, argv, _home = vm_run
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "sa-raid-live.toml"
+    proc = subprocess.run([*argv(scenario), "--quick"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = Path(proc.stdout.strip())
+    for label in ("raid0-b8c1d1e1", "sa3-b8c1d1e1", "md-raid0-b8c1d1e1"):
+        doc = json.loads((out / "runs" / f"{label}--256m--r1.json").read_text())
+        assert doc["status"] == "ok", doc.get("error")
+        assert doc["metrics"]["write_mb_s"]["value"] > 0 and doc["metrics"]["read_mb_s"]["value"] > 0
+        mkfs = [c for c in doc["setup_commands"] if c["argv"][0].startswith("mkfs")]
+        assert mkfs[0]["argv"][0] == "mkfs.ext2" and "4096" in mkfs[0]["argv"]
+        status = doc["array_status"]
+        assert status["spec"]["partitions"] == "b8-c1-d1-e1" and status["spec"]["bus"] == "shared"
+        members = status["statistics"]["members"]
+        assert [m["disk"] for m in members] == ["drive-b", "drive-c", "drive-d", "drive-e"]
+        assert sum(m["bytes_written"] for m in members) >= 16 << 20   # the file reached the partitions
+    rep = subprocess.run([*raidlab_cmd, "report", str(out)], capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    report = (out / "report" / "report.md").read_text()
+    assert "sa3-over-raid0-write" in report and "partitions b8-c1-d1-e1" in report

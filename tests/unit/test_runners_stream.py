@@ -1,0 +1,92 @@
+"""The seqfile workload in virtual time (raidlab.runners.stream): deterministic, the file's bytes
+reach the members as the layout maps them, the host model adds what it says, a shared bus is
+accounted, and a sim scenario runs it with the paper's metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from raidlab import scenarios
+from raidlab.errors import UsageError
+from raidlab.runners import sim
+from raidlab.runners.stream import run_stream
+from raidlab.workloads.seqfile import resolve_sim as resolve
+from raidlab.runners.virtual import SimSpec
+
+MODEL = "ibm-ultrastar-9lzx"
+KiB = 1024
+
+
+def _spec(arch: str = "raid0", parts: str = "b1-c1-d1-e1", **kw) -> SimSpec:
+    return SimSpec(arch=arch, disk_model=MODEL, chunk=4096, partitions=parts, **kw)
+
+
+def test_deterministic_and_every_byte_written_and_read_once():
+    first, again = run_stream(_spec(), {"file_kb": 2048}), run_stream(_spec(), {"file_kb": 2048})
+    for key in ("write_seconds", "read_seconds", "members_write", "members_read"):
+        assert first[key] == again[key], key
+    written = sum(m["bytes_written"] for m in first["members_write"])
+    read = sum(m["bytes_read"] for m in first["members_read"])
+    assert written == 2048 * KiB + 4 * KiB        # the file, then its inode block
+    assert read == 2048 * KiB + 4 * KiB
+    # raid0 with 4 KiB chunks spreads the file evenly
+    assert {m["bytes_written"] // KiB for m in first["members_write"]} <= {512, 516}
+
+
+def test_sa3_puts_less_of_the_file_on_the_slow_partition():
+    """SA3's probe measures the slow partition (b8) lower, so it gets fewer of the 100 array
+    entries and fewer of the file's bytes than each fast one."""
+    report = run_stream(_spec("sa3", "b8-c1-d1-e1"), {"file_kb": 4096, "metadata": False})
+    probe = report["arch_state"]["probe"]
+    assert probe[0]["bandwidth"] < min(p["bandwidth"] for p in probe[1:])
+    shares = [m["bytes_written"] for m in report["members_write"]]
+    assert shares[0] < min(shares[1:])
+    assert sum(shares) == 4096 * KiB
+
+
+def test_the_host_model_adds_the_copy_before_fsync_and_slows_reads():
+    plain = run_stream(_spec(), {"file_kb": 4096})
+    host = run_stream(_spec(), {"file_kb": 4096, "host_write_mb_s": 100.0, "host_read_mb_s": 50.0})
+    copy = 4096 * KiB / 100e6
+    assert host["write_copy_seconds"] == pytest.approx(copy)
+    # the fsync after the copy starts at another angle of the platters: about the same time
+    assert host["write_seconds"] == pytest.approx(plain["write_seconds"] + copy, rel=0.02)
+    assert host["read_seconds"] >= 4096 * KiB / 50e6             # every block copied on one CPU
+    assert host["read_seconds"] > plain["read_seconds"]
+
+
+def test_a_shared_bus_is_reported():
+    report = run_stream(_spec(bus="shared"), {"file_kb": 4096})
+    bus = report["bus"]
+    assert bus["rate_mb_s"] == 80 and bus["mode"] == "overlap"
+    assert bus["bytes"] == 2 * (4096 * KiB + 4 * KiB)            # the file and the inode, written and read
+    assert bus["transfers"] > 0 and 0 < bus["utilization"] < 1
+
+
+@pytest.mark.parametrize("params,words", [
+    ({"file_kb": 10, "block_kb": 4}, "whole number"),
+    ({"fiel_kb": 4}, "no parameter"),
+    ({"read_depth": 0}, "at least 1"),
+    ({"host_write_mb_s": "fast"}, "must be float"),
+])
+def test_bad_parameters_are_refused(params, words):
+    with pytest.raises(UsageError, match=words):
+        resolve(params)
+
+
+def test_a_file_that_does_not_fit_is_refused():
+    with pytest.raises(UsageError, match="does not fit"):
+        run_stream(_spec(), {"file_kb": 1024 * 1024})
+
+
+def test_the_shipped_scenarios_run_it_with_the_papers_metrics(tmp_path):
+    scn = scenarios.load("scenarios/sa-raid-figures.toml")
+    entry = scn.arch("sa3-b8c1d1e1")
+    doc = sim.run_case(scn, entry, scn.case("64k"), repetition=2)
+    assert doc["workload"] == "seqfile" and doc["params"]["seed"] == 1
+    metrics = doc["metrics"]
+    for name in ("write_mb_s", "read_mb_s", "write_read_mb_s", "bus_utilization", "probe_mb_s_d0"):
+        assert metrics[name]["value"] > 0, name
+    assert metrics["probe_mb_s_d0"]["value"] < metrics["probe_mb_s_d1"]["value"]
+    raw = scenarios.load("scenarios/sa-raid-raw-partitions.toml")
+    assert [a.partitions for a in raw.archs] == [str(k) for k in range(1, 9)]
