@@ -298,12 +298,13 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
         if entry.arch not in known:
             raise ScenarioError(where, f"arch[{i}].arch", f"unknown architecture {entry.arch!r}",
                                 hint=f"replayable: {', '.join(known)}")
-        if "," in entry.disk_model:
+        if "," in entry.disk_model and scenario.workload == "trace":
             raise ScenarioError(where, f"arch[{i}].disk_model",
                                 "a replay takes one disk model for every member, not a list",
-                                hint="per-member models are built by live arrays only")
-        if entry.disk_model not in catalog.names():
-            raise ScenarioError(where, f"arch[{i}].disk_model", f"unknown disk model {entry.disk_model!r}")
+                                hint="per-member models are for live arrays and the seqfile workload")
+        for model in entry.disk_model.split(","):
+            if model not in catalog.names():
+                raise ScenarioError(where, f"arch[{i}].disk_model", f"unknown disk model {model!r}")
         try:  # the architecture's own check, for virtual time
             archs.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), "sim",
                            disk_model=entry.disk_model)

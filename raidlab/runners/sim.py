@@ -244,6 +244,9 @@ def run_stream_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
         metrics[f"{phase}_seconds"] = _metric(report[f"{phase}_seconds"], "s")
         for member in report[f"members_{phase}"]:
             metrics[f"{phase}_utilization_{member['name']}"] = _metric(member["utilization"], "fraction")
+    if "random_mb_s" in report:
+        metrics["random_mb_s"] = _metric(report["random_mb_s"], "MB/s")
+        metrics["random_mean_ms"] = _metric(report["random_mean_ms"], "ms")
     metrics["write_read_mb_s"] = _metric(2 * report["file_bytes"] / (report["write_seconds"] + report["read_seconds"])
                                          / 1e6, "MB/s")
     if report.get("bus"):

@@ -14,6 +14,10 @@ engine code and drive models:
 * read phase, caches cold (the page cache dropped; the drives keep their own buffers, as the
   paper's disks did, §3.2): the inode block, then the file's blocks in order with at most
   `read_depth` in flight (the kernel's read-ahead window).
+* random reads (optional, `random_reads` > 0; the paper's future work, §3.2 and §4): after
+  the read, that many reads of `random_kb` (the paper suggests twice the chunk) at random
+  block-aligned places inside the file, `random_depth` in flight, seeded by `seed`; the
+  drives' buffers then hold little of what is asked.
 * host (optional; 0 = none): the paper's explanation of its ceiling (§3.2) as a model. A
   write first copies the whole file into the buffer cache at `host_write_mb_s`, and the
   fsync starts after that ("the system first waits for the data to be copied to the OS
@@ -29,6 +33,7 @@ near the start of a fresh file system).
 
 from __future__ import annotations
 
+import random
 import time as wallclock
 from typing import Any
 
@@ -117,6 +122,29 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
                 readers.start_soon(read_one, offset)
         read_s = trio.current_time() - t1
         after_read = [m.statistics() for m in members]
+
+        # -- random reads inside the file (the paper's future work, §3.2 and §4)
+        t2 = trio.current_time()
+        rng = random.Random(p["seed"])
+        piece = p["random_kb"] * KiB
+        slots = (size - piece) // block + 1
+        responses: list[float] = []
+        pending = trio.Semaphore(p["random_depth"])
+
+        async def random_one(offset: int) -> None:
+            began = trio.current_time()
+            try:
+                await target.read(offset, piece)
+            finally:
+                responses.append(trio.current_time() - began)
+                pending.release()
+
+        async with trio.open_nursery() as randoms:
+            for _ in range(p["random_reads"]):
+                await pending.acquire()
+                randoms.start_soon(random_one, start + rng.randrange(slots) * block)
+        random_s = trio.current_time() - t2
+        after_random = [m.statistics() for m in members]
         bus_after = bus.statistics() if bus is not None else None
         arch_stats = built.statistics()
         keeper = built.parts.get("keeper")
@@ -148,10 +176,17 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         "arch_state": arch_state,
         "layout": layout_report(spec, members) if (spec.partitions or spec.drives) else None,
     }
+    if p["random_reads"]:
+        report.update({
+            "random_seconds": random_s,
+            "random_mb_s": p["random_reads"] * piece / random_s / 1e6,
+            "random_mean_ms": sum(responses) / len(responses) * 1e3,
+            "members_random": phase(after_read, after_random, random_s),
+        })
     if bus is not None:
         report["bus"] = {k: bus_after[k] - bus_before[k] for k in ("transfers", "bytes", "busy_s", "wait_s")} | {
             "rate_mb_s": bus_after["rate_mb_s"], "mode": bus_after["mode"],
-            "utilization": (bus_after["busy_s"] - bus_before["busy_s"]) / (write_s + read_s)}
+            "utilization": (bus_after["busy_s"] - bus_before["busy_s"]) / (write_s + read_s + random_s)}
     return report
 
 

@@ -43,7 +43,10 @@ SIM_PARAMS: dict[str, tuple[type, Any, str]] = {
     "metadata": (bool, True, "write the inode block after the data, read it before"),
     "host_write_mb_s": (float, 0.0, "host copy rate into the buffer cache, before fsync (0: no host model)"),
     "host_read_mb_s": (float, 0.0, "host copy rate to the user, overlapped with reads (0: no host model)"),
-    "seed": (int, 0, "seed of trio's scheduling order (ties between simultaneous events)"),
+    "random_reads": (int, 0, "after the read, this many reads at random places in the file (0: none)"),
+    "random_kb": (int, 8, "size of each random read, KiB (the paper's suggestion: twice the chunk)"),
+    "random_depth": (int, 1, "random reads in flight"),
+    "seed": (int, 0, "seed of trio's scheduling order and of the random reads' places"),
 }
 
 
@@ -63,11 +66,13 @@ def resolve_sim(params: dict[str, Any]) -> dict[str, Any]:
         if kind in (int, float) and value < 0:
             raise UsageError(f"seqfile parameter {name} must not be negative, not {value}")
         out[name] = value
-    for name in ("file_kb", "block_kb", "write_depth", "read_depth"):
+    for name in ("file_kb", "block_kb", "write_depth", "read_depth", "random_kb", "random_depth"):
         if out[name] < 1:
             raise UsageError(f"seqfile parameter {name} must be at least 1")
     if out["file_kb"] % out["block_kb"]:
         raise UsageError(f"file_kb {out['file_kb']} is not a whole number of {out['block_kb']} KiB blocks")
+    if out["random_kb"] > out["file_kb"] or out["random_kb"] % out["block_kb"]:
+        raise UsageError(f"random_kb {out['random_kb']} must be whole {out['block_kb']} KiB blocks within the file")
     return out
 
 

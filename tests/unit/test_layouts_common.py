@@ -35,7 +35,7 @@ FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 
 REDUNDANT = ["raid1", "raid10", "raid5", "chained", "raidx"]
 MIN_DISKS = {"raid0": 1, "raid1": 2, "raid10": 2, "raid5": 3, "chained": 2, "raidx": 2,
-             "sa1": 1, "sa2": 1, "sa3": 1}
+             "sa1": 1, "sa2": 1, "sa3": 1, "saz": 1}
 
 
 @st.composite
@@ -53,7 +53,13 @@ def layouts(draw, names=tuple(layout_names()), max_disks=6):
     n = draw(st.integers(min_disks, max_disks))
     if name == "chained":
         opts["image_placement"] = draw(st.sampled_from(["interleaved", "halves"]))
-    if name.startswith("sa"):
+    if name == "saz":
+        # curves of 1..4 points, 10..40 each: no share rounds to 0; regions 1..5
+        opts["bandwidth_curves"] = tuple(tuple(draw(st.lists(st.integers(10, 40), min_size=1, max_size=4)))
+                                         for _ in range(n))
+        opts["regions"] = draw(st.integers(1, 5))
+        rows = draw(st.integers(100, 400))  # at least one cycle on the widest share (<= 100)
+    elif name.startswith("sa"):
         # 10..40 with at most 6 disks: every share is >= 4 entries, none rounds to 0
         opts["bandwidths"] = tuple(draw(st.lists(st.integers(10, 40), min_size=n, max_size=n)))
         widest = max(bandwidth_shares(opts["bandwidths"]))  # members hold at least one cycle

@@ -90,3 +90,16 @@ def test_the_shipped_scenarios_run_it_with_the_papers_metrics(tmp_path):
     assert metrics["probe_mb_s_d0"]["value"] < metrics["probe_mb_s_d1"]["value"]
     raw = scenarios.load("scenarios/sa-raid-raw-partitions.toml")
     assert [a.partitions for a in raw.archs] == [str(k) for k in range(1, 9)]
+
+
+def test_random_reads_after_the_file_are_seeded_and_counted():
+    # 64 MiB: more than the four drives' 4 MB buffers hold after the sequential read
+    params = {"file_kb": 65536, "random_reads": 200, "random_kb": 8}
+    one = run_stream(_spec(), params)
+    assert run_stream(_spec(), params)["random_seconds"] == one["random_seconds"]
+    other = run_stream(_spec(), {**params, "seed": 1})
+    assert other["random_seconds"] != one["random_seconds"]
+    assert sum(m["bytes_read"] for m in one["members_random"]) == 200 * 8 * KiB
+    assert one["random_mb_s"] == pytest.approx(200 * 8 * KiB / one["random_seconds"] / 1e6)
+    assert one["random_mean_ms"] > 1                                    # mostly seeks, not buffer hits
+    assert "random_seconds" not in run_stream(_spec(), {"file_kb": 1024})

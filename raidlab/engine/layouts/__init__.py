@@ -29,6 +29,7 @@ from raidlab.engine.layouts.raid5 import Raid5Layout
 from raidlab.engine.layouts.raid10 import Raid10Layout
 from raidlab.engine.layouts.raidx import RaidxLayout
 from raidlab.engine.layouts.sa import SA1Layout, SA2Layout, SA3Layout
+from raidlab.engine.layouts.zoneaware import ZoneAwareLayout
 from raidlab.errors import UsageError
 
 LAYOUTS: dict[str, type[Layout]] = {
@@ -43,6 +44,7 @@ LAYOUTS: dict[str, type[Layout]] = {
         SA1Layout,
         SA2Layout,
         SA3Layout,
+        ZoneAwareLayout,
     )
 }
 
