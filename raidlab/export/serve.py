@@ -111,10 +111,10 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
     bus_spec = parse_bus(req.bus, [model for model, _size in specs])
     bus = Bus(*bus_spec) if bus_spec is not None else None
 
-    def make_disk(name: str, model: str, size: int, image: Path, span: str = "full") -> EmulatedDisk:
+    def make_disk(name: str, model: str, size: int, image: Path) -> EmulatedDisk:
         resource = lab.record("image", path=str(image), keep=req.keep_images)
         disk = EmulatedDisk(name, model, ImageBackend(image, size), discipline=req.discipline,
-                            io_in_thread=True, bus=bus, span=span)
+                            io_in_thread=True, bus=bus)
         # A lab's drive sits behind a block layer, whoever uses it (md over its loop device,
         # an engine array, a command): queued contiguous requests are merged.
         disk.merge_queued_requests()
