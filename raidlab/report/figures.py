@@ -73,8 +73,8 @@ def grouped_bars(results: Results, stats: dict, metric: str, out: Path) -> Path 
                     if stat is not None:
                         xs.append(at)
                         heights.append(stat.mean)
-                        lo.append(stat.mean - stat.min)
-                        hi.append(stat.max - stat.mean)
+                        lo.append(max(0.0, stat.mean - stat.min))  # equal runs: no rounding below 0
+                        hi.append(max(0.0, stat.max - stat.mean))
                     paper = _paper_value(results, a.label, case, metric)
                     if paper is not None:
                         px.append(at)
@@ -116,8 +116,8 @@ def bars(results: Results, stats: dict, metric: str, out: Path) -> Path | None:
                 continue
             xs.append(i - 0.4 + width * (j + 0.5))
             heights.append(stat.mean)
-            lo.append(stat.mean - stat.min)
-            hi.append(stat.max - stat.mean)
+            lo.append(max(0.0, stat.mean - stat.min))  # equal runs: no rounding below 0
+            hi.append(max(0.0, stat.max - stat.mean))
         ax.bar(xs, heights, width * 0.92, yerr=[lo, hi] if xs else None, capsize=3, label=label, color=colors(j))
         paper_x = [i - 0.4 + width * (j + 0.5) for i, case in enumerate(cases)
                    if _paper_value(results, label, case, metric) is not None]
@@ -224,8 +224,8 @@ def lines(results: Results, metric: str, out: Path) -> Path | None:
             if data:
                 xs = sorted(data)
                 means = [sum(data[x]) / len(data[x]) for x in xs]
-                lo = [m - min(data[x]) for m, x in zip(means, xs)]
-                hi = [max(data[x]) - m for m, x in zip(means, xs)]
+                lo = [max(0.0, m - min(data[x])) for m, x in zip(means, xs)]
+                hi = [max(0.0, max(data[x]) - m) for m, x in zip(means, xs)]
                 ax.errorbar(xs, means, yerr=[lo, hi], marker="o", capsize=3, label=series, color=colors(j))
             pdata = paper.get(panel, {}).get(series, {})
             if pdata:
