@@ -307,7 +307,7 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
                 raise ScenarioError(where, f"arch[{i}].disk_model", f"unknown disk model {model!r}")
         try:  # the architecture's own check, for virtual time
             archs.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), "sim",
-                           disk_model=entry.disk_model)
+                           disk_model=entry.disk_model, partitions=entry.partitions)
         except UsageError as exc:
             raise ScenarioError(where, f"arch[{i}].options", str(exc)) from None
     if scenario.workload not in SIM_WORKLOADS:
@@ -457,7 +457,7 @@ def validate_arch(entry: ArchEntry, runner: str) -> None:
     """The host family's own check of one [[arch]] for `runner` (md refuses the native runner
     on a kernel without md); raises UsageError / CapabilityError, starts nothing."""
     archs.validate(entry.arch, entry.disks, entry.disk_size, entry.chunk, dict(entry.options), runner,
-                   disk_model=entry.disk_model)
+                   disk_model=entry.disk_model, partitions=entry.partitions)
 
 
 def _partitions(r: _Reader):

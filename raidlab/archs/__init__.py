@@ -55,10 +55,10 @@ def get(name: str, runner: str | None = None) -> Architecture:
 
 
 def validate(name: str, disks: int | None, disk_size: int | None, chunk: int | None, options: dict[str, Any],
-             runner: str = "native", disk_model: str = "none") -> Architecture:
+             runner: str = "native", disk_model: str = "none", partitions: str | None = None) -> Architecture:
     """Refuse an impossible configuration for `runner` before anything is started."""
     arch = get(name)
-    arch.validate(Config(name, disks, disk_size, chunk, dict(options), disk_model), runner)
+    arch.validate(Config(name, disks, disk_size, chunk, dict(options), disk_model, partitions=partitions), runner)
     return arch
 
 

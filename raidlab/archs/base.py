@@ -138,3 +138,11 @@ class Architecture:
             raise UsageError(f"{self.name} does not run on the {runner} runner", hint=f"it runs on: {where}")
         if self.check is not None:
             self.check(config, runner)
+        if config.partitions is not None and self.plan is not None:
+            planned = self.plan(config, VIRTUAL if runner == "sim" else LIVE)
+            given = len([item for item in config.partitions.replace(",", "-").split("-") if item.strip()])
+            if len(planned) != given:
+                names = ", ".join(drive.name for drive in planned)
+                raise UsageError(f"{self.name} uses {len(planned)} drives ({names}); the partition list "
+                                 f"{config.partitions!r} names {given}",
+                                 hint="give one partition per drive the architecture uses, in that order")

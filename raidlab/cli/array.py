@@ -48,11 +48,12 @@ def _parse_options(pairs: tuple[str, ...]) -> dict:
     return options
 
 
-def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, runner: str) -> None:
+def _validate(arch: str, disks: int, disk_size: int, chunk: int, options: dict, runner: str,
+              disk_model: str = "none", partitions: str | None = None) -> None:
     """Refuse an impossible configuration before anything is started."""
     from raidlab import archs
 
-    archs.validate(arch, disks, disk_size, chunk, options, runner)
+    archs.validate(arch, disks, disk_size, chunk, options, runner, disk_model=disk_model, partitions=partitions)
 
 
 def _members(disks: int | None, disk_size: str | None, disk_model: str, partitions: str | None
@@ -130,7 +131,7 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, chunk, dis
         raise
     except UsageError as exc:  # a list of the wrong length
         raise UsageError(f"--disk-model: {exc.message}", hint=exc.hint) from None
-    _validate(arch, disks, size, chunk_bytes, opts, runner)
+    _validate(arch, disks, size, chunk_bytes, opts, runner, disk_model, partitions)
     check_live_prerequisites("raidlab create")
     lab = _lab(name, home, create=True)
     if (lab.path / SPEC_FILE).exists():

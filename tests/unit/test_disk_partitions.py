@@ -91,3 +91,11 @@ def test_partitions_of_one_drive_share_its_arm():
     two = run_stream(SimSpec(arch="raid0", disk_model=MODEL, chunk=4096, partitions="b1-c8"), {"file_kb": 4096})
     assert one["layout"]["drives"] == 1 and two["layout"]["drives"] == 2
     assert one["read_seconds"] > 2 * two["read_seconds"]
+
+
+def test_an_architecture_with_more_drives_than_partitions_is_refused_up_front():
+    from raidlab import archs
+
+    archs.validate("raid0", 4, 128 << 20, 4096, {}, "native", disk_model=MODEL, partitions="b8-c1-d1-e1")
+    with pytest.raises(UsageError, match=r"vcraid uses 5 drives .* names 4"):
+        archs.validate("vcraid", 4, 128 << 20, 65536, {}, "native", disk_model=MODEL, partitions="1-1-1-1")
