@@ -289,3 +289,37 @@ def test_scrub_finds_a_corrupted_mirror_and_parity():
         assert found == [{"disk": 0, "offset": OFFSET + 8 * KiB, "length": 4096}] or any(
             f["offset"] <= OFFSET + 8 * KiB < f["offset"] + f["length"] for f in found
         ), (arch, found)
+
+
+FAR_COPIES = {**{name: LAYOUTS[name] for name in REDUNDANT},
+              "raid10-f2": lambda: Raid10Layout(n_disks=4, disk_size=DISK, chunk_bytes=16 * KiB, data_offset=OFFSET,
+                                                layout="f2"),
+              "raid10-o2": lambda: Raid10Layout(n_disks=4, disk_size=DISK, chunk_bytes=16 * KiB, data_offset=OFFSET,
+                                                layout="o2")}
+
+
+@pytest.mark.parametrize("name", sorted(FAR_COPIES))
+def test_scrub_reads_each_member_once_where_the_copies_share_its_rows_and_finds_a_flipped_sector(name):
+    """A scrub reads every member's data area once, all members together, segment by segment;
+    layouts that keep a copy elsewhere on a member (raid10 far/offset, chained, raidx) read
+    those copies once more. A sector changed behind the array's back is found on its member."""
+    layout = FAR_COPIES[name]()
+
+    async def main(nursery):
+        disks, array = build(layout, nursery)
+        await array.write(0, bytes(range(256)) * (array.size // 256))
+        if array.image_buffer is not None:
+            await array.image_buffer.drain()
+        before = [d.statistics()["bytes_read"] for d in disks]
+        clean = await array.scrub()
+        read = [d.statistics()["bytes_read"] - b for d, b in zip(disks, before)]
+        await disks[1].write(OFFSET + 40 * KiB, b"\xee" * 512)
+        return clean, read, await array.scrub()
+
+    clean, read, found = in_nursery(main)
+    assert clean == []
+    data_area = layout.member_data_size
+    once = name in ("raid1", "raid5", "raid10")
+    for got in read:
+        assert got == data_area if once else data_area <= got <= 2 * data_area, (name, read)
+    assert any(f["disk"] == 1 and f["offset"] <= OFFSET + 40 * KiB < f["offset"] + f["length"] for f in found), found
