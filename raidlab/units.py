@@ -25,14 +25,16 @@ _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _DURATION_UNITS = (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0))
 
 
-def parse_size(text: str) -> int:
-    """'64M', '1G', '1.5GiB', '64KiB', '4096' -> bytes (binary units). Must be a sector multiple."""
+def parse_size(text: str, option: str | None = None) -> int:
+    """'64M', '1G', '1.5GiB', '64KiB', '4096' -> bytes (binary units). Must be a sector multiple.
+    `option` (e.g. "--disk-size") names where the text came from in the error."""
+    where = f"{option}: " if option else ""
     match = _SIZE_RE.match(str(text))
     if not match:
-        raise UsageError(f"cannot read size {text!r}", hint="write it like 512M or 2G")
+        raise UsageError(f"{where}cannot read size {text!r}", hint="write it like 512M or 2G")
     value = float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()]
     if value != int(value) or int(value) <= 0 or int(value) % _SECTOR:
-        raise UsageError(f"size {text!r} is not a positive multiple of {_SECTOR} bytes",
+        raise UsageError(f"{where}size {text!r} is not a positive multiple of {_SECTOR} bytes",
                          hint="write it like 512M or 2G")
     return int(value)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -23,10 +24,18 @@ _err = Console(stderr=True, highlight=False)
 
 
 def _lab(name: str, home: str | None, *, create: bool = False):
-    from raidlab.lab import Lab, check_lab_name
+    """The lab of array NAME; an array that does not exist is named as an array."""
+    from raidlab.errors import LabError
+    from raidlab.lab import Lab, check_lab_name, labs_dir
 
     check_lab_name(name)
-    return Lab(name, home=home, create=create)
+    try:
+        return Lab(name, home=home, create=create)
+    except LabError:
+        if create:
+            raise
+        raise UsageError(f"no array named {name!r} in {labs_dir(home)}",
+                         hint="`raidlab list` shows the arrays; `raidlab create` makes one") from None
 
 
 def _need_root(what: str) -> None:
@@ -63,14 +72,39 @@ def _members(disks: int | None, disk_size: str | None, disk_model: str, partitio
     if partitions is None:
         if disks is None:
             raise UsageError("--disks is required", hint="give the number of member disks, or --partitions")
-        return disks, parse_size(disk_size or "256M")
+        return disks, parse_size(disk_size or "256M", "--disk-size")
     from raidlab.disks import partitions as parts
 
     where = parts.layout(partitions, disk_model, disks)
-    if disk_size is not None and parse_size(disk_size) != where.member_bytes:
+    if disk_size is not None and parse_size(disk_size, "--disk-size") != where.member_bytes:
         raise UsageError(f"--disk-size {disk_size} contradicts --partitions: {disk_model}'s partitions hold "
                          f"{where.member_bytes} bytes", hint="leave --disk-size out with --partitions")
     return len(where.members), where.member_bytes
+
+
+def _mounts() -> list[tuple[str, str]]:
+    """(source, mount point) of every mount of this host."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 2:
+            out.append((fields[0], fields[1].replace("\\040", " ")))  # mounts escape spaces
+    return out
+
+
+def _mounts_of_array(lab) -> list[tuple[str, str]]:
+    """Mounts of the array's block device (its runtime record's device), if it runs here."""
+    try:
+        from raidlab.service.spec import RUNTIME_FILE
+
+        device = json.loads((lab.path / RUNTIME_FILE).read_text()).get("device")
+    except (OSError, ValueError):
+        return []
+    return [(source, point) for source, point in _mounts() if device and source == device]
 
 
 def _device_of(record: dict) -> str:
@@ -118,7 +152,7 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, chunk, dis
     from raidlab.service.spec import SPEC_FILE, ArraySpec
     from raidlab.export.serve import check_live_prerequisites
 
-    chunk_bytes = parse_size(chunk)
+    chunk_bytes = parse_size(chunk, "--chunk")
     disks, size = _members(disks, disk_size, disk_model, partitions)
     if bus is not None:
         from raidlab.disks.bus import parse_bus
@@ -271,14 +305,19 @@ def destroy(name, keep_images, home):
     from raidlab.service import control
     from raidlab.service.spec import SPEC_FILE
 
+    lab = _lab(name, home)  # an array that does not exist is said so first, root or not
     _need_root("raidlab destroy")
-    lab = _lab(name, home)
     if not (lab.path / SPEC_FILE).exists() and not lab.resources():
         raise UsageError(f"no array {name!r} in {lab.path}", hint="see `raidlab list`")
+    mounted = _mounts_of_array(lab)
     with _err.status(f"stopping {name}"):
         stopped = control.stop_daemon(lab)
     for line in control.release_leftovers(lab):
         _err.print(f"released leftover of a killed run: {line}")
+    still = {point for _device, point in _mounts()}
+    for device, point in mounted:
+        if point not in still:
+            _err.print(f"{name}: unmounted {point} (a file system on {device}, the array's device)")
     control.remove_lab(lab, keep_images=keep_images)
     _err.print(f"{name}: {'stopped' if stopped else 'was not running'}; "
                + ("images kept in " + str(lab.images_dir) if keep_images else "images removed"))

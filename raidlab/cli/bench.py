@@ -120,7 +120,7 @@ def _register_engine(bench: click.Group) -> None:
 
         from raidlab.service.bench import BenchConfig, parse_options, run_bench
 
-        cfg = BenchConfig(arch=arch, disks=disks, disk_size=parse_size(disk_size), chunk=parse_size(chunk),
+        cfg = BenchConfig(arch=arch, disks=disks, disk_size=parse_size(disk_size, "--disk-size"), chunk=parse_size(chunk, "--chunk"),
                           runtime=runtime, options=parse_options(options), profile_path=profile_path,
                           profile_workload=profile_workload)
         console = Console(stderr=True, highlight=False)

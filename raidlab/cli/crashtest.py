@@ -41,8 +41,8 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
 
     names = list(PRESETS) if target == "all" else [target]
     opts = _parse_options(options)
-    configs = [config_for(name, disks=disks, options=opts, disk_model=disk_model, disk_size=parse_size(disk_size),
-                          chunk=parse_size(chunk), files=files) for name in names]
+    configs = [config_for(name, disks=disks, options=opts, disk_model=disk_model, disk_size=parse_size(disk_size, "--disk-size"),
+                          chunk=parse_size(chunk, "--chunk"), files=files) for name in names]
     summaries = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[phase]}"), console=_err, transient=False) as progress:

@@ -24,7 +24,7 @@ def _parse_size(text: str | None) -> int | None:
         return None
     from raidlab.units import parse_size  # one size syntax across the CLI
 
-    return parse_size(text)
+    return parse_size(text, "--size")
 
 
 def _fmt(value, digits: int = 1) -> str:

@@ -80,7 +80,7 @@ def serve(n_disks, model, size, name, discipline, keep_images, as_json, command)
     """
     from raidlab.export.serve import ServeRequest, serve_disks
 
-    req = ServeRequest(disks=n_disks, model=model, size=parse_size(size), name=name,
+    req = ServeRequest(disks=n_disks, model=model, size=parse_size(size, "--disk-size"), name=name,
                        discipline=discipline, command=list(command) or None,
                        keep_images=keep_images)
 

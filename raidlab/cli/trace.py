@@ -16,9 +16,9 @@ from raidlab.errors import UsageError
 from raidlab.units import parse_duration, parse_key_values, parse_size
 
 
-def _size(text: str | None) -> int | None:
+def _size(text: str | None, option: str) -> int | None:
     """An optional size option: None when not given."""
-    return None if text is None else parse_size(text)
+    return None if text is None else parse_size(text, option)
 
 
 def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -133,7 +133,7 @@ def register(cli: click.Group) -> None:
         from raidlab.traces.synth import HP_C2200A_BYTES, label, synth
 
         seconds = parse_duration(duration)
-        size = _size(device_size) or HP_C2200A_BYTES
+        size = _size(device_size, "--device-size") or HP_C2200A_BYTES
         stream = synth(profile_name, seconds, seed, device_size=size)
         comments = label(PROFILES[profile_name], seconds, seed, size)
         if output is None:
@@ -248,8 +248,8 @@ def register(cli: click.Group) -> None:
             from raidlab.policies import make_policy
 
             make_policy(policy, _key_values(policy_options))  # bad options: one line, before anything runs
-        spec = SimSpec(arch=arch, disk_model=disk_model, disks=disks, chunk=_size(chunk),
-                       disk_size=_size(disk_size), discipline=discipline, compact=compact, seed=seed,
+        spec = SimSpec(arch=arch, disk_model=disk_model, disks=disks, chunk=_size(chunk, "--chunk"),
+                       disk_size=_size(disk_size, "--disk-size"), discipline=discipline, compact=compact, seed=seed,
                        options=_key_values(options), outstanding=outstanding,
                        compressibility=compressibility, policy=policy,
                        policy_options=_key_values(policy_options), bus=bus, drives=drives,
