@@ -37,7 +37,7 @@ def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_mod
     for arch in archs:
         stream = itertools.islice(synth(profile, duration, seed), requests)
         report = replay_requests(SimSpec(arch, disk_model), stream,
-                                 on_progress=(lambda n, a=arch: progress(a, n)) if progress else None)
+                                 on_progress=(lambda n, _virtual, a=arch: progress(a, n)) if progress else None)
         runs.append({
             "arch": arch,
             "requests": report["trace"]["requests"],

@@ -48,7 +48,9 @@ def _print_stats(s: dict) -> None:
 def _print_sim(r: dict) -> None:
     sizes = sorted(set(r.get("member_sizes") or [r["disk_size"]]))
     each = f"{sizes[0]} bytes each" if len(sizes) == 1 else "sizes " + ", ".join(str(x) for x in r["member_sizes"])
-    click.echo(f"{r['arch']} on {r['disks']} x {r['disk_model']} ({each}), "
+    drives = r.get("physical_drives", r["disks"])
+    members = "" if drives == r["disks"] else f"; {r['disks']} members: " + ", ".join(d["name"] for d in r["per_disk"])
+    click.echo(f"{r['arch']} on {drives} x {r['disk_model']} ({each}{members}), "
                f"trace {r['trace']['name']} ({r['trace']['requests']} requests, compact {r['compact']:g})")
     if r["trace"]["skipped_lines"]:
         click.echo(f"skipped {r['trace']['skipped_lines']} bad lines, first: "
@@ -82,6 +84,30 @@ def _print_sim(r: dict) -> None:
         click.echo("architecture: " + ", ".join(f"{k}={v}" for k, v in arch.items()))
 
 
+class _SimProgress:
+    """Progress of a replay on stderr (requests issued, virtual and wall seconds): one line
+    rewritten on a terminal, a line per call otherwise (nohup, CI)."""
+
+    def __init__(self) -> None:
+        import sys
+        import time
+
+        self._clock = time.monotonic
+        self.started = time.monotonic()
+        self.terminal = sys.stderr.isatty()
+        self.shown = False
+
+    def __call__(self, requests: int, virtual_s: float) -> None:
+        line = (f"replayed {requests:,} requests: {virtual_s:,.1f} virtual s "
+                f"in {self._clock() - self.started:,.1f} wall s")
+        click.echo("\r" + line if self.terminal else line, nl=not self.terminal, err=True)
+        self.shown = True
+
+    def done(self) -> None:
+        if self.terminal and self.shown:
+            click.echo("", err=True)
+
+
 def _speed_line(r: dict) -> str:
     sp = r["speed"]
     return (f"replay speed: {sp['requests_per_wall_second']:,.0f} requests/s, "
@@ -98,7 +124,8 @@ def register(cli: click.Group) -> None:
 
     @trace.command("stats")
     @click.argument("file", type=click.Path(dir_okay=False))
-    @click.option("--format", "fmt", required=True, help=f"Trace format: {', '.join(format_names())}.")
+    @click.option("--format", "fmt", default=None,
+                  help=f"Trace format: {', '.join(format_names())} (default: what the file's header says).")
     @click.option("--skip-bad", is_flag=True, help="Skip malformed or out-of-order lines (counted) instead of stopping.")
     @click.option("--idle-threshold", type=float, default=0.050, show_default=True,
                   help="Seconds without an arrival before the disk counts as idle (DCD §2.3: 50 ms).")
@@ -108,7 +135,9 @@ def register(cli: click.Group) -> None:
         from raidlab.traces.formats import TraceReader
         from raidlab.traces.stats import TraceStats
 
-        reader = TraceReader(file, fmt, skip_bad=skip_bad)
+        from raidlab.traces.formats import detect_format
+
+        reader = TraceReader(file, detect_format(file, fmt), skip_bad=skip_bad)
         result = TraceStats(idle_threshold).update(reader).summary()
         result["skipped_lines"] = reader.skipped
         if as_json:
@@ -196,7 +225,8 @@ def register(cli: click.Group) -> None:
     @click.option("--disk-size", default=None, help="Member disk size (default: the drive's capacity).")
     @click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
     @click.option("--trace", "trace_file", required=True, type=click.Path(dir_okay=False))
-    @click.option("--format", "fmt", required=True, help=f"Trace format: {', '.join(format_names())}.")
+    @click.option("--format", "fmt", default=None,
+                  help=f"Trace format: {', '.join(format_names())} (default: what the file's header says).")
     @click.option("--compact", type=float, default=1.0, show_default=True,
                   help="Divide inter-arrival times by FACTOR (TSS paper: 1000).")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of trio's scheduling order.")
@@ -228,7 +258,7 @@ def register(cli: click.Group) -> None:
             outstanding, compressibility, policy, policy_options, bus, drives, partitions, skip_bad, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
-        from raidlab.traces.formats import TraceReader
+        from raidlab.traces.formats import TraceReader, detect_format
         from raidlab import archs
         from raidlab.runners.virtual import SimSpec, replay
 
@@ -254,8 +284,12 @@ def register(cli: click.Group) -> None:
                        compressibility=compressibility, policy=policy,
                        policy_options=_key_values(policy_options), bus=bus, drives=drives,
                        partitions=partitions)
-        reader = TraceReader(trace_file, fmt, skip_bad=skip_bad)
-        report = replay(spec, reader)
+        reader = TraceReader(trace_file, detect_format(trace_file, fmt), skip_bad=skip_bad)
+        progress = _SimProgress()
+        try:
+            report = replay(spec, reader, on_progress=progress)
+        finally:
+            progress.done()
         speed = _speed_line(report)
         if as_json:
             report.pop("speed")

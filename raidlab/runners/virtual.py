@@ -293,6 +293,12 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     return built
 
 
+def _drive_of(member: Any) -> Any:
+    """The drive under a (metered) member: the member itself, or the drive of a partition."""
+    inner = getattr(member, "inner", member)
+    return getattr(inner, "disk", inner)
+
+
 def layout_report(spec: SimSpec, members: list) -> dict[str, Any]:
     """Where each member lies when members are partitions of drives (the report's `layout`)."""
     if spec.partitions is not None:
@@ -394,7 +400,10 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
                     length = end - offset
                     if end > size:
                         reader.fail(request.line, f"request [{request.offset}, {request.offset + request.length}) "
-                                                  f"is past the end of the device ({size} bytes, arch {spec.arch})")
+                                                  f"is past the end of the device ({size} bytes, arch {spec.arch})",
+                                    hint=f"{spec.arch} here serves {size} bytes: make a synthetic trace that fits "
+                                         f"with `raidlab trace synth ... --device-size {size}`, or pass --skip-bad "
+                                         "to skip such lines")
                         continue
                 issue_at = t0 + (request.time - first_time) / compact
                 if issue_at > trio.current_time():
@@ -410,8 +419,8 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
                     state["max_in_flight"] = state["in_flight"]
                 requests_nursery.start_soon(one, op, offset, length, issue_at)
                 count += 1
-                if on_progress is not None and count % 100_000 == 0:
-                    on_progress(count)
+                if on_progress is not None and count % PROGRESS_EVERY == 0:
+                    on_progress(count, trio.current_time() - t0)
         elapsed = trio.current_time() - t0
         per_disk = []
         for member, base, (base_requests, base_sum) in zip(built.members, baseline, base_members):
@@ -457,6 +466,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         "disks": len(per_disk),
         "disk_size": max((m.size for m in built.members), default=None),
         "member_sizes": [m.size for m in built.members],
+        "physical_drives": len({id(_drive_of(m)) for m in built.members}),
         "chunk": spec.chunk,
         "discipline": spec.discipline,
         "compact": spec.compact,
@@ -510,7 +520,11 @@ def _single_user_error(group: BaseExceptionGroup) -> RaidlabError | None:
     return None
 
 
-def replay(spec: SimSpec, reader: TraceReader, *, on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+PROGRESS_EVERY = 10_000  # requests between two on_progress(requests issued, virtual seconds) calls
+
+
+def replay(spec: SimSpec, reader: TraceReader, *,
+           on_progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
     report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
     start = wallclock.perf_counter()

@@ -267,6 +267,22 @@ def format_names() -> list[str]:
     return list(FORMATS)
 
 
+def detect_format(path: str | os.PathLike, given: str | None) -> str:
+    """`given`, or the format a file names in its own first line (raidlab's header); a
+    UsageError asking for --format when the file does not say."""
+    if given is not None:
+        return given
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            first = handle.readline().strip()
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {path}: {exc.strerror}", path=str(path)) from None
+    if first == RAIDLAB_HEADER:
+        return "raidlab"
+    raise UsageError(f"{path} does not say its format (its first line is not {RAIDLAB_HEADER!r})",
+                     hint=f"give --format: {', '.join(FORMATS)}")
+
+
 def _parser_for(fmt: str):
     try:
         return FORMATS[fmt][1]()
@@ -300,12 +316,13 @@ class TraceReader:
         self.requests = 0
         self.lines = 0
 
-    def fail(self, line: int, reason: str) -> None:
+    def fail(self, line: int, reason: str, hint: str | None = None) -> None:
         """A bad line: raise TraceError, or (skip_bad) count it. Also used by the replayer
-        for checks that need the device (a request past its end)."""
+        for checks that need the device (a request past its end, with `hint` saying how to
+        make a trace that fits)."""
         if not self.skip_bad:
             raise TraceError(f"{self.name}: line {line}: {reason}",
-                             hint="fix the trace, or pass --skip-bad to skip such lines",
+                             hint=hint or "fix the trace, or pass --skip-bad to skip such lines",
                              path=self.name, line=line, format=self.format)
         self.skipped += 1
         if len(self.bad_lines) < self.MAX_REMEMBERED:
