@@ -116,9 +116,52 @@ def _device_of(record: dict) -> str:
     return ""
 
 
-def _progress() -> Progress:
+class _LineProgress:
+    """Progress when stderr is not a terminal (nohup, CI, a pipe): a timestamped line at each
+    tenth of the work, as `raidlab run` does, instead of a bar nobody sees redrawn."""
+
+    def __init__(self) -> None:
+        self.description = ""
+        self.next_tenth = 0
+
+    def __enter__(self) -> "_LineProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def add_task(self, description: str, total=None) -> int:
+        self.description = description
+        return 0
+
+    def update(self, _task: int, completed: int, total: int) -> None:
+        import time
+
+        if not total:
+            return
+        tenth = completed * 10 // total
+        if tenth >= self.next_tenth:
+            self.next_tenth = tenth + 1
+            _err.print(f"{time.strftime('%H:%M:%S')} {self.description}: {completed >> 20} of {total >> 20} MiB "
+                       f"({tenth * 10}%)", soft_wrap=True)
+
+
+def _progress():
+    """A progress bar on a terminal, lines otherwise (_LineProgress)."""
+    if not _err.is_terminal:
+        return _LineProgress()
     return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
                     TimeRemainingColumn(), console=_err, transient=False)
+
+
+def _status_updates(name: str, status):
+    """The daemon's status lines: into the spinner on a terminal, a timestamped line each
+    otherwise."""
+    import time
+
+    if _err.is_terminal:
+        return lambda m: status.update(f"{name}: {m}")
+    return lambda m: _err.print(f"{time.strftime('%H:%M:%S')} {name}: {m}", soft_wrap=True)
 
 
 @click.command(cls=ListsArchitectures)
@@ -175,8 +218,7 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, chunk, dis
               partitions=partitions, bus=bus).save(lab.path)
     try:
         with _err.status(f"creating {name}") as status:
-            ready = control.start_daemon(lab, "create", home=home,
-                                         on_status=lambda m: status.update(f"{name}: {m}"))
+            ready = control.start_daemon(lab, "create", home=home, on_status=_status_updates(name, status))
     except BaseException:
         control.release_leftovers(lab)
         control.remove_lab(lab, keep_images=False)
@@ -202,8 +244,7 @@ def assemble(name, home, as_json):
     for line in control.release_leftovers(lab):
         _err.print(f"released leftover of a killed run: {line}")
     with _err.status(f"assembling {name}") as status:
-        ready = control.start_daemon(lab, "assemble", home=home,
-                                     on_status=lambda m: status.update(f"{name}: {m}"))
+        ready = control.start_daemon(lab, "assemble", home=home, on_status=_status_updates(name, status))
     _print_ready(ready, as_json)
 
 

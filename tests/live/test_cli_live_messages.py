@@ -29,3 +29,23 @@ def test_destroy_says_it_unmounted_the_array_file_system(raidlab_cmd, tmp_path):
     out = rl("destroy", "m").stderr
     assert f"unmounted {mnt}" in out and device in out
     assert str(mnt) not in open("/proc/self/mounts").read()
+
+
+def test_long_work_shows_lines_when_stderr_is_not_a_terminal(raidlab_cmd, tmp_path):
+    """create (sa3's probe) and check print timestamped lines instead of a bar or spinner
+    nobody sees redrawn."""
+    env = {**os.environ, "RAIDLAB_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+
+    def rl(*args):
+        proc = subprocess.run([*raidlab_cmd, *args], capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stderr
+
+    created = rl("create", "p", "--arch", "sa3", "--disks", "3", "--disk-size", "48M", "--disk-model",
+                 "ibm-ultrastar-9lzx", "--chunk", "64K")
+    assert all(f"p: probing bandwidth of member {k}" in created for k in range(3)), created
+    rl("destroy", "p")
+    rl("create", "r", "--arch", "raid5", "--disks", "3", "--disk-size", "48M", "--disk-model", "ibm-ultrastar-9lzx")
+    checked = rl("check", "r")
+    assert "checking: " in checked and "(100%)" in checked and "no mismatch" in checked, checked
+    rl("destroy", "r")
