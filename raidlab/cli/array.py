@@ -319,15 +319,53 @@ def status(name, home, as_json):
                f"({stats['bytes_written'] >> 10} KiB) -> member reads {stats['member_reads']}, member writes "
                f"{stats['member_writes']}; full-stripe {stats['full_stripe_writes']}, RMW {stats['rmw_stripes']}, "
                f"RCW {stats['rcw_stripes']}, degraded reads {stats['degraded_reads']}")
+    members = stats["members"]
+    models = {m.get("model") for m in members}
+    on_drives = any("disk" in m for m in members)  # members are partitions of drives
+    columns = ["#", *(["model"] if len(models) > 1 else []), *(["on drive"] if on_drives else []),
+               "state", "reads", "writes", "KiB read", "KiB written", "busy s", "queue max"]
     table = Table(title="members")
-    for col in ("#", "model", "state", "reads", "writes", "KiB read", "KiB written", "busy s", "queue max"):
-        table.add_column(col)
-    for m in stats["members"]:
-        table.add_row(str(m["index"]), m.get("model", ""), "[red]failed[/]" if m["failed"] else "ok",
-                      str(m.get("reads", "")),
-                      str(m.get("writes", "")), str(m.get("bytes_read", 0) >> 10), str(m.get("bytes_written", 0) >> 10),
-                      f"{m.get('busy_time', 0):.3f}", str(m.get("queue_max", m.get("max_queue", ""))))
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for m in members:
+        row = [str(m["index"])]
+        if len(models) > 1:
+            row.append(m.get("model", ""))
+        if on_drives:
+            row.append(f"{m['disk'].removeprefix('drive-')}@{m.get('start', 0) >> 20}M" if "disk" in m else "")
+        row += ["[red]failed[/]" if m["failed"] else "ok", str(m.get("reads", "")), str(m.get("writes", "")),
+                str(m.get("bytes_read", 0) >> 10), str(m.get("bytes_written", 0) >> 10),
+                f"{m.get('busy_time', 0):.3f}", str(m.get("max_queue_length", ""))]
+        table.add_row(*row)
     _out.print(table)
+    for line in _arch_lines(result):
+        _out.print(line, soft_wrap=True)
+
+
+def _arch_lines(result: dict) -> list[str]:
+    """What an architecture keeps of its own, in words: SA-RAID's measured bandwidths and
+    virtual device array, saz's regions, RAID-x's pending images."""
+    geo, state, stats = result["geometry"], result.get("arch_state") or {}, result["statistics"]
+    lines = []
+    probe = state.get("probe") or []
+    if probe and geo.get("arch", "").startswith("sa") and geo.get("arch") != "saz":
+        lines.append("probe (write then read): " + ", ".join(
+            f"d{p['member']} {p['bandwidth'] / 1e6:.1f} MB/s" if p.get("bandwidth") else f"d{p['member']} untimed"
+            for p in probe))
+    vda = geo.get("virtual_device_array")
+    if vda:
+        shares = ", ".join(f"d{d} {vda.count(d)}" for d in range(geo["n_disks"]))
+        lines.append(f"virtual device array: entries per member {shares}; in order: "
+                     + " ".join(str(d) for d in vda))
+    curves = geo.get("bandwidth_curves")
+    if curves:
+        lines.append("bandwidth along each member (MB/s): " + "; ".join(
+            f"d{d} " + " ".join(f"{x / 1e6:.1f}" for x in curve) for d, curve in enumerate(curves)))
+    buffer = stats.get("image_buffer")
+    if buffer:
+        lines.append(f"images pending: {buffer.get('pending', 0)} ({buffer.get('pending_bytes', 0) >> 10} KiB)"
+                     + (", writing through" if buffer.get("write_through") else ""))
+    return lines
 
 
 def _over(models: list[str]) -> str:

@@ -44,6 +44,11 @@ def test_long_work_shows_lines_when_stderr_is_not_a_terminal(raidlab_cmd, tmp_pa
     created = rl("create", "p", "--arch", "sa3", "--disks", "3", "--disk-size", "48M", "--disk-model",
                  "ibm-ultrastar-9lzx", "--chunk", "64K")
     assert all(f"p: probing bandwidth of member {k}" in created for k in range(3)), created
+    env["COLUMNS"] = "80"
+    status = subprocess.run([*raidlab_cmd, "status", "p"], capture_output=True, text=True, env=env, timeout=120).stdout
+    env["COLUMNS"] = "200"
+    assert "probe (write then read): d0 " in status and "virtual device array: entries per member d0 " in status
+    assert "…" not in status  # nothing cut at 80 columns
     rl("destroy", "p")
     rl("create", "r", "--arch", "raid5", "--disks", "3", "--disk-size", "48M", "--disk-model", "ibm-ultrastar-9lzx")
     checked = rl("check", "r")
