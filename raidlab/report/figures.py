@@ -88,8 +88,8 @@ def grouped_bars(results: Results, stats: dict, metric: str, out: Path) -> Path 
         ax.set_ylabel(spec.y_label or f"{metric}" + (f" ({unit})" if unit else ""))
         ax.set_title(case, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)", fontsize=10)
-    fig.tight_layout()
+    _finish(fig, list(axes[0]), results, f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)",
+            suptitle=True)
     path = out / f"{metric}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -130,13 +130,41 @@ def bars(results: Results, stats: dict, metric: str, out: Path) -> Path | None:
     ax.set_xticks(range(len(cases)), cases)
     ax.set_ylabel(scn.report.y_label or f"{metric}" + (f" ({unit})" if unit else ""))
     better = scn.better(metric)
-    ax.set_title(f"{scn.source or scn.id}: {metric} ({better} is better)", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
+    _finish(fig, [ax], results, f"{scn.source or scn.id}: {metric} ({better} is better)")
     path = out / f"{metric}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+LOG_SPAN = 100.0  # a figure whose positive values span more than this factor gets a log axis
+
+
+def figure_name(metric: str, x: str) -> str:
+    """The file of a metric's figure; a pattern (tps_c{x}) is named by what it is drawn
+    against: tps_c_by_clients.png."""
+    if "{x}" not in metric:
+        return f"{metric}.png"
+    head = metric.split("{x}")[0].rstrip("_") or "metric"
+    return f"{head}_by_{x or 'x'}.png"
+
+
+def _finish(fig, axes: list, results: Results, title: str, suptitle: bool = False) -> None:
+    """Title (marked when the runs were quick-size), a log y axis where the values span
+    orders of magnitude (DCD's response times), layout."""
+    if results.manifest.get("quick"):
+        title += "  [quick size: not comparable with the paper]"
+    for ax in axes:
+        values = [abs(y) for line in ax.get_lines() for y in line.get_ydata() if y and y > 0]
+        values += [p.get_height() for p in ax.patches if p.get_height() > 0]
+        if values and max(values) / min(values) > LOG_SPAN:
+            ax.set_yscale("log")
+    if suptitle:
+        fig.suptitle(title, fontsize=10)
+    else:
+        axes[0].set_title(title, fontsize=10)
+    fig.tight_layout()
 
 
 def _dedupe_legend(ax) -> None:
@@ -242,9 +270,9 @@ def lines(results: Results, metric: str, out: Path) -> Path | None:
             ax.set_title(_panel_title(panel), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)", fontsize=10)
-    fig.tight_layout()
-    path = out / f"{metric.replace('{x}', 'X')}.png"
+    _finish(fig, list(axes[0]), results, f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)",
+            suptitle=True)
+    path = out / figure_name(metric, scn.report.x)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -75,7 +75,8 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("p", ", ".join(f"{n} {k}" for k, n in counts.items()) + "."))
 
     for metric in metrics_of(scn, stats):
-        blocks.append(("h2", f"{metric} ({scn.better(metric)} is better)"))
+        blocks.append(("h2", f"{metric} ({scn.better(metric)} is better)"
+                             + (" - quick size, not comparable with the paper" if man.get("quick") else "")))
         fig = figures.draw(results, stats, metric, figure_dir)
         if fig is not None:
             blocks.append(("img", (fig, f"{scn.source or scn.id}: {metric}")))

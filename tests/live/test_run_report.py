@@ -323,7 +323,7 @@ def test_tps_lines_report(tmp_path, raidlab_cmd):
         value = doc["metrics"][f"tps_c{n}"]["value"]
         row = next(line for line in md.splitlines() if line.startswith(f"| tps_c{n} | w0.5 | raid0 |"))
         assert value > 0 and f"| {_fmt(value)} (n=1) |" in row
-    assert (out / "report" / "figures" / "tps_cX.png").stat().st_size > 1000
+    assert (out / "report" / "figures" / "tps_c_by_clients.png").stat().st_size > 1000
     assert not (out / "report" / "report.html").exists()
 
 

@@ -37,3 +37,21 @@ def test_cases_differing_only_in_x_share_a_panel():
     res = _results("vcraid-fig6-ram-buffer.toml", [
         _run("scd-1M", "w0.5-c2", tps=5.0), _run("scd-16M", "w0.5-c2", tps=7.0)])
     assert line_points(res, "tps") == {(): {"scd": {1.0: [5.0], 16.0: [7.0]}}}
+
+
+def test_figures_are_named_readably_get_a_log_axis_across_magnitudes_and_say_quick():
+    import types
+
+    import matplotlib.pyplot as plt
+
+    from raidlab.report.figures import _finish, figure_name
+
+    assert figure_name("tps_c{x}", "clients") == "tps_c_by_clients.png"
+    assert figure_name("write_mean_ms", "") == "write_mean_ms.png"
+    for heights, quick, log in (([130.0, 0.7], False, True), ([46.0, 38.4], True, False)):
+        fig, ax = plt.subplots()
+        ax.bar(range(len(heights)), heights)
+        _finish(fig, [ax], types.SimpleNamespace(manifest={"quick": quick}), "T")
+        assert (ax.get_yscale() == "log") is log
+        assert ("quick size" in ax.get_title()) is quick
+        plt.close(fig)
