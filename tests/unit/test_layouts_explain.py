@@ -81,7 +81,10 @@ def test_drawing_of_raidx_matches_figure_2a():
 @settings(max_examples=30, deadline=None)
 @given(st.sampled_from(layout_names()), st.integers(3, 5), st.data())
 def test_every_layout_explains_every_request_consistently(name, n, data):
-    opts = {"bandwidths": tuple(range(10, 10 + n))} if name.startswith("sa") else {}
+    if name == "saz":
+        opts = {"bandwidth_curves": tuple((10 + d, 8 + d) for d in range(n)), "regions": 2}
+    else:
+        opts = {"bandwidths": tuple(range(10, 10 + n))} if name.startswith("sa") else {}
     layout = create_layout(name, n_disks=n, disk_size=200 * 4 * K, chunk_bytes=4 * K, **opts)
     blocks = layout.capacity // (4 * K)
     start = data.draw(st.integers(0, blocks - 1))
