@@ -300,5 +300,6 @@ def test_concurrent_guest_writes_are_in_flight_at_the_engine_together(vm_array):
                   "--bs=4k", "--size=8m", "--number_ios=512", "--iodepth=8", "--ioengine=libaio",
                   "--randseed=1"], timeout=300)
     volume = json.loads(raidlab("status", "r5", "--json").stdout)["export"]["volume"]
-    assert volume["writes"] >= 512
+    # every byte arrives; the guest's block layer may merge two neighbouring random writes
+    assert volume["write_bytes"] >= 512 * 4096 and volume["writes"] >= 256, volume
     assert volume["writes_in_flight_max"] > 1, volume
