@@ -82,6 +82,29 @@ def _members(disks: int | None, disk_size: str | None, disk_model: str, partitio
     return len(where.members), where.member_bytes
 
 
+def _warn_if_images_may_not_fit(lab, arch: str, disks: int, size: int, chunk: int, options: dict, disk_model: str,
+                                partitions: str | None) -> None:
+    """A warning (not a refusal: the images are sparse and may never fill) when the member
+    images could grow past the free space where the lab keeps them."""
+    import shutil
+
+    from raidlab import archs
+
+    config = archs.Config(arch, disks, size, chunk, dict(options), disk_model, partitions=partitions)
+    if partitions:
+        from raidlab.disks import partitions as parts
+
+        where = parts.layout(partitions, disk_model, disks)
+        written = len(where.members) * where.member_bytes  # only the partitions are ever written
+    else:
+        written = sum(drive.size for drive in archs.get(arch).plan(config, archs.LIVE))
+    free = shutil.disk_usage(lab.path).free
+    if written > free:
+        _err.print(f"[yellow]warning:[/] {lab.name}'s member images may grow to {written / 2**30:.1f} GiB; "
+                   f"{lab.path.parent} has {free / 2**30:.1f} GiB free (the images are sparse: only what is "
+                   "written takes space)", soft_wrap=True)
+
+
 def _mounts() -> list[tuple[str, str]]:
     """(source, mount point) of every mount of this host."""
     try:
@@ -214,6 +237,7 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, chunk, dis
     if (lab.path / SPEC_FILE).exists():
         raise UsageError(f"array {name!r} already exists in {lab.path}",
                          hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
+    _warn_if_images_may_not_fit(lab, arch, disks, size, chunk_bytes, opts, disk_model, partitions)
     ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner,
               partitions=partitions, bus=bus).save(lab.path)
     try:

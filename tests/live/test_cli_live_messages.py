@@ -54,3 +54,17 @@ def test_long_work_shows_lines_when_stderr_is_not_a_terminal(raidlab_cmd, tmp_pa
     checked = rl("check", "r")
     assert "checking: " in checked and "(100%)" in checked and "no mismatch" in checked, checked
     rl("destroy", "r")
+
+
+def test_a_warning_when_sparse_images_could_outgrow_the_free_space(raidlab_cmd, tmp_path):
+    import shutil
+
+    env = {**os.environ, "RAIDLAB_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    huge = shutil.disk_usage(tmp_path).free // 2**30 + 64      # GiB per member: more than the free space
+    proc = subprocess.run([*raidlab_cmd, "create", "big", "--arch", "raid0", "--disks", "2", "--disk-size",
+                           f"{huge}G"], capture_output=True, text=True, env=env, timeout=300)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert "warning: big's member images may grow to" in proc.stderr and "free" in proc.stderr
+    finally:
+        subprocess.run([*raidlab_cmd, "destroy", "big"], capture_output=True, env=env, timeout=300)
