@@ -19,6 +19,7 @@ cases.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tomllib
 from pathlib import Path
@@ -69,6 +70,7 @@ class ScenarioError(UsageError):
         super().__init__(f"{path}: {key}: {message}", hint=hint, path=str(path), key=key)
         self.path = str(path)
         self.key = key
+        self.what = message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -356,7 +358,8 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     if repeat < 1:
         raise ScenarioError(path, "scenario.repeat", "must be at least 1")
 
-    archs = _load_archs(path, top.tables("arch"), check_references and kind == "live", runner)
+    errors: list[ScenarioError] = []  # problems in one [[arch]], [[paper]], [[claim]] or case: all are listed
+    archs = _load_archs(path, top.tables("arch"), check_references and kind == "live", runner, errors)
     if kind == "live":
         for i, entry in enumerate(archs):
             for key, hint in (("policy", "a live array runs its policy with `raidlab tss policy`"),
@@ -365,10 +368,12 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
                     raise ScenarioError(path, f"arch[{i}].{key}", f"{key} is for sim scenarios (kind = \"sim\")",
                                         hint=hint)
     workload_name, cases = _load_workload(path, doc, top.tables("case"))
-    labels = {a.label for a in archs}
+    # An [[arch]] with a problem keeps its label here, so what refers to it is not also refused.
+    labels = {a.label for a in archs} | {t["label"] for t in top.tables("arch")
+                                         if isinstance(t, dict) and isinstance(t.get("label"), str)}
     case_names = {c.name for c in cases}
-    paper_values = _load_paper(path, top.tables("paper"), labels, case_names)
-    claims = _load_claims(path, top.tables("claim"), labels, case_names)
+    paper_values = _load_paper(path, top.tables("paper"), labels, case_names, errors)
+    claims = _load_claims(path, top.tables("claim"), labels, case_names, errors)
     report = _load_report(path, doc.get("report", {}), claims)
     quick = _load_quick(path, doc.get("quick", {}), labels, case_names)
     vm_available_mib = None
@@ -383,73 +388,97 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
         vm_available_mib=vm_available_mib,
         description=head.get("description", str, ""), archs=archs, workload=workload_name, cases=cases,
         paper_values=paper_values, claims=claims, report=report, quick=quick, text=text)
-    if check_references:
-        _check_workload_params(scenario, quick)
+    if check_references and not errors:
+        _check_workload_params(scenario, quick, errors)
+    if errors:
+        raise _all_of(errors)
     return scenario
 
 
-def _load_archs(path: Path, tables: list, check: bool, runner: str = "native") -> tuple[ArchEntry, ...]:
+@contextlib.contextmanager
+def _collecting(errors: list | None):
+    """Record a ScenarioError in `errors` and go on with the next entry (None: raise it)."""
+    try:
+        yield
+    except ScenarioError as exc:
+        if errors is None:
+            raise
+        errors.append(exc)
+
+
+def _all_of(errors: list[ScenarioError]) -> ScenarioError:
+    """One error naming every problem found (one line), keyed by the first."""
+    first = errors[0]
+    if len(errors) == 1:
+        return first
+    rest = "; ".join(f"{e.key}: {e.what}" for e in errors[1:])
+    return ScenarioError(first.path, first.key, f"{first.what}; and {len(errors) - 1} more: {rest}", hint=first.hint)
+
+
+def _load_archs(path: Path, tables: list, check: bool, runner: str = "native",
+                errors: list | None = None) -> tuple[ArchEntry, ...]:
     if not tables:
         raise ScenarioError(path, "arch", "no [[arch]] entry")
     known_archs = None
     out: list[ArchEntry] = []
     for i, table in enumerate(tables):
-        r = _Reader(path, f"arch[{i}]", table, _ARCH)
-        label = r.run_file_part("label", "label", {a.label for a in out}, " (no '/', space, '--')")
-        arch = r.get("arch", str)
-        options = r.get("options", dict, {})
-        where = _partitions(r)
-        disks = len(where.members) if where is not None and "disks" not in r.table else r.get("disks", int)
-        if where is not None and disks != len(where.members):
-            raise ScenarioError(path, r.where("disks"), f"{disks}, but partitions lists {len(where.members)} members")
-        if where is not None and "disk_size" in r.table:
-            raise ScenarioError(path, r.where("disk_size"), "a member's size comes from its partition",
-                                hint="leave disk_size out beside partitions")
-        entry = ArchEntry(label=label, arch=arch, disks=disks, disk_model=_disk_model(r, disks),
-                          disk_size=(where.member_bytes if where is not None else
-                                     parse_size(r.get("disk_size", (str, int), "256M"), path, r.where("disk_size"))),
-                          chunk=parse_size(r.get("chunk", (str, int), "512K"), path, r.where("chunk")),
-                          discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
-                          options=options, series=r.get("series", str, label),
-                          policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}),
-                          bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None),
-                          partitions=where.text if where is not None else None)
-        if entry.drives is not None and entry.partitions is not None:
-            raise ScenarioError(path, r.where("drives"), "give partitions or drives, not both")
-        if entry.drives is not None and entry.drives < 1:
-            raise ScenarioError(path, r.where("drives"), "must be at least 1")
-        if entry.bus is not None:
-            try:
-                parse_bus(entry.bus, entry.disk_model.split(","))
-            except UsageError as exc:
-                raise ScenarioError(path, r.where("bus"), str(exc)) from None
-        if entry.policy is not None:
-            try:
-                make_policy(entry.policy, entry.policy_options)
-            except UsageError as exc:
-                raise ScenarioError(path, r.where("policy"), str(exc)) from None
-        if check:
-            if known_archs is None:
-                known_archs = archs.names(runner)
-            if arch not in known_archs:
-                raise ScenarioError(path, r.where("arch"), f"unknown architecture {arch!r}",
-                                    hint=f"known here: {', '.join(known_archs)}")
-            models = entry.disk_model.split(",")
-            for j, model in enumerate(models):
-                _check_model(path, r.where("disk_model") + (f"[{j}]" if len(models) > 1 else ""), model)
-            for key, value in options.items():  # cache-disk models are arch options
-                if key.endswith("model") and isinstance(value, str):
-                    _check_model(path, f"{r.where('options')}.{key}", value)
-                elif key.endswith("models") and isinstance(value, list):
-                    for j, model in enumerate(value):
-                        _check_model(path, f"{r.where('options')}.{key}[{j}]", model)
-            try:
-                validate_arch(entry, runner)
-            except UsageError as exc:
-                raise ScenarioError(path, f"arch[{i}] ({label})", str(exc)) from None
-            except TypeError as exc:  # an option the layout does not take
-                raise ScenarioError(path, r.where("options"), str(exc)) from None
-        out.append(entry)
+        with _collecting(errors):
+            r = _Reader(path, f"arch[{i}]", table, _ARCH)
+            label = r.run_file_part("label", "label", {a.label for a in out}, " (no '/', space, '--')")
+            arch = r.get("arch", str)
+            options = r.get("options", dict, {})
+            where = _partitions(r)
+            disks = len(where.members) if where is not None and "disks" not in r.table else r.get("disks", int)
+            if where is not None and disks != len(where.members):
+                raise ScenarioError(path, r.where("disks"), f"{disks}, but partitions lists {len(where.members)} members")
+            if where is not None and "disk_size" in r.table:
+                raise ScenarioError(path, r.where("disk_size"), "a member's size comes from its partition",
+                                    hint="leave disk_size out beside partitions")
+            entry = ArchEntry(label=label, arch=arch, disks=disks, disk_model=_disk_model(r, disks),
+                              disk_size=(where.member_bytes if where is not None else
+                                         parse_size(r.get("disk_size", (str, int), "256M"), path, r.where("disk_size"))),
+                              chunk=parse_size(r.get("chunk", (str, int), "512K"), path, r.where("chunk")),
+                              discipline=r.choice("discipline", ("fifo", "sstf", "scan"), "fifo"),
+                              options=options, series=r.get("series", str, label),
+                              policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}),
+                              bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None),
+                              partitions=where.text if where is not None else None)
+            if entry.drives is not None and entry.partitions is not None:
+                raise ScenarioError(path, r.where("drives"), "give partitions or drives, not both")
+            if entry.drives is not None and entry.drives < 1:
+                raise ScenarioError(path, r.where("drives"), "must be at least 1")
+            if entry.bus is not None:
+                try:
+                    parse_bus(entry.bus, entry.disk_model.split(","))
+                except UsageError as exc:
+                    raise ScenarioError(path, r.where("bus"), str(exc)) from None
+            if entry.policy is not None:
+                try:
+                    make_policy(entry.policy, entry.policy_options)
+                except UsageError as exc:
+                    raise ScenarioError(path, r.where("policy"), str(exc)) from None
+            if check:
+                if known_archs is None:
+                    known_archs = archs.names(runner)
+                if arch not in known_archs:
+                    raise ScenarioError(path, r.where("arch"), f"unknown architecture {arch!r}",
+                                        hint=f"known here: {', '.join(known_archs)}")
+                models = entry.disk_model.split(",")
+                for j, model in enumerate(models):
+                    _check_model(path, r.where("disk_model") + (f"[{j}]" if len(models) > 1 else ""), model)
+                for key, value in options.items():  # cache-disk models are arch options
+                    if key.endswith("model") and isinstance(value, str):
+                        _check_model(path, f"{r.where('options')}.{key}", value)
+                    elif key.endswith("models") and isinstance(value, list):
+                        for j, model in enumerate(value):
+                            _check_model(path, f"{r.where('options')}.{key}[{j}]", model)
+                try:
+                    validate_arch(entry, runner)
+                except UsageError as exc:
+                    raise ScenarioError(path, f"arch[{i}] ({label})", str(exc)) from None
+                except TypeError as exc:  # an option the layout does not take
+                    raise ScenarioError(path, r.where("options"), str(exc)) from None
+            out.append(entry)
     return tuple(out)
 
 
@@ -520,7 +549,7 @@ def _load_workload(path: Path, doc: dict, case_tables: list):
     return name, tuple(cases)
 
 
-def _check_workload_params(scenario: Scenario, quick: dict) -> None:
+def _check_workload_params(scenario: Scenario, quick: dict, errors: list | None = None) -> None:
     """Every case's parameters (and the quick variant) must be accepted by the driver."""
     if scenario.kind != "live":
         return
@@ -531,11 +560,12 @@ def _check_workload_params(scenario: Scenario, quick: dict) -> None:
                             hint=getattr(exc, "hint", None) or str(exc)) from None
     for i, case in enumerate(scenario.cases):
         for variant, params in (("", case.params), ("quick ", quick_params(scenario, case))):
-            try:
-                workload.validate(dict(params))
-            except UsageError as exc:
-                raise ScenarioError(scenario.path, f"case[{i}] ({case.name}) {variant}params",
-                                    str(exc)) from None
+            with _collecting(errors):
+                try:
+                    workload.validate(dict(params))
+                except UsageError as exc:
+                    raise ScenarioError(scenario.path, f"case[{i}] ({case.name}) {variant}params",
+                                        str(exc)) from None
 
 
 def quick_params(scenario: Scenario, case: Case) -> dict:
@@ -543,72 +573,76 @@ def quick_params(scenario: Scenario, case: Case) -> dict:
     return {**case.params, **quick.get("params", {}), **quick.get("case_params", {}).get(case.name, {})}
 
 
-def _load_paper(path: Path, tables: list, labels: set, cases: set) -> tuple[PaperValue, ...]:
+def _load_paper(path: Path, tables: list, labels: set, cases: set, errors: list | None = None
+                ) -> tuple[PaperValue, ...]:
     out = []
     for i, table in enumerate(tables):
-        r = _Reader(path, f"paper[{i}]", table, _PAPER)
-        value = PaperValue(arch=r.get("arch", str), case=r.get("case", str), metric=r.get("metric", str),
-                           value=r.get("value", float), unit=r.get("unit", str, ""), note=r.get("note", str, ""))
-        if value.arch not in labels:
-            raise ScenarioError(path, r.where("arch"), f"no [[arch]] labelled {value.arch!r}")
-        if value.case not in cases:
-            raise ScenarioError(path, r.where("case"), f"no [[case]] named {value.case!r}")
-        out.append(value)
+        with _collecting(errors):
+            r = _Reader(path, f"paper[{i}]", table, _PAPER)
+            value = PaperValue(arch=r.get("arch", str), case=r.get("case", str), metric=r.get("metric", str),
+                               value=r.get("value", float), unit=r.get("unit", str, ""), note=r.get("note", str, ""))
+            if value.arch not in labels:
+                raise ScenarioError(path, r.where("arch"), f"no [[arch]] labelled {value.arch!r}")
+            if value.case not in cases:
+                raise ScenarioError(path, r.where("case"), f"no [[case]] named {value.case!r}")
+            out.append(value)
     return tuple(out)
 
 
-def _load_claims(path: Path, tables: list, labels: set, cases: set) -> tuple[Claim, ...]:
+def _load_claims(path: Path, tables: list, labels: set, cases: set, errors: list | None = None
+                 ) -> tuple[Claim, ...]:
     out = []
     for i, table in enumerate(tables):
-        r = _Reader(path, f"claim[{i}]", table, _CLAIM)
-        kind = r.choice("kind", CLAIM_KINDS)
-        if "case" in r.table and "cases" in r.table:
-            raise ScenarioError(path, r.where("cases"), "give case or cases, not both")
-        claim_cases = (r.get("case", str),) if "case" in r.table else r.strings("cases")
-        if not claim_cases:
-            raise ScenarioError(path, r.where("case"), "missing")
-        for name in claim_cases:
-            if name not in cases:
-                raise ScenarioError(path, r.where("case"), f"no [[case]] named {name!r}")
-        fields = dict(id=r.get("id", str), text=r.get("text", str), kind=kind, metric=r.get("metric", str),
-                      cases=claim_cases, better=r.choice("better", BETTER, "higher"), source=r.get("source", str, ""))
-        if kind == "order":
-            order = r.strings("order")
-            if len(order) < 2:
-                raise ScenarioError(path, r.where("order"), "needs at least two labels, best first")
-            for label in order:
-                if label not in labels:
-                    raise ScenarioError(path, r.where("order"), f"no [[arch]] labelled {label!r}")
-            fields["order"] = order
-            for extra in ("num", "den", "min", "max", "arch"):
-                if extra in r.table:
-                    raise ScenarioError(path, r.where(extra), f"not for kind = \"order\"")
-        elif kind == "value":
-            fields["arch"] = r.get("arch", str)
-            if fields["arch"] not in labels:
-                raise ScenarioError(path, r.where("arch"), f"no [[arch]] labelled {fields['arch']!r}")
-            fields["min"] = r.get("min", float)
-            fields["max"] = r.get("max", float)
-            if fields["min"] > fields["max"]:
-                raise ScenarioError(path, r.where("min"), "min is above max")
-            for extra in ("num", "den", "order"):
-                if extra in r.table:
-                    raise ScenarioError(path, r.where(extra), "not for kind = \"value\" (it takes arch, min, max)")
-        else:
-            for side in ("num", "den"):
-                fields[side] = r.get(side, str)
-                if fields[side] not in labels:
-                    raise ScenarioError(path, r.where(side), f"no [[arch]] labelled {fields[side]!r}")
-            fields["min"] = r.get("min", float, None)
-            fields["max"] = r.get("max", float, None)
-            if fields["min"] is None and fields["max"] is None:
-                raise ScenarioError(path, r.where("min"), "a ratio claim needs min, max or both")
-            for extra in ("order", "arch"):
-                if extra in r.table:
-                    raise ScenarioError(path, r.where(extra), "not for kind = \"ratio\"")
-        if fields["id"] in {c.id for c in out}:
-            raise ScenarioError(path, r.where("id"), f"duplicate claim id {fields['id']!r}")
-        out.append(Claim(**fields))
+        with _collecting(errors):
+            r = _Reader(path, f"claim[{i}]", table, _CLAIM)
+            kind = r.choice("kind", CLAIM_KINDS)
+            if "case" in r.table and "cases" in r.table:
+                raise ScenarioError(path, r.where("cases"), "give case or cases, not both")
+            claim_cases = (r.get("case", str),) if "case" in r.table else r.strings("cases")
+            if not claim_cases:
+                raise ScenarioError(path, r.where("case"), "missing")
+            for name in claim_cases:
+                if name not in cases:
+                    raise ScenarioError(path, r.where("case"), f"no [[case]] named {name!r}")
+            fields = dict(id=r.get("id", str), text=r.get("text", str), kind=kind, metric=r.get("metric", str),
+                          cases=claim_cases, better=r.choice("better", BETTER, "higher"), source=r.get("source", str, ""))
+            if kind == "order":
+                order = r.strings("order")
+                if len(order) < 2:
+                    raise ScenarioError(path, r.where("order"), "needs at least two labels, best first")
+                for label in order:
+                    if label not in labels:
+                        raise ScenarioError(path, r.where("order"), f"no [[arch]] labelled {label!r}")
+                fields["order"] = order
+                for extra in ("num", "den", "min", "max", "arch"):
+                    if extra in r.table:
+                        raise ScenarioError(path, r.where(extra), f"not for kind = \"order\"")
+            elif kind == "value":
+                fields["arch"] = r.get("arch", str)
+                if fields["arch"] not in labels:
+                    raise ScenarioError(path, r.where("arch"), f"no [[arch]] labelled {fields['arch']!r}")
+                fields["min"] = r.get("min", float)
+                fields["max"] = r.get("max", float)
+                if fields["min"] > fields["max"]:
+                    raise ScenarioError(path, r.where("min"), "min is above max")
+                for extra in ("num", "den", "order"):
+                    if extra in r.table:
+                        raise ScenarioError(path, r.where(extra), "not for kind = \"value\" (it takes arch, min, max)")
+            else:
+                for side in ("num", "den"):
+                    fields[side] = r.get(side, str)
+                    if fields[side] not in labels:
+                        raise ScenarioError(path, r.where(side), f"no [[arch]] labelled {fields[side]!r}")
+                fields["min"] = r.get("min", float, None)
+                fields["max"] = r.get("max", float, None)
+                if fields["min"] is None and fields["max"] is None:
+                    raise ScenarioError(path, r.where("min"), "a ratio claim needs min, max or both")
+                for extra in ("order", "arch"):
+                    if extra in r.table:
+                        raise ScenarioError(path, r.where(extra), "not for kind = \"ratio\"")
+            if fields["id"] in {c.id for c in out}:
+                raise ScenarioError(path, r.where("id"), f"duplicate claim id {fields['id']!r}")
+            out.append(Claim(**fields))
     return tuple(out)
 
 

@@ -430,3 +430,15 @@ max = 115
     assert _load_error(tmp_path, text.replace('arch = "r5"\nmin = 85', 'arch = "r5"\nnum = "r0"\nmin = 85')).key.endswith(
         ".num")
     assert _load_error(tmp_path, text.replace("max = 115", "max = 15")).key.endswith(".min")
+
+
+def test_every_problem_is_listed_in_one_line(tmp_path):
+    """A bad [[arch]], a bad [[paper]] and a bad [[claim]] are all named, keyed by the first;
+    what refers to the bad [[arch]]'s label is not refused as well."""
+    text = (GOOD.replace('disk_model = "ssd"', 'disk_model = "ssd"\ncolour = "red"', 1)
+            .replace('metric = "tps"\nvalue = 561', 'metric = "tps"\nvalue = "lots"')
+            .replace('num = "r0"', 'num = "r9"'))
+    err = _load_error(tmp_path, text)
+    assert err.key == "arch[1].colour"
+    assert "and 2 more: paper[0].value: must be float" in str(err) and "claim[1].num: no [[arch]] labelled 'r9'" in str(err)
+    assert str(err).count("claim[") == 1          # the order claim naming r0 (the bad [[arch]]) is not refused too
