@@ -177,6 +177,30 @@ def _progress():
                     TimeRemainingColumn(), console=_err, transient=False)
 
 
+class _ProgressOnFirstReport:
+    """A progress display that appears only when the daemon reports progress, so a refusal
+    (an operation that cannot be done) is one line with no bar drawn before it."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.display = None
+        self.task = None
+
+    def __enter__(self) -> "_ProgressOnFirstReport":
+        return self
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.display is None:
+            self.display = _progress()
+            self.display.__enter__()
+            self.task = self.display.add_task(self.description, total=None)
+        self.display.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self.display is not None:
+            self.display.__exit__(*exc)
+
+
 def _status_updates(name: str, status):
     """The daemon's status lines: into the spinner on a terminal, a timestamped line each
     otherwise."""
@@ -447,11 +471,11 @@ def replace(name, disk, home):
     """Rebuild failed member DISK of NAME onto a fresh image (with progress)."""
     from raidlab.service import control
 
-    with _progress() as progress:
-        task = progress.add_task(f"rebuilding member {disk}", total=None)
-        result = control.request(_lab(name, home), "replace", disk=disk,
-                                 on_progress=lambda d, t: progress.update(task, completed=d, total=t))
-    _err.print(f"{name}: member {disk} rebuilt ({result['rebuilt_bytes'] >> 20} MiB); state {result['state']}")
+    with _ProgressOnFirstReport(f"rebuilding member {disk}") as progress:
+        result = control.request(_lab(name, home), "replace", disk=disk, on_progress=progress)
+    done = (f"rebuilt ({result['rebuilt_bytes'] >> 20} MiB)" if "rebuilt_bytes" in result
+            else f"refilled from its mirror ({result['copied_bytes'] >> 20} MiB)")
+    _err.print(f"{name}: member {disk} {done}; state {result['state']}")
 
 
 @click.command()
@@ -462,10 +486,8 @@ def check(name, home, as_json):
     """Scrub NAME: compare mirrors and parity; report mismatches (exit 1 if any)."""
     from raidlab.service import control
 
-    with _progress() as progress:
-        task = progress.add_task("checking", total=None)
-        result = control.request(_lab(name, home), "check",
-                                 on_progress=lambda d, t: progress.update(task, completed=d, total=t))
+    with _ProgressOnFirstReport("checking") as progress:
+        result = control.request(_lab(name, home), "check", on_progress=progress)
     if as_json:
         click.echo(json.dumps(result))
     else:

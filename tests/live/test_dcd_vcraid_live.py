@@ -360,3 +360,49 @@ def test_vcraid_mcd_cache_partitions_on_the_two_ide_drives(rl):
     read_back(device)
     rl("destroy", "i")
     assert leftovers(lab_dir, "i") == {} and not lab_dir.exists()
+
+
+def test_vcraid_replaces_a_raid5_member_and_a_cache_mirror_side_and_checks_them(rl, mnt):
+    """A failed raid5 member of VC-RAID is rebuilt while the file system stays mounted and its
+    newer blocks sit in the log; a failed side of the mirrored cache disk is refilled from the
+    other; `check` scrubs the raid5 and compares the mirror's sides, and finds nothing; the
+    files read back after a remount, fsck is clean. What cannot be rebuilt is refused in one
+    line with no progress bar."""
+    device = rl("create", "v", "--arch", "vcraid", "--disks", "3", "--disk-size", "32M", "--chunk", "64K",
+                "-o", "config=scd", "-o", "ram_buffer=1M", "-o", "cache_size=8M",
+                "-o", "mirrored_cache=on").stdout.strip()
+    mkfs_ext4(device)
+    mount(device, mnt)
+    try:
+        sums = trees.write_tree(mnt, seed=11, files=40)
+        rl("fail", "v", "--disk", "1")
+        more = trees.write_tree(mnt / "during", seed=12, files=20)   # degraded writes, into the log
+        sums.update({f"during/{rel}": digest for rel, digest in more.items()})
+        replaced = rl("replace", "v", "--disk", "1").stderr
+        assert "member 1 rebuilt" in replaced and "state optimal" in replaced, replaced
+        rl("fail", "v", "--disk", "4")                                  # the cache disk's backup side
+        refilled = rl("replace", "v", "--disk", "4").stderr
+        assert "refilled from its mirror" in refilled, refilled
+        remount(device, mnt)
+        verify_tree(mnt, sums)
+    finally:
+        umount(mnt)
+    checked = json.loads(rl("check", "v", "--json").stdout)
+    assert checked["mismatches"] == [] and checked["checked_bytes"] > 0
+    assert e2fsck(device).clean
+    status = rl.status("v")
+    assert status["state"] == "optimal" and status["statistics"]["array"]["failed_members"] == []
+    refused = rl("replace", "v", "--disk", "0", check=False)
+    assert refused.returncode == 2 and "is not failed" in refused.stderr and "━" not in refused.stderr
+
+
+def test_dcd_check_and_replace_are_refused_before_any_work(rl):
+    rl("create", "d", "--arch", "dcd", "--disks", "1", "--disk-size", "32M", "-o", "cache_size=4M")
+    for args, words in ((("check", "d"), "has no redundancy to check"),
+                        (("replace", "d", "--disk", "0"), "is not failed")):
+        proc = rl(*args, check=False)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
+    rl("fail", "d", "--disk", "0", "--force")
+    proc = rl("replace", "d", "--disk", "0", check=False)
+    assert proc.returncode == 2 and "a DCD has no redundancy" in proc.stderr

@@ -101,3 +101,37 @@ def test_cache_disks_without_mirror_headers_are_refused():
         return True
 
     assert run(body, [*members, primary, backup])
+
+
+def test_a_replaced_side_is_refilled_while_writes_go_on_and_the_sides_then_agree():
+    _members, primary, backup = disks(model="none")
+    fresh = EmulatedDisk("c1new", "none", MemoryBackend(2 * MiB))
+
+    async def body(nursery):
+        fresh.start(nursery)
+        mirror = await MirroredCacheDisk.create("cache", primary, backup)
+        for k in range(16):
+            await mirror.write(64 * KiB + k * 64 * KiB, pattern(k, 64 * KiB))
+        await mirror.fail_side(1)
+        await mirror.write(128 * KiB, pattern(100, 4 * KiB))           # only the survivor has it
+        seen = []
+
+        async def writer():
+            for k in range(40):
+                await mirror.write(1 * MiB + (k % 8) * 64 * KiB, pattern(200 + k, 64 * KiB))
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as inner:
+            inner.start_soon(writer)
+            await mirror.replace_side(1, fresh, segment=128 * KiB, progress=lambda d, t: seen.append((d, t)))
+        with pytest.raises(OSError, match="has not failed"):
+            await mirror.replace_side(0, fresh)
+        agree = await mirror.compare()
+        await fresh.write(1536 * KiB, b"\x5a" * 512)                    # behind the mirror's back
+        return mirror, seen, agree, await mirror.compare(segment=512 * KiB), await fresh.read(128 * KiB, 4 * KiB)
+
+    mirror, seen, differences, after, copied = run(body, [primary, backup])
+    assert mirror.failed == set() and mirror.sides[1] is fresh and differences == []
+    assert after == [{"disk": 1, "offset": 1536 * KiB, "length": 512 * KiB}]
+    assert copied == pattern(100, 4 * KiB)
+    assert seen[-1] == (2 * MiB, 2 * MiB)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -60,7 +61,11 @@ class MirroredCacheDisk:
         self.name = name
         self.sides = [primary, backup]
         self.failed: set[int] = set(failed or ())
-        self.counters = {"mirrored_writes": 0, "side_failures": 0, "reads_from_backup": 0}
+        self.counters = {"mirrored_writes": 0, "side_failures": 0, "reads_from_backup": 0, "sides_replaced": 0}
+        # While a replaced side is being filled, a write and the copy of one segment exclude
+        # each other, so no write lands between a segment's read and its copy.
+        self._copying: trio.Lock | None = None
+        self._filling: int | None = None  # the side being filled: written to, not read from
 
     @classmethod
     async def create(cls, name: str, primary: Any, backup: Any) -> "MirroredCacheDisk":
@@ -101,6 +106,54 @@ class MirroredCacheDisk:
             raise OSError(errno.EIO, f"{self.name}: both sides of the mirrored cache disk failed")
         return alive
 
+    async def replace_side(self, side: int, target: Any, *, segment: int = 1 << 20,
+                           progress: Callable[[int, int], None] | None = None) -> None:
+        """Put `target` (blank, the side's size) in place of failed `side`: from now on every
+        write goes to it too, the survivor's bytes are copied onto it segment by segment
+        (writes wait while a segment is copied), then both headers say both sides are
+        good (FUA) and reads may use it again."""
+        if side not in self.failed:
+            raise OSError(errno.EINVAL, f"{self.name}: side {side} has not failed")
+        if target.size != self.size:
+            raise ValueError(f"replacement of {target.size} bytes for a side of {self.size}")
+        survivor = 1 - side
+        self.sides[side] = target
+        self._copying, self._filling = trio.Lock(), side
+        try:
+            for offset in range(0, self.size, segment):
+                n = min(segment, self.size - offset)
+                async with self._copying:
+                    await target.write(offset, await self.sides[survivor].read(offset, n))
+                if progress is not None:
+                    progress(offset + n, self.size)
+            await target.flush()
+            for which in (side, survivor):
+                await self.sides[which].write(MIRROR_HEADER_OFFSET, encode_header(which, False), fua=True)
+            self.failed.discard(side)
+            self.counters["sides_replaced"] += 1
+        finally:
+            self._copying, self._filling = None, None
+
+    async def compare(self, *, segment: int = 1 << 20,
+                      progress: Callable[[int, int], None] | None = None) -> list[dict[str, int]]:
+        """Segments where the two sides differ (each side's own mirror header aside); both
+        sides must be good."""
+        if self.failed:
+            raise OSError(errno.EIO, f"{self.name}: side {sorted(self.failed)} has failed: nothing to compare")
+        out: list[dict[str, int]] = []
+        header = slice(MIRROR_HEADER_OFFSET, MIRROR_HEADER_OFFSET + SECTOR)
+        for offset in range(0, self.size, segment):
+            n = min(segment, self.size - offset)
+            a, b = bytearray(await self.sides[0].read(offset, n)), bytearray(await self.sides[1].read(offset, n))
+            if offset <= MIRROR_HEADER_OFFSET < offset + n:
+                at = slice(header.start - offset, header.stop - offset)
+                a[at] = b[at] = bytes(SECTOR)
+            if a != b:
+                out.append({"disk": 1, "offset": offset, "length": n})
+            if progress is not None:
+                progress(offset + n, self.size)
+        return out
+
     async def fail_side(self, side: int) -> None:
         """Drop `side`: record it on the survivor first (FUA), then stop using it."""
         if side in self.failed:
@@ -121,9 +174,16 @@ class MirroredCacheDisk:
             except OSError as exc:
                 errors[side] = exc
 
-        async with trio.open_nursery() as nursery:
-            for side in self._alive():
-                nursery.start_soon(one, side)
+        sides = self._alive() + ([self._filling] if self._filling is not None else [])
+        if self._copying is not None:
+            async with self._copying:
+                async with trio.open_nursery() as nursery:
+                    for side in sides:
+                        nursery.start_soon(one, side)
+        else:
+            async with trio.open_nursery() as nursery:
+                for side in sides:
+                    nursery.start_soon(one, side)
         for side in sorted(errors):
             if len(self._alive()) == 1:
                 raise errors[side]

@@ -12,12 +12,15 @@ What an architecture needs is declared in the registry (raidlab.archs.dcd, raidl
 `plan` says which member images to make, `build` creates or assembles the mechanism over
 them (the same builder `raidlab sim` runs in virtual time). This host makes those images,
 calls `build` with the live clock, serves the result as `volume`, and answers `status`,
-`fail` and `bypass` from the parts the builder returns (the mechanism, its drives, its cache
-disks and their mirror).
+`fail`, `replace`, `check` and `bypass` from the parts the builder returns (the mechanism,
+its drives, its cache disks and their mirror).
 
 Not built (refused with one line): a mirrored cache for mcd/1c/1d, failure injection for
 1c/1d; the DCD's NVRAM RAM buffer. `raidlab fail` works on every drive (refusing,
-unless forced, a failure that loses data); `replace` of a cache drive is not built.
+unless forced, a failure that loses data). `replace` rebuilds a VC-RAID raid5 member or
+refills a side of a mirrored cache disk; a drive whose data exists nowhere else (a DCD's,
+an unmirrored cache disk) is refused. `check` scrubs VC-RAID's raid5 and compares the sides
+of a mirrored cache disk.
 
 Durability as the volume's user sees it: a flush (ext4's journal commits, fsync) returns
 only when every write acknowledged before it is on a cache disk or home (the mechanisms'
@@ -31,12 +34,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from raidlab import archs
 from raidlab.archs.caching import PER_DISK, arch_options, reserved_ram
 from raidlab.disks.disk import Partition
 from raidlab.errors import UsageError
 from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report
-from raidlab.service.hosts.volume import arch_config, make_drives, serve_volume, stripe_cache_bytes
+from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
+                                          stripe_cache_bytes)
 
 
 class CacheHost:
@@ -55,6 +61,7 @@ class CacheHost:
         self.caches: list = []      # the cache disks as drives or partitions (cache_placement)
         self.session = None
         self.fs = None              # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
+        self.busy = trio.Lock()     # one repair operation (replace, check) at a time
 
     # ------------------------------------------------------------------ build / assemble
 
@@ -187,6 +194,83 @@ class CacheHost:
                              hint="use --force to inject the failure anyway (or -o mirrored_cache=on)")
         drive.failed = True
         return {"failed_drive": index, "failed_members": self._failed_drives(), "state": self._state()}
+
+    async def op_replace(self, request, send) -> dict:
+        """Put a fresh drive in place of failed drive dK: a RAID 5 member of VC-RAID is rebuilt
+        from the others while the array serves (the log keeps its newer blocks and destages
+        them later, so they win as before); a side of a mirrored cache disk is refilled from
+        the other side. Anything else has nothing left to rebuild from and is refused before
+        any work starts."""
+        index = int(request["disk"])
+        name, arch, n = self.spec.name, self.spec.arch, self.spec.disks
+        if not 0 <= index < len(self.drives):
+            raise UsageError(f"no drive {index}: {name} has drives 0..{len(self.drives) - 1}")
+        old = self.drives[index]
+        if not old.failed:
+            raise UsageError(f"drive {index} of {name} is not failed", hint=f"fail it first with `raidlab fail {name} "
+                             f"--disk {index}`")
+        if self.spec.partitions:
+            raise UsageError(f"{name}'s drives are partitions ({self.spec.partitions}); a replacement partition is "
+                             "not supported")
+        if self.mirror is not None and index in (n, n + 1):
+            side = index - n
+            if 1 - side in self.mirror.failed:
+                raise UsageError(f"both sides of {name}'s mirrored cache disk have failed: nothing to copy from")
+            async with self.busy:
+                self.drives[index] = await replace_drive(
+                    self.session, self.spec, old, index,
+                    lambda disk, progress: self.mirror.replace_side(side, disk, progress=progress), send)
+            return {"replaced_drive": index, "copied_bytes": old.size, "failed_members": self._failed_drives(),
+                    "state": self._state()}
+        if arch == "vcraid" and index < n:
+            array = self.target.array
+            if index not in array.failed:
+                raise UsageError(f"drive {index} of {name} is not a failed raid5 member")
+            if not array.layout.survives(array.failed):
+                raise UsageError(f"{name}'s raid5 has lost data (failed members {sorted(array.failed)}); "
+                                 "a rebuild cannot recover it")
+            async with self.busy:
+                self.drives[index] = await replace_drive(
+                    self.session, self.spec, old, index,
+                    lambda disk, progress: array.rebuild(index, disk, progress=progress), send)
+            return {"rebuilt_bytes": array.layout.member_data_size, "raid5_failed_members": sorted(array.failed),
+                    "failed_members": self._failed_drives(), "state": self._state()}
+        what = ("a DCD has no redundancy" if arch == "dcd"
+                else "an unmirrored cache disk's log exists nowhere else")
+        raise UsageError(f"{name}: drive {index} cannot be rebuilt: {what}",
+                         hint="destroy the array and create it again (or use -o mirrored_cache=on next time)")
+
+    async def op_check(self, request, send) -> dict:
+        """VC-RAID: scrub the raid5 under the cache (parity against data, the log aside), and
+        compare the two sides of a mirrored cache disk. A DCD has only its mirrored cache disk
+        to compare; without one there is nothing to check, refused before any work."""
+        name = self.spec.name
+        array = getattr(self.target, "array", None)
+        if array is None and self.mirror is None:
+            raise UsageError(f"{name} ({self.spec.arch}) has no redundancy to check",
+                             hint="a DCD's data disk is one drive; -o mirrored_cache=on gives its log a copy")
+        if array is not None and array.failed:
+            raise UsageError(f"{name}'s raid5 has failed members {sorted(array.failed)}",
+                             hint="replace them first (`raidlab replace`)")
+        if self.mirror is not None and self.mirror.failed:
+            raise UsageError(f"a side of {name}'s mirrored cache disk has failed", hint="replace it first")
+        async with self.busy:
+            total = (array.layout.member_data_size * len(array.members) if array is not None else 0) + (
+                self.mirror.size if self.mirror is not None else 0)
+            state = [0, total]
+            mismatches: list[dict] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(report_progress, send, state)
+                done = 0
+                if array is not None:
+                    mismatches += await array.scrub(progress=lambda d, t: state.__setitem__(0, d))
+                    done = array.layout.member_data_size * len(array.members)
+                if self.mirror is not None:
+                    found = await self.mirror.compare(progress=lambda d, t: state.__setitem__(0, done + d))
+                    mismatches += [{**m, "disk": self.spec.disks + 1} for m in found]
+                nursery.cancel_scope.cancel()
+            await send({"progress": [total, total]})
+            return {"mismatches": mismatches, "checked_bytes": total}
 
     def _failed_drives(self) -> list[int]:
         """Drives (images dK) failed in this run; `raidlab fail` reports them as members."""

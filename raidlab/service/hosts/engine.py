@@ -9,15 +9,14 @@ only builds the array and answers for it (see raidlab.service.hosts for the inte
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import trio
 
 from raidlab import archs
-from raidlab.disks import EmulatedDisk, ImageBackend, catalog
 from raidlab.errors import UsageError
-from raidlab.service.hosts.volume import arch_config, make_drives, report_progress, serve_volume, stripe_cache_bytes
+from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
+                                          stripe_cache_bytes)
 
 
 class EngineHost:
@@ -119,26 +118,12 @@ class EngineHost:
                              "replacement partition is not supported", hint=f"check it with `raidlab check {name}`, "
                              "or destroy the array and create it again")
         async with self.busy:
-            images = self.session.lab.images_dir
-            new_image = images / f"d{index}.new.img"
-            new_image.unlink(missing_ok=True)
-            backend = ImageBackend(new_image, self.spec.disk_size)
-            model = catalog.member_models(self.spec.disk_model, self.spec.disks)[index]
-            disk = EmulatedDisk(f"d{index}", model, backend,
-                                discipline=self.spec.discipline, io_in_thread=True)
-            disk.start(self.session.nursery)
-            old = self.members[index]
-            state = [0, array.layout.member_data_size]
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(report_progress, send, state)
-                await array.rebuild(index, disk, progress=lambda d, t: state.__setitem__(0, d))
-                nursery.cancel_scope.cancel()
-            await send({"progress": [state[1], state[1]]})
             # The replacement takes the old image's name; the old image is discarded.
-            old.close()
-            os.replace(new_image, images / f"d{index}.img")
-            self.members[index] = disk
-            return {"rebuilt_bytes": state[1], "failed_members": sorted(array.failed), "state": array.state}
+            self.members[index] = await replace_drive(
+                self.session, self.spec, self.members[index], index,
+                lambda disk, progress: array.rebuild(index, disk, progress=progress), send)
+            return {"rebuilt_bytes": array.layout.member_data_size, "failed_members": sorted(array.failed),
+                    "state": array.state}
 
     async def op_check(self, request, send) -> dict:
         array = self.array

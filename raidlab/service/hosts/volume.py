@@ -11,13 +11,14 @@ themselves, for mdadm.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from raidlab import archs
-from raidlab.disks import EmulatedDisk
+from raidlab.disks import EmulatedDisk, ImageBackend
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.lab import LabSession
@@ -55,6 +56,30 @@ def stripe_cache_bytes(array: Any) -> int:
     """Memory the stripe cache of an engine Array holds when full (0 without one)."""
     cache = getattr(array, "stripe_cache", None)
     return cache.bytes_for(len(array.members)) if cache is not None else 0
+
+
+async def replace_drive(session: LabSession, spec: Any, old: EmulatedDisk, index: int, fill, send) -> EmulatedDisk:
+    """A fresh image for drive dK, filled by `await fill(new_drive, progress)` (a rebuild or a
+    copy) while {"progress": [done, total]} lines go to the client; the new image then takes
+    the old one's name and the old drive is closed. The new drive has the old one's model,
+    size, queue and bus."""
+    images = session.lab.images_dir
+    new_image = images / f"d{index}.new.img"
+    new_image.unlink(missing_ok=True)
+    disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size), discipline=spec.discipline,
+                        io_in_thread=True, bus=old.bus)
+    disk.merge_queued_requests()
+    disk.start(session.nursery)
+    session.push_sync(f"disk {old.name} (replacement)", lambda: disk.close() or "closed")
+    state = [0, old.size]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(report_progress, send, state)
+        await fill(disk, lambda done, total: state.__setitem__(slice(0, 2), [done, total]))
+        nursery.cancel_scope.cancel()
+    await send({"progress": [state[1], state[1]]})
+    old.close()
+    os.replace(new_image, images / f"d{index}.img")
+    return disk
 
 
 async def report_progress(send, state) -> None:
