@@ -351,7 +351,7 @@ def status(name, home, as_json):
         for spec in result.get("tables", []):
             table = Table(title=spec.get("title"))
             for col in spec["columns"]:
-                table.add_column(str(col))
+                table.add_column(str(col), overflow="fold")
             for row in spec["rows"]:
                 table.add_row(*(str(v) for v in row))
             _out.print(table)

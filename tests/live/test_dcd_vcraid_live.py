@@ -376,6 +376,9 @@ def test_vcraid_replaces_a_raid5_member_and_a_cache_mirror_side_and_checks_them(
     try:
         sums = trees.write_tree(mnt, seed=11, files=40)
         rl("fail", "v", "--disk", "1")
+        text = subprocess.run([*rl.cmd, "status", "v"], capture_output=True, text=True, timeout=120,
+                              env={**rl.env, "COLUMNS": "80"}).stdout
+        assert "│ d1    │ failed │" in text and "…" not in text, text   # a state per drive, nothing cut
         more = trees.write_tree(mnt / "during", seed=12, files=20)   # degraded writes, into the log
         sums.update({f"during/{rel}": digest for rel, digest in more.items()})
         replaced = rl("replace", "v", "--disk", "1").stderr

@@ -86,10 +86,17 @@ def placement_line(placement: list[dict[str, Any]]) -> str:
 
 
 def disks_table(drives: list) -> dict[str, Any]:
+    """The drives as a table that fits 80 columns: a model column only when the models
+    differ (else the model is in the title), and each drive's state."""
+    stats = [d.statistics() for d in drives]
+    models = list(dict.fromkeys(st["model"] for st in stats))
+    mixed = len(models) > 1
     rows = []
-    for d in drives:
-        st = d.statistics()
-        rows.append([st["name"], st["model"], st["size"] >> 20, st["reads"], st["writes"], st["flushes"],
-                     st["bytes_read"] >> 10, st["bytes_written"] >> 10, f"{st['busy_time']:.3f}"])
-    return {"title": "drives", "columns": ["drive", "model", "MiB", "reads", "writes", "flushes", "KiB read",
-                                           "KiB written", "busy s"], "rows": rows}
+    for d, st in zip(drives, stats):
+        state = "failed" if getattr(d, "failed", False) or st.get("failed") else "ok"
+        rows.append([st["name"], *([st["model"]] if mixed else []), state, st["size"] >> 20, st["reads"],
+                     st["writes"], st["flushes"], st["bytes_read"] >> 10, st["bytes_written"] >> 10,
+                     f"{st['busy_time']:.3f}"])
+    return {"title": "drives" + ("" if mixed or not models else f" ({models[0]})"),
+            "columns": ["drive", *(["model"] if mixed else []), "state", "MiB", "reads", "writes", "flushes",
+                        "KiB read", "KiB written", "busy s"], "rows": rows}
