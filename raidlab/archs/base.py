@@ -140,7 +140,9 @@ class Architecture:
             self.check(config, runner)
         if config.partitions is not None and self.plan is not None:
             planned = self.plan(config, VIRTUAL if runner == "sim" else LIVE)
-            given = len([item for item in config.partitions.replace(",", "-").split("-") if item.strip()])
+            from raidlab.disks.partitions import parse
+
+            given = len(parse(config.partitions))
             if len(planned) != given:
                 names = ", ".join(drive.name for drive in planned)
                 raise UsageError(f"{self.name} uses {len(planned)} drives ({names}); the partition list "
