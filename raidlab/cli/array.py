@@ -97,7 +97,8 @@ def _warn_if_images_may_not_fit(lab, arch: str, disks: int, size: int, chunk: in
         where = parts.layout(partitions, disk_model, disks)
         written = len(where.members) * where.member_bytes  # only the partitions are ever written
     else:
-        written = sum(drive.size for drive in archs.get(arch).plan(config, archs.LIVE))
+        plan = archs.get(arch).plan  # md's members are the lab's drives d0..: no plan of their own
+        written = sum(drive.size for drive in plan(config, archs.LIVE)) if plan is not None else disks * size
     free = shutil.disk_usage(lab.path).free
     if written > free:
         _err.print(f"[yellow]warning:[/] {lab.name}'s member images may grow to {written / 2**30:.1f} GiB; "

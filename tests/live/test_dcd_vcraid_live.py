@@ -337,9 +337,10 @@ def test_vcraid_mcd_cache_partitions_on_the_two_ide_drives(rl):
     stats = status["statistics"]
     assert stats["config"] == "mcd" and stats["cache_disk_used_bytes"] > 0  # destage=off: still cached
     assert len(stats["level1_per_disk"]) == 2 and all(n > 0 for n in stats["level1_per_disk"])
-    rows = {row[0]: row for row in status["tables"][0]["rows"]}
-    assert [rows[f"d{k}"][1] for k in (4, 5)] == IDE
-    assert all(rows[f"d{k}"][4] > 0 for k in (4, 5))  # the log writes went to the IDE drives
+    columns = status["tables"][0]["columns"]
+    rows = {row[0]: dict(zip(columns, row)) for row in status["tables"][0]["rows"]}
+    assert [rows[f"d{k}"]["model"] for k in (4, 5)] == IDE
+    assert all(rows[f"d{k}"]["writes"] > 0 for k in (4, 5))  # the log writes went to the IDE drives
     text = rl("status", "i").stdout
     assert "cache drives: d4 (maxtor-91366u4" in text and "d5 (maxtor-91020d6" in text
     read_back(device)
