@@ -92,7 +92,7 @@ def vm_memory_mib() -> int:
 def vm_available_mib() -> int | None:
     """$RAIDLAB_VM_AVAILABLE_MIB: what the guest's page cache and programs may use after boot
     (MemAvailable), brought down to it by a ballast file pinned in a guest ramfs. This
-    is how a scenario gives the workload a machine the size of the paper's (VC-RAID §4.3.5:
+    is how a scenario gives the workload a machine the size of the paper's (VC-RAID §4.3.2:
     64 MB of DRAM, 'the available RAM for caching and buffering is about 50MB'), while the
     VM itself needs more to unpack its initramfs."""
     value = _env_mib(AVAILABLE_ENV)
