@@ -238,20 +238,66 @@ def check_programs(scenario: Scenario, runner: str) -> None:
         require(prog)
 
 
+def resume_plan(out: Path) -> tuple[Scenario, dict, list[PlannedRun], set[str]]:
+    """What `raidlab run --resume OUT` continues: the scenario as it ran (OUT's copy), the
+    manifest, the runs it planned (in order) and those already ok (kept)."""
+    from raidlab import scenarios
+
+    try:
+        man = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise UsageError(f"{out} is not a results directory of `raidlab run` (no readable {MANIFEST})",
+                         hint="give the <results>/<scenario>/<time> directory of the run to continue") from None
+    if manifest_status(man).startswith("running"):
+        raise UsageError(f"the run of {out} is still going (pid {man.get('pid')})", hint="let it finish, or stop it")
+    scenario = scenarios.loads((out / SCENARIO_COPY).read_text(), out / SCENARIO_COPY)
+    wanted = list(man.get("planned_runs", []))
+    reps = max((int(r.rsplit("--r", 1)[1]) for r in wanted if "--r" in r), default=scenario.repeat)
+    by_id = {p.run_id: p for p in scenarios.plan_runs(scenario, quick=bool(man.get("quick")), repeat=reps)}
+    missing = [r for r in wanted if r not in by_id]
+    if missing:
+        raise UsageError(f"{out}: planned run {missing[0]} is not in its scenario copy", hint="start a new run")
+    done = set()
+    for path in (out / RUNS_DIR).glob("*.json"):
+        try:
+            if json.loads(path.read_text()).get("status") == "ok":
+                done.add(path.stem)
+        except (OSError, ValueError):
+            continue
+    return scenario, man, [by_id[r] for r in wanted], done
+
+
 def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, results_root: Path,
                  quick: bool = False, home: str | None = None, progress: Progress | None = None,
                  command_line: list[str] | None = None,
-                 after_run: Callable[[PlannedRun, dict], None] | None = None) -> RunSummary:
-    """Execute `planned`; write runs/*.json and manifest.json under a new results directory."""
+                 after_run: Callable[[PlannedRun, dict], None] | None = None,
+                 resume: Path | None = None) -> RunSummary:
+    """Execute `planned`; write runs/*.json and manifest.json under a new results directory,
+    or (`resume`) into an interrupted run's directory: its ok runs are kept, the others (the
+    interrupted one, failed ones, those never started) run again, and the manifest records
+    each resumption with the code's revision then, beside the one the run started with."""
     progress = progress or Progress()
-    out = results_dir(results_root, scenario)
-    (out / SCENARIO_COPY).write_text(scenario.text)
-    started = dt.datetime.now().isoformat(timespec="seconds")
     argv = command_line if command_line is not None else sys.argv
+    resumed: list[dict] = []
+    done: set[str] = set()
+    if resume is not None:
+        out = resume
+        _scenario, previous, _planned, done = resume_plan(out)
+        started = previous.get("started")
+        resumed = list(previous.get("resumed", [])) + [{
+            "at": dt.datetime.now().isoformat(timespec="seconds"), "git": _git_revision(),
+            "previous_git": previous.get("git"), "previous_status": previous.get("status"),
+            "kept": sorted(done), "command_line": argv}]
+        argv = previous.get("command_line", argv)
+    else:
+        out = results_dir(results_root, scenario)
+        (out / SCENARIO_COPY).write_text(scenario.text)
+        started = dt.datetime.now().isoformat(timespec="seconds")
     manifest = dict(scenario=scenario, runner=runner, quick=quick, planned=planned, started=started,
                     command_line=argv)
-    write_manifest(out, **manifest, finished=None, status="running")
-    summary = RunSummary(out)
+    extra_base = {"resumed": resumed} if resumed else {}
+    write_manifest(out, **manifest, finished=None, status="running", extra=extra_base)
+    summary = RunSummary(out, ok=len(done))
     if scenario.kind == "live":
         for line in live.remove_abandoned_scratch_arrays(home):
             progress.notice(line)
@@ -259,6 +305,8 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
     try:
         with terminate_as_interrupt():
             for index, run in enumerate(planned):
+                if run.run_id in done:  # kept from before the resumption
+                    continue
                 progress.run_started(index, run)
                 begun = time.monotonic()
                 stamp = dt.datetime.now().isoformat(timespec="seconds")
@@ -303,7 +351,7 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
         write_manifest(out, **manifest, finished=finished,
                        status="interrupted" if summary.interrupted
                        else "stopped: missing program" if summary.missing_tool else "complete",
-                       extra={"ok": summary.ok, "failed": summary.failed})
+                       extra={**extra_base, "ok": summary.ok, "failed": summary.failed})
     return summary
 
 

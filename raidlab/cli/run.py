@@ -72,7 +72,7 @@ class _RichProgress:
 
 
 @click.command(name="run")
-@click.argument("scenario_file", metavar="SCENARIO", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenario_file", metavar="SCENARIO", type=click.Path(dir_okay=False, path_type=Path), required=False)
 @click.option("--runner", type=click.Choice(["native", "vm"]), default=None,
               help="where arrays and workloads run (default: the scenario's runner)")
 @click.option("--quick", is_flag=True, help="the scenario's [quick] sizes (CI, demos)")
@@ -85,16 +85,31 @@ class _RichProgress:
               default=Path("results"), show_default=True, help="results root: writes <root>/<scenario>/<time>/")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where the run's labs live (default ./run)")
 @click.option("--dry-run", is_flag=True, help="validate and list the runs, start nothing")
-def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, home, dry_run):
+@click.option("--resume", "resume", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              metavar="RESULTS_DIR", help="continue an interrupted run in its own directory: its ok runs are kept, "
+                                          "the rest run again (the scenario, runner and sizes are the run's own)")
+def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, home, dry_run, resume):
     """Run every architecture x case x repetition of SCENARIO; print the results directory."""
     from raidlab import run as runmod
     from raidlab import scenarios
+    from raidlab.errors import UsageError
 
-    scenario = scenarios.load(scenario_file)
-    runner = runner or scenario.runner
-    labels = tuple(label for item in only for label in item.split(",") if label)
-    case_names = tuple(name for item in cases for name in item.split(",") if name)
-    planned = scenarios.plan_runs(scenario, quick=quick, repeat=repeat, only=labels, cases_only=case_names)
+    if resume is not None:
+        if scenario_file is not None or quick or repeat or only or cases:
+            raise UsageError("--resume continues a run as it was planned",
+                             hint="give only the results directory (and --home if the run had one)")
+        scenario, previous, planned, done = runmod.resume_plan(resume)
+        runner, quick = previous.get("runner", scenario.runner), bool(previous.get("quick"))
+        _err.print(f"resuming {resume}: {len(done)} of {len(planned)} runs kept, {len(planned) - len(done)} to run",
+                   highlight=False)
+    else:
+        if scenario_file is None:
+            raise UsageError("give a SCENARIO file (or --resume RESULTS_DIR)")
+        scenario = scenarios.load(scenario_file)
+        runner = runner or scenario.runner
+        labels = tuple(label for item in only for label in item.split(",") if label)
+        case_names = tuple(name for item in cases for name in item.split(",") if name)
+        planned = scenarios.plan_runs(scenario, quick=quick, repeat=repeat, only=labels, cases_only=case_names)
     if runner != scenario.runner:
         runmod.check_runner(scenario, runner, {p.arch.label for p in planned})
     if dry_run:
@@ -110,7 +125,7 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
         shown = _RichProgress(scenario, runner, bars)
         shown.repetitions = max((p.repetition for p in planned), default=0)
         summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
-                                      home=home, progress=shown)
+                                      home=home, progress=shown, resume=resume)
     _err.print(f"{scenario.id}: {summary.ok} ok, {summary.failed} failed"
                + (" (interrupted)" if summary.interrupted else ""), highlight=False)
     click.echo(str(summary.out))

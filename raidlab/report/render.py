@@ -54,6 +54,11 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("p", f"{runner}, kernel {man.get('kernel')}, raidlab {man.get('raidlab')}, "
                             f"git {_git(man)}; started {man.get('started')}, finished {man.get('finished') or '-'}; "
                             f"status **{manifest_status(man)}**: {counts} Results: `{results.path}`.{kernel_note}"))
+    for step in man.get("resumed", []):
+        before = step.get("previous_git") or {}
+        blocks.append(("p", f"Resumed at {step.get('at')} (`raidlab run --resume`) with git {_git(step)}, after a "
+                            f"part that ran with git {_git({'git': before})} and ended "
+                            f"{step.get('previous_status')}; {len(step.get('kept', []))} runs kept from it."))
     if results.left_out:
         blocks.append(("p", "Left out of this report (`--leave-out`): "
                             + ", ".join(f"`{f}`" for f in results.left_out) + "."))
