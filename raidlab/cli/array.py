@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import click
 from rich.console import Console
@@ -106,29 +105,14 @@ def _warn_if_images_may_not_fit(lab, arch: str, disks: int, size: int, chunk: in
                    "written takes space)", soft_wrap=True)
 
 
-def _mounts() -> list[tuple[str, str]]:
-    """(source, mount point) of every mount of this host."""
+def _array_device(lab) -> str | None:
+    """The array's block device on this host (its runtime record's), if it runs here."""
+    from raidlab.service.spec import RUNTIME_FILE
+
     try:
-        lines = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 2:
-            out.append((fields[0], fields[1].replace("\\040", " ")))  # mounts escape spaces
-    return out
-
-
-def _mounts_of_array(lab) -> list[tuple[str, str]]:
-    """Mounts of the array's block device (its runtime record's device), if it runs here."""
-    try:
-        from raidlab.service.spec import RUNTIME_FILE
-
-        device = json.loads((lab.path / RUNTIME_FILE).read_text()).get("device")
+        return json.loads((lab.path / RUNTIME_FILE).read_text()).get("device")
     except (OSError, ValueError):
-        return []
-    return [(source, point) for source, point in _mounts() if device and source == device]
+        return None
 
 
 def _device_of(record: dict) -> str:
@@ -437,13 +421,16 @@ def destroy(name, keep_images, home):
     _need_root("raidlab destroy")
     if not (lab.path / SPEC_FILE).exists() and not lab.resources():
         raise UsageError(f"no array {name!r} in {lab.path}", hint="see `raidlab list`")
-    mounted = _mounts_of_array(lab)
+    from raidlab.tools.mount import current_mounts, mounts_of_source
+
+    device = _array_device(lab)
+    mounted = [entry.mount_point for entry in mounts_of_source(device)] if device else []
     with _err.status(f"stopping {name}"):
         stopped = control.stop_daemon(lab)
     for line in control.release_leftovers(lab):
         _err.print(f"released leftover of a killed run: {line}")
-    still = {point for _device, point in _mounts()}
-    for device, point in mounted:
+    still = {entry.mount_point for entry in current_mounts()}
+    for point in mounted:
         if point not in still:
             _err.print(f"{name}: unmounted {point} (a file system on {device}, the array's device)")
     control.remove_lab(lab, keep_images=keep_images)
