@@ -28,7 +28,7 @@ import dataclasses
 import re
 
 from raidlab.disks import catalog
-from raidlab.disks.geometry import DriveSpec
+from raidlab.disks.geometry import DriveSpec, Geometry
 from raidlab.errors import UsageError
 
 MiB = 1 << 20
@@ -93,12 +93,9 @@ def parse(text: str) -> list[tuple[str | None, int]]:
 
 
 def zone_starts(spec: DriveSpec) -> list[int]:
-    """The first byte of every zone of a whole drive of `spec` (zone 1 first)."""
-    starts, at = [], 0
-    for zone in spec.zones:
-        starts.append(at)
-        at += zone.cylinders * spec.heads * zone.sectors_per_track * spec.sector_bytes
-    return starts
+    """The first byte of every zone of a whole drive of `spec` (zone 1 first), as the timing
+    model maps a whole-drive image."""
+    return [zone.byte_start for zone in Geometry(spec, spec.media_capacity_bytes).zones]
 
 
 def table(model: str) -> list[tuple[int, int, int]]:
