@@ -23,6 +23,7 @@ not say how a stale backup is brought back either.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import struct
 import zlib
@@ -175,12 +176,7 @@ class MirroredCacheDisk:
                 errors[side] = exc
 
         sides = self._alive() + ([self._filling] if self._filling is not None else [])
-        if self._copying is not None:
-            async with self._copying:
-                async with trio.open_nursery() as nursery:
-                    for side in sides:
-                        nursery.start_soon(one, side)
-        else:
+        async with self._copying or contextlib.nullcontext():
             async with trio.open_nursery() as nursery:
                 for side in sides:
                     nursery.start_soon(one, side)
