@@ -32,43 +32,36 @@ KiB = 1024
 
 # The same test in virtual time (raidlab.runners.stream), declared here beside the live one so
 # that scenario files are checked without importing the runners.
-SIM_PARAMS: dict[str, tuple[type, Any, str]] = {
-    "file_kb": (int, 262144, "file size, KiB (the paper: 64, 1024, 262144)"),
-    "block_kb": (int, 4, "bytes per read or write call and per request, KiB (the paper: 4)"),
-    "write_depth": (int, 256, "writes in flight during fsync (assumed: the kernel's request table)"),
-    "read_depth": (int, 32, "reads in flight (assumed: a 128 KiB read-ahead window of 4 KiB blocks)"),
-    "file_offset_kb": (int, 4096, "where the file starts in the volume, KiB (assumed: after ext2's first "
-                                  "block group metadata)"),
-    "inode_offset_kb": (int, 1024, "where the file's inode block lies, KiB (assumed: ext2's first inode table)"),
-    "metadata": (bool, True, "write the inode block after the data, read it before"),
-    "host_write_mb_s": (float, 0.0, "host copy rate into the buffer cache, before fsync (0: no host model)"),
-    "host_read_mb_s": (float, 0.0, "host copy rate to the user, overlapped with reads (0: no host model)"),
-    "random_reads": (int, 0, "after the read, this many reads at random places in the file (0: none)"),
-    "random_kb": (int, 8, "size of each random read, KiB (the paper's suggestion: twice the chunk)"),
-    "random_depth": (int, 1, "random reads in flight"),
-    "seed": (int, 0, "seed of trio's scheduling order and of the random reads' places"),
+SIM_PARAMS: dict[str, Param] = {
+    "file_kb": Param(int, 262144, "file size, KiB (the paper: 64, 1024, 262144)", minimum=1),
+    "block_kb": Param(int, 4, "bytes per read or write call and per request, KiB (the paper: 4)", minimum=1),
+    "write_depth": Param(int, 256, "writes in flight during fsync (assumed: the kernel's request table)", minimum=1),
+    "read_depth": Param(int, 32, "reads in flight (assumed: a 128 KiB read-ahead window of 4 KiB blocks)",
+                        minimum=1),
+    "file_offset_kb": Param(int, 4096, "where the file starts in the volume, KiB (assumed: after ext2's first "
+                                       "block group metadata)", minimum=0),
+    "inode_offset_kb": Param(int, 1024, "where the file's inode block lies, KiB (assumed: ext2's first inode table)",
+                             minimum=0),
+    "metadata": Param(bool, True, "write the inode block after the data, read it before"),
+    "host_write_mb_s": Param(float, 0.0, "host copy rate into the buffer cache, before fsync (0: no host model)",
+                             minimum=0),
+    "host_read_mb_s": Param(float, 0.0, "host copy rate to the user, overlapped with reads (0: no host model)",
+                            minimum=0),
+    "random_reads": Param(int, 0, "after the read, this many reads at random places in the file (0: none)",
+                          minimum=0),
+    "random_kb": Param(int, 8, "size of each random read, KiB (the paper's suggestion: twice the chunk)", minimum=1),
+    "random_depth": Param(int, 1, "random reads in flight", minimum=1),
+    "seed": Param(int, 0, "seed of trio's scheduling order and of the random reads' places", minimum=0),
 }
 
 
 def resolve_sim(params: dict[str, Any]) -> dict[str, Any]:
     """The virtual-time parameters (raidlab.runners.stream) with defaults filled in; UsageError
-    for an unknown key or a bad value."""
-    out: dict[str, Any] = {}
+    for an unknown key or a bad value (the declarations' own checks, as every workload's)."""
     unknown = sorted(set(params) - set(SIM_PARAMS))
     if unknown:
         raise UsageError(f"seqfile has no parameter {unknown[0]!r}", hint=f"its parameters: {', '.join(SIM_PARAMS)}")
-    for name, (kind, default, _help) in SIM_PARAMS.items():
-        value = params.get(name, default)
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise UsageError(f"seqfile parameter {name} must be {kind.__name__}, not {value!r}")
-        if kind in (int, float) and value < 0:
-            raise UsageError(f"seqfile parameter {name} must not be negative, not {value}")
-        out[name] = value
-    for name in ("file_kb", "block_kb", "write_depth", "read_depth", "random_kb", "random_depth"):
-        if out[name] < 1:
-            raise UsageError(f"seqfile parameter {name} must be at least 1")
+    out = {key: spec.check("seqfile", key, params.get(key, spec.default)) for key, spec in SIM_PARAMS.items()}
     if out["file_kb"] % out["block_kb"]:
         raise UsageError(f"file_kb {out['file_kb']} is not a whole number of {out['block_kb']} KiB blocks")
     if out["random_kb"] > out["file_kb"] or out["random_kb"] % out["block_kb"]:

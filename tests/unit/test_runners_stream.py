@@ -66,7 +66,7 @@ def test_a_shared_bus_is_reported():
 @pytest.mark.parametrize("params,words", [
     ({"file_kb": 10, "block_kb": 4}, "whole number"),
     ({"fiel_kb": 4}, "no parameter"),
-    ({"read_depth": 0}, "at least 1"),
+    ({"read_depth": 0}, "read_depth. must be >= 1"),
     ({"host_write_mb_s": "fast"}, "must be float"),
 ])
 def test_bad_parameters_are_refused(params, words):
