@@ -259,3 +259,21 @@ def test_bad_sizes_are_one_clear_usage_error(cache, ram, words):
 
     message = run(body, disks)
     assert words in message and "\n" not in message
+
+
+def test_drain_moves_everything_to_the_data_disk_and_empties_the_log():
+    disks, cache_disk, data_disk = physical_dcd()
+
+    async def body(nursery):
+        dcd = await create_dcd("t", cache_disk, data_disk, idle_threshold=10.0)
+        dcd.start(nursery)
+        for i in range(20):
+            await dcd.write(i * 8 * KiB, pattern(i, 4 * KiB))
+        destaged = await dcd.drain()
+        for i in range(20):
+            assert await data_disk.read(i * 8 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+        return destaged, dcd.statistics()
+
+    destaged, stats = run(body, disks)
+    assert destaged == 20 * 4 * KiB
+    assert stats["log_records"] == 0 and stats["cache_disk_used_bytes"] == 0 and stats["idle_periods_found"] == 0

@@ -227,3 +227,23 @@ def test_bad_configurations_are_one_clear_usage_error(config, n_caches, options,
 
     message = run(body, array_disks + caches)
     assert words in message and "\n" not in message
+
+
+def test_drain_leaves_ram_buffer_and_cache_disk_empty_and_every_block_at_home():
+    disks, members, caches = scd_disks()
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=64 * KiB, idle_threshold=10.0)
+        vc.start(nursery)
+        for i in range(40):  # more than the RAM buffer: some on the cache disk, some in RAM
+            await vc.write(i * 4 * KiB, pattern(i, 4 * KiB))
+        assert vc.statistics()["cache_disk_used_bytes"] + vc.statistics()["ram_used_bytes"] > 0
+        destaged = await vc.drain()
+        s = vc.statistics()
+        assert s["ram_used_bytes"] == 0 and s["cache_disk_used_bytes"] == 0 and s["cache_disk_blocks_mapped"] == 0
+        assert destaged == 40 * 4 * KiB and s["idle_periods_found"] == 0
+        for i in range(40):
+            assert await vc.array.read(i * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+        return s
+
+    run(body, disks)

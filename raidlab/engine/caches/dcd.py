@@ -418,6 +418,9 @@ class DCD(Destaging):
     async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
         return await self.destage_lwfd(interruptible=interruptible)
 
+    async def _wait_all_logged(self) -> None:
+        await self._wait_logged(self._write_seq)
+
 
 async def create_dcd(
     name: str,

@@ -164,6 +164,13 @@ class PerDiskVCRAID:
     async def trim(self, offset: int, length: int) -> None:
         await self.array.trim(offset, length)
 
+    async def drain(self) -> int:
+        """Every per-disk cache drained to its data disk (VCRAID.drain); the bytes destaged."""
+        total = 0
+        for vc in self.caches:
+            total += await vc.drain()
+        return total
+
     @property
     def timeline(self) -> list[tuple[float, str, dict[str, Any]]]:
         tagged = [[(t, ev, {**d, "cache": i}) for t, ev, d in vc.timeline] for i, vc in enumerate(self.caches)]

@@ -467,6 +467,9 @@ class VCRAID(Destaging):
     async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
         return await self.destage_level2(log, interruptible=interruptible)
 
+    async def _wait_all_logged(self) -> None:
+        await self._wait_on_cache_disk(self._write_seq)
+
 
 class _locks:
     """Hold several trio locks (acquired in the order given)."""
