@@ -247,3 +247,50 @@ def test_drain_leaves_ram_buffer_and_cache_disk_empty_and_every_block_at_home():
         return s
 
     run(body, disks)
+
+
+def test_a_read_of_logged_blocks_is_one_cache_disk_io_per_run():
+    disks, members, caches = scd_disks(model="maxtor-91020d6", cache=4 * MiB)
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=64 * KiB, idle_threshold=10.0)
+        vc.start(nursery)
+        await vc.write(0, pattern(1, 32 * KiB), fua=True)   # one log write: 32 consecutive blocks
+        await vc.write(1 * MiB, pattern(2, 16 * KiB), fua=True)
+        before = vc.statistics()
+        assert await vc.read(0, 32 * KiB) == pattern(1, 32 * KiB)
+        assert await vc.read(1 * MiB - 16 * KiB, 48 * KiB) == bytes(16 * KiB) + pattern(2, 16 * KiB) + bytes(16 * KiB)
+        after = vc.statistics()
+        return before, after
+
+    before, after = run(body, disks)
+    assert after["read_hits_cache_disk_blocks"] - before["read_hits_cache_disk_blocks"] == 48
+    assert after["cache_disk_reads"] - before["cache_disk_reads"] == 2
+    assert after["read_hits_array_blocks"] - before["read_hits_array_blocks"] == 32
+
+
+def test_a_log_write_into_a_range_being_read_waits_for_the_read():
+    from raidlab.engine.caches.log import KIND_DATA, CacheDiskLog
+
+    disk = EmulatedDisk("c", "none", MemoryBackend(1 * MiB))
+    order = []
+
+    async def body(nursery):
+        log = CacheDiskLog(disk, 0, DEFAULT_LOG_START, disk.size, 1 * KiB, 7)
+        rec = await log.write_record(1, KIND_DATA, [5], pattern(1, 1 * KiB))
+        log.records.clear()  # popped: the next record goes to the same place
+
+        async def writer():
+            await log.write_record(2, KIND_DATA, [6], pattern(2, 1 * KiB))
+            order.append("written")
+
+        with log.pinned([(rec.block_offset(0), rec.block_offset(0) + 1 * KiB)]):
+            nursery.start_soon(writer)
+            await trio.sleep(1.0)
+            order.append("read")
+            assert await disk.read(rec.block_offset(0), 1 * KiB) == pattern(1, 1 * KiB)
+        await trio.sleep(0.1)
+        return log.pin_waits
+
+    waits = run(body, [disk])
+    assert order == ["read", "written"] and waits >= 1

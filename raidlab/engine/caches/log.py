@@ -77,10 +77,11 @@ Where this departs from the papers, and why:
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import struct
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import trio
@@ -296,9 +297,9 @@ class LogRecord:
 class CacheDiskLog:
     """The stack-shaped log on one cache disk: region [start, end) of `target`.
 
-    The caller serialises everything that moves the arm of this cache disk through `lock`
-    (log writes, destage segments, reads of cached blocks): a popped region is rewritten
-    by the next log write, so a read must not overtake it.
+    The caller serialises what changes the log through `lock` (log writes, destage steps).
+    Reads of cached blocks do not take it: they pin the ranges they read (`pinned`), and a
+    write into a pinned range (a popped region reused by the next log write) waits.
     """
 
     def __init__(self, target: Any, index: int, start: int, end: int, block_size: int, log_id: int):
@@ -311,11 +312,37 @@ class CacheDiskLog:
         self.log_id = log_id
         self.records: list[LogRecord] = []
         self.lock = trio.Lock()
+        # Byte ranges of this log being read now (`pinned`): a write into one waits.
+        self._pins: list[tuple[int, int]] = []
+        self._unpinned = trio.Event()
+        self.pin_waits = 0
         # The tombstone area (LAYOUT_AREA): two halves of `area_half` bytes from `end`;
         # tombstones are appended to the current half at `area_pos`.
         self.area_half = 0
         self.area_current = 0
         self.area_pos = 0
+
+    @contextlib.contextmanager
+    def pinned(self, ranges: Iterable[tuple[int, int]]) -> Iterator[None]:
+        """Keep the byte ranges [start, end) of cached blocks from being overwritten while the
+        caller reads them, without holding `lock`: a read then never waits for a log write
+        or a destage step, nor they for it, unless the log reuses a popped region the read
+        still covers (its blocks were destaged meanwhile; the bytes read are still theirs).
+        Pin synchronously right after looking the blocks up, so no pop can come between."""
+        ranges = list(ranges)
+        self._pins.extend(ranges)
+        try:
+            yield
+        finally:
+            for r in ranges:
+                self._pins.remove(r)
+            self._unpinned.set()
+            self._unpinned = trio.Event()
+
+    async def _wait_unpinned(self, start: int, end: int) -> None:
+        while any(s < end and start < e for s, e in self._pins):
+            self.pin_waits += 1
+            await self._unpinned.wait()
 
     def reserve_journal(self, nbytes: int) -> None:
         """Take the marker journal slot (module doc, `nbytes` whole sectors) off the end of
@@ -402,6 +429,7 @@ class CacheDiskLog:
         if len(raw) > self.free:
             raise RuntimeError(f"log {self.index}: record of {len(raw)} bytes does not fit ({self.free} free)")
         offset = self.clp
+        await self._wait_unpinned(offset, offset + len(raw))
         if journal and len(raw) > SECTOR:
             if len(raw) > self.region_end - self.end:
                 raise RuntimeError(f"log {self.index}: marker of {len(raw)} bytes exceeds its journal slot")
@@ -417,6 +445,7 @@ class CacheDiskLog:
 
     async def write_blank(self, offset: int) -> None:
         if offset < self.end:
+            await self._wait_unpinned(offset, offset + SECTOR)
             await self.target.write(offset, BLANK_SECTOR, fua=True)
 
     async def clear_journal(self) -> None:

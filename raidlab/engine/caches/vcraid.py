@@ -47,6 +47,7 @@ Where this departs from the paper, and why:
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -245,6 +246,7 @@ class VCRAID(Destaging):
             "read_hits_ram_blocks": c["hits_ram"],
             "read_hits_cache_disk_blocks": c["hits_cache_disk"],
             "read_hits_array_blocks": c["hits_array"],
+            "cache_disk_reads": c["cache_disk_reads"],
             "level1_destages": sc["log_writes"], "level1_bytes": sc["log_write_bytes"],
             "level1_per_disk": [c[f"level1_disk{i}"] for i in range(len(self.logs))],
             "level2_destages": sc["destages"], "level2_bytes": sc["destaged_bytes"],
@@ -310,32 +312,52 @@ class VCRAID(Destaging):
     # ------------------------------------------------------------------ reads (§3.3.2)
 
     async def _read_blocks(self, first: int, count: int) -> bytes:
+        """Blocks from RAM, the cache disks and the array. Runs of blocks consecutive in
+        one log are read in one I/O, runs on different disks at once, and no log lock is
+        held: each run is pinned (CacheDiskLog.pinned) right after the lookup."""
         bs = self.block_size
         out = bytearray(count * bs)
-        while True:
-            plan = [self._where(first + i) for i in range(count)]
-            cached = {loc.log for kind, loc in plan if kind == "cache"}
-            if not cached:
-                break
-            # Hold every cache disk the blocks are on (ascending order), then look again:
-            # a popped region is rewritten by the next log write, so no read may overtake it.
-            async with _locks([self.logs[i].lock for i in sorted(cached)]):
-                plan = [self._where(first + i) for i in range(count)]
-                if not {loc.log for kind, loc in plan if kind == "cache"} <= cached:
-                    continue  # moved to another cache disk while we waited: look again
-                await self._fill_cache(out, plan)
-            break
-        data_runs: list[list[int]] = []
+        plan = [self._where(first + i) for i in range(count)]
+        cache_runs: list[list[Any]] = []  # [index of first block, count, Location of the first]
+        data_runs: list[list[int]] = []   # [index of first block, count]
         for i, (kind, value) in enumerate(plan):
             if kind == "ram":
                 out[i * bs:(i + 1) * bs] = value
-            elif kind == "array":
-                if data_runs and data_runs[-1][0] + data_runs[-1][1] == i:
-                    data_runs[-1][1] += 1
+            elif kind == "cache":
+                run = cache_runs[-1] if cache_runs else None
+                if (run is not None and run[0] + run[1] == i and run[2].log == value.log
+                        and run[2].offset + run[1] * bs == value.offset):
+                    run[1] += 1
                 else:
-                    data_runs.append([i, 1])
-        for i, n in data_runs:
+                    cache_runs.append([i, 1, value])
+            elif data_runs and data_runs[-1][0] + data_runs[-1][1] == i:
+                data_runs[-1][1] += 1
+            else:
+                data_runs.append([i, 1])
+
+        async def from_cache(i: int, n: int, loc: Any) -> None:
+            out[i * bs:(i + n) * bs] = await self.logs[loc.log].target.read(loc.offset, n * bs)
+
+        async def from_array(i: int, n: int) -> None:
             out[i * bs:(i + n) * bs] = await self.array.read((first + i) * bs, n * bs)
+
+        with contextlib.ExitStack() as pins:
+            for log in self.logs:
+                ranges = [(loc.offset, loc.offset + n * bs) for _, n, loc in cache_runs if loc.log == log.index]
+                if ranges:
+                    pins.enter_context(log.pinned(ranges))
+            if len(cache_runs) + len(data_runs) == 1:
+                if cache_runs:
+                    await from_cache(*cache_runs[0])
+                else:
+                    await from_array(*data_runs[0])
+            elif cache_runs or data_runs:
+                async with trio.open_nursery() as nursery:
+                    for run in cache_runs:
+                        nursery.start_soon(from_cache, *run)
+                    for run in data_runs:
+                        nursery.start_soon(from_array, *run)
+        self.counters["cache_disk_reads"] += len(cache_runs)
         self.counters["hits_ram"] += sum(1 for k, _ in plan if k == "ram")
         self.counters["hits_cache_disk"] += sum(1 for k, _ in plan if k == "cache")
         self.counters["hits_array"] += sum(1 for k, _ in plan if k == "array")
@@ -350,12 +372,6 @@ class VCRAID(Destaging):
         if loc is not None:
             return "cache", loc
         return "array", None
-
-    async def _fill_cache(self, out: bytearray, plan) -> None:
-        bs = self.block_size
-        for i, (kind, loc) in enumerate(plan):
-            if kind == "cache":
-                out[i * bs:(i + 1) * bs] = await self.store.read_block(loc)
 
     # ------------------------------------------------------------------ level-1 destage
 
@@ -469,21 +485,6 @@ class VCRAID(Destaging):
 
     async def _wait_all_logged(self) -> None:
         await self._wait_on_cache_disk(self._write_seq)
-
-
-class _locks:
-    """Hold several trio locks (acquired in the order given)."""
-
-    def __init__(self, locks: Sequence[trio.Lock]) -> None:
-        self.locks = list(locks)
-
-    async def __aenter__(self):
-        for lock in self.locks:
-            await lock.acquire()
-
-    async def __aexit__(self, *exc):
-        for lock in reversed(self.locks):
-            lock.release()
 
 
 def _cache_superblocks(base: metadata.Superblock, cache_disks: Sequence[Any]) -> list[metadata.Superblock]:
