@@ -14,7 +14,9 @@ report may take its x value from an architecture option (the RAM-buffer sweep of
 Fig. 6 varies an arch option, not a workload parameter); [workload] and [[case]] may carry
 `filesystem`, `mkfs_options`, `mount_options` (Fig. 7 runs each program on a `-o sync` and
 an async mount); [report] describes how the figure is drawn; [[claim]] may name several
-cases.
+cases; [control] names the engine's raid5 and md's raid5 run side by side on the same drives,
+whose ratio tells whether an engine-vs-md difference comes from the two ways of running an
+array rather than from the architecture compared.
 """
 
 from __future__ import annotations
@@ -128,6 +130,18 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True)
+class Control:
+    """[control]: the runner-fairness control. `engine` labels the engine's raid5, served as
+    the engine's other architectures are; `md` labels md's raid5 on the same drives. The
+    report flags a case and metric whose ratio engine / md of the means lies outside `band`."""
+
+    engine: str
+    md: str
+    band: tuple[float, float] = (0.8, 1.25)
+    text: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class ReportSpec:
     style: str = "bars"  # bars: groups = cases, one bar per arch (or, with x an [[arch]] field such as
     #                      partitions: a panel per case, groups = its values, a bar per series);
@@ -161,6 +175,7 @@ class Scenario:
     report: ReportSpec
     quick: dict[str, Any]
     text: str  # the file as read, kept in every results directory
+    control: Control | None = None  # [control], if the scenario has one
 
     def arch(self, label: str) -> ArchEntry:
         for entry in self.archs:
@@ -185,7 +200,7 @@ class Scenario:
 
 # --- the schema: table -> allowed keys ---------------------------------------------------
 
-_TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report"}
+_TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report", "control"}
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
          "policy_options", "bus", "drives", "partitions"}
@@ -196,6 +211,7 @@ _PAPER = {"arch", "case", "metric", "value", "unit", "note"}
 _CLAIM = {"id", "text", "kind", "metric", "case", "cases", "better", "order", "num", "den", "min", "max", "source",
           "arch"}
 _REPORT = {"style", "metrics", "better", "x", "x_label", "panel", "y_label"}
+_CONTROL = {"engine", "md", "band", "text"}
 
 
 def parse_size(text: Any, path: Path, key: str) -> int:
@@ -375,6 +391,10 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
     paper_values = _load_paper(path, top.tables("paper"), labels, case_names, errors)
     claims = _load_claims(path, top.tables("claim"), labels, case_names, errors)
     report = _load_report(path, doc.get("report", {}), claims)
+    control = None
+    if "control" in doc:
+        with _collecting(errors):
+            control = _load_control(path, doc["control"], labels, archs, check_references)
     quick = _load_quick(path, doc.get("quick", {}), labels, case_names)
     vm_available_mib = None
     if "vm_available_memory" in head.table:
@@ -387,7 +407,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
         source=head.get("source", str, ""), kind=kind, runner=runner, repeat=repeat,
         vm_available_mib=vm_available_mib,
         description=head.get("description", str, ""), archs=archs, workload=workload_name, cases=cases,
-        paper_values=paper_values, claims=claims, report=report, quick=quick, text=text)
+        paper_values=paper_values, claims=claims, report=report, quick=quick, text=text, control=control)
     if check_references and not errors:
         _check_workload_params(scenario, quick, errors)
     if errors:
@@ -664,6 +684,45 @@ def _load_report(path: Path, table: Any, claims: tuple[Claim, ...]) -> ReportSpe
     return ReportSpec(style=style, metrics=r.strings("metrics"), better=better, x=x,
                       x_label=r.get("x_label", str, x), panel=r.get("panel", str, ""),
                       y_label=r.get("y_label", str, ""))
+
+
+CONTROL_BAND = (0.8, 1.25)  # [control].band when the scenario gives none
+CONTROL_SAME = ("disks", "disk_model", "disk_size", "chunk", "partitions", "bus")  # what makes "the same drives"
+
+
+def _load_control(path: Path, table: Any, labels: set, entries: tuple[ArchEntry, ...], check: bool) -> Control:
+    """[control]: two [[arch]] labels, engine's raid5 and md's raid5, on the same drives
+    (CONTROL_SAME); with registry look-ups, `md` must name an md architecture and `engine`
+    one the engine serves. band = [lo, hi], 0 < lo < hi."""
+    r = _Reader(path, "control", table, _CONTROL)
+    engine, md = r.get("engine", str), r.get("md", str)
+    for side, label in (("engine", engine), ("md", md)):
+        if label not in labels:
+            raise ScenarioError(path, r.where(side), f"no [[arch]] labelled {label!r}")
+    if engine == md:
+        raise ScenarioError(path, r.where("md"), f"{md!r} is also the engine's label",
+                            hint="the control compares two [[arch]] entries: the engine's raid5 and md's")
+    band = r.get("band", list, list(CONTROL_BAND))
+    if len(band) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in band):
+        raise ScenarioError(path, r.where("band"), f"must be two numbers [lo, hi], not {band!r}")
+    lo, hi = float(band[0]), float(band[1])
+    if not 0 < lo < hi:
+        raise ScenarioError(path, r.where("band"), f"[{lo:g}, {hi:g}]: needs 0 < lo < hi")
+    by_label = {a.label: a for a in entries}
+    if engine in by_label and md in by_label:  # an [[arch]] with its own problem is refused there
+        for field in CONTROL_SAME:
+            mine, theirs = getattr(by_label[engine], field), getattr(by_label[md], field)
+            if mine != theirs:
+                raise ScenarioError(path, r.where("engine"), f"{engine!r} has {field} {mine!r} but {md!r} has "
+                                    f"{theirs!r}", hint="the control's two arrays run on the same drives")
+        if check:
+            for side, label, want_md in (("engine", engine, False), ("md", md, True)):
+                declared = archs.REGISTRY.get(by_label[label].arch)
+                if declared is not None and (declared.family == "md") != want_md:
+                    raise ScenarioError(path, r.where(side), f"{label!r} is {declared.name!r}, "
+                                        + ("not an md architecture" if want_md else "an md architecture"),
+                                        hint="engine names the engine's raid5, md names md's")
+    return Control(engine=engine, md=md, band=(lo, hi), text=r.get("text", str, ""))
 
 
 def _load_quick(path: Path, table: Any, labels: set, cases: set) -> dict:

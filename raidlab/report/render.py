@@ -15,6 +15,7 @@ from typing import Any
 
 from raidlab.errors import UsageError
 from raidlab.report import claims as claimsmod
+from raidlab.report import control as controlmod
 from raidlab.report import figures
 from raidlab.report.results import Results, aggregate, leave_out, load_combined, metrics_of
 from raidlab.run import manifest_status
@@ -69,15 +70,27 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     planned = man.get("planned_runs")
     planned_cases = {r.split("--")[1] for r in planned if r.count("--") == 2} if planned else None
     verdicts = [claimsmod.evaluate(c, stats, planned_cases) for c in scn.claims]
+    control_rows: list[controlmod.ControlRow] = []
+    notes: dict[str, list[str]] = {}  # claim id -> its runner-biased notes
+    if scn.control is not None:
+        control_metrics = [c for m in metrics_of(scn, stats) for c in _concrete(m, stats, scn)]
+        control_rows = controlmod.evaluate(scn.control, stats, [c.name for c in scn.cases], control_metrics,
+                                           planned_cases)
+        notes = {c.id: controlmod.claim_notes(c, scn.control, scn, control_rows, list(c.cases)) for c in scn.claims}
     if verdicts:
         blocks.append(("h2", "Claims"))
         rows = [[v.claim.id, v.claim.text + (f" ({v.claim.source})" if v.claim.source else ""),
                  f"{v.claim.metric} in {', '.join(v.claim.cases)}: {claimsmod.band(v.claim)}",
-                 v.verdict, v.measured] for v in verdicts]
+                 "; ".join([v.verdict, *notes.get(v.claim.id, [])]), v.measured] for v in verdicts]
         blocks.append(("table", (["claim", "paper says", "check", "verdict", "measured"], rows)))
         counts = {k: sum(1 for v in verdicts if v.verdict == k)
                   for k in (claimsmod.HOLDS, claimsmod.FAILS, claimsmod.NOT_MEASURED)}
-        blocks.append(("p", ", ".join(f"{n} {k}" for k, n in counts.items()) + "."))
+        biased = sum(1 for v in verdicts if notes.get(v.claim.id))
+        blocks.append(("p", ", ".join(f"{n} {k}" for k, n in counts.items()) + "."
+                            + (f" {biased} of the verdicts rest on a runner-biased comparison (see the "
+                               f"runner-fairness control)." if biased else "")))
+    if scn.control is not None:
+        blocks += _control_blocks(scn, control_rows)
 
     for metric in metrics_of(scn, stats):
         blocks.append(("h2", f"{metric} ({scn.better(metric)} is better)"
@@ -112,6 +125,37 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     if missing:
         blocks.append(("p", f"{len(missing)} planned runs have no result (interrupted before they ran): "
                             + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")))
+    return blocks
+
+
+def _control_blocks(scn, rows: list[controlmod.ControlRow]) -> list[tuple[str, Any]]:
+    """The runner-fairness control: engine raid5 / md raid5 per case and metric."""
+    control = scn.control
+    engine, md = scn.arch(control.engine), scn.arch(control.md)
+    band = controlmod.band_text(control)
+    blocks: list[tuple[str, Any]] = [("h2", "Runner-fairness control")]
+    blocks.append(("p", f"The engine's `{engine.label}` ({engine.arch}), served as the engine's other "
+                        f"architectures are, beside md's `{md.label}` ({md.arch}) on the same drives: the ratio "
+                        f"engine / md of their means in each case and metric. Outside {band} the two ways of "
+                        f"running an array differ by more than the band there, and each claim comparing "
+                        f"`{md.label}`, or an engine architecture with an md one, in that case and metric carries "
+                        f"a runner-biased note beside its verdict." + (f" {control.text}" if control.text else "")))
+    if not rows:
+        blocks.append(("p", "No metric to compare."))
+        return blocks
+
+    def mean(stat, planned: bool) -> str:
+        if stat is None:
+            return "not measured" if planned else "not run (not in this run's plan)"
+        return f"{_fmt(stat.mean)} (n={stat.n})"
+
+    blocks.append(("table", (["case", "metric", f"engine mean ({engine.label})", f"md mean ({md.label})",
+                              "engine / md", "control"],
+                             [[r.case, r.metric, mean(r.engine, r.planned), mean(r.md, r.planned),
+                               controlmod.ratio_text(r), r.verdict] for r in rows])))
+    counts = {k: sum(1 for r in rows if r.verdict == k)
+              for k in (controlmod.OK, controlmod.BIASED, controlmod.NOT_MEASURED)}
+    blocks.append(("p", ", ".join(f"{n} {k}" for k, n in counts.items()) + "."))
     return blocks
 
 
