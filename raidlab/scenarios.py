@@ -176,6 +176,7 @@ class Scenario:
     quick: dict[str, Any]
     text: str  # the file as read, kept in every results directory
     control: Control | None = None  # [control], if the scenario has one
+    cold_start: bool = True  # live runs: settle the array and drop the page cache after mkfs (raidlab.runners.live)
 
     def arch(self, label: str) -> ArchEntry:
         for entry in self.archs:
@@ -201,7 +202,8 @@ class Scenario:
 # --- the schema: table -> allowed keys ---------------------------------------------------
 
 _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report", "control"}
-_SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory"}
+_SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory",
+             "cold_start"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
          "policy_options", "bus", "drives", "partitions"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
@@ -407,7 +409,8 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
         source=head.get("source", str, ""), kind=kind, runner=runner, repeat=repeat,
         vm_available_mib=vm_available_mib,
         description=head.get("description", str, ""), archs=archs, workload=workload_name, cases=cases,
-        paper_values=paper_values, claims=claims, report=report, quick=quick, text=text, control=control)
+        paper_values=paper_values, claims=claims, report=report, quick=quick, text=text, control=control,
+        cold_start=head.get("cold_start", bool, True))
     if check_references and not errors:
         _check_workload_params(scenario, quick, errors)
     if errors:

@@ -1,10 +1,17 @@
 """Live runs of a scenario: one (architecture, case, repetition) on a fresh array.
 
-Why each run builds its own array: the VC-RAID paper (§4.1) loaded the driver, ran the
-benchmark, unloaded it and rebooted before every test so that each started from the same
-state. The closest we can do is create -> mkfs -> mount -> workload -> umount -> destroy for
-every run: no page cache, cache-disk log or destage backlog carries over from one run to the
-next.
+Why each run builds its own array, and starts it cold: the VC-RAID paper (§4.1) loaded the
+driver, ran the benchmark, unloaded it and rebooted before every test, so each began from
+the same state with an empty cache-disk log and cold caches. The closest we can do is, for
+every run: create -> mkfs -> mount -> umount -> settle -> drop the page cache -> mount ->
+workload -> umount -> destroy. Nothing carries over from one run to the next, and within a
+run mkfs's writes do not wait in a write-back cache for the workload: the daemon's `settle`
+op (raidlab.service.daemon) destages VC-RAID's and DCD's RAM buffer and cache-disk logs home
+(their drain()), writes RAID-x's pending images, and flushes the drives' write caches; then
+`sync; echo 3 > /proc/sys/vm/drop_caches` where the file system lives (this host, or the lab
+VM, where md runs too). The first mount and umount put the file system's first-mount writes
+before the settle. `[scenario] cold_start = false` leaves all this out (mkfs -> mount ->
+workload); the result's `cold_start` records what the settle did.
 
 Arrays are made exactly as `raidlab create`/`destroy` make them (ArraySpec saved in a lab,
 raidlab.service.control.start_daemon, then stop_daemon / release_leftovers / remove_lab), and
@@ -41,6 +48,8 @@ MKFS_TIMEOUT = 3600.0
 MOUNT_TIMEOUT = 600.0
 UMOUNT_TIMEOUT = 3600.0  # umount writes back everything an async run left dirty
 STATUS_TIMEOUT = 120.0
+SETTLE_TIMEOUT = 3600.0  # destaging a full cache-disk log to a raid5 of 1990s drives
+DROP_CACHES = "echo 3 > /proc/sys/vm/drop_caches"  # after `sync`, a command of its own
 
 
 @contextlib.contextmanager
@@ -166,7 +175,9 @@ def _array_status(lab, when: str) -> dict[str, Any]:
 
 def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | None,
              status: Callable[[str], None]) -> dict[str, Any]:
-    """create -> mkfs.ext4 -> mount -> workload -> umount -> destroy; the result document."""
+    """create -> mkfs -> mount -> umount -> settle -> drop caches -> mount -> workload ->
+    umount -> destroy (module doc; without a file system, or with cold_start off, the steps
+    that do not apply are left out); the result document."""
     workload = workloads.get(scenario.workload)
     setup: list[dict] = []
     # `dirs` closes after the array is destroyed: a mount point left busy by an interrupt is
@@ -177,15 +188,28 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
         mountpoint: str | None = None
         mounted = False
         mount_tried = False  # an interrupt may land after the kernel mounted, before exec returned
+        cold_start: dict[str, Any] | None = None
         mount_options = list(run.case.mount_options)
         if hasattr(workload, "mount_options"):  # e.g. the untar workload's sync mode
             resolved = workload.resolve(dict(run.case.params)) if hasattr(workload, "resolve") else run.case.params
             mount_options += [o for o in workload.mount_options(resolved) if o not in mount_options]
+        fstype = run.case.filesystem
+        formatted = fstype in MOUNTED_FILESYSTEMS and not getattr(workload, "raw_device_only", False)
+
+        def mount() -> None:
+            nonlocal mounted, mount_tried
+            argv = ["mount", "-t", fstype]
+            if mount_options:
+                argv += ["-o", ",".join(mount_options)]
+            status("mount " + (",".join(mount_options) or "(defaults)"))
+            mount_tried = True
+            setup.append(session.exec(argv + [session.device, mountpoint], timeout=MOUNT_TIMEOUT).as_record())
+            mounted = True
+
         try:
             uname = session.exec(["uname", "-r"], timeout=60, check=False)  # the VM's kernel differs
             runner_kernel = uname.stdout.decode(errors="replace").strip() if uname.rc == 0 else None
-            fstype = run.case.filesystem
-            if fstype in MOUNTED_FILESYSTEMS and not getattr(workload, "raw_device_only", False):
+            if formatted:
                 status(f"mkfs.{fstype}")
                 mountpoint = _mountpoint(session)
                 if session.runner == "native":  # rmdir only: never deletes through a mount
@@ -194,16 +218,18 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                 setup.append(session.exec([f"mkfs.{fstype}", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
                                            session.device], timeout=MKFS_TIMEOUT).as_record())
                 setup.append(session.exec(["mkdir", "-p", mountpoint], timeout=60).as_record())
-                argv = ["mount", "-t", fstype]
-                if mount_options:
-                    argv += ["-o", ",".join(mount_options)]
-                status("mount " + (",".join(mount_options) or "(defaults)"))
-                mount_tried = True
-                setup.append(session.exec(argv + [session.device, mountpoint], timeout=MOUNT_TIMEOUT).as_record())
-                mounted = True
-            # The array's account before the workload (after mkfs and mount): subtracted from
-            # the one after umount, it leaves what the workload itself did (md's initial
-            # resync, mkfs and the mount are in both).
+                mount()
+            if scenario.cold_start:
+                if formatted:
+                    status("umount")
+                    setup.append(session.exec(["umount", mountpoint], timeout=UMOUNT_TIMEOUT).as_record())
+                    mounted = mount_tried = False
+                cold_start = _settle(lab, session, setup, status)
+                if formatted:
+                    mount()
+            # The array's account before the workload (after mkfs, the settle and the mount):
+            # subtracted from the one after umount, it leaves what the workload itself did
+            # (md's initial resync, mkfs, the settle and the mount are in both).
             status_before = _array_status(lab, "before the workload")
             status(f"{scenario.workload} running")
             result = workload.run(session, mountpoint, dict(run.case.params),
@@ -230,6 +256,7 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
     result["array_status"] = array_status
     result["array_status_before"] = status_before
     result["setup_commands"] = setup
+    result["cold_start"] = cold_start
     result["mount_options"] = mount_options if mounted else None
     result["runner_kernel"] = runner_kernel
     result["array"] = {k: ready.get(k) for k in ("arch", "capacity", "state", "device", "guest_device")
@@ -237,3 +264,18 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
     if ready.get("vm"):  # the lab VM: its RAM and what was free for page cache before the run
         result["vm"] = ready["vm"]
     return result
+
+
+def _settle(lab, session, setup: list[dict], status: Callable[[str], None]) -> dict[str, Any]:
+    """The cold start between mkfs and the workload, with nothing mounted on the array: the
+    daemon's settle (write-back caches destaged home, drives flushed), then the page cache
+    dropped where the file system lives. Returns the settle's record (drained_bytes, seconds,
+    note) with the seconds the page-cache drop took."""
+    status("settle: caches written home")
+    settled = dict(control.request(lab, "settle", timeout=SETTLE_TIMEOUT))
+    status("drop the page cache")
+    sync = session.exec(["sync"], timeout=600)
+    drop = session.exec(["sh", "-c", DROP_CACHES], timeout=600)
+    setup += [sync.as_record(), drop.as_record()]
+    settled["drop_caches_seconds"] = round(sync.seconds + drop.seconds, 3)
+    return settled

@@ -13,8 +13,8 @@ background work all live in this one trio run. The CLI talks to it in two ways:
 * afterwards, over a Unix socket in the abstract namespace (no path length limit, gone
   when the process dies): one JSON request per connection, answered by JSON lines —
   {"progress": [done, total]} for long operations, then {"ok": true, "result": ...} or
-  {"ok": false, "error": ...}. Ops: status, capture and stop here; the rest (fail, replace,
-  check for the engine family) are the host's op_NAME methods.
+  {"ok": false, "error": ...}. Ops: status, capture, settle and stop here; the rest (fail,
+  replace, check for the engine family) are the host's op_NAME methods.
 
 Shutdown is the lab runtime's (raidlab.lab.open_lab): SIGTERM/SIGINT cancel the work,
 then the cleanup stack detaches the loop device, unmounts FUSE (flushing through the
@@ -35,6 +35,7 @@ import json
 import os
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,17 @@ class Daemon:
             raise UsageError(f"{self.spec.arch} serves no engine volume to capture",
                              hint="capture works on engine and caching architectures")
         return await capture_op(fs, request, describe=f"{self.spec.name} ({self.spec.arch})")
+
+    async def op_settle(self, request, send) -> dict:
+        """Bring the array to the state a freshly loaded driver finds before a benchmark: the
+        host's settle() (a write-back cache destaged home, pending images written, the
+        drives' write caches flushed). The VC-RAID paper (§4.1) unloaded the driver and
+        rebooted before every benchmark, so its cache-disk log was empty when one began;
+        `raidlab run` calls this between mkfs and the workload, with the file system
+        unmounted. Returns {"drained_bytes", "seconds", "note"}."""
+        started = time.monotonic()
+        done = await self.host.settle()
+        return {**done, "seconds": round(time.monotonic() - started, 3)}
 
     async def op_stop(self, request, send) -> dict:
         self.session.work_scope.cancel()

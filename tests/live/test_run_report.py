@@ -454,3 +454,57 @@ def test_sigkilled_run_leaves_an_array_the_next_run_or_lab_cleanup_destroys(tmp_
     assert f"destroyed scratch array {labs[0].name} left by a killed `raidlab run` (pid {proc.pid})" in \
         " ".join(said.split())
     _no_leftovers(home, seen)
+
+
+COLD_START_SCENARIO = """
+[scenario]
+id = "live-run-cold-start"
+title = "live test: a VC-RAID run starts with its cache-disk log empty"
+kind = "live"
+runner = "native"
+repeat = 1
+{extra}
+
+[[arch]]
+label = "vcraid"
+arch = "vcraid"
+disks = 3
+disk_model = "none"
+disk_size = "48M"
+chunk = "64K"
+options = {{ config = "scd", ram_buffer = "512K", cache_size = "16M", destage = "off" }}
+
+[workload]
+name = "postmark"
+params = {{ files = 100, transactions = 200, min_size = 5000, max_size = 10000 }}
+mkfs_options = ["-b", "1024"]
+"""
+
+
+@pytest.mark.parametrize("cold_start", [True, False])
+def test_a_vcraid_run_starts_with_mkfs_destaged_unless_cold_start_is_off(tmp_path, raidlab_cmd, cold_start):
+    """With idle destage off, mkfs's writes stay in VC-RAID's cache-disk log; the cold start
+    (the default) destages them home before the workload, so the status taken just before it
+    shows an empty log; `cold_start = false` leaves them there."""
+    scenario = tmp_path / "cold.toml"
+    scenario.write_text(COLD_START_SCENARIO.format(extra="" if cold_start else "cold_start = false"))
+    home = tmp_path / "home"
+    proc = subprocess.run(raidlab_cmd + ["run", str(scenario), "--home", str(home),
+                                         "--results", str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((Path(proc.stdout.strip()) / "runs" / "vcraid--default--r1.json").read_text())
+    assert doc["status"] == "ok", doc.get("error")
+    before = doc["array_status_before"]["statistics"]
+    argvs = [c["argv"][0] for c in doc["setup_commands"]]
+    if cold_start:
+        settled = doc["cold_start"]
+        assert settled["drained_bytes"] > 1 << 20 and settled["seconds"] >= 0  # mkfs wrote MBs
+        assert argvs == ["mkfs.ext4", "mkdir", "mount", "umount", "sync", "sh", "mount", "umount"]
+        # only the second mount's own writes (superblock, journal) are cached again
+        assert before["cache_disk_used_bytes"] + before["ram_used_bytes"] < 256 << 10, before
+    else:
+        assert doc["cold_start"] is None
+        assert argvs == ["mkfs.ext4", "mkdir", "mount", "umount"]
+        assert before["cache_disk_used_bytes"] > 1 << 20, before
+    _no_leftovers(home)

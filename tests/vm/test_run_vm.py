@@ -132,6 +132,10 @@ def test_md_and_vcraid_scenario_runs_in_the_vm_and_reports(vm_run, raidlab_cmd):
         assert doc["vm"]["guest_memory_kib"]["MemTotal"] > 0
         umount = [c for c in doc["setup_commands"] if c["argv"][0] == "umount"]
         assert umount and umount[0]["rc"] == 0
+        # the cold start: the array settled, the guest's page cache dropped (md: nothing to drain)
+        assert doc["cold_start"]["seconds"] >= 0 and (label != "raid5" or doc["cold_start"]["drained_bytes"] == 0)
+        drop = [c for c in doc["setup_commands"] if c["argv"][:2] == ["sh", "-c"]]
+        assert drop and drop[0]["rc"] == 0 and "drop_caches" in drop[0]["argv"][2]
     # the arrays' own accounts: md's state from the guest, VC-RAID's log from the engine
     md_status = json.loads((out / "runs" / "raid5--tiny--r1.json").read_text())["array_status"]
     scd_status = json.loads((out / "runs" / "scd--tiny--r1.json").read_text())["array_status"]

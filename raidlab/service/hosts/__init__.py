@@ -17,6 +17,9 @@ Each host class provides
     async open(session, mode) -> dict          build or assemble; push cleanups on the session;
                                                return {"device", "capacity", "state", ...}
     async op_status(request, send) -> dict     and any other op_NAME(request, send) it supports
+    async settle() -> dict                     cold start before a benchmark (the daemon's op_settle):
+                                               what the array holds back written home, the drives
+                                               flushed; {"drained_bytes", "note"}
     vm_disks() -> list[Path]                   (optional) the devices a lab VM runner attaches
     fs                                         (optional) the BlockExportFS serving `volume`,
                                                for the daemon's capture op

@@ -272,6 +272,16 @@ class CacheHost:
             await send({"progress": [total, total]})
             return {"mismatches": mismatches, "checked_bytes": total}
 
+    async def settle(self) -> dict:
+        """Cold start (the daemon's op_settle): the RAM buffer and every cache-disk log
+        destaged home (the mechanism's drain()), then the drives flushed, so a benchmark
+        begins with empty caches as after the paper's reboot (VC-RAID §4.1)."""
+        async with self.busy:
+            drained = await self.target.drain()
+            await self.target.flush()
+        return {"drained_bytes": drained,
+                "note": f"RAM buffer and cache-disk log destaged home ({drained} bytes), drives flushed"}
+
     def _failed_drives(self) -> list[int]:
         """Drives (images dK) failed in this run; `raidlab fail` reports them as members."""
         return [i for i, d in enumerate(self.drives) if d.failed]

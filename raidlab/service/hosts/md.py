@@ -219,6 +219,14 @@ class MdHost:
                 "tables": [disks_table(self.disks)],
                 "commands_log": str(self.session.lab.path / COMMAND_LOG)}
 
+    async def settle(self) -> dict:
+        """Cold start (the daemon's op_settle): md keeps no write-back cache of its own on
+        this side, so nothing is drained; the member drives' write caches are flushed.
+        Whatever md and the page cache hold is the runner's to drop (`raidlab run` unmounts
+        first and drops the page cache where md runs)."""
+        for disk in self.disks:
+            await disk.flush()
+        return {"drained_bytes": 0, "note": "md has no cache here to drain; member drives flushed"}
 
     async def _block_stat(self) -> dict:
         """The kernel's I/O counters of each member device where md runs (/sys/block/NAME/stat:

@@ -122,6 +122,14 @@ class TSSHost:
                 "tables": [{"title": "columns", "columns": ["drive", "model", "reads", "writes", "KiB read",
                                                             "KiB written", "busy s"], "rows": rows}]}
 
+    async def settle(self) -> dict:
+        """Cold start (the daemon's op_settle): every asynchronous write applied and
+        committed, the columns flushed; TSS holds no write-back cache to destage."""
+        async with self.busy:
+            await self.device.drain()
+            await self.device.flush()
+        return {"drained_bytes": 0, "note": "asynchronous writes applied, columns flushed"}
+
     # ------------------------------------------------------------------ failure (§3.7)
 
     def _column(self, request) -> int:
