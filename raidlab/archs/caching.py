@@ -32,15 +32,21 @@ EXT4_BLOCK_SIZES = (1024, 2048, 4096)  # ext4 mounts only block sizes up to the 
 # One set of option names and defaults for `raidlab create` and `raidlab sim`.
 DCD_CACHE_SIZE = 80_000 * 256  # DCD §4: the first 80,000 (256-byte, Table 1) sectors, "20 MB"
 DESTAGE_OFF_THRESHOLD = 1e9    # destage=off (DCD §4.3, Table 4): an idle period never comes
+# Background destage of a full log (raidlab.engine.caches.destage): both architectures.
+WATERMARK_OPTIONS: dict[str, Any] = dict(high_watermark=0.9, low_watermark=0.0, destage_batch=1 * MiB)
 DCD_OPTIONS: dict[str, Any] = dict(cache="physical", report="immediate", ram_buffer=512 * KiB,
                                    cache_size=DCD_CACHE_SIZE, idle_threshold=0.050, destage="on",
-                                   destage_segment=128 * KiB, large_write=64 * KiB, cache_model=None)
+                                   destage_segment=128 * KiB, large_write=64 * KiB, cache_model=None,
+                                   **WATERMARK_OPTIONS)
 VCRAID_OPTIONS: dict[str, Any] = dict(config="scd", ram_buffer=4 * MiB, cache_size=200 * MiB,
                                       block_size=1 * KiB, level1_write=64 * KiB, destage_segment=64 * KiB,
                                       idle_threshold=0.050, destage="on", cache_model=None, cache_disks=2,
-                                      cache_models=None, mirrored_cache="off")
+                                      cache_models=None, mirrored_cache="off", durability="strict",
+                                      **WATERMARK_OPTIONS)
 SIZE_OPTIONS = {"ram_buffer", "cache_size", "destage_segment", "large_write", "block_size",
-                "level1_write"}
+                "level1_write", "destage_batch"}
+FRACTION_OPTIONS = {"high_watermark", "low_watermark"}
+DURABILITY_MODES = ("paper", "strict")  # raidlab.engine.caches.vcraid
 PER_DISK = ("1c", "1d")  # raidlab.engine.caches.perdisk
 
 
@@ -84,6 +90,28 @@ def idle_threshold_of(opts: dict[str, Any]) -> float:
     return DESTAGE_OFF_THRESHOLD if opts["destage"] == "off" else opts["idle_threshold"]
 
 
+def destage_policy_of(opts: dict[str, Any]) -> dict[str, Any]:
+    """The background-destage keywords of create_dcd / create_vcraid (and VC-RAID's
+    durability): with destage=off no background destage either (a full log is then made
+    room for in the write path only, as the paper's destage-off runs stopped at a full log)."""
+    out = {key: opts[key] for key in WATERMARK_OPTIONS}
+    if opts["destage"] == "off":
+        out["high_watermark"] = 1.0
+    if "durability" in opts:
+        out["durability"] = opts["durability"]
+    return out
+
+
+def _fraction(key: str, value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"option {key}={value!r} is not a number", hint=f"a fraction of the log, like {key}=0.9") from None
+    if isinstance(value, bool) or out < 0:
+        raise UsageError(f"option {key}={value!r} is not a fraction", hint=f"write it like {key}=0.9")
+    return out
+
+
 def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     """The arch's options with defaults filled in and sizes in bytes; UsageError (one line)
     for an unknown key or an unreadable value."""
@@ -95,10 +123,13 @@ def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     out = {**defaults, **options}
     for key in SIZE_OPTIONS & set(out):
         out[key] = _size(key, out[key])
+    for key in FRACTION_OPTIONS & set(out):
+        out[key] = _fraction(key, out[key])
     out["idle_threshold"] = _seconds(out["idle_threshold"])
     if out["destage"] not in ("on", "off"):
         raise UsageError(f"option destage={out['destage']} is neither on nor off")
     if arch == "vcraid":
+        out["durability"] = _choice(out["durability"], "durability", DURABILITY_MODES)
         mirrored = {True: "on", False: "off"}.get(out["mirrored_cache"], out["mirrored_cache"])
         if mirrored not in ("on", "off"):
             raise UsageError(f"option mirrored_cache={out['mirrored_cache']} is neither on nor off")
@@ -171,6 +202,12 @@ OPTION_HELP: dict[str, str] = {
     "cache_disks": "VC-RAID mcd: how many drives hold a cache partition (2, as in the paper)",
     "cache_models": "VC-RAID mcd: one separate cache drive per listed model (§4.1), m0,m1",
     "mirrored_cache": "VC-RAID scd §3.4: on adds a backup cache disk written in parallel",
+    "durability": "VC-RAID: when a cache-disk log write counts as done for a sync write or flush: "
+                  "strict (FUA: on the media), paper (a plain write, as Linux 2.0's driver)",
+    "high_watermark": "fraction of a cache-disk log that starts its background destage (assumed 0.9; "
+                      "1: none)",
+    "low_watermark": "fraction of the log the background destage goes down to (0: empty, VC-RAID §3.3.3)",
+    "destage_batch": "bytes of log per background destage step, one flush of the array each (assumed 1M)",
 }
 
 

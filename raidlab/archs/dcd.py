@@ -44,8 +44,8 @@ from __future__ import annotations
 from typing import Any
 
 from raidlab.archs.base import LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, Drive
-from raidlab.archs.caching import (DCD_OPTIONS, check_whole_sectors, idle_threshold_of, option_list, options_of,
-                                   sim_options)
+from raidlab.archs.caching import (DCD_OPTIONS, check_whole_sectors, destage_policy_of, idle_threshold_of,
+                                   option_list, options_of, sim_options)
 from raidlab.archs.layouts import drive_size
 from raidlab.disks import catalog
 from raidlab.engine.caches.dcd import HostLink, assemble_dcd, check_dcd_config, create_dcd
@@ -105,7 +105,7 @@ def check(config: Config, runner: str) -> None:
     opts = options_of("dcd", config.options, clock)
     check_dcd_config(opts["cache_size"], ram_buffer=opts["ram_buffer"], report=opts["report"],
                      idle_threshold=idle_threshold_of(opts), destage_segment=opts["destage_segment"],
-                     large_write=opts["large_write"])
+                     large_write=opts["large_write"], **destage_policy_of(opts))
 
 
 async def build(ctx: BuildContext) -> Built:
@@ -129,7 +129,7 @@ async def build(ctx: BuildContext) -> Built:
         dcd = await create_dcd(
             ctx.name, cache_disk, data_disk, ram_buffer=opts["ram_buffer"], report=opts["report"],
             idle_threshold=idle_threshold_of(opts), destage_segment=opts["destage_segment"],
-            large_write=opts["large_write"])
+            large_write=opts["large_write"], **destage_policy_of(opts))
     else:
         ctx.status("assembling the DCD: scanning the cache-disk log (§2.5)")
         dcd = await assemble_dcd(cache_disk, data_disk, report=opts["report"])

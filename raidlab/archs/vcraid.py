@@ -51,8 +51,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from raidlab.archs.base import LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, Drive
-from raidlab.archs.caching import (EXT4_BLOCK_SIZES, PER_DISK, VCRAID_OPTIONS, check_whole_sectors, idle_threshold_of,
-                                   mcd_partition, option_list, options_of)
+from raidlab.archs.caching import (EXT4_BLOCK_SIZES, PER_DISK, VCRAID_OPTIONS, check_whole_sectors,
+                                   destage_policy_of, idle_threshold_of, mcd_partition, option_list, options_of)
 from raidlab.archs.layouts import DEFAULT_DISKS, member_size
 from raidlab.disks import catalog
 from raidlab.engine import build as engine_build
@@ -180,7 +180,8 @@ def check(config: Config, runner: str) -> None:
                          hint="use block_size=1K (the paper's), 2K or 4K")
     caches = [_part_size(layout, part) for part in layout.caches[:1 if layout.mirrored else None]]
     kw = dict(block_size=opts["block_size"], ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
-              destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts))
+              destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts),
+              **destage_policy_of(opts))
     if opts["config"] in PER_DISK:
         def fake(bytes_, k):
             return SimpleNamespace(size=bytes_, name=f"d{k}")
@@ -214,7 +215,8 @@ async def build(ctx: BuildContext) -> Built:
     caches = [target(part) for part in layout.caches]
     n = len(array_members)
     kw = dict(block_size=opts["block_size"], ram_buffer=opts["ram_buffer"], level1_write=opts["level1_write"],
-              destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts))
+              destage_segment=opts["destage_segment"], idle_threshold=idle_threshold_of(opts),
+              **destage_policy_of(opts))
     mirror = None
     if kind in PER_DISK:
         if create:

@@ -156,8 +156,11 @@ def crash_and_check(report: str, crash_fraction: float, seed: int, *, ops=120, r
     ram = 16 * KiB
 
     async def make(disks, nursery):
+        # Half the points with the background destage of a full log, half without it (the
+        # forced destage in the write path is then the only way to make room).
         await create_dcd("c", disks["cache"], disks["data"], ram_buffer=ram, report=report,
-                         destage_segment=32 * KiB)
+                         destage_segment=32 * KiB, high_watermark=0.6 if seed % 2 else 1.0,
+                         destage_batch=64 * KiB)
 
     rig.run(make)
     oracle = Oracle()
@@ -214,7 +217,7 @@ def test_every_durable_write_survives_crashes_at_24_points(report):
     assert durable > 100 and recovered_total > 0
     exercised = ["destages", "destage_holes_dropped", "destages_suspended", "tombstones",
                  "tombstone_area_compactions", "large_writes_to_data_disk", "forced_destages",
-                 "idle_periods_found"]
+                 "idle_periods_found", "watermark_batches"]
     if report == "immediate":  # one writer waiting for each log write never fills the buffer
         exercised.append("waited_for_full_buffer")
     for counter in exercised:

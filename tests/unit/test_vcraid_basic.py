@@ -294,3 +294,68 @@ def test_a_log_write_into_a_range_being_read_waits_for_the_read():
 
     waits = run(body, [disk])
     assert order == ["read", "written"] and waits >= 1
+
+
+@pytest.mark.parametrize("high_watermark", [0.6, 1.0])
+def test_a_filling_log_is_destaged_in_background_batches_before_the_write_path_must(high_watermark):
+    disks, members, caches = scd_disks(model="maxtor-91020d6", cache=DEFAULT_LOG_START + 1536 * KiB)
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=64 * KiB, idle_threshold=10.0,
+                                 high_watermark=high_watermark, destage_batch=256 * KiB)
+        vc.start(nursery)
+        for i in range(600):  # 2.4 MB of 4 KiB writes without a pause: no idle period comes
+            await vc.write((i * 37 % 1500) * 4 * KiB, pattern(i, 4 * KiB))
+        await vc.flush()
+        for i in range(600):
+            if i * 37 % 1500 not in {j * 37 % 1500 for j in range(i + 1, 600)}:
+                assert await vc.read((i * 37 % 1500) * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+        return vc.statistics()
+
+    s = run(body, disks)
+    assert s["idle_periods_found"] == 0
+    if high_watermark < 1:
+        assert s["level2_watermark_periods"] >= 1 and s["level2_watermark_batches"] >= 1
+        assert s["level2_forced"] <= s["level2_watermark_batches"]
+    else:
+        assert s["level2_watermark_batches"] == 0 and s["level2_forced"] > 0
+
+
+def test_paper_durability_reports_a_sync_write_once_the_cache_disk_has_it_in_its_write_cache():
+    elapsed = {}
+    for durability in ("paper", "strict"):
+        disks, members, caches = scd_disks(model="maxtor-91020d6", cache=4 * MiB)
+
+        async def body(nursery):
+            vc = await create_vcraid("v", members, caches, ram_buffer=64 * KiB, idle_threshold=10.0,
+                                     durability=durability)
+            vc.start(nursery)
+            await vc.write(0, pattern(0, 4 * KiB), fua=True)  # the arm is now at the log
+            start = trio.current_time()
+            for i in range(1, 9):
+                await vc.write(i * 64 * KiB, pattern(i, 4 * KiB), fua=True)
+            took = trio.current_time() - start
+            assert vc.statistics()["durability"] == durability and vc.statistics()["sync_writes"] == 9
+            return took
+
+        elapsed[durability] = run(body, disks)
+    # strict: each log write waits for the media (a rotation behind the last); paper: the
+    # drive's write cache takes it (maxtor-91020d6: an IDE drive, write cache on).
+    assert elapsed["paper"] < elapsed["strict"] / 2
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(durability="lazy"), "unknown durability mode"),
+    (dict(high_watermark=0.0), "high watermark"),
+    (dict(high_watermark=0.5, low_watermark=0.5), "low watermark"),
+    (dict(destage_batch=16 * KiB), "destage batch"),
+])
+def test_bad_destage_policy_is_one_clear_usage_error(kw, words):
+    disks, members, caches = scd_disks()
+
+    async def body(nursery):
+        with pytest.raises(UsageError) as err:
+            await create_vcraid("v", members, caches, ram_buffer=64 * KiB, **kw)
+        return str(err.value)
+
+    assert words in run(body, disks)

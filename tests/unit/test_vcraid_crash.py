@@ -40,13 +40,15 @@ def members_of(config: str, disks):
     return members, caches
 
 
-def crash_and_check(config: str, fraction: float, seed: int, *, ops=100, region=1 * MiB):
+def crash_and_check(config: str, fraction: float, seed: int, *, ops=100, region=1 * MiB, durability="strict"):
     rig = rig_for(config)
 
     async def make(disks, nursery):
         members, caches = members_of(config, disks)
+        # Half the points with the background destage of a full log, half without it.
         await create_vcraid("v", members, caches, config=config, ram_buffer=32 * KiB,
-                            destage_segment=32 * KiB)
+                            destage_segment=32 * KiB, destage_batch=64 * KiB,
+                            high_watermark=0.5 if seed % 2 else 1.0, durability=durability)
 
     rig.run(make)
     image = {n: b.pread(0, b.size) for n, b in rig.backends.items()}
@@ -81,13 +83,14 @@ def crash_and_check(config: str, fraction: float, seed: int, *, ops=100, region=
     return problems, stats, oracle, recovered
 
 
-@pytest.mark.parametrize("config", ["scd", "mcd"])
-def test_every_durable_write_survives_crashes_at_20_points(config):
+@pytest.mark.parametrize("config, durability", [("scd", "strict"), ("mcd", "strict"), ("scd", "paper")])
+def test_every_durable_write_survives_crashes_at_20_points(config, durability):
     failures = []
     durable = recovered_total = 0
     totals = collections.Counter()
     for n in range(20):
-        problems, stats, oracle, recovered = crash_and_check(config, (n + 0.5) / 20, seed=200 + n)
+        problems, stats, oracle, recovered = crash_and_check(config, (n + 0.5) / 20, seed=200 + n,
+                                                             durability=durability)
         durable += oracle.durable_writes
         recovered_total += recovered
         totals.update({k: v for k, v in stats.items() if isinstance(v, int)})
@@ -96,7 +99,8 @@ def test_every_durable_write_survives_crashes_at_20_points(config):
     assert not failures, failures
     assert durable > 50 and recovered_total > 0
     exercised = ["level1_destages", "level2_destages", "level2_holes_dropped", "level2_suspended",
-                 "idle_periods_found", "sync_writes", "waited_for_full_buffer", "tombstones"]
+                 "idle_periods_found", "sync_writes", "waited_for_full_buffer", "tombstones",
+                 "level2_watermark_batches"]
     if config == "scd":  # mcd's areas (each sized for both logs) do not fill in these runs
         exercised.append("tombstone_area_compactions")
     for counter in exercised:

@@ -40,8 +40,10 @@ Where this departs from the paper, and why:
   read of cached sectors takes no lock, so it queues at the cache-disk with the log write
   (the drive's queue orders them), which matches "if the cache-disk is not busy with
   writing a previous log or reading" as far as the drive's own queue goes.
-* When the log has no room for the next log write, a destage runs at once and is not
-  suspended (the paper's traces never fill the 20 MB cache-disk; an emulator must not stop).
+* A log that fills up is destaged in the background in batches, and when the log has no
+  room for the next log write even so, a destage runs at once in the write path and is not
+  suspended (raidlab.engine.caches.destage; the paper's traces never fill the 20 MB
+  cache-disk; an emulator must not stop).
 * A flush makes every acknowledged write durable: in immediate-report mode it forces the
   RAM buffer to the cache-disk log (log writes are FUA) and flushes the data disk.
 * A large write that overwrites logged sectors writes a tombstone after its data is durable,
@@ -59,7 +61,8 @@ import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import metadata
-from raidlab.engine.caches.destage import Destaging, LogWrite, oldest_unlogged
+from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
+                                           oldest_unlogged, watermarks_of)
 from raidlab.engine.caches.log import (
     DEFAULT_LOG_START,
     LOG_GEOMETRY,
@@ -82,12 +85,17 @@ DEFAULTS = dict(
     idle_threshold=0.050,
     destage_segment=128 * KiB,
     large_write=64 * KiB,
+    **WATERMARK_DEFAULTS,
 )
 
 
 def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_threshold: float,
-                     destage_segment: int, large_write: int, log_start: int = DEFAULT_LOG_START) -> None:
+                     destage_segment: int, large_write: int, log_start: int = DEFAULT_LOG_START,
+                     high_watermark: float = DEFAULTS["high_watermark"],
+                     low_watermark: float = DEFAULTS["low_watermark"],
+                     destage_batch: int = DEFAULTS["destage_batch"]) -> None:
     """Raise UsageError (one line) for a configuration that cannot work."""
+    check_watermarks(high_watermark, low_watermark, destage_batch, destage_segment)
     if report not in REPORT_MODES:
         raise UsageError(f"unknown report mode {report!r}", hint=f"use one of: {', '.join(REPORT_MODES)}")
     if ram_buffer <= 0 or ram_buffer % SECTOR:
@@ -129,6 +137,8 @@ class DCD(Destaging):
         self.idle_threshold = float(g["idle_threshold"])
         self.destage_segment = int(g["destage_segment"])
         self.large_write = int(g["large_write"])
+        for key, value in watermarks_of(g).items():
+            setattr(self, key, value)
         self.log = CacheDiskLog(cache_disk, 0, int(g["log_start"]), cache_disk.size, SECTOR,
                                 log_id_of(superblock.array_uuid))
         self.store = LogStore([self.log], SECTOR, epoch=superblock.generation,
@@ -156,6 +166,7 @@ class DCD(Destaging):
             self._log_nonempty.set()
         self._start_background(nursery, self._log_writer, name=f"dcd-{self.name}-log-writer")
         self._start_background(nursery, self._idle_detector, name=f"dcd-{self.name}-destage")
+        self._start_background(nursery, self._watermark_destager, name=f"dcd-{self.name}-destage-full")
 
     # ------------------------------------------------------------------ BlockTarget
 
@@ -216,6 +227,8 @@ class DCD(Destaging):
             "destage_holes_dropped": sc["destage_holes_dropped"],
             "destages_suspended": sc["destages_suspended"],
             "forced_destages": c["forced_destages"],
+            "watermark_periods": c["watermark_periods"], "watermark_batches": c["watermark_batches"],
+            "drain_destages": c["drain_destages"],
             "tombstones": sc["tombstones"], "tombstone_entries": sc["tombstone_entries"],
             "tombstone_area_compactions": sc["tombstone_area_compactions"],
             "idle_periods_found": c["idle_periods"],
@@ -392,9 +405,10 @@ class DCD(Destaging):
 
     # ------------------------------------------------------------------ destaging (§2.3)
 
-    async def destage_lwfd(self, *, interruptible: bool) -> int | None:
-        """Last-Write-First-Destage one destage segment from the CLP (caller holds the log
-        lock). Returns the bytes written home, or None when a new request suspended it."""
+    async def destage_lwfd(self, *, interruptible: bool, segment_bytes: int | None = None) -> int | None:
+        """Last-Write-First-Destage one destage segment (or `segment_bytes`: a watermark
+        batch) from the CLP, with one flush of the data disk (caller holds the log lock).
+        Returns the bytes written home, or None when a new request suspended it."""
         start_requests = self._requests
 
         def suspended() -> bool:
@@ -411,7 +425,7 @@ class DCD(Destaging):
             return True
 
         self._note("destage_start", clp=self.log.clp)
-        done = await self.store.destage_top(0, self.destage_segment, write_home)
+        done = await self.store.destage_top(0, segment_bytes or self.destage_segment, write_home)
         self._note("destage_done" if done is not None else "destage_suspended", bytes=done or 0, clp=self.log.clp)
         return done
 
@@ -428,8 +442,9 @@ class DCD(Destaging):
     def _destage_next(self) -> CacheDiskLog | None:
         return self.log if self.log.records and not self.bypass else None
 
-    async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
-        return await self.destage_lwfd(interruptible=interruptible)
+    async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool,
+                           segment_bytes: int | None = None) -> int | None:
+        return await self.destage_lwfd(interruptible=interruptible, segment_bytes=segment_bytes)
 
     async def _wait_all_logged(self) -> None:
         await self._wait_logged(self._write_seq)
@@ -445,21 +460,25 @@ async def create_dcd(
     idle_threshold: float = DEFAULTS["idle_threshold"],
     destage_segment: int = DEFAULTS["destage_segment"],
     large_write: int = DEFAULTS["large_write"],
+    high_watermark: float = DEFAULTS["high_watermark"],
+    low_watermark: float = DEFAULTS["low_watermark"],
+    destage_batch: int = DEFAULTS["destage_batch"],
 ) -> DCD:
     """Make a new DCD: validate, write the superblock and an empty log on the cache-disk.
 
     The data disk is not touched (its contents are the volume). Returns the DCD, not yet
     started: call `dcd.start(nursery)` (its background tasks live in that nursery).
     """
+    watermarks = dict(high_watermark=high_watermark, low_watermark=low_watermark, destage_batch=destage_batch)
     check_dcd_config(cache_disk.size, ram_buffer=ram_buffer, report=report, idle_threshold=idle_threshold,
-                     destage_segment=destage_segment, large_write=large_write)
+                     destage_segment=destage_segment, large_write=large_write, **watermarks)
     sb = metadata.Superblock(
         array_uuid=metadata.new_array_uuid(), name=name, arch="dcd", n_members=1, member_index=0,
         member_size=cache_disk.size, data_offset=DEFAULT_LOG_START,
         geometry=dict(arch="dcd", ram_buffer=ram_buffer, report=report, idle_threshold=idle_threshold,
                       destage_segment=destage_segment, large_write=large_write,
                       log_start=DEFAULT_LOG_START, block_size=SECTOR, data_disk_size=data_disk.size,
-                      **LOG_GEOMETRY),
+                      **watermarks, **LOG_GEOMETRY),
     )
     dcd = DCD(name, cache_disk, data_disk, sb)
     await dcd.store.format()

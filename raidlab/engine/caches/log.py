@@ -312,6 +312,7 @@ class CacheDiskLog:
         self.log_id = log_id
         self.records: list[LogRecord] = []
         self.lock = trio.Lock()
+        self.data_fua = True  # data records written FUA (VC-RAID's durability=paper: plain writes)
         # Byte ranges of this log being read now (`pinned`): a write into one waits.
         self._pins: list[tuple[int, int]] = []
         self._unpinned = trio.Event()
@@ -434,7 +435,7 @@ class CacheDiskLog:
             if len(raw) > self.region_end - self.end:
                 raise RuntimeError(f"log {self.index}: marker of {len(raw)} bytes exceeds its journal slot")
             await self.target.write(self.end, raw, fua=True)
-        await self.target.write(offset, raw, fua=True)
+        await self.target.write(offset, raw, fua=self.data_fua or kind != KIND_DATA)
         summary_bytes = len(raw) - (len(data) if kind == KIND_DATA else 0)
         if kind == KIND_TOMBSTONE:
             addresses = sorted(bounds or {})

@@ -196,8 +196,10 @@ def _route_by_disk(blocks_per_disk: int):
 
 
 def check_perdisk_config(config: str, data_disks: Sequence[Any], cache_disks: Sequence[Any], *, block_size: int,
-           ram_buffer: int, level1_write: int, destage_segment: int, idle_threshold: float) -> int:
-    """Validate; return the RAM buffer of one cache (1d: the total split evenly)."""
+           ram_buffer: int, level1_write: int, destage_segment: int, idle_threshold: float,
+           **policy: Any) -> int:
+    """Validate; return the RAM buffer of one cache (1d: the total split evenly). `policy`:
+    VCRAID's durability and background-destage settings (check_vcraid_config)."""
     if config not in PER_DISK_CONFIGS:
         raise UsageError(f"{config} is not a per-disk VC-RAID configuration", hint="use 1c or 1d")
     n = len(data_disks)
@@ -205,7 +207,7 @@ def check_perdisk_config(config: str, data_disks: Sequence[Any], cache_disks: Se
         raise UsageError(f"{config} needs one cache disk per data disk: {n} data disks, {len(cache_disks)} cache disks")
     sizes = [c.size for c in cache_disks]
     kw = dict(block_size=block_size, level1_write=level1_write, destage_segment=destage_segment,
-              idle_threshold=idle_threshold)
+              idle_threshold=idle_threshold, **policy)
     check_vcraid_config(config, sizes, ram_buffer=ram_buffer, **kw)
     if build.check_members(data_disks) % block_size:
         raise UsageError(f"data disks of {data_disks[0].size} bytes are not a multiple of the block size {block_size}")
@@ -238,19 +240,19 @@ async def create_perdisk(name: str, config: str, data_disks: Sequence[Any], cach
                          ram_buffer: int = DEFAULTS["ram_buffer"], level1_write: int = DEFAULTS["level1_write"],
                          destage_segment: int = DEFAULTS["destage_segment"],
                          idle_threshold: float = DEFAULTS["idle_threshold"], chunk: int = 64 * 1024,
-                         ) -> PerDiskVCRAID:
+                         **policy: Any) -> PerDiskVCRAID:
     """Build 1c or 1d: caches (superblock + empty log on each cache disk, started in
     `nursery`), then the raid5 over them (its superblocks go through the caches)."""
     per_cache_ram = check_perdisk_config(config, data_disks, cache_disks, block_size=block_size, ram_buffer=ram_buffer,
                            level1_write=level1_write, destage_segment=destage_segment,
-                           idle_threshold=idle_threshold)
+                           idle_threshold=idle_threshold, **policy)
     sb = metadata.Superblock(
         array_uuid=metadata.new_array_uuid(), name=name, arch="vcraid", n_members=len(cache_disks),
         member_index=0, member_size=cache_disks[0].size, data_offset=DEFAULT_LOG_START,
         geometry=dict(arch="vcraid", config=config, block_size=block_size, ram_buffer=per_cache_ram,
                       ram_buffer_total=ram_buffer, level1_write=level1_write, destage_segment=destage_segment,
                       idle_threshold=idle_threshold, data_disk_size=data_disks[0].size,
-                      **LOG_GEOMETRY),
+                      **policy, **LOG_GEOMETRY),
     )
     caches = _build(config, name, data_disks, cache_disks, sb)
     for vc in caches:

@@ -33,9 +33,17 @@ Where this departs from the paper, and why:
   order of last writes), so the oldest dirty data reaches a disk first.
 * The slot of a block is freed once its log write is done (the block is then IN_CACHE_DISK
   and is read from the cache disk); the paper does not keep clean copies in RAM either.
-* Immediate report is the paper's default and its reliability argument (§3.4) assumes the
-  RAM buffer survives most crashes; here RAM is lost in a crash, so a write is durable only
-  after a flush or with FUA, as for any disk with a volatile write cache.
+* Durability, a mode of the array (`durability`). Both acknowledge a write once it is in the
+  RAM buffer (immediate report, §3.3.1), and a FUA write or a flush (the modern O_SYNC)
+  only once its blocks' log write to a cache disk is done, as the paper's O_SYNC writes
+  waited for the cache disk. They differ in that log write: "strict" writes it FUA, so it
+  is on the cache disk's media whatever its write cache does; "paper" writes it as Linux
+  2.0's driver did, a plain write, which a cache disk with its write cache on reports from
+  the cache (the paper's IDE cache disk had it on, and 2.0 knew no FUA or flush). The
+  paper's reliability argument (§3.4) assumes the RAM buffer survives most crashes; here
+  RAM is lost in a crash, so a write is durable only after a flush or with FUA (strict),
+  or only once the cache disk has written its cache back (paper). The markers and
+  tombstones that keep the log's chain true after a crash are FUA in both.
 * Requests smaller than a block (or not aligned to it) are read-modify-written, since the
   paper relies on the filesystem only ever issuing whole blocks.
 * Configurations 1c/1d (per-disk cache disks, and RAM buffers) are built from this class
@@ -56,7 +64,8 @@ import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
-from raidlab.engine.caches.destage import Destaging, LogWrite, oldest_unlogged
+from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
+                                           oldest_unlogged, watermarks_of)
 from raidlab.engine.caches.log import (DEFAULT_LOG_START, LOG_GEOMETRY, CacheDiskLog, LogStore, log_id_of,
                                        log_layout, max_record_bytes, reserved_bytes, runs_of)
 from raidlab.errors import UsageError
@@ -71,7 +80,10 @@ DEFAULTS = dict(
     level1_write=64 * KiB,
     destage_segment=64 * KiB,
     idle_threshold=0.050,
+    durability="strict",
+    **WATERMARK_DEFAULTS,
 )
+DURABILITY_MODES = ("paper", "strict")
 IN_RAM_BUFFER, IN_CACHE_DISK = "IN_RAM_BUFFER", "IN_CACHE_DISK"
 
 
@@ -86,8 +98,15 @@ class SlotEntry:
 
 
 def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: int, ram_buffer: int,
-                        level1_write: int, destage_segment: int, idle_threshold: float) -> None:
+                        level1_write: int, destage_segment: int, idle_threshold: float,
+                        durability: str = DEFAULTS["durability"],
+                        high_watermark: float = DEFAULTS["high_watermark"],
+                        low_watermark: float = DEFAULTS["low_watermark"],
+                        destage_batch: int = DEFAULTS["destage_batch"]) -> None:
     """Raise UsageError (one line) for a configuration that cannot work."""
+    if durability not in DURABILITY_MODES:
+        raise UsageError(f"unknown durability mode {durability!r}", hint=f"use one of: {', '.join(DURABILITY_MODES)}")
+    check_watermarks(high_watermark, low_watermark, destage_batch, destage_segment)
     if config not in CONFIGS:
         raise UsageError(f"unknown VC-RAID configuration {config!r}", hint=f"use one of: {', '.join(CONFIGS)}")
     if config == "scd" and len(cache_sizes) != 1:
@@ -140,11 +159,16 @@ class VCRAID(Destaging):
         self.level1_write = int(g["level1_write"])
         self.destage_segment = int(g["destage_segment"])
         self.idle_threshold = float(g["idle_threshold"])
+        self.durability = g.get("durability", DEFAULTS["durability"])
+        for key, value in watermarks_of(g).items():
+            setattr(self, key, value)
         log_id = log_id_of(superblock.array_uuid)
         self.logs = [CacheDiskLog(d, i, DEFAULT_LOG_START, d.size, self.block_size, log_id)
                      for i, d in enumerate(self.cache_disks)]
         self.store = LogStore(self.logs, self.block_size, epoch=superblock.generation,
                               layout=log_layout(g))
+        for log in self.logs:  # module doc: durability
+            log.data_fua = self.durability == "strict"
         # RAM buffer (§3.1)
         self.n_slots = self.ram_buffer // self.block_size
         self.data_buffer = bytearray(self.ram_buffer)
@@ -176,6 +200,7 @@ class VCRAID(Destaging):
         for log in self.logs:
             self._start_background(nursery, self._level1_writer, log, name=f"vcraid-{self.name}-level1-{log.index}")
         self._start_background(nursery, self._idle_detector, name=f"vcraid-{self.name}-level2")
+        self._start_background(nursery, self._watermark_destager, name=f"vcraid-{self.name}-level2-full")
 
     # ------------------------------------------------------------------ BlockTarget
 
@@ -253,6 +278,10 @@ class VCRAID(Destaging):
             "level2_holes_dropped": sc["destage_holes_dropped"],
             "level2_suspended": sc["destages_suspended"],
             "level2_forced": c["forced_destages"],
+            "level2_watermark_periods": c["watermark_periods"],
+            "level2_watermark_batches": c["watermark_batches"],
+            "level2_drain": c["drain_destages"],
+            "durability": self.durability,
             "tombstones": sc["tombstones"], "tombstone_entries": sc["tombstone_entries"],
             "tombstone_area_compactions": sc["tombstone_area_compactions"],
             "idle_periods_found": c["idle_periods"],
@@ -439,8 +468,10 @@ class VCRAID(Destaging):
 
     # ------------------------------------------------------------------ level-2 destage
 
-    async def destage_level2(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
-        """LWFD one segment of `log` to the array (caller holds log.lock)."""
+    async def destage_level2(self, log: CacheDiskLog, *, interruptible: bool,
+                             segment_bytes: int | None = None) -> int | None:
+        """LWFD one segment of `log` (or `segment_bytes` of it: a watermark batch) to the
+        array, with one array flush (caller holds log.lock)."""
         start_requests = self._requests
         bs = self.block_size
 
@@ -458,7 +489,7 @@ class VCRAID(Destaging):
         # another to the same array block (the older one could land last).
         async with self._level2_lock:
             self._note("level2_start", disk=log.index)
-            done = await self.store.destage_top(log.index, self.destage_segment, write_home)
+            done = await self.store.destage_top(log.index, segment_bytes or self.destage_segment, write_home)
         self._note("level2_done" if done is not None else "level2_suspended", disk=log.index, bytes=done or 0)
         return done
 
@@ -480,8 +511,9 @@ class VCRAID(Destaging):
     def _destage_next(self) -> CacheDiskLog | None:
         return None if self._dirty else self._level2_candidate()
 
-    async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool) -> int | None:
-        return await self.destage_level2(log, interruptible=interruptible)
+    async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool,
+                           segment_bytes: int | None = None) -> int | None:
+        return await self.destage_level2(log, interruptible=interruptible, segment_bytes=segment_bytes)
 
     async def _wait_all_logged(self) -> None:
         await self._wait_on_cache_disk(self._write_seq)
@@ -503,14 +535,20 @@ async def create_vcraid(
     destage_segment: int = DEFAULTS["destage_segment"],
     idle_threshold: float = DEFAULTS["idle_threshold"],
     chunk: int = 64 * KiB,
+    durability: str = DEFAULTS["durability"],
+    high_watermark: float = DEFAULTS["high_watermark"],
+    low_watermark: float = DEFAULTS["low_watermark"],
+    destage_batch: int = DEFAULTS["destage_batch"],
 ) -> VCRAID:
     """Make a new VC-RAID: a raid5 over `array_members` (build.create_array, superblocks on
     each), and a superblock plus an empty log on each cache disk. Not yet started."""
     if config in PER_DISK_CONFIGS:
         raise UsageError(f"VC-RAID {config} is built by raidlab.engine.caches.perdisk.create_perdisk")
+    policy = dict(durability=durability, high_watermark=high_watermark, low_watermark=low_watermark,
+                  destage_batch=destage_batch)
     check_vcraid_config(config, [d.size for d in cache_disks], block_size=block_size, ram_buffer=ram_buffer,
                         level1_write=level1_write, destage_segment=destage_segment,
-                        idle_threshold=idle_threshold)
+                        idle_threshold=idle_threshold, **policy)
     array, keeper = await build.create_array(name, "raid5", array_members, chunk=chunk)
     if array.size % block_size:
         raise UsageError(f"array capacity {array.size} is not a multiple of the block size {block_size}")
@@ -520,7 +558,7 @@ async def create_vcraid(
         geometry=dict(arch="vcraid", config=config, block_size=block_size, ram_buffer=ram_buffer,
                       level1_write=level1_write, destage_segment=destage_segment,
                       idle_threshold=idle_threshold, raid5_uuid=keeper.superblock.array_uuid,
-                      **LOG_GEOMETRY),
+                      **policy, **LOG_GEOMETRY),
     )
     vc = VCRAID(name, array, cache_disks, base)
     await vc.store.format()
