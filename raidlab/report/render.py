@@ -16,7 +16,7 @@ from typing import Any
 from raidlab.errors import UsageError
 from raidlab.report import claims as claimsmod
 from raidlab.report import control as controlmod
-from raidlab.report import figures
+from raidlab.report import figures, timing
 from raidlab.report.results import Results, aggregate, leave_out, load_combined, metrics_of
 from raidlab.run import manifest_status
 from raidlab.scenarios import paper_citation, pattern_x
@@ -109,6 +109,27 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
                                       "ours / paper", "paper note"], rows)))
         else:
             blocks.append(("p", f"No run reported {metric}."))
+
+    time_rows = timing.time_rows(results.runs, scn)
+    if time_rows:
+        blocks.append(("h2", "Where the time went"))
+        blocks.append(("p", "Per run, means over the repetitions that succeeded: the wall time of the run "
+                            "(array made, file system made, workload, destroyed), and what the workload "
+                            "itself cost (the array's account after the run minus before the workload): CPU "
+                            "seconds of the lab VM's emulator (the guest, under TCG) and of the array's "
+                            "daemon on the host (the engine; md's arrays run in the guest), and the drives' "
+                            "busy seconds (the emulated mechanisms' service time)."))
+        blocks.append(("table", (timing.TIME_COLUMNS, time_rows)))
+    cache_rows = timing.cache_rows(results.runs, scn)
+    if cache_rows:
+        blocks.append(("h2", "Cache counters"))
+        blocks.append(("p", "VC-RAID's and DCD's own account of the workload (after minus before): block hits "
+                            "on a cache disk and the cache-disk reads they took (runs consecutive in the log "
+                            "are read in one I/O), the destages of the log to the array by what started them "
+                            "(an idle period, a background batch once the log reached its high watermark, or "
+                            "forced in the write path for want of room) and the share forced, and what the "
+                            "cold start drained home after mkfs, before the workload."))
+        blocks.append(("table", (timing.CACHE_COLUMNS, cache_rows)))
 
     blocks.append(("h2", "Architectures"))
     blocks.append(("table", (["label", "arch", "disks", "model", "disk size", "chunk", "drives and bus", "options"],

@@ -1,0 +1,172 @@
+"""Where a run's time went, and what the caches did: the tables that explain a result.
+
+Each live run document keeps the array's account before the workload and after the run
+(`array_status_before`, `array_status`): the CPU time of the array's daemon on the host and
+of the lab VM's QEMU, and each drive's busy time (the emulated mechanism's service time).
+The difference is what the workload itself cost. Read against the run's wall time it says
+where a slow repetition spent it: in the guest's emulated CPU (TCG), in the engine, or in
+the drives. For the caching architectures (VC-RAID, DCD) the same difference of their
+statistics gives the counters that explain a cached result: how many cache-disk reads a
+block hit cost, how the log was destaged (idle periods, background batches at the high
+watermark, forced in the write path), and what the cold start drained before the workload.
+
+Means over the repetitions that succeeded, per architecture and case; a run without the
+needed accounts (virtual time, or an older document) leaves its cell empty rather than 0.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+TIME_COLUMNS = ["case", "arch", "runs", "wall s", "guest CPU s", "engine CPU s", "busiest drive",
+                "its busy s", "all drives busy s"]
+CACHE_COLUMNS = ["case", "arch", "runs", "cache-disk block hits", "cache-disk reads per hit",
+                 "destages: idle / background / forced", "forced share", "MiB destaged",
+                 "cold start drained MiB"]
+
+
+def _cpu(status: dict | None, who: str) -> float | None:
+    cpu = (status or {}).get("cpu") or {}
+    part = cpu.get(who)
+    if not isinstance(part, dict):
+        return None
+    return float(part.get("user_s", 0.0)) + float(part.get("system_s", 0.0))
+
+
+def _busy(status: dict | None) -> dict[str, float] | None:
+    """Drive name -> busy seconds, from the status's "drives" table."""
+    for table in (status or {}).get("tables") or []:
+        if table.get("title") != "drives":
+            continue
+        cols = table.get("columns") or []
+        if "drive" not in cols or "busy s" not in cols:
+            return None
+        i, j = cols.index("drive"), cols.index("busy s")
+        out = {}
+        for row in table.get("rows") or []:
+            try:
+                out[str(row[i])] = float(row[j])
+            except (TypeError, ValueError, IndexError):
+                continue
+        return out
+    return None
+
+
+def _delta(after: float | None, before: float | None) -> float | None:
+    if after is None:
+        return None
+    return after - (before or 0.0)
+
+
+def run_time(run: dict[str, Any]) -> dict[str, Any]:
+    """The workload's account of one run: wall, guest and engine CPU, drive busy seconds."""
+    after, before = run.get("array_status"), run.get("array_status_before")
+    busy_after, busy_before = _busy(after), _busy(before) or {}
+    busy = None if busy_after is None else {d: s - busy_before.get(d, 0.0) for d, s in busy_after.items()}
+    return {
+        "wall": run.get("seconds"),
+        "guest_cpu": _delta(_cpu(after, "vm"), _cpu(before, "vm")),
+        "engine_cpu": _delta(_cpu(after, "daemon"), _cpu(before, "daemon")),
+        "busy": busy,
+    }
+
+
+def _stats(status: dict | None) -> dict[str, Any]:
+    return ((status or {}).get("statistics") or {}) if isinstance((status or {}).get("statistics"), dict) else {}
+
+
+def _counter(stats: dict, *keys: str) -> float | None:
+    for key in keys:
+        if isinstance(stats.get(key), (int, float)) and not isinstance(stats.get(key), bool):
+            return float(stats[key])
+    return None
+
+
+def run_cache(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The cache counters of one run of VC-RAID or DCD (None for other architectures)."""
+    after, before = _stats(run.get("array_status")), _stats(run.get("array_status_before"))
+    if after.get("arch") not in ("vcraid", "dcd"):
+        return None
+    vc = after["arch"] == "vcraid"
+
+    def d(*keys: str) -> float | None:
+        return _delta(_counter(after, *keys), _counter(before, *keys))
+
+    bytes_key = ("level2_bytes",) if vc else ("destaged_bytes",)
+    cold = run.get("cold_start") or {}
+    return {
+        "hits": d("read_hits_cache_disk_blocks", "read_hits_cache_disk_sectors"),
+        "reads": d("cache_disk_reads"),
+        "idle": d("idle_periods_found"),
+        "background": d("level2_watermark_batches", "watermark_batches"),
+        "forced": d("level2_forced", "forced_destages"),
+        "destages": d("level2_destages", "destages"),
+        "destaged": d(*bytes_key),
+        "drained": float(cold["drained_bytes"]) if isinstance(cold.get("drained_bytes"), (int, float)) else None,
+    }
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    if x is None:
+        return ""
+    return f"{x:,.{digits}f}"
+
+
+def _groups(runs: list[dict], scenario: Any) -> list[tuple[str, str, list[dict]]]:
+    out = []
+    for case in scenario.cases:
+        for arch in scenario.archs:
+            mine = [r for r in runs if r.get("arch") == arch.label and r.get("case") == case.name
+                    and r.get("status") == "ok"]
+            if mine:
+                out.append((case.name, arch.label, mine))
+    return out
+
+
+def time_rows(runs: list[dict], scenario: Any) -> list[list[str]]:
+    """One row per (case, arch) with live accounts: TIME_COLUMNS."""
+    rows = []
+    for case, label, mine in _groups(runs, scenario):
+        times = [run_time(r) for r in mine]
+        if all(t["guest_cpu"] is None and t["engine_cpu"] is None and t["busy"] is None for t in times):
+            continue
+        drives: dict[str, list[float]] = {}
+        for t in times:
+            for name, s in (t["busy"] or {}).items():
+                drives.setdefault(name, []).append(s)
+        means = {name: statistics.fmean(v) for name, v in drives.items()}
+        busiest = max(means, key=means.get) if means else None
+        rows.append([case, label, str(len(mine)), _fmt(_mean(t["wall"] for t in times)),
+                     _fmt(_mean(t["guest_cpu"] for t in times)), _fmt(_mean(t["engine_cpu"] for t in times)),
+                     busiest or "", _fmt(means.get(busiest)) if busiest else "",
+                     _fmt(sum(means.values())) if means else ""])
+    return rows
+
+
+def cache_rows(runs: list[dict], scenario: Any) -> list[list[str]]:
+    """One row per (case, arch) of a caching architecture: CACHE_COLUMNS."""
+    rows = []
+    for case, label, mine in _groups(runs, scenario):
+        counters = [c for c in (run_cache(r) for r in mine) if c is not None]
+        if not counters:
+            continue
+
+        def m(key: str) -> float | None:
+            return _mean(c[key] for c in counters)
+
+        hits, reads = m("hits"), m("reads")
+        per_hit = reads / hits if hits and reads is not None else None
+        forced, destages = m("forced"), m("destages")
+        share = forced / destages if destages and forced is not None else None
+        mib = (lambda x: None if x is None else x / 2**20)
+        rows.append([case, label, str(len(counters)), _fmt(hits, 0), _fmt(per_hit, 3),
+                     " / ".join(_fmt(m(k), 0) or "-" for k in ("idle", "background", "forced")),
+                     _fmt(share, 3), _fmt(mib(m("destaged"))), _fmt(mib(m("drained")))])
+    return rows

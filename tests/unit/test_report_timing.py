@@ -1,0 +1,63 @@
+"""The report's explanation tables: where a run's time went (wall, guest and engine CPU,
+drive busy time, each the workload's own: after the run minus before it) and the caches'
+counters (cache-disk reads per block hit, destages by what started them, the cold start)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from raidlab.report import timing
+
+
+def status(vm_cpu, daemon_cpu, busy, stats=None):
+    return {"cpu": {"vm": {"user_s": vm_cpu, "system_s": 0.0}, "daemon": {"user_s": daemon_cpu, "system_s": 1.0}},
+            "tables": [{"title": "drives", "columns": ["drive", "model", "busy s"],
+                        "rows": [[name, "m", f"{s:.3f}"] for name, s in busy.items()]}],
+            "statistics": stats or {}}
+
+
+def vc_stats(hits, reads, idle, batches, forced, destages, destaged):
+    return {"arch": "vcraid", "read_hits_cache_disk_blocks": hits, "cache_disk_reads": reads,
+            "idle_periods_found": idle, "level2_watermark_batches": batches, "level2_forced": forced,
+            "level2_destages": destages, "level2_bytes": destaged}
+
+
+SCN = SimpleNamespace(cases=[SimpleNamespace(name="c")],
+                      archs=[SimpleNamespace(label="raid5"), SimpleNamespace(label="scd")])
+
+
+def run(label, seconds, before, after, **extra):
+    return {"arch": label, "case": "c", "status": "ok", "seconds": seconds,
+            "array_status_before": before, "array_status": after, **extra}
+
+
+def test_time_rows_are_the_workloads_own_cost_averaged_over_repetitions():
+    runs = [
+        run("raid5", 100.0, status(5, 1, {"d0": 1.0, "d1": 2.0}), status(45, 11, {"d0": 31.0, "d1": 12.0})),
+        run("raid5", 120.0, status(5, 1, {"d0": 1.0, "d1": 2.0}), status(65, 11, {"d0": 51.0, "d1": 12.0})),
+        {"arch": "raid5", "case": "c", "status": "failed", "seconds": 9999.0},
+    ]
+    (row,) = timing.time_rows(runs, SCN)
+    assert row[:3] == ["c", "raid5", "2"]
+    assert row[3] == "110.0"      # wall: mean of the ok runs only
+    assert row[4] == "50.0"       # guest CPU: (40 + 60) / 2
+    assert row[5] == "10.0"       # engine CPU: user and system, after minus before
+    assert row[6:] == ["d0", "40.0", "50.0"]
+
+
+def test_cache_rows_give_reads_per_hit_destages_by_cause_and_the_cold_start():
+    before = status(0, 0, {"d0": 0.0}, vc_stats(100, 100, 0, 0, 0, 0, 0))
+    after = status(1, 1, {"d0": 1.0}, vc_stats(1100, 350, 3, 40, 10, 53, 50 * 2**20))
+    runs = [run("scd", 10.0, before, after, cold_start={"drained_bytes": 8 * 2**20, "seconds": 2.0}),
+            run("raid5", 10.0, status(0, 0, {"d0": 0.0}), status(1, 1, {"d0": 1.0}))]
+    (row,) = timing.cache_rows(runs, SCN)
+    assert row[:4] == ["c", "scd", "1", "1,000"]
+    assert row[4] == "0.250"                  # 250 reads for 1,000 block hits
+    assert row[5] == "3 / 40 / 10"
+    assert row[6] == "0.189"                  # 10 of 53 destages forced
+    assert row[7:] == ["50.0", "8.0"]
+
+
+def test_runs_without_accounts_leave_no_row():
+    runs = [{"arch": "raid5", "case": "c", "status": "ok", "seconds": 3.0}]
+    assert timing.time_rows(runs, SCN) == [] and timing.cache_rows(runs, SCN) == []
