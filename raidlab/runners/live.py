@@ -11,7 +11,9 @@ op (raidlab.service.daemon) destages VC-RAID's and DCD's RAM buffer and cache-di
 `sync; echo 3 > /proc/sys/vm/drop_caches` where the file system lives (this host, or the lab
 VM, where md runs too). The first mount and umount put the file system's first-mount writes
 before the settle. `[scenario] cold_start = false` leaves all this out (mkfs -> mount ->
-workload); the result's `cold_start` records what the settle did.
+workload); the result's `cold_start` records what the settle did. For the same reason ext4
+is made without lazy initialisation (raidlab.tools.mkfs.mkfs_argv): the kernel thread that
+would otherwise zero its inode tables after the first mount would write into the workload.
 
 Arrays are made exactly as `raidlab create`/`destroy` make them (ArraySpec saved in a lab,
 raidlab.service.control.start_daemon, then stop_daemon / release_leftovers / remove_lab), and
@@ -42,6 +44,7 @@ from raidlab.runners.session import open_session
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, PlannedRun, Scenario
 from raidlab.service import control
 from raidlab.service.spec import SPEC_FILE, ArraySpec
+from raidlab.tools.mkfs import mkfs_argv
 from raidlab.vm.hosted import AVAILABLE_ENV
 
 MKFS_TIMEOUT = 3600.0
@@ -215,8 +218,8 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                 if session.runner == "native":  # rmdir only: never deletes through a mount
                     dirs.callback(_rmdir_quietly, mountpoint)
                     _claim_scratch(lab, mountpoint=mountpoint)  # for whoever cleans up after a SIGKILL
-                setup.append(session.exec([f"mkfs.{fstype}", "-F", "-q", "-E", "nodiscard", *run.case.mkfs_options,
-                                           session.device], timeout=MKFS_TIMEOUT).as_record())
+                setup.append(session.exec(mkfs_argv(fstype, session.device, run.case.mkfs_options),
+                                          timeout=MKFS_TIMEOUT).as_record())
                 setup.append(session.exec(["mkdir", "-p", mountpoint], timeout=60).as_record())
                 mount()
             if scenario.cold_start:

@@ -406,6 +406,10 @@ def test_a_case_can_run_on_ext2(tmp_path, raidlab_cmd, runner):
         assert doc["status"] == "ok", doc.get("error")
         assert doc["filesystem"] == fs and doc["tree"]["fstype"] == fs
         assert doc["setup_commands"][0]["argv"][0] == f"mkfs.{fs}"
+        # ext4 is made without lazy initialisation (ext2 has none), the case's -b kept
+        mkfs_argv = doc["setup_commands"][0]["argv"]
+        assert mkfs_argv.count("-E") == 1 and ["-b", "1024"] == mkfs_argv[5:7]
+        assert ("lazy_itable_init=0" in mkfs_argv[4]) == (fs == "ext4")
         before, after = (doc[key]["statistics"]["members"] for key in ("array_status_before", "array_status"))
         written[fs] = sum(m["bytes_written"] for m in after) - sum(m["bytes_written"] for m in before)
     assert 0 < written["ext2"] < written["ext4"], written
