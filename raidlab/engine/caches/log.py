@@ -72,6 +72,45 @@ Where this departs from the papers, and why:
 * The paper's LWFD also "picks up the current destage segment from the RAM buffer" when the
   newest writes are still there; we always read the segment back from the cache-disk (one
   sequential read) to keep one destage path.
+
+Oldest-first destage (ORDER_OLDEST, geometry `destage_order = "oldest"`; no key: LWFD). An
+ablation, not the papers': every destage takes the *oldest* records, at the bottom of the
+log, instead of the top, so the log is circular. Log writes go on at the head (the CLP); a
+destage frees space at the tail; a record that does not fit between the head and the end
+of the log goes to the start of the region (the head wraps) if the tail has moved on far
+enough. What it costs or gains: the oldest copy of a block is the likeliest to have been
+overwritten since, so more of a tail segment are holes, read back but never written home,
+and a copy goes home only if no newer one was logged meanwhile; LWFD writes home the
+newest copies, which may be overwritten and destaged again, but keeps the log a stack, so
+its reads for destaging are next to where the head writes (DCD §2.3: "the disk head is
+always physically close to the blank track"), where a circular log's tail may be anywhere.
+
+* Where the chain starts: a *tail record* (one sector, FUA, KIND_TAIL) holds the offset of
+  the oldest record in the chain and a *floor*: the sequence number of the newest record
+  destaged so far. Every destage of a tail segment writes one, after the live blocks are
+  durable at home and after its tombstone, and before the log lock is released, so no log
+  write can reuse the freed space before the chain no longer starts in it. Two tail slots
+  (one sector each, at the end of the log, before the tombstone area) take them in turn;
+  the scan uses the whole one with the larger sequence number. A crash before the tail record
+  lands leaves the old tail, whose records are all still there: they map copies that went
+  home, as a popped segment does when LWFD's marker was not written.
+* The scan walks from the tail to the end of the log, then from the start of the region up
+  to the tail, each step requiring a sequence number above the one before (the first above
+  the floor). No wrap marker is needed: everything left of a former lap (before the head,
+  after the wrap point, or in the space the tail has freed) was destaged, so its sequence
+  numbers are at most the floor and below every record of the chain. An empty log starts
+  again at the start of the region, and its tail record says so; recovery rewrites the
+  tail record when the chain it found starts elsewhere (a log write lost from the cache
+  disk's cache under VC-RAID's durability=paper), so the tail record always names the
+  first record of the chain the next scan must find.
+* Tombstones keep their meaning. Within one log a destaged live copy is the oldest of its
+  block there, so no tombstone is needed for it; a newer copy higher up makes the older one
+  a hole, dropped and never written home; the newer copy is written home when the tail
+  reaches it. With several cache disks (VC-RAID mcd) a block destaged from one log may
+  still have an older copy in another, and a large write (DCD) may supersede logged
+  copies: those are "superseded" and recorded in tombstones exactly as under LWFD.
+  Tombstones on the stack (the older layouts) do not fit a circular log: oldest-first
+  needs LAYOUT_AREA.
 """
 
 from __future__ import annotations
@@ -93,7 +132,8 @@ MAGIC = b"RLCDLOG1"
 HEADER = struct.Struct("<8sQQB3xIIIIII")
 EXTENT = struct.Struct("<QI")
 TOMB_EXTENT = struct.Struct("<QIQ")  # first address, count, bound (see module doc: tombstones)
-KIND_DATA, KIND_TOMBSTONE = 1, 2
+TAIL = struct.Struct("<QQ")  # offset of the chain's oldest record, floor (module doc: oldest-first)
+KIND_DATA, KIND_TOMBSTONE, KIND_TAIL = 1, 2, 3
 BLANK_SECTOR = bytes(SECTOR)
 # Default start of the log region on a cache disk: [0, 8 KiB) holds the superblock slots
 # (raidlab.engine.metadata), the rest up to 64 KiB is reserved.
@@ -160,6 +200,11 @@ def tombstone_runs(bounds: dict[int, int]) -> list[tuple[int, int, int]]:
 #                              log made now; LOG_GEOMETRY)
 LAYOUT_PLAIN, LAYOUT_JOURNAL, LAYOUT_AREA = "plain", "journal", "area"
 LOG_GEOMETRY = {"log_journal": 1, "log_tombstone_area": 1}
+# The destage order, geometry key `destage_order` (no key: LWFD, the papers'); oldest-first
+# is the ablation of the module doc, with a circular log and two tail slots.
+ORDER_LWFD, ORDER_OLDEST = "lwfd", "oldest"
+DESTAGE_ORDERS = (ORDER_LWFD, ORDER_OLDEST)
+TAIL_SLOTS_BYTES = 2 * SECTOR
 
 
 def log_layout(geometry: dict) -> str:
@@ -169,6 +214,11 @@ def log_layout(geometry: dict) -> str:
     return LAYOUT_JOURNAL if geometry.get("log_journal") else LAYOUT_PLAIN
 
 
+def destage_order_of(geometry: dict) -> str:
+    """The destage order of the logs of the array whose superblock geometry this is."""
+    return geometry.get("destage_order", ORDER_LWFD)
+
+
 def marker_journal_bytes(region_bytes: Sequence[int], block_size: int) -> int:
     """The largest possible tombstone (module doc): one naming every block of all the log
     regions, one extent each. A journal slot, and each half of a tombstone area, hold one."""
@@ -176,13 +226,15 @@ def marker_journal_bytes(region_bytes: Sequence[int], block_size: int) -> int:
     return record_bytes(most, 0, block_size, KIND_TOMBSTONE)
 
 
-def reserved_bytes(region_bytes: Sequence[int], block_size: int, layout: str = LAYOUT_AREA) -> int:
+def reserved_bytes(region_bytes: Sequence[int], block_size: int, layout: str = LAYOUT_AREA,
+                   order: str = ORDER_LWFD) -> int:
     """What each log region gives up at its end for `layout`: nothing, the journal slot, or
-    the two halves of the tombstone area."""
+    the two halves of the tombstone area; and for oldest-first, the two tail slots."""
     if layout == LAYOUT_PLAIN:
         return 0
     slot = marker_journal_bytes(region_bytes, block_size)
-    return 2 * slot if layout == LAYOUT_AREA else slot
+    tail = TAIL_SLOTS_BYTES if order == ORDER_OLDEST else 0
+    return (2 * slot if layout == LAYOUT_AREA else slot) + tail
 
 
 def max_record_bytes(n_blocks: int, block_size: int) -> int:
@@ -215,6 +267,27 @@ def encode_record(log_id: int, seq: int, kind: int, addresses: Sequence[int],
     summary = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, runs_count, n_blocks,
                           block_size, data_crc, crc) + summary[HEADER.size:]
     return summary + (data if kind == KIND_DATA else b"")
+
+
+def encode_tail(log_id: int, seq: int, offset: int, floor: int, block_size: int) -> bytes:
+    """A tail record (module doc: oldest-first): one sector naming where the chain starts."""
+    fields = (MAGIC, log_id, seq, KIND_TAIL, 1, 0, 0, block_size, 0)
+    sector = (HEADER.pack(*fields, 0) + TAIL.pack(offset, floor)).ljust(SECTOR, b"\0")
+    return HEADER.pack(*fields, zlib.crc32(sector)) + sector[HEADER.size:]
+
+
+def parse_tail(raw: bytes, log_id: int, block_size: int) -> tuple[int, int, int] | None:
+    """(seq, offset, floor) of a whole tail record of this log in `raw` (one sector), else None."""
+    if len(raw) != SECTOR:
+        return None
+    magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, dcrc, crc = HEADER.unpack_from(raw)
+    if magic != MAGIC or lid != log_id or kind != KIND_TAIL or bsize != block_size:
+        return None
+    zeroed = HEADER.pack(magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, dcrc, 0)
+    if zlib.crc32(zeroed + raw[HEADER.size:]) != crc:
+        return None
+    offset, floor = TAIL.unpack_from(raw, HEADER.size)
+    return seq, offset, floor
 
 
 @dataclasses.dataclass
@@ -295,7 +368,8 @@ class LogRecord:
 
 
 class CacheDiskLog:
-    """The stack-shaped log on one cache disk: region [start, end) of `target`.
+    """The stack-shaped log on one cache disk: region [start, end) of `target`; circular
+    after `reserve_tail` (module doc: oldest-first).
 
     The caller serialises what changes the log through `lock` (log writes, destage steps).
     Reads of cached blocks do not take it: they pin the ranges they read (`pinned`), and a
@@ -322,6 +396,18 @@ class CacheDiskLog:
         self.area_half = 0
         self.area_current = 0
         self.area_pos = 0
+        self.area_start = end
+        # Oldest-first (module doc): records in chain order from the tail; the two tail slots
+        # at `tail_start`, the next tail record going to `_tail_slot`; `floor` the newest
+        # sequence number destaged; `durable_tail` the offset the newest tail record names.
+        self.circular = False
+        self.tail_start = 0
+        self._tail_slot = 0
+        self.tail_seq = -1
+        self.floor = -1
+        self.durable_tail = start
+        self.wraps = 0
+        self.wrap_end = start  # while wrapped: the end of the last record before the wrap
 
     @contextlib.contextmanager
     def pinned(self, ranges: Iterable[tuple[int, int]]) -> Iterator[None]:
@@ -354,6 +440,17 @@ class CacheDiskLog:
         """Take the tombstone area (module doc: two halves of `half` bytes) off the end."""
         self._reserve(2 * half, "tombstone area")
         self.area_half = half
+        self.area_start = self.end
+
+    def reserve_tail(self) -> None:
+        """Make the log circular (module doc: oldest-first): take the two tail slots off the
+        end of the log, before the tombstone area."""
+        if self.end - TAIL_SLOTS_BYTES <= self.start:
+            raise ValueError(f"log {self.index}: region of {self.region_end - self.start} bytes "
+                             f"has no room for its tail slots")
+        self.end -= TAIL_SLOTS_BYTES
+        self.tail_start = self.end
+        self.circular = True
 
     def _reserve(self, nbytes: int, what: str) -> None:
         if nbytes >= self.region_end - self.start:
@@ -362,7 +459,7 @@ class CacheDiskLog:
         self.end = self.region_end - nbytes
 
     def _half_start(self, half: int) -> int:
-        return self.end + half * self.area_half
+        return self.area_start + half * self.area_half
 
     async def area_append(self, seq: int, bounds: dict[int, int], *, compact: bool = False) -> bool:
         """Write a tombstone to the tombstone area (FUA): after the current half's last one,
@@ -407,8 +504,19 @@ class CacheDiskLog:
 
     @property
     def clp(self) -> int:
-        """Current Log Position: where the next log write goes."""
+        """Current Log Position: where the next log write goes (a circular log's head: if the
+        write fits before the end of the log)."""
         return self.records[-1].end if self.records else self.start
+
+    @property
+    def tail(self) -> int:
+        """Where the chain starts: the oldest record (the start of the region if none)."""
+        return self.records[0].offset if self.records else self.start
+
+    @property
+    def wrapped(self) -> bool:
+        """A circular log whose head has gone round to the start of the region, behind its tail."""
+        return len(self.records) > 1 and self.records[-1].offset < self.records[0].offset
 
     @property
     def capacity(self) -> int:
@@ -416,20 +524,43 @@ class CacheDiskLog:
 
     @property
     def used(self) -> int:
-        return self.clp - self.start
+        """Bytes of the log its records hold (a wrapped log: not counting what its head
+        skipped at the end, so that both orders' watermarks weigh the same data)."""
+        if not self.circular:
+            return self.clp - self.start
+        if self.wrapped:
+            return (self.wrap_end - self.tail) + (self.clp - self.start)
+        return self.clp - self.tail
 
     @property
     def free(self) -> int:
-        return self.end - self.clp
+        """The largest log write that fits now."""
+        if not self.circular:
+            return self.end - self.clp
+        if not self.records:
+            return self.end - self.start
+        if self.wrapped:
+            return self.tail - self.clp
+        return max(self.end - self.clp, self.tail - self.start)
+
+    def _place(self, nbytes: int) -> int | None:
+        """Where a record of `nbytes` goes: the CLP, or (circular) the start of the region
+        when it does not fit before the end of the log and the tail has moved on; None if
+        it fits nowhere."""
+        if nbytes > self.free:
+            return None
+        if self.circular and self.records and not self.wrapped and self.clp + nbytes > self.end:
+            return self.start
+        return self.clp
 
     async def write_record(self, seq: int, kind: int, addresses: list[int], data: bytes,
                            bounds: dict[int, int] | None = None, journal: bool = False) -> LogRecord:
-        """Append one record at the CLP; `journal`: a marker, copied to the journal slot
-        first when longer than a sector (module doc)."""
+        """Append one record at the CLP (or the start, wrapping a circular log); `journal`: a
+        marker, copied to the journal slot first when longer than a sector (module doc)."""
         raw = encode_record(self.log_id, seq, kind, addresses, data, self.block_size, bounds)
-        if len(raw) > self.free:
+        offset = self._place(len(raw))
+        if offset is None:
             raise RuntimeError(f"log {self.index}: record of {len(raw)} bytes does not fit ({self.free} free)")
-        offset = self.clp
         await self._wait_unpinned(offset, offset + len(raw))
         if journal and len(raw) > SECTOR:
             if len(raw) > self.region_end - self.end:
@@ -441,8 +572,42 @@ class CacheDiskLog:
             addresses = sorted(bounds or {})
         rec = LogRecord(seq, offset, kind, list(addresses), summary_bytes, self.block_size,
                         [bounds[a] for a in addresses] if kind == KIND_TOMBSTONE else None)
+        if self.records and offset < self.records[-1].offset:
+            self.wraps += 1
+            self.wrap_end = self.records[-1].end
         self.records.append(rec)
         return rec
+
+    async def write_tail(self, seq: int, floor: int) -> None:
+        """Record where the chain starts now (module doc: oldest-first), FUA, in the slot that
+        does not hold the newest tail record; `floor`: the newest sequence number destaged."""
+        self.floor = floor
+        raw = encode_tail(self.log_id, seq, self.tail, floor, self.block_size)
+        await self.target.write(self.tail_start + self._tail_slot * SECTOR, raw, fua=True)
+        self._tail_slot ^= 1
+        self.tail_seq, self.durable_tail = seq, self.tail
+
+    async def read_tail(self) -> tuple[int, int]:
+        """(offset, floor) of the newest whole tail record; (start of the region, -1) if none.
+        The next tail record goes to the other slot."""
+        best: tuple[int, int, int, int] | None = None
+        for slot in (0, 1):
+            raw = await self.target.read(self.tail_start + slot * SECTOR, SECTOR)
+            parsed = parse_tail(raw, self.log_id, self.block_size)
+            if parsed is not None and self.start <= parsed[1] < self.end and (best is None or parsed[0] > best[0]):
+                best = (*parsed, slot)
+        if best is None:
+            self._tail_slot, self.tail_seq, self.durable_tail = 0, -1, self.start
+            return self.start, -1
+        seq, offset, floor, slot = best
+        self._tail_slot, self.tail_seq, self.durable_tail = 1 - slot, seq, offset
+        return offset, floor
+
+    async def clear_tail(self, seq: int, floor: int) -> None:
+        """An empty circular log: the second slot blank, then a tail record at the start."""
+        await self.target.write(self.tail_start + SECTOR, BLANK_SECTOR, fua=True)
+        self._tail_slot = 0
+        await self.write_tail(seq, floor)
 
     async def write_blank(self, offset: int) -> None:
         if offset < self.end:
@@ -470,16 +635,33 @@ class CacheDiskLog:
 
     async def scan(self) -> list[LogRecord]:
         """Walk the chain from the start of the region (DCD §2.5): every record whose
-        checksums hold and whose sequence number is above its predecessor's."""
+        checksums hold and whose sequence number is above its predecessor's. A circular log:
+        from its tail record's offset to the end of the log, then from the start of the
+        region up to that offset (module doc: oldest-first)."""
+        if not self.circular:
+            chain = await self._walk(self.start, self.end, -1)
+        else:
+            tail, self.floor = await self.read_tail()
+            chain = await self._walk(tail, self.end, self.floor)
+            if tail > self.start:
+                wrapped = await self._walk(self.start, tail, chain[-1].seq if chain else self.floor)
+                if chain and wrapped:
+                    self.wrap_end = chain[-1].end
+                chain += wrapped
+        self.records = chain
+        return chain
+
+    async def _walk(self, pos: int, limit: int, last_seq: int) -> list[LogRecord]:
+        """The records of the chain from `pos`, each ending by `limit`, the first with a
+        sequence number above `last_seq`."""
         chain: list[LogRecord] = []
-        pos, last_seq = self.start, -1
         while True:
-            parsed = await self._summary_at(pos, self.end, last_seq)
+            parsed = await self._summary_at(pos, limit, last_seq)
             if parsed is None:
                 break
             seq, n_summary = parsed.seq, parsed.n_summary
             data_len = parsed.n_blocks * self.block_size if parsed.kind == KIND_DATA else 0
-            if pos + n_summary * SECTOR + data_len > self.end:
+            if pos + n_summary * SECTOR + data_len > limit:
                 break
             if data_len:
                 data = await self.target.read(pos + n_summary * SECTOR, data_len)
@@ -489,7 +671,6 @@ class CacheDiskLog:
                             parsed.bounds)
             chain.append(rec)
             pos, last_seq = rec.end, seq
-        self.records = chain
         return chain
 
 
@@ -507,24 +688,32 @@ class LogStore:
 
     Invariant kept for crash recovery: replaying the chains of all logs in sequence order
     (data records map, tombstones unmap) gives exactly `mapping` as of the last completed
-    log write or pop. `copies[a]` counts the data records holding block a; `superseded`
+    log write or destage. `copies[a]` counts the data records holding block a; `superseded`
     maps {a : copies[a] > 0 and a not in mapping} to the newest sequence number of the
     copies that went home, and is what the next tombstone carries.
     """
 
     def __init__(self, logs: Sequence[CacheDiskLog], block_size: int, epoch: int,
-                 layout: str = LAYOUT_AREA) -> None:
+                 layout: str = LAYOUT_AREA, order: str = ORDER_LWFD) -> None:
         """`layout` (from `log_layout` of the array's geometry): where tombstones go and what
-        each log reserves at its end (module doc)."""
+        each log reserves at its end; `order` (`destage_order_of`): LWFD pops the top of each
+        log, oldest-first destages its tail and makes it circular (module doc)."""
+        if order not in DESTAGE_ORDERS:
+            raise ValueError(f"unknown destage order {order!r}")
+        if order == ORDER_OLDEST and layout != LAYOUT_AREA:
+            raise ValueError(f"oldest-first destage needs the tombstone area, not the {layout} layout")
         self.logs = list(logs)
         self.block_size = block_size
         self.layout = layout
+        self.order = order
         slot = marker_journal_bytes([log.region_end - log.start for log in self.logs], block_size)
         for log in self.logs:
             if layout == LAYOUT_AREA:
                 log.reserve_area(slot)
             elif layout == LAYOUT_JOURNAL:
                 log.reserve_journal(slot)
+            if order == ORDER_OLDEST:
+                log.reserve_tail()
         self._seq = epoch << EPOCH_SHIFT
         self.mapping: dict[int, Location] = {}
         self.copies: collections.Counter[int] = collections.Counter()
@@ -589,6 +778,76 @@ class LogStore:
         taken.reverse()
         return taken
 
+    def tail_segment(self, log_index: int, segment_bytes: int) -> list[LogRecord]:
+        """The records an oldest-first destage takes: from the tail on until at least
+        `segment_bytes` of log are covered (every record of a circular log is a data record)."""
+        taken: list[LogRecord] = []
+        total = 0
+        for rec in self.logs[log_index].records:
+            taken.append(rec)
+            total += rec.length
+            if total >= segment_bytes:
+                break
+        return taken
+
+    async def destage(
+        self,
+        log_index: int,
+        segment_bytes: int,
+        write_back: Callable[[list[tuple[int, bytes]]], Awaitable[bool]],
+    ) -> int | None:
+        """One destage segment of log `log_index` home, in the store's order: LWFD's pop of
+        the top (`destage_top`), or oldest-first from the tail (`destage_tail`)."""
+        if self.order == ORDER_OLDEST:
+            return await self.destage_tail(log_index, segment_bytes, write_back)
+        return await self.destage_top(log_index, segment_bytes, write_back)
+
+    def _live_blocks(self, log_index: int, segment: list[LogRecord],
+                     block_at: Callable[[int], bytes]) -> tuple[list[tuple[int, bytes]], dict[int, int], int]:
+        """The blocks of `segment` whose newest copy they are (address, data from `block_at`
+        of its offset), their sequence numbers, and the count of the others (holes)."""
+        live: list[tuple[int, bytes]] = []
+        live_seq: dict[int, int] = {}
+        holes = 0
+        for rec in segment:
+            if rec.kind != KIND_DATA:
+                continue
+            for i, addr in enumerate(rec.addresses):
+                loc = self.mapping.get(addr)
+                if loc is not None and loc.log == log_index and loc.offset == rec.block_offset(i):
+                    live.append((addr, block_at(rec.block_offset(i))))
+                    live_seq[addr] = loc.seq
+                else:
+                    holes += 1
+        return live, live_seq, holes
+
+    def _drop_copies(self, segment: list[LogRecord], live: list[tuple[int, bytes]],
+                     live_seq: dict[int, int]) -> None:
+        """Forget the copies of a segment that left the log (its live blocks already unmapped):
+        a block without copies is no longer superseded; a live block that still has copies
+        elsewhere is, bound by the copy that went home."""
+        for rec in segment:
+            if rec.kind == KIND_DATA:
+                for addr in rec.addresses:
+                    self.copies[addr] -= 1
+                    if self.copies[addr] <= 0:
+                        del self.copies[addr]
+                        self.superseded.pop(addr, None)
+                        self.unrecorded.discard(addr)
+        for rec in segment:
+            if rec.kind == KIND_TOMBSTONE:  # off the stack: what it hides and still must
+                self.unrecorded.update(a for a in rec.addresses if a in self.superseded)
+        for addr, _ in live:
+            if self.copies.get(addr, 0) > 0 and addr not in self.mapping:
+                self._supersede(addr, live_seq[addr])
+
+    def _count_destage(self, live: list[tuple[int, bytes]], holes: int) -> int:
+        nbytes = len(live) * self.block_size
+        self.counters["destages"] += 1
+        self.counters["destaged_bytes"] += nbytes
+        self.counters["destage_holes_dropped"] += holes
+        return nbytes
+
     async def destage_top(
         self,
         log_index: int,
@@ -609,20 +868,8 @@ class LogStore:
             return 0
         base = segment[0].offset
         raw = await log.target.read(base, log.clp - base)
-        live: list[tuple[int, bytes]] = []
-        live_seq: dict[int, int] = {}
-        holes = 0
-        for rec in segment:
-            if rec.kind != KIND_DATA:
-                continue
-            for i, addr in enumerate(rec.addresses):
-                loc = self.mapping.get(addr)
-                if loc is not None and loc.log == log_index and loc.offset == rec.block_offset(i):
-                    start = rec.block_offset(i) - base
-                    live.append((addr, raw[start:start + self.block_size]))
-                    live_seq[addr] = loc.seq
-                else:
-                    holes += 1
+        live, live_seq, holes = self._live_blocks(
+            log_index, segment, lambda offset: raw[offset - base:offset - base + self.block_size])
         if not await write_back(live):
             self.counters["destages_suspended"] += 1
             return None
@@ -632,26 +879,58 @@ class LogStore:
             loc = self.mapping.get(addr)
             if loc is not None and loc.log == log_index and loc.offset >= base:
                 del self.mapping[addr]
-        for rec in segment:
-            if rec.kind == KIND_DATA:
-                for addr in rec.addresses:
-                    self.copies[addr] -= 1
-                    if self.copies[addr] <= 0:
-                        del self.copies[addr]
-                        self.superseded.pop(addr, None)
-                        self.unrecorded.discard(addr)
-        for rec in segment:
-            if rec.kind == KIND_TOMBSTONE:  # off the stack: what it hides and still must
-                self.unrecorded.update(a for a in rec.addresses if a in self.superseded)
-        for addr, _ in live:
-            if self.copies.get(addr, 0) > 0 and addr not in self.mapping:
-                self._supersede(addr, live_seq[addr])
+        self._drop_copies(segment, live, live_seq)
         await self._write_marker(log)
-        nbytes = len(live) * self.block_size
-        self.counters["destages"] += 1
-        self.counters["destaged_bytes"] += nbytes
-        self.counters["destage_holes_dropped"] += holes
-        return nbytes
+        return self._count_destage(live, holes)
+
+    async def destage_tail(
+        self,
+        log_index: int,
+        segment_bytes: int,
+        write_back: Callable[[list[tuple[int, bytes]]], Awaitable[bool]],
+    ) -> int | None:
+        """Oldest-first (module doc; the ablation): destage the tail segment of the circular
+        log `log_index`; the caller holds its lock.
+
+        Reads the segment back (one read, or two where it wraps), drops the holes, and hands
+        the live blocks to `write_back` as `destage_top` does. Then forgets the segment,
+        writes the tombstone of what it superseded, if any, and the tail record that moves
+        the start of the chain past it. Returns the live bytes destaged, or None if suspended.
+        """
+        log = self.logs[log_index]
+        segment = self.tail_segment(log_index, segment_bytes)
+        if not segment:
+            return 0
+        runs: list[list[int]] = []  # [start, end) of the segment's contiguous pieces
+        for rec in segment:
+            if runs and runs[-1][1] == rec.offset:
+                runs[-1][1] = rec.end
+            else:
+                runs.append([rec.offset, rec.end])
+        pieces = [(start, await log.target.read(start, end - start)) for start, end in runs]
+
+        def block_at(offset: int) -> bytes:
+            for start, raw in pieces:
+                if start <= offset < start + len(raw):
+                    return raw[offset - start:offset - start + self.block_size]
+            raise AssertionError(f"offset {offset} outside the destage segment")
+
+        live, live_seq, holes = self._live_blocks(log_index, segment, block_at)
+        if not await write_back(live):
+            self.counters["destages_suspended"] += 1
+            return None
+        # The live blocks are durable at home: forget the segment, record what it superseded,
+        # then move the tail past it before any log write may reuse its space.
+        del log.records[:len(segment)]
+        for addr, _ in live:
+            loc = self.mapping.get(addr)
+            if loc is not None and loc.log == log_index and loc.seq == live_seq[addr]:
+                del self.mapping[addr]
+        self._drop_copies(segment, live, live_seq)
+        if self.unrecorded:
+            await self._write_tombstone(log)
+        await log.write_tail(self.next_seq(), max(log.floor, segment[-1].seq))
+        return self._count_destage(live, holes)
 
     def _supersede(self, addr: int, bound: int) -> None:
         if self.superseded.get(addr, -1) < bound:
@@ -750,6 +1029,12 @@ class LogStore:
         self.counters["recovered_blocks"] = len(self.mapping)
         if records:
             self._seq = max(self._seq, records[-1][0])
+        for log in self.logs:
+            if log.circular:
+                # The next scan must start where this one's chain does (module doc).
+                self._seq = max(self._seq, log.tail_seq)
+                if log.durable_tail != log.tail:
+                    await log.write_tail(self.next_seq(), log.floor)
 
     def _hide(self, addresses: Sequence[int], bounds: Sequence[int]) -> None:
         """Replay a tombstone: unmap each block whose mapped copy is not newer than its bound."""
@@ -767,6 +1052,8 @@ class LogStore:
                 await log.clear_area()
             else:
                 await log.clear_journal()
+            if log.circular:
+                await log.clear_tail(self.next_seq(), self._seq)
         self.mapping.clear()
         self.copies.clear()
         self.superseded.clear()
