@@ -23,6 +23,8 @@ the cache-disk log from the Current Log Position, drops holes, writes the blocks
 address order and moves the CLP back, until the log is empty or a request arrives (which
 suspends it). The log format, markers and tombstones are in raidlab.engine.caches.log; the
 idle detector and the forced destage, which VC-RAID shares, in raidlab.engine.caches.destage.
+`destage_order="oldest"` is an ablation, not the paper's: every destage takes the oldest
+records of a circular log instead (raidlab.engine.caches.log, oldest-first).
 
 Crash recovery (§2.5): a summary sector leads every log write; `assemble_dcd` scans the
 cache-disk and rebuilds the mapping, then serves reads from it.
@@ -65,9 +67,12 @@ from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWri
                                            oldest_unlogged, watermarks_of)
 from raidlab.engine.caches.log import (
     DEFAULT_LOG_START,
+    DESTAGE_ORDERS,
     LOG_GEOMETRY,
+    ORDER_LWFD,
     CacheDiskLog,
     LogStore,
+    destage_order_of,
     log_id_of,
     log_layout,
     max_record_bytes,
@@ -93,9 +98,12 @@ def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_thre
                      destage_segment: int, large_write: int, log_start: int = DEFAULT_LOG_START,
                      high_watermark: float = DEFAULTS["high_watermark"],
                      low_watermark: float = DEFAULTS["low_watermark"],
-                     destage_batch: int = DEFAULTS["destage_batch"]) -> None:
+                     destage_batch: int = DEFAULTS["destage_batch"],
+                     destage_order: str = ORDER_LWFD) -> None:
     """Raise UsageError (one line) for a configuration that cannot work."""
     check_watermarks(high_watermark, low_watermark, destage_batch, destage_segment)
+    if destage_order not in DESTAGE_ORDERS:
+        raise UsageError(f"unknown destage order {destage_order!r}", hint=f"use one of: {', '.join(DESTAGE_ORDERS)}")
     if report not in REPORT_MODES:
         raise UsageError(f"unknown report mode {report!r}", hint=f"use one of: {', '.join(REPORT_MODES)}")
     if ram_buffer <= 0 or ram_buffer % SECTOR:
@@ -107,7 +115,7 @@ def check_dcd_config(cache_size: int, *, ram_buffer: int, report: str, idle_thre
     if large_write < SECTOR:
         raise UsageError(f"large-write threshold of {large_write} bytes is smaller than a sector")
     log_bytes = cache_size - log_start
-    log_bytes -= reserved_bytes([log_bytes], SECTOR)
+    log_bytes -= reserved_bytes([log_bytes], SECTOR, order=destage_order)
     if ram_buffer > log_bytes:
         raise UsageError(
             f"RAM buffer of {ram_buffer} bytes is larger than the cache-disk log of {max(log_bytes, 0)} bytes",
@@ -142,7 +150,7 @@ class DCD(Destaging):
         self.log = CacheDiskLog(cache_disk, 0, int(g["log_start"]), cache_disk.size, SECTOR,
                                 log_id_of(superblock.array_uuid))
         self.store = LogStore([self.log], SECTOR, epoch=superblock.generation,
-                              layout=log_layout(g))
+                              layout=log_layout(g), order=destage_order_of(g))
         self.bypass = False
         self._ram_capacity = self.ram_buffer // SECTOR
         self._collecting: dict[int, bytes] = {}
@@ -226,6 +234,7 @@ class DCD(Destaging):
             "destages": sc["destages"], "destaged_bytes": sc["destaged_bytes"],
             "destage_holes_dropped": sc["destage_holes_dropped"],
             "destages_suspended": sc["destages_suspended"],
+            "destage_order": self.store.order, "log_wraps": self.log.wraps,
             "forced_destages": c["forced_destages"],
             "watermark_periods": c["watermark_periods"], "watermark_batches": c["watermark_batches"],
             "drain_destages": c["drain_destages"],
@@ -407,8 +416,9 @@ class DCD(Destaging):
 
     async def destage_lwfd(self, *, interruptible: bool, segment_bytes: int | None = None) -> int | None:
         """Last-Write-First-Destage one destage segment (or `segment_bytes`: a watermark
-        batch) from the CLP, with one flush of the data disk (caller holds the log lock).
-        Returns the bytes written home, or None when a new request suspended it."""
+        batch) from the CLP, with one flush of the data disk (caller holds the log lock);
+        with destage_order=oldest, from the tail instead. Returns the bytes written home, or
+        None when a new request suspended it."""
         start_requests = self._requests
 
         def suspended() -> bool:
@@ -425,7 +435,7 @@ class DCD(Destaging):
             return True
 
         self._note("destage_start", clp=self.log.clp)
-        done = await self.store.destage_top(0, segment_bytes or self.destage_segment, write_home)
+        done = await self.store.destage(0, segment_bytes or self.destage_segment, write_home)
         self._note("destage_done" if done is not None else "destage_suspended", bytes=done or 0, clp=self.log.clp)
         return done
 
@@ -463,22 +473,24 @@ async def create_dcd(
     high_watermark: float = DEFAULTS["high_watermark"],
     low_watermark: float = DEFAULTS["low_watermark"],
     destage_batch: int = DEFAULTS["destage_batch"],
+    destage_order: str = ORDER_LWFD,
 ) -> DCD:
     """Make a new DCD: validate, write the superblock and an empty log on the cache-disk.
 
     The data disk is not touched (its contents are the volume). Returns the DCD, not yet
     started: call `dcd.start(nursery)` (its background tasks live in that nursery).
     """
-    watermarks = dict(high_watermark=high_watermark, low_watermark=low_watermark, destage_batch=destage_batch)
+    policy = dict(high_watermark=high_watermark, low_watermark=low_watermark, destage_batch=destage_batch,
+                  destage_order=destage_order)
     check_dcd_config(cache_disk.size, ram_buffer=ram_buffer, report=report, idle_threshold=idle_threshold,
-                     destage_segment=destage_segment, large_write=large_write, **watermarks)
+                     destage_segment=destage_segment, large_write=large_write, **policy)
     sb = metadata.Superblock(
         array_uuid=metadata.new_array_uuid(), name=name, arch="dcd", n_members=1, member_index=0,
         member_size=cache_disk.size, data_offset=DEFAULT_LOG_START,
         geometry=dict(arch="dcd", ram_buffer=ram_buffer, report=report, idle_threshold=idle_threshold,
                       destage_segment=destage_segment, large_write=large_write,
                       log_start=DEFAULT_LOG_START, block_size=SECTOR, data_disk_size=data_disk.size,
-                      **watermarks, **LOG_GEOMETRY),
+                      **policy, **LOG_GEOMETRY),
     )
     dcd = DCD(name, cache_disk, data_disk, sb)
     await dcd.store.format()
@@ -500,7 +512,8 @@ async def assemble_dcd(cache_disk: Any, data_disk: Any, *, report: str | None = 
             f"with {sb.geometry.get('data_disk_size')}", hint="give the DCD's own data disk")
     geometry = dict(sb.geometry)
     if report is not None:
-        check_dcd_config(cache_disk.size, **{**{k: geometry[k] for k in DEFAULTS}, "report": report})
+        check_dcd_config(cache_disk.size, **{**{k: geometry[k] for k in DEFAULTS}, "report": report},
+                         destage_order=destage_order_of(geometry))
         geometry["report"] = report
     sb = dataclasses.replace(sb, generation=sb.generation + 1, state="active", geometry=geometry)
     await metadata.write_superblock(cache_disk, sb)

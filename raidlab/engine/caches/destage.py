@@ -20,7 +20,9 @@ goes. So the architecture supplies:
   log; VC-RAID: the cache disk whose top segment is oldest).
 * `_destage_top(log, interruptible=...)`: one LWFD segment of `log` home (the caller holds
   `log.lock`); the bytes written home, or None when a new request suspended it. DCD writes
-  its data disk run by run; VC-RAID writes the array in parallel.
+  its data disk run by run; VC-RAID writes the array in parallel. With the ablation
+  `destage_order="oldest"` the segment is the oldest one of a circular log instead
+  (raidlab.engine.caches.log); when and how much is destaged stays the same.
 
 Besides the idle periods, a log that fills up is destaged in the background
 (`_watermark_destager`, VC-RAID §3.3.3: level 2 runs "when ... the cache disk becomes full",

@@ -179,7 +179,8 @@ class PerDiskVCRAID:
     def statistics(self) -> dict[str, Any]:
         per = [vc.statistics() for vc in self.caches]
         out: dict[str, Any] = {"arch": "vcraid", "name": self.name, "config": self.config,
-                               "capacity": self.size, "block_size": per[0]["block_size"]}
+                               "capacity": self.size, "block_size": per[0]["block_size"],
+                               "destage_order": per[0]["destage_order"]}
         for key, value in per[0].items():
             if key not in out and isinstance(value, int | float) and not isinstance(value, bool):
                 out[key] = sum(p[key] for p in per)
@@ -199,7 +200,7 @@ def check_perdisk_config(config: str, data_disks: Sequence[Any], cache_disks: Se
            ram_buffer: int, level1_write: int, destage_segment: int, idle_threshold: float,
            **policy: Any) -> int:
     """Validate; return the RAM buffer of one cache (1d: the total split evenly). `policy`:
-    VCRAID's durability and background-destage settings (check_vcraid_config)."""
+    VCRAID's durability, background-destage settings and destage order (check_vcraid_config)."""
     if config not in PER_DISK_CONFIGS:
         raise UsageError(f"{config} is not a per-disk VC-RAID configuration", hint="use 1c or 1d")
     n = len(data_disks)

@@ -29,6 +29,9 @@ Where this departs from the paper, and why:
 * "Last-write-first-destage according to the LRU list": within one cache disk the log is
   a stack and level 2 pops its top (the last write, DCD's LWFD); across cache disks (mcd)
   it takes the disk whose top segment is oldest, which is where the LRU list's tail is.
+  `destage_order="oldest"` is an ablation, not the paper's: level 2 takes the oldest
+  records of a circular log instead (raidlab.engine.caches.log, oldest-first), and across
+  cache disks the disk whose oldest record is oldest.
 * A level-1 log write takes dirty blocks in the order they became dirty (the LRU list's
   order of last writes), so the oldest dirty data reaches a disk first.
 * The slot of a block is freed once its log write is done (the block is then IN_CACHE_DISK
@@ -66,8 +69,9 @@ from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
 from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
                                            oldest_unlogged, watermarks_of)
-from raidlab.engine.caches.log import (DEFAULT_LOG_START, LOG_GEOMETRY, CacheDiskLog, LogStore, log_id_of,
-                                       log_layout, max_record_bytes, reserved_bytes, runs_of)
+from raidlab.engine.caches.log import (DEFAULT_LOG_START, DESTAGE_ORDERS, LOG_GEOMETRY, ORDER_LWFD, ORDER_OLDEST,
+                                       CacheDiskLog, LogStore, destage_order_of, log_id_of, log_layout,
+                                       max_record_bytes, reserved_bytes, runs_of)
 from raidlab.errors import UsageError
 
 KiB = 1024
@@ -81,6 +85,7 @@ DEFAULTS = dict(
     destage_segment=64 * KiB,
     idle_threshold=0.050,
     durability="strict",
+    destage_order=ORDER_LWFD,
     **WATERMARK_DEFAULTS,
 )
 DURABILITY_MODES = ("paper", "strict")
@@ -102,10 +107,13 @@ def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: 
                         durability: str = DEFAULTS["durability"],
                         high_watermark: float = DEFAULTS["high_watermark"],
                         low_watermark: float = DEFAULTS["low_watermark"],
-                        destage_batch: int = DEFAULTS["destage_batch"]) -> None:
+                        destage_batch: int = DEFAULTS["destage_batch"],
+                        destage_order: str = DEFAULTS["destage_order"]) -> None:
     """Raise UsageError (one line) for a configuration that cannot work."""
     if durability not in DURABILITY_MODES:
         raise UsageError(f"unknown durability mode {durability!r}", hint=f"use one of: {', '.join(DURABILITY_MODES)}")
+    if destage_order not in DESTAGE_ORDERS:
+        raise UsageError(f"unknown destage order {destage_order!r}", hint=f"use one of: {', '.join(DESTAGE_ORDERS)}")
     check_watermarks(high_watermark, low_watermark, destage_batch, destage_segment)
     if config not in CONFIGS:
         raise UsageError(f"unknown VC-RAID configuration {config!r}", hint=f"use one of: {', '.join(CONFIGS)}")
@@ -126,7 +134,7 @@ def check_vcraid_config(config: str, cache_sizes: Sequence[int], *, block_size: 
     if idle_threshold <= 0:
         raise UsageError(f"idle threshold must be positive, not {idle_threshold}")
     logs = [size - DEFAULT_LOG_START for size in cache_sizes]
-    reserved = reserved_bytes(logs, block_size)
+    reserved = reserved_bytes(logs, block_size, order=destage_order)
     logs = [size - reserved for size in logs]
     if ram_buffer > sum(logs):
         raise UsageError(f"RAM buffer of {ram_buffer} bytes is larger than the cache disks ({max(sum(logs), 0)} bytes of log)",
@@ -166,7 +174,7 @@ class VCRAID(Destaging):
         self.logs = [CacheDiskLog(d, i, DEFAULT_LOG_START, d.size, self.block_size, log_id)
                      for i, d in enumerate(self.cache_disks)]
         self.store = LogStore(self.logs, self.block_size, epoch=superblock.generation,
-                              layout=log_layout(g))
+                              layout=log_layout(g), order=destage_order_of(g))
         for log in self.logs:  # module doc: durability
             log.data_fua = self.durability == "strict"
         # RAM buffer (§3.1)
@@ -282,6 +290,7 @@ class VCRAID(Destaging):
             "level2_watermark_batches": c["watermark_batches"],
             "level2_drain": c["drain_destages"],
             "durability": self.durability,
+            "destage_order": self.store.order, "log_wraps": sum(log.wraps for log in self.logs),
             "tombstones": sc["tombstones"], "tombstone_entries": sc["tombstone_entries"],
             "tombstone_area_compactions": sc["tombstone_area_compactions"],
             "idle_periods_found": c["idle_periods"],
@@ -471,7 +480,8 @@ class VCRAID(Destaging):
     async def destage_level2(self, log: CacheDiskLog, *, interruptible: bool,
                              segment_bytes: int | None = None) -> int | None:
         """LWFD one segment of `log` (or `segment_bytes` of it: a watermark batch) to the
-        array, with one array flush (caller holds log.lock)."""
+        array, with one array flush (caller holds log.lock); with destage_order=oldest, the
+        oldest segment instead."""
         start_requests = self._requests
         bs = self.block_size
 
@@ -489,15 +499,18 @@ class VCRAID(Destaging):
         # another to the same array block (the older one could land last).
         async with self._level2_lock:
             self._note("level2_start", disk=log.index)
-            done = await self.store.destage_top(log.index, segment_bytes or self.destage_segment, write_home)
+            done = await self.store.destage(log.index, segment_bytes or self.destage_segment, write_home)
         self._note("level2_done" if done is not None else "level2_suspended", disk=log.index, bytes=done or 0)
         return done
 
     def _level2_candidate(self) -> CacheDiskLog | None:
-        """The cache disk whose top segment is oldest (the LRU list's end)."""
+        """The cache disk whose top segment is oldest (the LRU list's end); with
+        destage_order=oldest, the one whose tail record is oldest."""
         candidates = [log for log in self.logs if log.records]
         if not candidates:
             return None
+        if self.store.order == ORDER_OLDEST:
+            return min(candidates, key=lambda log: log.records[0].seq)
         return min(candidates, key=lambda log: log.records[-1].seq)
 
     # the idle detector's hooks (raidlab.engine.caches.destage); level 1 has priority
@@ -539,13 +552,14 @@ async def create_vcraid(
     high_watermark: float = DEFAULTS["high_watermark"],
     low_watermark: float = DEFAULTS["low_watermark"],
     destage_batch: int = DEFAULTS["destage_batch"],
+    destage_order: str = DEFAULTS["destage_order"],
 ) -> VCRAID:
     """Make a new VC-RAID: a raid5 over `array_members` (build.create_array, superblocks on
     each), and a superblock plus an empty log on each cache disk. Not yet started."""
     if config in PER_DISK_CONFIGS:
         raise UsageError(f"VC-RAID {config} is built by raidlab.engine.caches.perdisk.create_perdisk")
     policy = dict(durability=durability, high_watermark=high_watermark, low_watermark=low_watermark,
-                  destage_batch=destage_batch)
+                  destage_batch=destage_batch, destage_order=destage_order)
     check_vcraid_config(config, [d.size for d in cache_disks], block_size=block_size, ram_buffer=ram_buffer,
                         level1_write=level1_write, destage_segment=destage_segment,
                         idle_threshold=idle_threshold, **policy)
