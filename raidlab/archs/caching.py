@@ -23,6 +23,7 @@ from typing import Any
 
 from raidlab.archs.base import VIRTUAL, Drive, Option
 from raidlab.blockdev import SECTOR
+from raidlab.engine.caches.log import DESTAGE_ORDERS
 from raidlab.errors import UsageError
 from raidlab.units import parse_duration, parse_size
 
@@ -37,12 +38,12 @@ WATERMARK_OPTIONS: dict[str, Any] = dict(high_watermark=0.9, low_watermark=0.0, 
 DCD_OPTIONS: dict[str, Any] = dict(cache="physical", report="immediate", ram_buffer=512 * KiB,
                                    cache_size=DCD_CACHE_SIZE, idle_threshold=0.050, destage="on",
                                    destage_segment=128 * KiB, large_write=64 * KiB, cache_model=None,
-                                   **WATERMARK_OPTIONS)
+                                   destage_order="lwfd", **WATERMARK_OPTIONS)
 VCRAID_OPTIONS: dict[str, Any] = dict(config="scd", ram_buffer=4 * MiB, cache_size=200 * MiB,
                                       block_size=1 * KiB, level1_write=64 * KiB, destage_segment=64 * KiB,
                                       idle_threshold=0.050, destage="on", cache_model=None, cache_disks=2,
                                       cache_models=None, mirrored_cache="off", durability="strict",
-                                      **WATERMARK_OPTIONS)
+                                      destage_order="lwfd", **WATERMARK_OPTIONS)
 SIZE_OPTIONS = {"ram_buffer", "cache_size", "destage_segment", "large_write", "block_size",
                 "level1_write", "destage_batch"}
 FRACTION_OPTIONS = {"high_watermark", "low_watermark"}
@@ -91,10 +92,12 @@ def idle_threshold_of(opts: dict[str, Any]) -> float:
 
 
 def destage_policy_of(opts: dict[str, Any]) -> dict[str, Any]:
-    """The background-destage keywords of create_dcd / create_vcraid (and VC-RAID's
-    durability): with destage=off no background destage either (a full log is then made
-    room for in the write path only, as the paper's destage-off runs stopped at a full log)."""
+    """The background-destage keywords of create_dcd / create_vcraid, the destage order
+    (and VC-RAID's durability): with destage=off no background destage either (a full log
+    is then made room for in the write path only, as the paper's destage-off runs stopped
+    at a full log)."""
     out = {key: opts[key] for key in WATERMARK_OPTIONS}
+    out["destage_order"] = opts["destage_order"]
     if opts["destage"] == "off":
         out["high_watermark"] = 1.0
     if "durability" in opts:
@@ -128,6 +131,7 @@ def arch_options(arch: str, options: dict[str, Any]) -> dict[str, Any]:
     out["idle_threshold"] = _seconds(out["idle_threshold"])
     if out["destage"] not in ("on", "off"):
         raise UsageError(f"option destage={out['destage']} is neither on nor off")
+    out["destage_order"] = _choice(out["destage_order"], "destage_order", DESTAGE_ORDERS)
     if arch == "vcraid":
         out["durability"] = _choice(out["durability"], "durability", DURABILITY_MODES)
         mirrored = {True: "on", False: "off"}.get(out["mirrored_cache"], out["mirrored_cache"])
@@ -208,6 +212,8 @@ OPTION_HELP: dict[str, str] = {
                       "1: none)",
     "low_watermark": "fraction of the log the background destage goes down to (0: empty, VC-RAID §3.3.3)",
     "destage_batch": "bytes of log per background destage step, one flush of the array each (assumed 1M)",
+    "destage_order": "lwfd (the papers': last write first, the log a stack) or oldest (an ablation, not "
+                     "the papers': oldest records first, the log circular)",
 }
 
 

@@ -1,5 +1,6 @@
 """Oldest-first destage, the ablation next to LWFD (raidlab.engine.caches.log): the circular
-log's scan after its head wrapped, and the tail record that says where the chain starts.
+log's scan after its head wrapped, the tail record that says where the chain starts, and
+the option `destage_order` on its way from an architecture's options to its logs.
 
 The crash tests of both orders under a random workload are test_dcd_crash and
 test_vcraid_crash; these build the situations that matter one by one on a LogStore.
@@ -7,6 +8,7 @@ test_vcraid_crash; these build the situations that matter one by one on a LogSto
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from raidlab.blockdev import SECTOR
@@ -14,8 +16,11 @@ from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches.log import (ORDER_OLDEST, CacheDiskLog, LogStore, parse_first_sector,
                                        record_bytes)
 from raidlab.engine.virtual import run_virtual
+from raidlab.errors import UsageError
+from raidlab.runners.virtual import SimSpec, replay_requests
+from raidlab.traces.formats import Request
 
-KiB = 1024
+KiB, MiB = 1024, 1 << 20
 BS = 1 * KiB
 LOG_ID = 0x5EED
 START = 4 * KiB
@@ -178,3 +183,21 @@ def test_recovery_rewrites_the_tail_record_when_the_chain_starts_elsewhere():
     offsets, (tail, _floor), lost_at = run(body)
     assert offsets and offsets[0] == START and lost_at not in offsets
     assert tail == START
+
+
+# --------------------------------------------------------------- the option, from the arch to the logs
+
+
+@pytest.mark.parametrize("arch, options", [("dcd", {}), ("vcraid", {"config": "mcd"}), ("vcraid", {"config": "1d"})])
+def test_the_destage_order_option_reaches_the_logs(arch, options):
+    spec = SimSpec(arch, "hp-c2200a", disks=1 if arch == "dcd" else 3, disk_size=64 * MiB,
+                   options={"cache_size": "24M", "destage_order": "oldest", **options})
+    report = replay_requests(spec, [Request(0.0, "write", 0, 4096)])
+    assert report["architecture"]["destage_order"] == "oldest"
+    assert report["architecture"]["log_wraps"] == 0
+
+
+def test_an_unknown_destage_order_is_a_usage_error():
+    with pytest.raises(UsageError) as info:
+        replay_requests(SimSpec("dcd", "hp-c2200a", options={"destage_order": "fifo"}), [Request(0.0, "read", 0, 512)])
+    assert str(info.value).startswith("option destage_order='fifo': use one of lwfd, oldest")
