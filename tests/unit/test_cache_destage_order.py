@@ -1,6 +1,7 @@
 """Oldest-first destage, the ablation next to LWFD (raidlab.engine.caches.log): the circular
-log's scan after its head wrapped, the tail record that says where the chain starts, and
-the option `destage_order` on its way from an architecture's options to its logs.
+log's scan after its head wrapped, the tail record that says where the chain starts, what
+the order changes in what goes home, and the option `destage_order` on its way from an
+architecture's options to its logs.
 
 The crash tests of both orders under a random workload are test_dcd_crash and
 test_vcraid_crash; these build the situations that matter one by one on a LogStore.
@@ -8,11 +9,14 @@ test_vcraid_crash; these build the situations that matter one by one on a LogSto
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import trio
 
 from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
+from raidlab.engine.caches import create_dcd
 from raidlab.engine.caches.log import (ORDER_OLDEST, CacheDiskLog, LogStore, parse_first_sector,
                                        record_bytes)
 from raidlab.engine.virtual import run_virtual
@@ -183,6 +187,62 @@ def test_recovery_rewrites_the_tail_record_when_the_chain_starts_elsewhere():
     offsets, (tail, _floor), lost_at = run(body)
     assert offsets and offsets[0] == START and lost_at not in offsets
     assert tail == START
+
+
+# --------------------------------------------------------------- LWFD and oldest-first side by side
+
+
+HOT_BLOCKS, WRITES = 8, 1500
+
+
+def hot_set_workload(order: str, seed: int = 7):
+    """A DCD under many small overwrites of a hot set of 4 KiB blocks, destaged only when
+    its log is 80% full, down to 60% (no idle period), then drained: its statistics, and
+    whether every block reads its newest data at home."""
+    cache = EmulatedDisk("cache", "none", MemoryBackend(64 * KiB + 136 * KiB))
+    data = EmulatedDisk("data", "none", MemoryBackend(4 * MiB))
+    rng = random.Random(seed)
+    newest: dict[int, bytes] = {}
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            for d in (cache, data):
+                d.start(nursery)
+            dcd = await create_dcd("c", cache, data, ram_buffer=16 * KiB, idle_threshold=100.0,
+                                   destage_segment=16 * KiB, high_watermark=0.8, low_watermark=0.6,
+                                   destage_batch=16 * KiB, destage_order=order)
+            dcd.start(nursery)
+            for tag in range(WRITES):
+                offset = rng.randrange(HOT_BLOCKS) * 4 * KiB
+                payload = f"{tag}|".encode().ljust(4 * KiB, b"-")
+                await dcd.write(offset, payload)
+                newest[offset] = payload
+                await trio.sleep(rng.uniform(0, 0.003))
+            await dcd.drain()
+            home = {offset: await data.read(offset, 4 * KiB) for offset in newest}
+            stats = dcd.statistics()
+            nursery.cancel_scope.cancel()
+        return stats, home == newest
+
+    return run_virtual(main, seed=seed)
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_oldest_first_drops_more_holes_and_writes_less_home_than_lwfd(seed):
+    lwfd, lwfd_ok = hot_set_workload("lwfd", seed)
+    oldest, oldest_ok = hot_set_workload("oldest", seed)
+    assert lwfd_ok and oldest_ok
+    assert (lwfd["destage_order"], oldest["destage_order"]) == ("lwfd", "oldest")
+    assert lwfd["log_wraps"] == 0 and oldest["log_wraps"] > 0
+    # Either way every logged copy leaves the log once: written home, or dropped as a hole.
+    logged = WRITES * 4 * KiB // SECTOR
+    for stats in (lwfd, oldest):
+        assert stats["destaged_bytes"] // SECTOR + stats["destage_holes_dropped"] == logged
+    # The log keeps 60-80% of its records. At its tail a hot block has nearly always been
+    # logged again since: a hole. LWFD takes the newest copies, live, and writes a block
+    # home again each time it is rewritten and destaged, while the older copies below wait.
+    assert oldest["destage_holes_dropped"] > lwfd["destage_holes_dropped"]
+    assert 2 * oldest["destaged_bytes"] < lwfd["destaged_bytes"]
 
 
 # --------------------------------------------------------------- the option, from the arch to the logs
