@@ -277,3 +277,22 @@ def test_drain_moves_everything_to_the_data_disk_and_empties_the_log():
     destaged, stats = run(body, disks)
     assert destaged == 20 * 4 * KiB
     assert stats["log_records"] == 0 and stats["cache_disk_used_bytes"] == 0 and stats["idle_periods_found"] == 0
+
+
+def test_a_dcd_made_before_the_background_destage_settings_assembles_with_their_defaults():
+    import dataclasses
+
+    from raidlab.engine import metadata
+
+    disks, cache_disk, data_disk = physical_dcd()
+
+    async def body(nursery):
+        dcd = await create_dcd("t", cache_disk, data_disk)
+        old = dict(dcd.superblock.geometry)
+        for key in ("high_watermark", "low_watermark", "destage_batch", "destage_order"):
+            old.pop(key, None)
+        await metadata.write_superblock(cache_disk, dataclasses.replace(dcd.superblock, geometry=old))
+        again = await assemble_dcd(cache_disk, data_disk, report="after-complete")
+        return again.report, again.high_watermark, again.destage_batch
+
+    assert run(body, disks) == ("after-complete", 0.9, 1 << 20)

@@ -512,7 +512,8 @@ async def assemble_dcd(cache_disk: Any, data_disk: Any, *, report: str | None = 
             f"with {sb.geometry.get('data_disk_size')}", hint="give the DCD's own data disk")
     geometry = dict(sb.geometry)
     if report is not None:
-        check_dcd_config(cache_disk.size, **{**{k: geometry[k] for k in DEFAULTS}, "report": report},
+        # A DCD made before a setting existed has no key for it: the default it ran with.
+        check_dcd_config(cache_disk.size, **{**{k: geometry.get(k, v) for k, v in DEFAULTS.items()}, "report": report},
                          destage_order=destage_order_of(geometry))
         geometry["report"] = report
     sb = dataclasses.replace(sb, generation=sb.generation + 1, state="active", geometry=geometry)
