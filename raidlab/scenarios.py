@@ -30,6 +30,7 @@ from typing import Any
 from raidlab import archs, units, workloads
 from raidlab.disks import catalog
 from raidlab.disks.bus import parse_bus
+from raidlab.disks.disk import WRITE_CACHE_SETTINGS
 from raidlab.policies import make_policy
 from raidlab.errors import UsageError
 from raidlab.vm.hosted import MIN_AVAILABLE_MIB
@@ -91,6 +92,7 @@ class ArchEntry:
     bus: str | None = None  # one bus the drives share (raidlab.disks.bus.parse_bus)
     drives: int | None = None  # members are partitions of this many drives, sim scenarios
     partitions: str | None = None  # members are these partitions of whole drives (raidlab.disks.partitions)
+    write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,7 +207,7 @@ _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "repo
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory",
              "cold_start"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
-         "policy_options", "bus", "drives", "partitions"}
+         "policy_options", "bus", "drives", "partitions", "write_cache"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
@@ -465,7 +467,8 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native",
                               options=options, series=r.get("series", str, label),
                               policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}),
                               bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None),
-                              partitions=where.text if where is not None else None)
+                              partitions=where.text if where is not None else None,
+                              write_cache=r.choice("write_cache", WRITE_CACHE_SETTINGS, "model"))
             if entry.drives is not None and entry.partitions is not None:
                 raise ScenarioError(path, r.where("drives"), "give partitions or drives, not both")
             if entry.drives is not None and entry.drives < 1:

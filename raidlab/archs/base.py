@@ -53,6 +53,7 @@ class Config:
     discipline: str = "fifo"
     partitions: str | None = None  # members are these partitions of whole drives (raidlab.disks.partitions)
     bus: str | None = None  # one bus every drive shares (raidlab.disks.bus)
+    write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
 
 
 @dataclasses.dataclass(frozen=True)

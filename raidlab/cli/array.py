@@ -212,6 +212,9 @@ def _status_updates(name: str, status):
 @click.option("--bus", default=None, metavar="RATE[,MODE]",
               help="one bus every drive shares: RATE MB/s or 'shared' (the model's own bus rate); MODE overlap "
                    "(default) or serial")
+@click.option("--write-cache", type=click.Choice(["model", "on", "off"]), default="model", show_default=True,
+              help="every drive's write cache (members, cache disks, md's drives): each model's default, or on "
+                   "or off for all")
 @click.option("--chunk", default="512K", show_default=True, help="chunk / stripe unit (md default 512K)")
 @click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
@@ -219,8 +222,8 @@ def _status_updates(name: str, status):
               help="where the block layer and workloads run: this kernel, or the lab VM")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def create(name, arch, disks, disk_model, disk_size, partitions, bus, chunk, discipline, options, runner, home,
-           as_json):
+def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, chunk, discipline, options, runner,
+           home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.service import control
@@ -248,7 +251,7 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, chunk, dis
                          hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
     _warn_if_images_may_not_fit(lab, arch, disks, size, chunk_bytes, opts, disk_model, partitions)
     ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner,
-              partitions=partitions, bus=bus).save(lab.path)
+              partitions=partitions, bus=bus, write_cache=write_cache).save(lab.path)
     try:
         with _err.status(f"creating {name}") as status:
             ready = control.start_daemon(lab, "create", home=home, on_status=_status_updates(name, status))
@@ -357,7 +360,9 @@ def status(name, home, as_json):
     on_drives = any("disk" in m for m in members)  # members are partitions of drives
     columns = ["#", *(["model"] if len(models) > 1 else []), *(["on drive"] if on_drives else []),
                "state", "reads", "writes", "KiB read", "KiB written", "busy s", "queue max"]
-    table = Table(title="members")
+    from raidlab.service.hosts.status import write_cache_note
+
+    table = Table(title=f"members ({write_cache_note(members)})" if members else "members")
     for col in columns:
         table.add_column(col, overflow="fold")
     for m in members:

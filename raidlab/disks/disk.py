@@ -33,6 +33,11 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   lost 16% of md's sequential write throughput at iodepth 8 to the extra rotations. Trace
   replays of a single drive (the DCD tables) keep it off: their requests are the block
   layer's output already.
+* The write cache: each model's catalog entry says whether its drive ships with the write
+  cache on (`write_cache_default`; the VC-RAID SCSI members off, its IDE cache disk on); an
+  array takes one setting for all its drives (WRITE_CACHE_SETTINGS: "model" keeps each
+  model's default, "on" and "off" override it on every drive that has a write cache), so
+  members, cache disks and md's drives are not left to differ by accident.
 * A shared bus (raidlab.disks.bus, off unless the disk is given one): each read and write
   books its transfer on the bus the drives share and ends when that transfer does; the arm
   is free at the model's own end time.
@@ -68,6 +73,18 @@ from raidlab.errors import UsageError
 
 READ, WRITE, FLUSH, TRIM = "read", "write", "flush", "trim"
 LATENESS_SAMPLES = 1 << 17  # most recent lateness samples kept per disk
+WRITE_CACHE_SETTINGS = ("model", "on", "off")  # an array's write-cache setting (module doc)
+
+
+def write_cache_override(setting: str | None) -> bool | None:
+    """The EmulatedDisk `write_cache` argument of an array's setting: None (each model's
+    default) for "model" or None, True for "on", False for "off"; UsageError otherwise."""
+    if setting is None or setting == "model":
+        return None
+    if setting in ("on", "off"):
+        return setting == "on"
+    raise UsageError(f"unknown write cache setting {setting!r}",
+                     hint=f"use one of: {', '.join(WRITE_CACHE_SETTINGS)}", write_cache=setting)
 
 
 class _Counters:
@@ -222,6 +239,12 @@ class EmulatedDisk:
     @property
     def size(self) -> int:
         return self.backend.size
+
+    @property
+    def write_cache(self) -> bool:
+        """Whether this drive reports writes from its write cache (the model's default or the
+        override it was built with; False for a drive that has none)."""
+        return self.mechanism.write_cache_enabled
 
     def start(self, nursery: trio.Nursery) -> None:
         """Start the disk's service task in `nursery` (the disk lives as long as it)."""
@@ -452,6 +475,7 @@ class EmulatedDisk:
             "size": self.size,
             "discipline": self.discipline,
             "mode": "live" if self.io_in_thread else "virtual",
+            "write_cache": self.write_cache,
             "failed": self.failed,
             **self._counters.as_dict(),
             "busy_time": self._busy,
@@ -537,6 +561,7 @@ class Partition:
             "model": self.disk.model.name,
             "start": self.start,
             "size": self._size,
+            "write_cache": self.disk.write_cache,
             "failed": self.failed or self.disk.failed,
             **counters,
             "busy_time": busy,

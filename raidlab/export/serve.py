@@ -23,6 +23,7 @@ import trio
 
 from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, ImageBackend, catalog
+from raidlab.disks.disk import write_cache_override
 from raidlab.disks.scheduler import DISCIPLINES
 from raidlab.errors import CapabilityError, NeedsRootError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
@@ -66,6 +67,9 @@ class ServeRequest:
     partitions: str | None = None
     # One bus every drive shares (raidlab.disks.bus.parse_bus: "shared", "80", "80,serial").
     bus: str | None = None
+    # One write-cache setting for every drive: "model" (each model's default), "on" or "off"
+    # (raidlab.disks.disk.WRITE_CACHE_SETTINGS).
+    write_cache: str = "model"
 
     def member_specs(self) -> list[tuple[str, int]]:
         if self.members is not None:
@@ -82,6 +86,7 @@ class ServeRequest:
                              hint=f"use one of: {', '.join(DISCIPLINES)}")
         if self.size % SECTOR or self.size <= 0:
             raise UsageError(f"disk size {self.size} is not a positive multiple of {SECTOR}")
+        write_cache_override(self.write_cache)
 
 
 def check_live_prerequisites(operation: str) -> None:
@@ -102,7 +107,8 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
     Returns [(relpath, member, image)]: the member is an EmulatedDisk of its own image, or,
     with `req.partitions`, a Partition of a whole drive's image (drives named by the
     partition list's letters: images/drive-b.img ...), so members on one drive share its
-    arm. With `req.bus`, every drive books its transfers on one shared Bus."""
+    arm. With `req.bus`, every drive books its transfers on one shared Bus; every drive
+    has the write cache `req.write_cache` says (the model's default, or on or off for all)."""
     from raidlab.disks.bus import Bus, parse_bus
 
     lab = session.lab
@@ -110,11 +116,12 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
     specs = req.member_specs()
     bus_spec = parse_bus(req.bus, [model for model, _size in specs])
     bus = Bus(*bus_spec) if bus_spec is not None else None
+    write_cache = write_cache_override(req.write_cache)
 
     def make_disk(name: str, model: str, size: int, image: Path) -> EmulatedDisk:
         resource = lab.record("image", path=str(image), keep=req.keep_images)
         disk = EmulatedDisk(name, model, ImageBackend(image, size), discipline=req.discipline,
-                            io_in_thread=True, bus=bus)
+                            io_in_thread=True, write_cache=write_cache, bus=bus)
         # A lab's drive sits behind a block layer, whoever uses it (md over its loop device,
         # an engine array, a command): queued contiguous requests are merged.
         disk.merge_queued_requests()

@@ -58,7 +58,7 @@ from raidlab.disks.backend import MemoryBackend
 from raidlab.archs.layouts import drive_capacity
 from raidlab.disks.bus import Bus, parse_bus
 from raidlab.disks import partitions
-from raidlab.disks.disk import EmulatedDisk
+from raidlab.disks.disk import EmulatedDisk, write_cache_override
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 from raidlab.policies import make_policy
 from raidlab.runners.clock import run_replay
@@ -172,6 +172,7 @@ class SimSpec:
     bus: str | None = None                 # one bus all drives share (raidlab.disks.bus.parse_bus)
     drives: int | None = None              # members are partitions of this many drives (on_drives)
     partitions: str | None = None          # members are these partitions of whole drives (raidlab.disks.partitions)
+    write_cache: str = "model"             # every drive's write cache: model (its default) | on | off
 
 
 def _per_block(sums: list) -> float | None:
@@ -253,16 +254,20 @@ def on_drives(planned: list, drives: int) -> list[tuple[int, int]]:
 async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     """The architecture of `spec` from the registry, over drives that keep no data, each
     metered; the same builder `raidlab create` uses, under the virtual clock. With
-    `spec.bus` the drives share one bus (raidlab.disks.bus); with fewer `spec.drives` than
-    members, the members are partitions of them (`on_drives`; parts["physical"])."""
+    `spec.bus` the drives share one bus (raidlab.disks.bus); every drive has the write cache
+    `spec.write_cache` says (each model's default, or on or off for all); with fewer
+    `spec.drives` than members, the members are partitions of them (`on_drives`;
+    parts["physical"])."""
     arch, config = sim_config(spec)
     planned = arch.plan(config, archs.VIRTUAL)
     bus_spec = parse_bus(spec.bus, [drive.model for drive in planned])
     bus = Bus(*bus_spec) if bus_spec is not None else None
+    write_cache = write_cache_override(spec.write_cache)
 
     def disk(name: str, model: str, size: int, keeps_data: bool, span: str) -> EmulatedDisk:
         backend = MemoryBackend(size) if keeps_data else DiscardBackend(size)
-        made = EmulatedDisk(name, model, backend, discipline=spec.discipline, span=span, bus=bus)
+        made = EmulatedDisk(name, model, backend, discipline=spec.discipline, span=span, write_cache=write_cache,
+                            bus=bus)
         made.start(nursery)
         return made
 

@@ -410,3 +410,26 @@ def test_dcd_check_and_replace_are_refused_before_any_work(rl):
     rl("fail", "d", "--disk", "0", "--force")
     proc = rl("replace", "d", "--disk", "0", check=False)
     assert proc.returncode == 2 and "a DCD has no redundancy" in proc.stderr
+
+
+def test_every_drive_and_a_replacement_keep_the_array_s_write_cache_setting(rl):
+    """`--write-cache on` turns on the write cache of the SCSI members (off by the catalog's
+    default) and the IDE cache disk alike, and the drive a rebuild puts in place of a failed
+    member has it on too (not its model's default)."""
+    rl("create", "w", "--arch", "vcraid", "--disks", "3", "--disk-size", "16M", "--chunk", "64K",
+       "--disk-model", "ibm-dnes-318350", "--write-cache", "on", "-o", "cache_model=maxtor-91020d6",
+       "-o", "cache_size=4M", "-o", "ram_buffer=512K")
+
+    def states() -> dict[str, bool]:
+        stats = rl.status("w")["statistics"]
+        drives = stats["array"]["members"] + stats["cache_disks"]
+        return {d["name"]: d["write_cache"] for d in drives}
+
+    assert set(states().values()) == {True} and len(states()) == 4
+    assert "drives: write cache on" in rl.status("w")["report"]
+    rl("fail", "w", "--disk", "1")
+    rl("replace", "w", "--disk", "1")
+    after = states()
+    assert set(after.values()) == {True} and len(after) == 4, after
+    assert rl.status("w")["statistics"]["array"]["failed_members"] == []
+    rl("destroy", "w")

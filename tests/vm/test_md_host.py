@@ -110,10 +110,16 @@ def test_md_raid5_in_the_lab_vm(rl):
 
 def test_md_raid1_assume_clean_and_chunk_md_raid10_layout(rl):
     ready = json.loads(rl("create", "m1", "--arch", "md-raid1", "--disks", "2", "--disk-size", "32M",
+                          "--disk-model", "hdd-7200", "--write-cache", "off",
                           "--runner", "vm", "-o", "assume_clean=true", "--json").stdout)
     assert ready["md"]["resync"] == "skipped (--assume-clean)"
     log = (rl.home / "labs" / "m1" / "mdadm-commands.log").read_text()
     assert "--assume-clean" in log and "--chunk" not in log  # raid1 has no chunk
+    # md's drives are the host's emulated drives: the array's write-cache setting is theirs
+    # (hdd-7200 ships with it on)
+    status = json.loads(rl("status", "m1", "--json").stdout)
+    assert [m["write_cache"] for m in status["statistics"]["members"]] == [False, False]
+    assert "drives: write cache off" in status["report"][0]
     rl("destroy", "m1")
     rl.nothing_left("m1")
 

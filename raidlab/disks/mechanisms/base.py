@@ -61,6 +61,7 @@ class Mechanism(abc.ABC):
     """
 
     kind: ClassVar[str]
+    write_cache_enabled: bool = False  # writes reported from a write cache (a kind with one sets it)
 
     def __init__(self, spec: DriveSpec, image_bytes: int, *, span: str = "full",
                  write_cache: bool | None = None):

@@ -40,7 +40,7 @@ from raidlab import archs
 from raidlab.archs.caching import PER_DISK, arch_options, reserved_ram
 from raidlab.disks.disk import Partition
 from raidlab.errors import UsageError
-from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report
+from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report, write_cache_note
 from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
                                           stripe_cache_bytes)
 
@@ -145,6 +145,7 @@ class CacheHost:
                           f"{m['reads_from_backup']} reads from the backup")
         placement = self.cache_placement()
         report.append(placement_line(placement))
+        report.append(f"drives: {write_cache_note([d.statistics() for d in self.drives])}")
         return {
             "kind": "cache",
             "state": self._state(),

@@ -37,7 +37,7 @@ from raidlab.baselines import mdadm
 from raidlab.errors import CapabilityError, RaidlabError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
-from raidlab.service.hosts.status import disks_table
+from raidlab.service.hosts.status import disks_table, write_cache_note
 from raidlab.tools.base import require, run
 from raidlab.vm import guest_device
 
@@ -108,7 +108,7 @@ class MdHost:
         fs = BlockExportFS()
         req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
                            discipline=spec.discipline, keep_images=True, home=self.daemon.home,
-                           partitions=spec.partitions, bus=spec.bus)
+                           partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache)
         made = await build_disks(session, fs, req)
         self.disks = [disk for _relpath, disk, _image in made]
         export = await mount_export(session, fs)
@@ -195,9 +195,10 @@ class MdHost:
         the same statistics an engine array reports for its members, and the drives table
         the caching hosts show). While the lab VM runs a command (a workload), md's own view
         waits for it; the member statistics do not."""
-        head = (f"md {self.md_device} ({'in the lab VM' if self.vm else 'on this host'}), "
-                f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}")
         members = [{"index": i, **disk.statistics()} for i, disk in enumerate(self.disks)]
+        head = (f"md {self.md_device} ({'in the lab VM' if self.vm else 'on this host'}), "
+                f"members {' '.join(self.members)}; initial resync: {self.resync.get('resync', 'n/a')}; "
+                f"drives: {write_cache_note(members)}")
         busy = self.vm.busy() if self.vm is not None else None
         block_stat: dict = {}
         if busy:

@@ -85,6 +85,20 @@ def placement_line(placement: list[dict[str, Any]]) -> str:
     return ("cache drives: " if whole else "cache partitions: ") + ", ".join(parts)
 
 
+def write_cache_note(stats: list[dict[str, Any]]) -> str:
+    """The drives' write cache in a few words, from their statistics: "write cache on" or
+    "write cache off" when all agree, else which drives have it on and which off ("write
+    cache on d4, off d0 d1 d2 d3"); "" without drives."""
+    states = [bool(st.get("write_cache")) for st in stats]
+    if not states:
+        return ""
+    if all(states) or not any(states):
+        return f"write cache {'on' if states[0] else 'off'}"
+    on = " ".join(st["name"] for st, state in zip(stats, states) if state)
+    off = " ".join(st["name"] for st, state in zip(stats, states) if not state)
+    return f"write cache on {on}, off {off}"
+
+
 def disks_table(drives: list) -> dict[str, Any]:
     """The drives as a table that fits 80 columns: a model column only when the models
     differ (else the model is in the title), and each drive's state."""

@@ -37,6 +37,7 @@ from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
 from raidlab.errors import UsageError
+from raidlab.service.hosts.status import write_cache_note
 from raidlab.service.hosts.volume import arch_config, make_drives, report_progress, serve_volume
 
 
@@ -118,6 +119,7 @@ class TSSHost:
         rows = [[m["name"], m.get("model", ""), m.get("reads", 0), m.get("writes", 0),
                  m.get("bytes_read", 0) >> 10, m.get("bytes_written", 0) >> 10, f"{m.get('busy_time', 0):.3f}"]
                 for m in stats["members"]]
+        report.append(f"columns: {write_cache_note(stats['members'])}")
         return {"kind": "tss", "report": report, "statistics": stats, "counts": counts,
                 "tables": [{"title": "columns", "columns": ["drive", "model", "reads", "writes", "KiB read",
                                                             "KiB written", "busy s"], "rows": rows}]}
@@ -170,8 +172,10 @@ class TSSHost:
             new_image = images / f"d{index}.new.img"
             new_image.unlink(missing_ok=True)
             old = self.drives[index]
+            # The replacement keeps the old drive's model, size, write cache and bus.
             disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size),
-                                discipline=self.spec.discipline, io_in_thread=True)
+                                discipline=self.spec.discipline, io_in_thread=True,
+                                write_cache=old.write_cache, bus=old.bus)
             disk.start(self.session.nursery)
             state = [0, 1]
             stripe = device.geometry.data_bytes  # progress in the bytes of the stripes looked at
