@@ -30,7 +30,7 @@ from typing import Any
 from raidlab import archs, units, workloads
 from raidlab.disks import catalog
 from raidlab.disks.bus import parse_bus
-from raidlab.disks.disk import WRITE_CACHE_SETTINGS
+from raidlab.disks.disk import SPANS, WRITE_CACHE_SETTINGS
 from raidlab.policies import make_policy
 from raidlab.errors import UsageError
 from raidlab.vm.hosted import MIN_AVAILABLE_MIB
@@ -93,6 +93,7 @@ class ArchEntry:
     drives: int | None = None  # members are partitions of this many drives, sim scenarios
     partitions: str | None = None  # members are these partitions of whole drives (raidlab.disks.partitions)
     write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
+    span: str | None = None  # every drive's bytes over its whole stroke (full) or at its start (start)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +208,7 @@ _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "repo
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory",
              "cold_start"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
-         "policy_options", "bus", "drives", "partitions", "write_cache"}
+         "policy_options", "bus", "drives", "partitions", "write_cache", "span"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
@@ -468,7 +469,8 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native",
                               policy=r.get("policy", str, None), policy_options=r.get("policy_options", dict, {}),
                               bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None),
                               partitions=where.text if where is not None else None,
-                              write_cache=r.choice("write_cache", WRITE_CACHE_SETTINGS, "model"))
+                              write_cache=r.choice("write_cache", WRITE_CACHE_SETTINGS, "model"),
+                              span=r.choice("span", SPANS) if r.get("span", str, None) is not None else None)
             if entry.drives is not None and entry.partitions is not None:
                 raise ScenarioError(path, r.where("drives"), "give partitions or drives, not both")
             if entry.drives is not None and entry.drives < 1:
@@ -693,7 +695,7 @@ def _load_report(path: Path, table: Any, claims: tuple[Claim, ...]) -> ReportSpe
 
 
 CONTROL_BAND = (0.8, 1.25)  # [control].band when the scenario gives none
-CONTROL_SAME = ("disks", "disk_model", "disk_size", "chunk", "partitions", "bus")  # what makes "the same drives"
+CONTROL_SAME = ("disks", "disk_model", "disk_size", "chunk", "partitions", "bus", "write_cache", "span")  # what makes "the same drives"
 
 
 def _load_control(path: Path, table: Any, labels: set, entries: tuple[ArchEntry, ...], check: bool) -> Control:

@@ -54,6 +54,7 @@ class Config:
     partitions: str | None = None  # members are these partitions of whole drives (raidlab.disks.partitions)
     bus: str | None = None  # one bus every drive shares (raidlab.disks.bus)
     write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
+    span: str | None = None  # where every drive's bytes lie on it: full | start (None: as `plan` says)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -215,6 +215,9 @@ def _status_updates(name: str, status):
 @click.option("--write-cache", type=click.Choice(["model", "on", "off"]), default="model", show_default=True,
               help="every drive's write cache (members, cache disks, md's drives): each model's default, or on "
                    "or off for all")
+@click.option("--span", type=click.Choice(["full", "start"]), default=None,
+              help="where every drive's image lies on the modelled drive: spread over its whole stroke (full, "
+                   "the default) or its first bytes (start: a partition at the start, as md's smallest member)")
 @click.option("--chunk", default="512K", show_default=True, help="chunk / stripe unit (md default 512K)")
 @click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
@@ -222,8 +225,8 @@ def _status_updates(name: str, status):
               help="where the block layer and workloads run: this kernel, or the lab VM")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, chunk, discipline, options, runner,
-           home, as_json):
+def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, span, chunk, discipline, options,
+           runner, home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.service import control
@@ -251,7 +254,7 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cach
                          hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
     _warn_if_images_may_not_fit(lab, arch, disks, size, chunk_bytes, opts, disk_model, partitions)
     ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner,
-              partitions=partitions, bus=bus, write_cache=write_cache).save(lab.path)
+              partitions=partitions, bus=bus, write_cache=write_cache, span=span).save(lab.path)
     try:
         with _err.status(f"creating {name}") as status:
             ready = control.start_daemon(lab, "create", home=home, on_status=_status_updates(name, status))

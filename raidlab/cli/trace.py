@@ -248,6 +248,9 @@ def register(cli: click.Group) -> None:
                        "MODE overlap (default: transfers overlap the media work) or serial.")
     @click.option("--write-cache", type=click.Choice(["model", "on", "off"]), default="model", show_default=True,
                   help="Every drive's write cache: each model's default (the catalog's), or on or off for all.")
+    @click.option("--span", type=click.Choice(["full", "start"]), default=None,
+                  help="Every drive's image over its whole stroke (full) or at its start; default: as the "
+                       "architecture plans each drive (cache drives at the start).")
     @click.option("--drives", type=click.IntRange(min=1), default=None,
                   help="Members are partitions of this many drives, round robin (member k: partition "
                        "k // DRIVES of drive k % DRIVES); --disk-size is then the drive's size.")
@@ -257,8 +260,8 @@ def register(cli: click.Group) -> None:
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
-            outstanding, compressibility, policy, policy_options, bus, write_cache, drives, partitions, skip_bad,
-            as_json) -> int:
+            outstanding, compressibility, policy, policy_options, bus, write_cache, span, drives, partitions,
+            skip_bad, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader, detect_format
@@ -286,7 +289,7 @@ def register(cli: click.Group) -> None:
                        options=_key_values(options), outstanding=outstanding,
                        compressibility=compressibility, policy=policy,
                        policy_options=_key_values(policy_options), bus=bus, drives=drives,
-                       partitions=partitions, write_cache=write_cache)
+                       partitions=partitions, write_cache=write_cache, span=span)
         reader = TraceReader(trace_file, detect_format(trace_file, fmt), skip_bad=skip_bad)
         progress = _SimProgress()
         try:

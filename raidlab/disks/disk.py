@@ -74,6 +74,7 @@ from raidlab.errors import UsageError
 READ, WRITE, FLUSH, TRIM = "read", "write", "flush", "trim"
 LATENESS_SAMPLES = 1 << 17  # most recent lateness samples kept per disk
 WRITE_CACHE_SETTINGS = ("model", "on", "off")  # an array's write-cache setting (module doc)
+SPANS = ("full", "start")  # how an image maps onto its drive (raidlab.disks.geometry.Geometry)
 
 
 def write_cache_override(setting: str | None) -> bool | None:
@@ -197,13 +198,14 @@ class EmulatedDisk:
                 hint=f"use one of: {', '.join(DISCIPLINES)}",
                 discipline=discipline,
             )
-        if span not in ("full", "start"):
+        if span not in SPANS:
             raise UsageError(f"unknown span {span!r}", hint="use 'full' or 'start'", span=span)
         if backend.size % SECTOR:
             raise UsageError(f"disk size {backend.size} is not a multiple of {SECTOR}")
         self.name = name
         self.model = model
         self.backend = backend
+        self.span = span
         self.discipline = discipline
         self.io_in_thread = io_in_thread
         self.failed = False
@@ -476,6 +478,7 @@ class EmulatedDisk:
             "discipline": self.discipline,
             "mode": "live" if self.io_in_thread else "virtual",
             "write_cache": self.write_cache,
+            "span": self.span,
             "failed": self.failed,
             **self._counters.as_dict(),
             "busy_time": self._busy,
@@ -562,6 +565,7 @@ class Partition:
             "start": self.start,
             "size": self._size,
             "write_cache": self.disk.write_cache,
+            "span": self.disk.span,
             "failed": self.failed or self.disk.failed,
             **counters,
             "busy_time": busy,

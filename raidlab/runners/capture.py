@@ -38,7 +38,9 @@ def replay_capture(status: dict[str, Any], trace: Path, *, seed: int = 0) -> dic
     spec = status["spec"]
     sim = SimSpec(arch=spec["arch"], disk_model=spec["disk_model"], disks=spec.get("disks"),
                   chunk=spec.get("chunk"), disk_size=spec.get("disk_size"),
-                  discipline=spec.get("discipline") or "fifo", seed=seed, options=dict(spec.get("options") or {}))
+                  discipline=spec.get("discipline") or "fifo", seed=seed, options=dict(spec.get("options") or {}),
+                  bus=spec.get("bus"), partitions=spec.get("partitions"),
+                  write_cache=spec.get("write_cache") or "model", span=spec.get("span"))
     return replay(sim, TraceReader(trace, "raidlab"))
 
 

@@ -72,7 +72,7 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
     _claim_scratch(lab)
     ArraySpec(lab.name, entry.arch, entry.disks, entry.disk_model, entry.disk_size, entry.chunk,
               entry.discipline, dict(entry.options), runner, partitions=entry.partitions,
-              bus=entry.bus, write_cache=entry.write_cache).save(lab.path)
+              bus=entry.bus, write_cache=entry.write_cache, span=entry.span).save(lab.path)
     try:
         status(f"creating {entry.arch}")
         env = {AVAILABLE_ENV: str(vm_available_mib)} if runner == "vm" and vm_available_mib else None

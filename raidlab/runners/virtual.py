@@ -173,6 +173,7 @@ class SimSpec:
     drives: int | None = None              # members are partitions of this many drives (on_drives)
     partitions: str | None = None          # members are these partitions of whole drives (raidlab.disks.partitions)
     write_cache: str = "model"             # every drive's write cache: model (its default) | on | off
+    span: str | None = None                # every drive's span (full | start); None: as the plan says
 
 
 def _per_block(sums: list) -> float | None:
@@ -255,7 +256,8 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
     """The architecture of `spec` from the registry, over drives that keep no data, each
     metered; the same builder `raidlab create` uses, under the virtual clock. With
     `spec.bus` the drives share one bus (raidlab.disks.bus); every drive has the write cache
-    `spec.write_cache` says (each model's default, or on or off for all); with fewer
+    `spec.write_cache` says (each model's default, or on or off for all) and the span
+    `spec.span` says (or the plan's); with fewer
     `spec.drives` than members, the members are partitions of them (`on_drives`;
     parts["physical"])."""
     arch, config = sim_config(spec)
@@ -266,8 +268,8 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
 
     def disk(name: str, model: str, size: int, keeps_data: bool, span: str) -> EmulatedDisk:
         backend = MemoryBackend(size) if keeps_data else DiscardBackend(size)
-        made = EmulatedDisk(name, model, backend, discipline=spec.discipline, span=span, write_cache=write_cache,
-                            bus=bus)
+        made = EmulatedDisk(name, model, backend, discipline=spec.discipline, span=spec.span or span,
+                            write_cache=write_cache, bus=bus)
         made.start(nursery)
         return made
 

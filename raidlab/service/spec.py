@@ -36,6 +36,7 @@ class ArraySpec:
     partitions: str | None = None  # members are partitions of whole drives ("b8-c1-d1-e1"; raidlab.disks.partitions)
     bus: str | None = None  # one bus every drive shares (raidlab.disks.bus.parse_bus)
     write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
+    span: str | None = None  # every drive's bytes over its whole stroke (full) or at its start; None: full
 
     def save(self, lab_path: Path) -> None:
         tmp = lab_path / (SPEC_FILE + ".tmp")

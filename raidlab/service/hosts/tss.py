@@ -172,10 +172,10 @@ class TSSHost:
             new_image = images / f"d{index}.new.img"
             new_image.unlink(missing_ok=True)
             old = self.drives[index]
-            # The replacement keeps the old drive's model, size, write cache and bus.
+            # The replacement keeps the old drive's model, size, span, write cache and bus.
             disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size),
                                 discipline=self.spec.discipline, io_in_thread=True,
-                                write_cache=old.write_cache, bus=old.bus)
+                                span=old.span, write_cache=old.write_cache, bus=old.bus)
             disk.start(self.session.nursery)
             state = [0, 1]
             stripe = device.geometry.data_bytes  # progress in the bytes of the stripes looked at

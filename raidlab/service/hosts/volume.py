@@ -27,7 +27,8 @@ from raidlab.lab import LabSession
 def arch_config(spec: Any) -> archs.Config:
     """The registry's Config of the array `spec` (a raidlab.service.spec.ArraySpec)."""
     return archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
-                        spec.discipline, partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache)
+                        spec.discipline, partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache,
+                        span=spec.span)
 
 
 async def make_drives(session: LabSession, daemon: Any,
@@ -40,7 +41,7 @@ async def make_drives(session: LabSession, daemon: Any,
     req = ServeRequest(disks=len(drives), model=spec.disk_model, size=spec.disk_size, name=spec.name,
                        discipline=spec.discipline, keep_images=True, home=daemon.home,
                        members=[(drive.model, drive.size) for drive in drives],
-                       partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache)
+                       partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache, span=spec.span)
     return fs, await build_disks(session, fs, req)
 
 
@@ -62,12 +63,12 @@ async def replace_drive(session: LabSession, spec: Any, old: EmulatedDisk, index
     """A fresh image for drive dK, filled by `await fill(new_drive, progress)` (a rebuild or a
     copy) while {"progress": [done, total]} lines go to the client; the new image then takes
     the old one's name and the old drive is closed. The new drive has the old one's model,
-    size, queue, bus and write cache."""
+    size, queue, bus, write cache and span."""
     images = session.lab.images_dir
     new_image = images / f"d{index}.new.img"
     new_image.unlink(missing_ok=True)
     disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size), discipline=spec.discipline,
-                        io_in_thread=True, write_cache=old.write_cache, bus=old.bus)
+                        io_in_thread=True, span=old.span, write_cache=old.write_cache, bus=old.bus)
     disk.merge_queued_requests()
     disk.start(session.nursery)
     session.push_sync(f"disk {old.name} (replacement)", lambda: disk.close() or "closed")
