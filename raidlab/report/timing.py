@@ -38,7 +38,7 @@ def _cpu(status: dict | None, who: str) -> float | None:
 def _busy(status: dict | None) -> dict[str, float] | None:
     """Drive name -> busy seconds, from the status's "drives" table."""
     for table in (status or {}).get("tables") or []:
-        if table.get("title") != "drives":
+        if not str(table.get("title", "")).startswith("drives"):  # "drives", or "drives (MODEL)"
             continue
         cols = table.get("columns") or []
         if "drive" not in cols or "busy s" not in cols:

@@ -11,7 +11,7 @@ from raidlab.report import timing
 
 def status(vm_cpu, daemon_cpu, busy, stats=None):
     return {"cpu": {"vm": {"user_s": vm_cpu, "system_s": 0.0}, "daemon": {"user_s": daemon_cpu, "system_s": 1.0}},
-            "tables": [{"title": "drives", "columns": ["drive", "model", "busy s"],
+            "tables": [{"title": "drives (m)", "columns": ["drive", "model", "busy s"],
                         "rows": [[name, "m", f"{s:.3f}"] for name, s in busy.items()]}],
             "statistics": stats or {}}
 
