@@ -33,10 +33,10 @@ def test_cases_sharing_the_panel_parameter_stay_apart():
 
 
 def test_cases_differing_only_in_x_share_a_panel():
-    # Fig. 6 sweeps an arch option (ram_buffer) with one case: one panel, five x values.
+    # Fig. 6 sweeps an arch option (ram_buffer): one panel per case (its server I/O), five x values.
     res = _results("vcraid-fig6-ram-buffer.toml", [
         _run("scd-1M", "w0.5-c2", tps=5.0), _run("scd-16M", "w0.5-c2", tps=7.0)])
-    assert line_points(res, "tps") == {(): {"scd": {1.0: [5.0], 16.0: [7.0]}}}
+    assert line_points(res, "tps") == {(("io", "buffered"),): {"scd": {1.0: [5.0], 16.0: [7.0]}}}
 
 
 def test_figures_are_named_readably_get_a_log_axis_across_magnitudes_and_say_quick():
