@@ -36,13 +36,12 @@ def _cpu(status: dict | None, who: str) -> float | None:
 
 
 def _busy(status: dict | None) -> dict[str, float] | None:
-    """Drive name -> busy seconds, from the status's "drives" table."""
+    """Drive name -> busy seconds: from a table of the status with "drive" and "busy s"
+    columns (md, the caches, TSS), or from its statistics' members (the engine's arrays)."""
     for table in (status or {}).get("tables") or []:
-        if not str(table.get("title", "")).startswith("drives"):  # "drives", or "drives (MODEL)"
-            continue
         cols = table.get("columns") or []
         if "drive" not in cols or "busy s" not in cols:
-            return None
+            continue
         i, j = cols.index("drive"), cols.index("busy s")
         out = {}
         for row in table.get("rows") or []:
@@ -51,6 +50,9 @@ def _busy(status: dict | None) -> dict[str, float] | None:
             except (TypeError, ValueError, IndexError):
                 continue
         return out
+    members = ((status or {}).get("statistics") or {}).get("members")
+    if isinstance(members, list) and members and all(isinstance(m, dict) and "busy_time" in m for m in members):
+        return {str(m.get("name", k)): float(m["busy_time"]) for k, m in enumerate(members)}
     return None
 
 

@@ -61,3 +61,13 @@ def test_cache_rows_give_reads_per_hit_destages_by_cause_and_the_cold_start():
 def test_runs_without_accounts_leave_no_row():
     runs = [{"arch": "raid5", "case": "c", "status": "ok", "seconds": 3.0}]
     assert timing.time_rows(runs, SCN) == [] and timing.cache_rows(runs, SCN) == []
+
+
+def test_an_engine_array_s_drives_are_read_from_its_members():
+    def engine(busy):
+        return {"cpu": {"vm": {"user_s": 1.0}, "daemon": {"user_s": 2.0}},
+                "statistics": {"arch": "raid5", "members": [{"name": f"d{i}", "busy_time": b} for i, b in enumerate(busy)]}}
+
+    runs = [run("raid5", 5.0, engine([1.0, 1.0]), engine([4.0, 9.0]))]
+    (row,) = timing.time_rows(runs, SCN)
+    assert row[6:] == ["d1", "8.0", "11.0"]
