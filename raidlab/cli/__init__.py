@@ -38,6 +38,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.crashtest",
     "raidlab.cli.run",
     "raidlab.cli.report",
+    "raidlab.cli.explain",
 ]
 
 

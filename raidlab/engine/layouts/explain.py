@@ -5,8 +5,8 @@ layouts by printing, for each logical request, the physical reads and writes it 
 by asking the reverse question (here are the physical I/Os: what was the logical request?),
 with answers shown only on request (its `-c` flag). raidlab does the same for every one of
 its layouts, from the same pure plans the engine executes, so what a student reads is what
-the engine does. Everything here returns text; nothing performs I/O. Not wired to the CLI
-yet.
+the engine does. Everything here returns text; nothing performs I/O; `raidlab explain`
+(raidlab.cli.explain) prints it.
 
 Units: addresses and offsets are printed in blocks of `block` bytes (default 4 KiB when
 everything is 4 KiB-aligned, else 512-byte sectors); member offsets count from the start of
