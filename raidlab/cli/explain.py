@@ -120,8 +120,9 @@ def random_requests(layout, block: int, count: int, seed: int, op: str | None) -
 @click.option("--seed", type=int, default=None, help="random requests from this seed (a quiz)")
 @click.option("--count", type=click.IntRange(min=1), default=5, show_default=True, help="random requests")
 @click.option("--draw", is_flag=True, help="draw the layout: one column per disk, one line per chunk row")
+@click.option("--rows", type=click.IntRange(min=1), default=None, help="chunk rows to draw (default: all, at most 64)")
 def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, op, failed, reverse, answers, seed,
-            count, draw) -> int:
+            count, draw, rows) -> int:
     """Show how logical requests on LAYOUT become member reads and writes.
 
     \b
@@ -147,7 +148,7 @@ def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, o
         click.echo(header(layout, unit))
         if note:
             click.echo(note)
-        click.echo(draw_layout(layout))
+        click.echo(draw_layout(layout, rows))
         if lba is None and seed is None:
             return 0
     if lba is not None:
