@@ -74,6 +74,7 @@ def test_the_drawing_of_raidx_has_data_rows_then_image_rows():
     assert text.splitlines()[1:4] == ["row   disk 0 disk 1 disk 2 disk 3", "0         B0     B1     B2     B3",
                                       "1         B4     B5     B6     B7"]
     assert "M0" in text
+    assert run("raidx", "--draw", "--rows", "2").splitlines()[-1] == "... (14 more rows)"  # 16 rows by default
 
 
 def test_sa_layouts_get_example_bandwidths_and_say_so():
