@@ -1,7 +1,7 @@
-"""Values a user writes: sizes, durations and KEY=VALUE options.
+"""Values a user writes: sizes, durations, link rates and KEY=VALUE options.
 
 Why one module: the command line, scenario files and architecture options all take sizes
-("512K", "1.5G"), durations ("50ms", "15m") and `-o KEY=VALUE` pairs. One parser for each
+("512K", "1.5G"), durations ("50ms", "15m"), link rates ("100mbit") and `-o KEY=VALUE` pairs. One parser for each
 means one syntax everywhere and one wording of the error when a value cannot be read. The
 parsers raise UsageError (one line and a hint, see raidlab.errors); a caller that knows more
 context (a scenario file and its key, an option's name) turns it into its own error.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from decimal import Decimal
 
 from raidlab.errors import UsageError
 
@@ -57,6 +58,36 @@ def parse_duration(text: str | float) -> float:
     return value
 
 
+# Link rates are written as tc(8) writes them, in bits per second with decimal prefixes
+# (1mbit = 10**6 bit/s). tc's byte-rate spellings ("mbps" is megaBYTES per second there) are
+# refused rather than guessed at.
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)bit\s*$", re.IGNORECASE)
+_RATE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+def parse_link_rate(text: str, option: str | None = None) -> int:
+    """'100mbit', '20Mbit', '1gbit', '1.5mbit', '64000bit' -> bits per second (decimal prefixes,
+    as tc writes them). `option` (e.g. "--link") names where the text came from in the error."""
+    where = f"{option}: " if option else ""
+    match = _RATE_RE.match(str(text))
+    if not match:
+        raise UsageError(f"{where}cannot read link rate {text!r}",
+                         hint="write it in bits per second as tc does, like 100mbit, 20mbit or 1gbit")
+    value = Decimal(match.group(1)) * _RATE_UNITS[match.group(2).lower()]
+    if value != int(value) or int(value) <= 0:
+        raise UsageError(f"{where}link rate {text!r} is not a positive whole number of bits per second",
+                         hint="write it like 100mbit")
+    return int(value)
+
+
+def format_link_rate(bits_per_second: int) -> str:
+    """The shortest tc spelling of a rate: 100000000 -> '100mbit', 1500000 -> '1500kbit'."""
+    for prefix, scale in (("g", 10**9), ("m", 10**6), ("k", 10**3)):
+        if bits_per_second % scale == 0:
+            return f"{bits_per_second // scale}{prefix}bit"
+    return f"{bits_per_second}bit"
+
+
 def parse_key_values(pairs: Iterable[str], *, example: str = "key=value") -> dict[str, str]:
     """`-o KEY=VALUE` pairs -> {KEY: VALUE}; keys and values stripped, values kept as strings.
 
@@ -73,4 +104,4 @@ def parse_key_values(pairs: Iterable[str], *, example: str = "key=value") -> dic
     return out
 
 
-__all__ = ["parse_duration", "parse_key_values", "parse_size"]
+__all__ = ["format_link_rate", "parse_duration", "parse_key_values", "parse_link_rate", "parse_size"]

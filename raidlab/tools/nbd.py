@@ -1,0 +1,51 @@
+"""nbdkit(1) and nbdinfo(1): serving files over NBD, and asking a server what it serves.
+
+A cluster node serves its emulated disks with nbdkit's file plugin in directory mode
+(`dir=`): every regular file of the directory is an export named after the file, so a node
+whose disks are the files d0, d1 of its directory is reached as nbd://ADDRESS/d0 and
+nbd://ADDRESS/d1 (nbdkit-file-plugin(1); a client asking for the default export "" is
+refused, and export names may not contain "/").
+
+Choices in `nbdkit_argv`:
+* --foreground: the caller keeps the process as its child and records its pid;
+* --exit-with-parent: nbdkit exits when the process that started it dies, however it dies,
+  so a killed cluster daemon does not leave servers behind (its stale cleanup still looks);
+* --pidfile: nbdkit writes it once it accepts connections, which is how the caller knows the
+  server is ready;
+* --ipaddr: the node's own address only, never every address of the namespace.
+
+The plugin opens the files without O_DIRECT; whether the page cache sits between it and the
+files is the file system's choice (raidlab.cluster serves them with FUSE direct I/O, so
+every NBD request reaches the emulated disk).
+"""
+
+from __future__ import annotations
+
+import json
+
+NBD_PORT = 10809  # IANA's port for NBD, nbdkit's default
+
+
+def nbdkit_argv(directory: str, *, address: str, port: int = NBD_PORT, pidfile: str,
+                executable: str = "nbdkit") -> list[str]:
+    """nbdkit serving every file of `directory` as an export named after it."""
+    return [executable, "--foreground", "--exit-with-parent", "--ipaddr", address,
+            "--port", str(port), "--pidfile", pidfile, "file", f"dir={directory}"]
+
+
+def nbd_uri(address: str, export: str, port: int = NBD_PORT) -> str:
+    """The NBD URI of an export (the port left out when it is NBD's own)."""
+    where = address if port == NBD_PORT else f"{address}:{port}"
+    return f"nbd://{where}/{export}"
+
+
+def list_exports_argv(uri: str, executable: str = "nbdinfo") -> list[str]:
+    """nbdinfo listing a server's exports as JSON (connects, lists, disconnects)."""
+    return [executable, "--list", "--json", uri]
+
+
+def parse_list_json(text: str) -> list[dict]:
+    """The exports of `nbdinfo --list --json`: [{"name", "size"}], in the server's order."""
+    doc = json.loads(text)
+    return [{"name": e.get("export-name", ""), "size": int(e.get("export-size", 0))}
+            for e in doc.get("exports", [])]
