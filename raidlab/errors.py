@@ -51,14 +51,13 @@ class MissingToolError(RaidlabError):
 
 
 class NeedsRootError(RaidlabError):
-    """A live operation (loop devices, mounts) attempted without root. Fields: operation."""
+    """A live operation (loop devices, mounts) attempted without root. Fields: operation.
+    `needs` says what root is needed for, `hint` what to do instead (the defaults are an
+    array's; a cluster needs root for its namespaces and links, with no unprivileged way)."""
 
-    def __init__(self, operation: str):
-        super().__init__(
-            f"{operation} needs root (loop devices and mounts)",
-            hint="run it with sudo, or use --clock virtual / the lab VM runner",
-            operation=operation,
-        )
+    def __init__(self, operation: str, *, needs: str = "loop devices and mounts",
+                 hint: str = "run it with sudo, or use --clock virtual / the lab VM runner"):
+        super().__init__(f"{operation} needs root ({needs})", hint=hint, operation=operation)
 
 
 class CapabilityError(RaidlabError):

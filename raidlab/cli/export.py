@@ -124,8 +124,9 @@ def lab_list(as_json):
 @click.argument("name")
 def lab_cleanup(name):
     """Release what a killed run of lab NAME left: processes, mounts, loop devices, its
-    FUSE mount, scratch images. Refused while the lab is running. The scratch array of a
-    killed `raidlab run` is destroyed, member images and all (its run would have)."""
+    FUSE mount, scratch images, a cluster's links and network namespaces. Refused while the
+    lab is running. The scratch array of a killed `raidlab run` is destroyed, member images
+    and all (its run would have)."""
     from raidlab.errors import LabError, NeedsRootError
     from raidlab.lab import Lab, cleanup_lab
     from raidlab.runners.live import remove_abandoned_scratch

@@ -1,5 +1,5 @@
-"""A lab: one directory, one FUSE mount, its loop devices, mounts and child processes --
-and the guarantee that all of them are released.
+"""A lab: one directory, one FUSE mount, its loop devices, mounts and child processes (and a
+cluster's network namespaces and links) -- and the guarantee that all of them are released.
 
 Why it is built this way:
 
@@ -41,7 +41,7 @@ Layout: $RAIDLAB_HOME/labs/NAME (RAIDLAB_HOME defaults to ./run):
 
 from raidlab.lab.cleanup import (StaleReport, cleanup_lab, cleanup_stale, detach_loops_under,
                                  kill_tagged_processes, list_labs, release_fuse_mount,
-                                 unmount_users_of)
+                                 release_link, release_netns, unmount_users_of)
 from raidlab.lab.proc import process_cpu, process_start_time, same_process
 from raidlab.lab.session import FAIL_AT_ENV, PAUSE_AT_ENV, SET_UP_POINTS, LabSession, open_lab
 from raidlab.lab.state import (RUN_TOKEN_ENV, Lab, Resource, check_lab_name, labs_dir,
@@ -52,5 +52,5 @@ __all__ = [
     "Resource", "StaleReport", "check_lab_name", "cleanup_lab", "cleanup_stale",
     "detach_loops_under", "kill_tagged_processes", "labs_dir", "list_labs", "open_lab",
     "process_cpu", "process_start_time", "raidlab_home", "release_fuse_mount",
-    "same_process", "unmount_users_of",
+    "release_link", "release_netns", "same_process", "unmount_users_of",
 ]

@@ -8,7 +8,8 @@ lazily unmounts its dead FUSE mount. It also *scans* for what the record may hav
 the instant between creation and recording: loop devices whose backing file lies in the
 lab's mount, mounts under the lab directory, and processes whose environment carries the
 dead run's RAIDLAB_LAB_RUN token. Each step keeps going when one release fails, so one
-stuck object does not keep the others alive.
+stuck object does not keep the others alive. Last come a cluster's network objects (links,
+then namespaces), each released only if it is still the object that was recorded.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from raidlab.lab.proc import (process_start_time, processes_with_env, same_proce
                               signal_group_or_pid)
 from raidlab.lab.state import (LAB_NAME_RE, RUN_TOKEN_ENV, TERMINATE_GRACE_SECONDS, Lab,
                                Resource, labs_dir)
+from raidlab.tools import ip as ip_tool
 from raidlab.tools import losetup
 from raidlab.tools import mount as mount_tool
 
@@ -122,6 +124,34 @@ def release_fuse_mount(path: str, scratch: str | os.PathLike | None = None) -> s
     return "unmounted (lazy)"
 
 
+def release_link(fields: dict[str, Any]) -> str:
+    """Delete a recorded link of the root namespace (a bridge, or a veth pair by its root-side
+    end) if it is still the one recorded: same name and interface index. A record without an
+    index was made just before the link was created, so the name alone decides. Blocking."""
+    name = fields["name"]
+    now = ip_tool.link_ifindex(name)
+    if now is None:
+        return "already gone"
+    if fields.get("ifindex") is not None and now != fields["ifindex"]:
+        return f"now another link (index {now}): left alone"
+    ip_tool.delete_link(name)
+    return "deleted"
+
+
+def release_netns(fields: dict[str, Any]) -> str:
+    """Delete a recorded network namespace if it is still the one recorded (same name and
+    nsfs inode; a record without an inode was made just before creating it). The namespace
+    itself goes once no process is left in it, with the interfaces inside. Blocking."""
+    name = fields["name"]
+    now = ip_tool.netns_inode(name)
+    if now is None:
+        return "already gone"
+    if fields.get("inode") is not None and now != fields["inode"]:
+        return f"now another namespace (inode {now}): left alone"
+    ip_tool.delete_netns(name)
+    return "deleted"
+
+
 @dataclass
 class StaleReport:
     released: list[str] = field(default_factory=list)
@@ -136,7 +166,8 @@ def cleanup_stale(lab: Lab) -> StaleReport:
     """Release what a killed run of `lab` left behind. The caller must own the lab's lock.
 
     Order: processes, mounts on the lab's loops and under its directory, loops, the FUSE
-    mount, scratch images -- the reverse of how a run creates them.
+    mount, scratch images, network links and namespaces -- the reverse of how a run creates
+    them (a cluster builds its network first; its servers, the processes, run inside it).
     """
     if not lab.holds_lock:
         raise LabError(f"cleanup of lab {lab.name!r} needs its lock")
@@ -206,6 +237,12 @@ def cleanup_stale(lab: Lab) -> StaleReport:
             lab.forget(res)
             continue
         attempt(res.describe(), lambda f=res.fields: _remove_file(f["path"]), res)
+
+    # 7. a cluster's network: links (bridge ports and veth pairs), newest first, then the
+    #    namespaces (each empty now: its processes were released in step 1)
+    for kind, release in (("link", release_link), ("netns", release_netns)):
+        for res in reversed([r for r in lab.resources() if r.kind == kind]):
+            attempt(res.describe(), lambda f=res.fields, rel=release: rel(f), res)
     if not report.failed:
         lab.end_run()
     return report

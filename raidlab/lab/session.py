@@ -22,6 +22,7 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -127,6 +128,22 @@ class LabSession:
         env.pop(FAIL_AT_ENV, None)
         env.pop(PAUSE_AT_ENV, None)
         return env
+
+    async def start_server(self, argv: list[str], *, label: str,
+                           env: dict[str, str] | None = None) -> trio.Process:
+        """Start a child that serves the lab for as long as it runs (a cluster node's nbdkit):
+        in its own process group, with the run's token in its environment, stdin closed and
+        its output in ours. It is recorded as a process resource and terminated (SIGTERM,
+        then SIGKILL after a grace period) when the session ends, in reverse order."""
+        try:
+            proc = await trio.lowlevel.open_process(argv, env=self.child_env(env or {}),
+                                                    process_group=0, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            raise UsageError(f"cannot run {argv[0]!r}: {exc.strerror}") from exc
+        res = self.lab.record("process", pid=proc.pid, pgid=proc.pid, argv=list(argv),
+                              start_time=process_start_time(proc.pid))
+        self.push(f"{label} (pid {proc.pid})", lambda: _terminate_group(proc), res)
+        return proc
 
     async def run_command(self, argv: list[str], env: dict[str, str]) -> int:
         """Run `argv` in its own process group (given the terminal if we have it) and

@@ -53,7 +53,8 @@ def check_lab_name(name: str) -> str:
 
 @dataclass
 class Resource:
-    """One kernel object a lab created. kind: fuse_mount, loop, mount, process, image."""
+    """One kernel object a lab created. kind: fuse_mount, loop, mount, process, image, and a
+    cluster's network objects: link (a bridge or a veth pair), netns (a named namespace)."""
 
     id: int
     kind: str
@@ -71,6 +72,10 @@ class Resource:
             return f"process {f.get('pid')} ({' '.join(f.get('argv', []))[:60]})"
         if self.kind == "image":
             return f"image {f.get('path')}"
+        if self.kind == "link":
+            return f"{f.get('link_kind', 'link')} {f.get('name')}"
+        if self.kind == "netns":
+            return f"network namespace {f.get('name')}"
         return f"{self.kind} {f}"
 
 

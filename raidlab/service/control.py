@@ -32,14 +32,19 @@ class DaemonError(RaidlabError):
 
 def start_daemon(lab: Lab, mode: str, *, home: str | None,
                  on_status: Callable[[str], None] = lambda s: None,
-                 env: dict[str, str] | None = None) -> dict[str, Any]:
+                 env: dict[str, str] | None = None,
+                 module: str = "raidlab.service.daemon", what: str = "array") -> dict[str, Any]:
     """Spawn the daemon for `lab` in `mode` (create | assemble); return its ready record.
+
+    `module` is the daemon's program (`python -m module LAB_DIR MODE --ready-fd N [--home H]`,
+    speaking the protocol of raidlab.service.daemon's start): an array's by default, or a
+    cluster's (raidlab.cluster.daemon, mode up); `what` names it in errors.
 
     On Ctrl-C while waiting, the daemon is stopped (it releases everything) and
     KeyboardInterrupt propagates."""
     read_fd, write_fd = os.pipe()
     log = open(lab.path / "daemon.log", "ab")
-    argv = [sys.executable, "-m", "raidlab.service.daemon", str(lab.path), mode, "--ready-fd", str(write_fd)]
+    argv = [sys.executable, "-m", module, str(lab.path), mode, "--ready-fd", str(write_fd)]
     if home:
         argv += ["--home", home]
     try:
@@ -74,7 +79,7 @@ def start_daemon(lab: Lab, mode: str, *, home: str | None,
     if error:
         raise DaemonError(error)
     tail = _log_tail(lab.path / "daemon.log")
-    raise LabError(f"the array daemon exited (status {proc.returncode}) before it was ready",
+    raise LabError(f"the {what} daemon exited (status {proc.returncode}) before it was ready",
                    hint=f"see {lab.path / 'daemon.log'}" + (f": {tail}" if tail else ""))
 
 
