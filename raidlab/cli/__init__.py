@@ -39,6 +39,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.run",
     "raidlab.cli.report",
     "raidlab.cli.explain",
+    "raidlab.cli.cluster",
 ]
 
 

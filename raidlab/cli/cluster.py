@@ -1,0 +1,133 @@
+"""`raidlab cluster up|status|down`: parsing and printing only.
+
+The actions live in raidlab.cluster.control; the cluster itself is the cluster daemon
+(raidlab.cluster.daemon). Status lines go to stderr, the result (the nodes and their NBD
+exports, or with --json one JSON object) to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+_out = Console(highlight=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _status_updates(name: str, spinner):
+    if _err.is_terminal:
+        return lambda m: spinner.update(f"{name}: {m}")
+    return lambda m: _err.print(f"{time.strftime('%H:%M:%S')} {name}: {m}")
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
+
+
+def _exports(node: dict) -> str:
+    return "\n".join(f"{d['uri']} ({d['model']}, {_mib(d['size'])})" for d in node["disks"])
+
+
+def _print_up(ready: dict) -> None:
+    link = ready["link"]
+    table = Table(title=f"cluster {ready['name']}: {len(ready['nodes'])} nodes on bridge {ready['bridge']}, "
+                        f"links {link['rate']} each way (tbf burst {link['burst_bytes']} B, queue "
+                        f"{link['limit_bytes']} B), daemon pid {ready['pid']}")
+    for col in ("node", "namespace", "address", "NBD exports", "nbdkit pid"):
+        table.add_column(col, no_wrap=True)
+    for node in ready["nodes"]:
+        table.add_row(str(node["index"]), node["namespace"], node["cidr"], _exports(node),
+                      str(node["nbdkit_pid"]))
+    _out.print(table)
+
+
+def _counter(qdisc: dict | None) -> str:
+    if not qdisc:
+        return "-"
+    return (f"{qdisc['bytes'] / 2**20:.1f} MiB, {qdisc['packets']} pkt, {qdisc['drops']} dropped, "
+            f"{qdisc['overlimits']} waited")
+
+
+def _print_status(status: dict) -> None:
+    _print_up(status)
+    table = Table(title="links (tbf counters: sent = the node's eth0, received = its switch port) and disks")
+    for col in ("node", "sent", "received", "disk I/O"):
+        table.add_column(col)
+    for node in status["nodes"]:
+        disks = "\n".join(f"{d['name']}: {d['statistics']['reads']} reads, {d['statistics']['writes']} writes, "
+                          f"busy {d['statistics']['busy_time']:.2f} s" for d in node["disks"])
+        table.add_row(str(node["index"]), _counter(node["links"]["sent"]),
+                      _counter(node["links"]["received"]), disks)
+    _out.print(table)
+
+
+@click.group("cluster")
+def cluster_group():
+    """A cluster of nodes on this host: network namespaces on a bridge, links shaped with tc
+    tbf, each node serving its emulated disks over NBD (nbdkit). See docs/cluster.md."""
+
+
+@cluster_group.command("up")
+@click.argument("name")
+@click.option("--nodes", "nodes", type=int, required=True, help="number of nodes (the paper's cluster: 16)")
+@click.option("--disks-per-node", type=int, default=1, show_default=True, help="emulated disks each node serves")
+@click.option("--disk-model", default="none", show_default=True,
+              help="catalog model (raidlab disk models) of every disk, or one per disk of a node: m0,m1,...")
+@click.option("--disk-size", default="256M", show_default=True, help="size of each disk, e.g. 256M, 1G")
+@click.option("--link", default="100mbit", show_default=True,
+              help="each node's link rate, each way, as tc writes it (100mbit: the paper's Fast Ethernet)")
+@click.option("--subnet", default="10.77.0.0/24", show_default=True,
+              help="IPv4 subnet of the nodes; node k is host k+1")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def up_cmd(name, nodes, disks_per_node, disk_model, disk_size, link, subnet, home, as_json):
+    """Bring cluster NAME up and print its nodes, their addresses and NBD exports."""
+    from raidlab.cluster import control
+    from raidlab.cluster.plan import ClusterSpec
+    from raidlab.units import parse_link_rate, parse_size
+
+    spec = ClusterSpec(name, nodes, disks_per_node, disk_model, parse_size(disk_size, "--disk-size"),
+                       parse_link_rate(link, "--link"), subnet)
+    with _err.status(f"bringing {name} up") as spinner:
+        ready = control.up(spec, home=home, on_status=_status_updates(name, spinner))
+    if as_json:
+        click.echo(json.dumps(ready))
+    else:
+        _print_up(ready)
+
+
+@cluster_group.command("status")
+@click.argument("name")
+@click.option("--home", envvar="RAIDLAB_HOME")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def status_cmd(name, home, as_json):
+    """Nodes, addresses, NBD exports, link counters and disk statistics of cluster NAME."""
+    from raidlab.cluster import control
+
+    status = control.status(name, home=home)
+    if as_json:
+        click.echo(json.dumps(status))
+    else:
+        _print_status(status)
+
+
+@cluster_group.command("down")
+@click.argument("name")
+@click.option("--home", envvar="RAIDLAB_HOME")
+def down_cmd(name, home):
+    """Stop cluster NAME: its servers, disks, namespaces, links and bridge are released."""
+    from raidlab.cluster import control
+
+    with _err.status(f"bringing {name} down"):
+        stopped, released = control.down(name, home=home)
+    for line in released:
+        _err.print(f"released leftover of a killed run: {line}")
+    _err.print(f"{name}: {'down' if stopped else 'was not up'}; nothing of it is left on this host")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(cluster_group)

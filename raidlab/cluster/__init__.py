@@ -1,0 +1,24 @@
+"""A cluster of nodes on this host, as the RAID-x paper's was across sixteen PCs.
+
+RAID-x §4.1: sixteen Linux PCs, one IDE disk each, on switched Fast Ethernet in full duplex
+(12.5 MB/s per port); every node reaches every disk through cooperative disk drivers (§5).
+Here:
+
+    paper                           raidlab cluster
+    PC node                         a network namespace rlx-NAME-k (address: host k+1)
+    its IDE disk(s)                 EmulatedDisks with a catalog timing model
+    cooperative disk driver         NBD: nbdkit in the node's namespace serves its disks;
+                                    any node reaches any disk as nbd://ADDRESS/dJ
+    Fast Ethernet switch            a Linux bridge rlx-NAME in the root namespace
+    a node's full-duplex port       a veth pair, shaped by tc tbf on both ends
+
+No home-made network protocol: NBD and TCP/IP as the kernel and nbdkit speak them. Not
+modelled yet: propagation delay (this kernel has no netem), and the engine's arrays over
+the cluster (a node running an array over every node's NBD exports) -- the next layer.
+
+Modules, bottom to top: `plan` (names, addresses, link shapes, the spec; pure), `network`
+(bridge, namespaces, cables, token buckets), `serving` (disks, FUSE files, nbdkit per
+node), `daemon` (the process that holds it all), `control` (up, status, down for the CLI).
+The package sits above the lab, export and service layers (it reuses the service's daemon
+start and control socket) and below the CLI. docs/cluster.md is the user's guide.
+"""

@@ -1,0 +1,132 @@
+"""Bring a cluster up, ask it for its status, bring it down: the actions behind
+`raidlab cluster up|status|down` (parsing and printing live in raidlab.cli.cluster).
+
+Blocking code on purpose, like raidlab.service.control (which starts, asks and stops the
+daemon here too): the CLI is a short-lived client; the cluster daemon is the trio program.
+
+A cluster is a lab named after it ($RAIDLAB_HOME/labs/NAME, holding cluster.json), so
+`raidlab lab list` shows it and `raidlab lab cleanup NAME` releases what a killed daemon
+left. Everything is refused, one line each, before anything is created: a bad spec, a
+missing program, a name whose network objects exist already, a name an array uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from raidlab.cluster.plan import CLUSTER_FILE, ClusterSpec, collisions
+from raidlab.errors import CapabilityError, LabError, NeedsRootError, RaidlabError, UsageError
+from raidlab.lab import Lab, check_lab_name, labs_dir
+from raidlab.service import control
+from raidlab.service.spec import SPEC_FILE
+from raidlab.tools import ip as ip_tool
+from raidlab.tools.base import require
+
+PROGRAMS = ("ip", "tc", "nsenter", "nbdkit", "nbdinfo")
+
+
+def check_prerequisites(operation: str) -> None:
+    """Root, the programs a cluster runs, network namespaces and FUSE; raise before anything
+    is created."""
+    if os.geteuid() != 0:
+        raise NeedsRootError(operation, needs="network namespaces, links and a FUSE mount",
+                             hint="run it with sudo")
+    for program in PROGRAMS:
+        require(program)
+    if not Path("/proc/self/ns/net").exists():
+        raise CapabilityError("the kernel has no network namespaces", capability="netns")
+    if not Path("/dev/fuse").exists():
+        raise CapabilityError("/dev/fuse is missing: the kernel has no FUSE",
+                              hint="load the fuse module (modprobe fuse)", capability="fuse")
+
+
+def _existing_lab(name: str, home: str | None) -> Lab | None:
+    check_lab_name(name)
+    return Lab(name, home=home) if (labs_dir(home) / name).is_dir() else None
+
+
+def cluster_lab(name: str, home: str | None) -> Lab:
+    """The lab of cluster NAME; one that does not exist, or holds an array, is refused."""
+    lab = _existing_lab(name, home)
+    if lab is None or not (lab.path / CLUSTER_FILE).exists():
+        if lab is not None and (lab.path / SPEC_FILE).exists():
+            raise UsageError(f"{name!r} is an array, not a cluster",
+                             hint=f"see `raidlab status {name}`")
+        raise UsageError(f"no cluster named {name!r} in {labs_dir(home)}",
+                         hint="bring one up with `raidlab cluster up`")
+    return lab
+
+
+def up(spec: ClusterSpec, *, home: str | None,
+       on_status: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Start the cluster daemon for `spec`; return its ready record once every node serves
+    its disks and reaches its neighbour."""
+    spec.check()
+    check_prerequisites("raidlab cluster up")
+    lab = _existing_lab(spec.name, home)
+    if lab is not None:
+        if (lab.path / SPEC_FILE).exists():
+            raise UsageError(f"{spec.name!r} is the name of an array",
+                             hint="choose another cluster name")
+        if lab.in_use():
+            raise UsageError(f"cluster {spec.name!r} is up already",
+                             hint=f"see `raidlab cluster status {spec.name}`")
+        # What a killed daemon of this cluster left would otherwise read as a collision.
+        for line in control.release_leftovers(lab):
+            on_status(f"released leftover of a killed run: {line}")
+    found = collisions(spec, ip_tool.link_names(), ip_tool.netns_names())
+    if found:
+        raise UsageError(f"cluster {spec.name!r} would collide with what exists on this host: "
+                         + ", ".join(found),
+                         hint="choose another name (`ip link`, `ip netns list` show what is taken)")
+    lab = Lab(spec.name, home=home, create=True)
+    spec.save(lab.path)
+    try:
+        return control.start_daemon(lab, "up", home=home, on_status=on_status,
+                                    module="raidlab.cluster.daemon", what="cluster")
+    except BaseException:
+        # The daemon released what it built, or left it listed; either way the error that
+        # stopped it is what the user sees, not a second one from this tidying.
+        with contextlib.suppress(RaidlabError):
+            control.release_leftovers(lab)
+            _remove(lab)
+        raise
+
+
+def status(name: str, *, home: str | None) -> dict[str, Any]:
+    """The running cluster's status (raidlab.cluster.daemon.ClusterDaemon.op_status)."""
+    lab = cluster_lab(name, home)
+    if not lab.in_use():
+        left = lab.resources()
+        raise LabError(f"cluster {name!r} is not up"
+                       + (f" (a killed run left {len(left)} objects)" if left else ""),
+                       hint=(f"`raidlab lab cleanup {name}` releases them" if left
+                             else f"`raidlab cluster up {name} --nodes N` brings it up"))
+    return control.request(lab, "status", timeout=60)
+
+
+def down(name: str, *, home: str | None) -> tuple[bool, list[str]]:
+    """Stop the cluster's daemon (it releases everything), release what a killed one left,
+    remove the lab directory. Returns (whether a daemon was running, leftovers released)."""
+    lab = cluster_lab(name, home)
+    if os.geteuid() != 0:
+        raise NeedsRootError("raidlab cluster down", needs="network namespaces, links and a FUSE mount",
+                             hint="run it with sudo")
+    stopped = control.stop_daemon(lab)
+    released = control.release_leftovers(lab)
+    _remove(lab)
+    return stopped, released
+
+
+def _remove(lab: Lab) -> None:
+    if lab.resources():
+        raise LabError(f"cluster {lab.name!r} still holds {len(lab.resources())} objects",
+                       hint=f"run `raidlab lab cleanup {lab.name}`")
+    control.remove_lab(lab, keep_images=False)
+
+
+__all__ = ["check_prerequisites", "cluster_lab", "down", "status", "up"]
