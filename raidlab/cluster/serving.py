@@ -31,7 +31,7 @@ from raidlab.cluster.plan import ClusterSpec, NodePlan
 from raidlab.disks import EmulatedDisk, ImageBackend
 from raidlab.errors import LabError
 from raidlab.export import BlockExportFS, FuseExport, mount_export
-from raidlab.lab import LabSession
+from raidlab.lab import LabSession, ServerProcess
 from raidlab.tools import ip as ip_tool
 from raidlab.tools import nbd
 from raidlab.tools.base import require, run
@@ -92,7 +92,7 @@ async def start_servers(session: LabSession, export: FuseExport, nodes: list[Nod
     return pids
 
 
-async def _wait_listening(proc: trio.Process, pidfile: Path, node: NodePlan) -> None:
+async def _wait_listening(proc: ServerProcess, pidfile: Path, node: NodePlan) -> None:
     """nbdkit writes its pidfile once it accepts connections."""
     with trio.move_on_after(SERVER_START_TIMEOUT):
         while not pidfile.exists():

@@ -43,13 +43,14 @@ from raidlab.lab.cleanup import (StaleReport, cleanup_lab, cleanup_stale, detach
                                  kill_tagged_processes, list_labs, release_fuse_mount,
                                  release_link, release_netns, unmount_users_of)
 from raidlab.lab.proc import process_cpu, process_start_time, same_process
-from raidlab.lab.session import FAIL_AT_ENV, PAUSE_AT_ENV, SET_UP_POINTS, LabSession, open_lab
+from raidlab.lab.session import (FAIL_AT_ENV, PAUSE_AT_ENV, SET_UP_POINTS, LabSession, ServerProcess,
+                                 open_lab)
 from raidlab.lab.state import (RUN_TOKEN_ENV, Lab, Resource, check_lab_name, labs_dir,
                                raidlab_home)
 
 __all__ = [
     "FAIL_AT_ENV", "PAUSE_AT_ENV", "RUN_TOKEN_ENV", "SET_UP_POINTS", "Lab", "LabSession",
-    "Resource", "StaleReport", "check_lab_name", "cleanup_lab", "cleanup_stale",
+    "Resource", "ServerProcess", "StaleReport", "check_lab_name", "cleanup_lab", "cleanup_stale",
     "detach_loops_under", "kill_tagged_processes", "labs_dir", "list_labs", "open_lab",
     "process_cpu", "process_start_time", "raidlab_home", "release_fuse_mount",
     "release_link", "release_netns", "same_process", "unmount_users_of",

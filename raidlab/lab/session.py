@@ -130,16 +130,25 @@ class LabSession:
         return env
 
     async def start_server(self, argv: list[str], *, label: str,
-                           env: dict[str, str] | None = None) -> trio.Process:
-        """Start a child that serves the lab for as long as it runs (a cluster node's nbdkit):
-        in its own process group, with the run's token in its environment, stdin closed and
-        its output in ours. It is recorded as a process resource and terminated (SIGTERM,
-        then SIGKILL after a grace period) when the session ends, in reverse order."""
+                           env: dict[str, str] | None = None) -> "ServerProcess":
+        """Start a child that serves the lab for as long as it runs (a cluster node's nbdkit,
+        an array's NBD client): in its own process group, with the run's token in its
+        environment, stdin closed and its output in ours. It is recorded as a process
+        resource and terminated (SIGTERM, then SIGKILL after a grace period) when the session
+        ends, in reverse order.
+
+        The child is forked from this thread, the trio thread, which lives as long as the
+        process. A parent-death signal (prctl PR_SET_PDEATHSIG) follows the thread that
+        forked the child, and trio.lowlevel.open_process forks from a worker thread that
+        ends after ten idle seconds: nbdkit arms that signal (SIGTERM) at start, and was
+        gone ten seconds after the cluster came up. Forked here, the signal comes when this
+        process dies, however it dies, which is what nbdkit's --exit-with-parent means."""
         try:
-            proc = await trio.lowlevel.open_process(argv, env=self.child_env(env or {}),
-                                                    process_group=0, stdin=subprocess.DEVNULL)
+            popen = subprocess.Popen(argv, env=self.child_env(env or {}), process_group=0,
+                                     stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise UsageError(f"cannot run {argv[0]!r}: {exc.strerror}") from exc
+        proc = ServerProcess(popen)
         res = self.lab.record("process", pid=proc.pid, pgid=proc.pid, argv=list(argv),
                               start_time=process_start_time(proc.pid))
         self.push(f"{label} (pid {proc.pid})", lambda: _terminate_group(proc), res)
@@ -169,7 +178,36 @@ class LabSession:
         return 128 - rc if rc < 0 else rc
 
 
-async def _terminate_group(proc: trio.Process) -> str:
+class ServerProcess:
+    """A child started by `LabSession.start_server`: its pid, its exit status once known
+    (`poll`, `returncode`), and an awaitable `wait` (a pidfd that becomes readable when the
+    child exits, so no thread waits for it)."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self._popen = popen
+        self.pid = popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    def poll(self) -> int | None:
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        if self._popen.poll() is None:
+            try:
+                pidfd = os.pidfd_open(self.pid)
+            except ProcessLookupError:  # already reaped by a poll() in between
+                return self._popen.wait()
+            try:
+                await trio.lowlevel.wait_readable(pidfd)
+            finally:
+                os.close(pidfd)
+        return self._popen.wait()
+
+
+async def _terminate_group(proc: trio.Process | ServerProcess) -> str:
     """SIGTERM the child's process group, SIGKILL it after a grace period."""
     pgid = proc.pid
     if proc.returncode is None:

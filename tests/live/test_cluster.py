@@ -171,6 +171,18 @@ def test_links_are_shaped_to_the_rate_asked_for(rl, name):
     assert rl.status(name)["nodes"][1]["links"]["sent"]["bytes"] < sent["bytes"] + 256 * 1024
 
 
+def test_servers_outlive_the_threads_that_started_them(rl, name):
+    """trio starts each nbdkit from a worker thread that ends after ten idle seconds; a
+    server tied to that thread (a parent-death signal) would be gone by then."""
+    ready = rl.up(name, "--nodes", "2", "--disk-size", "16M")
+    time.sleep(13)
+    for node in ready["nodes"]:
+        stat = Path(f"/proc/{node['nbdkit_pid']}/stat").read_text()
+        assert stat.rsplit(") ", 1)[1][0] != "Z", f"nbdkit of node {node['index']} exited"
+    listing = in_node(ready["nodes"][0]["namespace"], "nbdinfo", "--list", "--json", "nbd://10.77.0.2")
+    assert listing.returncode == 0, listing.stderr
+
+
 def test_down_leaves_nothing(rl, name):
     ready = rl.up(name, "--nodes", "2", "--disks-per-node", "2", "--disk-size", "16M")
     assert network_leftovers(name)  # the check sees a cluster while it is up
