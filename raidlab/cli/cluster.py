@@ -1,4 +1,4 @@
-"""`raidlab cluster up|status|down`: parsing and printing only.
+"""`raidlab cluster up|status|cut|heal|down`: parsing and printing only.
 
 The actions live in raidlab.cluster.control; the cluster itself is the cluster daemon
 (raidlab.cluster.daemon). Status lines go to stderr, the result (the nodes and their NBD
@@ -55,12 +55,13 @@ def _counter(qdisc: dict | None) -> str:
 def _print_status(status: dict) -> None:
     _print_up(status)
     table = Table(title="links (tbf counters: sent = the node's eth0, received = its switch port) and disks")
-    for col in ("node", "sent", "received", "disk I/O"):
+    for col in ("node", "cable", "sent", "received", "disk I/O"):
         table.add_column(col)
     for node in status["nodes"]:
         disks = "\n".join(f"{d['name']}: {d['statistics']['reads']} reads, {d['statistics']['writes']} writes, "
                           f"busy {d['statistics']['busy_time']:.2f} s" for d in node["disks"])
-        table.add_row(str(node["index"]), _counter(node["links"]["sent"]),
+        cable = "[red]cut[/]" if node.get("cable") == "cut" else node.get("cable", "?")
+        table.add_row(str(node["index"]), cable, _counter(node["links"]["sent"]),
                       _counter(node["links"]["received"]), disks)
     _out.print(table)
 
@@ -113,6 +114,31 @@ def status_cmd(name, home, as_json):
         click.echo(json.dumps(status))
     else:
         _print_status(status)
+
+
+@cluster_group.command("cut")
+@click.argument("name")
+@click.option("--node", "node", type=int, required=True, help="the node whose cable is cut")
+@click.option("--home", envvar="RAIDLAB_HOME")
+def cut_cmd(name, node, home):
+    """Cut node NODE's cable at the switch: the node and its disks drop off the cluster, as a
+    failed node would (its switch port goes down; `heal` plugs it back in)."""
+    from raidlab.cluster import control
+
+    port = control.cut(name, node, home=home)
+    _err.print(f"{name}: node {node}'s cable is cut (switch port {port} down)")
+
+
+@cluster_group.command("heal")
+@click.argument("name")
+@click.option("--node", "node", type=int, required=True, help="the node whose cable is plugged back in")
+@click.option("--home", envvar="RAIDLAB_HOME")
+def heal_cmd(name, node, home):
+    """Plug node NODE's cable back in (its switch port comes up again)."""
+    from raidlab.cluster import control
+
+    port = control.heal(name, node, home=home)
+    _err.print(f"{name}: node {node}'s cable is back (switch port {port} up)")
 
 
 @cluster_group.command("down")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from raidlab.cluster.plan import CLUSTER_FILE, ClusterSpec, collisions
+from raidlab.cluster.plan import CLUSTER_FILE, ClusterSpec, check_node, collisions, veth_name
 from raidlab.errors import CapabilityError, LabError, NeedsRootError, RaidlabError, UsageError
 from raidlab.lab import Lab, check_lab_name, labs_dir
 from raidlab.service import control
@@ -26,7 +26,7 @@ from raidlab.service.spec import SPEC_FILE
 from raidlab.tools import ip as ip_tool
 from raidlab.tools.base import require
 
-PROGRAMS = ("ip", "tc", "nsenter", "nbdkit", "nbdinfo")
+PROGRAMS = ("ip", "tc", "nsenter", "sysctl", "nbdkit", "nbdinfo")
 
 
 def check_prerequisites(operation: str) -> None:
@@ -122,6 +122,30 @@ def down(name: str, *, home: str | None) -> tuple[bool, list[str]]:
     return stopped, released
 
 
+def cut(name: str, node: int, *, home: str | None) -> str:
+    """Cut node `node`'s cable at the switch (its bridge port goes down): the node and its
+    disks drop off the cluster, as a node that failed or was unplugged. Returns the port."""
+    return _set_cable(name, node, up=False, home=home)
+
+
+def heal(name: str, node: int, *, home: str | None) -> str:
+    """Plug node `node`'s cable back in (its bridge port comes up). Returns the port."""
+    return _set_cable(name, node, up=True, home=home)
+
+
+def _set_cable(name: str, node: int, *, up: bool, home: str | None) -> str:
+    lab = cluster_lab(name, home)
+    verb = "heal" if up else "cut"
+    if not lab.in_use():
+        raise UsageError(f"cluster {name!r} is not up", hint=f"`raidlab cluster up {name} --nodes N` brings it up")
+    check_node(ClusterSpec.load(lab.path), node)
+    if os.geteuid() != 0:
+        raise NeedsRootError(f"raidlab cluster {verb}", needs="the cluster's links", hint="run it with sudo")
+    port = veth_name(name, node)
+    (ip_tool.set_up if up else ip_tool.set_down)(port)
+    return port
+
+
 def _remove(lab: Lab) -> None:
     if lab.resources():
         raise LabError(f"cluster {lab.name!r} still holds {len(lab.resources())} objects",
@@ -129,4 +153,4 @@ def _remove(lab: Lab) -> None:
     control.remove_lab(lab, keep_images=False)
 
 
-__all__ = ["check_prerequisites", "cluster_lab", "down", "status", "up"]
+__all__ = ["check_prerequisites", "cluster_lab", "cut", "down", "heal", "status", "up"]

@@ -38,6 +38,7 @@ from raidlab.cluster.serving import build_disks, check_reachable, start_servers
 from raidlab.errors import LabInterrupted, RaidlabError, leaf_exceptions
 from raidlab.lab import open_lab, process_cpu
 from raidlab.service.spec import control_address
+from raidlab.tools import ip as ip_tool
 
 
 class ClusterDaemon:
@@ -140,9 +141,11 @@ class ClusterDaemon:
         """The cluster (describe()), each node's token-bucket counters and its disks'
         statistics, and the CPU this daemon has used (disks, FUSE) beside the servers'."""
         out = self.describe()
-        counters = await trio.to_thread.run_sync(lambda: [link_counters(n) for n in self.nodes])
-        for node, links in zip(out["nodes"], counters):
+        counters = await trio.to_thread.run_sync(
+            lambda: [(link_counters(n), ip_tool.link_is_up(n.veth)) for n in self.nodes])
+        for node, (links, cable_up) in zip(out["nodes"], counters):
             node["links"] = links
+            node["cable"] = "up" if cable_up else "cut"  # raidlab cluster cut / heal
             node["nbdkit_cpu"] = process_cpu(node["nbdkit_pid"])
             for disk in node["disks"]:
                 disk["statistics"] = self.disks[(node["index"], disk["index"])].statistics()

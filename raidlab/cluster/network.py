@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from raidlab.cluster.plan import NODE_IFNAME, ClusterSpec, LinkShape, NodePlan, bridge_name
+from raidlab.cluster.plan import NODE_IFNAME, PEER_RETRIES, ClusterSpec, LinkShape, NodePlan, bridge_name
 from raidlab.lab import LabSession, release_link, release_netns
 from raidlab.tools import ip as ip_tool
 
@@ -50,7 +50,8 @@ async def _add_netns(session: LabSession, name: str) -> None:
 
 
 async def build_network(session: LabSession, spec: ClusterSpec, nodes: list[NodePlan]) -> None:
-    """The bridge, then per node: namespace, cable, addresses, links up, both token buckets."""
+    """The bridge, then per node: namespace, cable, addresses, links up, how long its TCP
+    waits for a dead peer (raidlab.cluster.plan, "A dead peer"), both token buckets."""
     bridge = bridge_name(spec.name)
     shape = spec.link
     await _add_link(session, bridge, "bridge", lambda: ip_tool.add_bridge(bridge))
@@ -64,6 +65,7 @@ async def build_network(session: LabSession, spec: ClusterSpec, nodes: list[Node
         await _blocking(ip_tool.set_up, "lo", netns=node.namespace)
         await _blocking(ip_tool.add_address, NODE_IFNAME, node.cidr, netns=node.namespace)
         await _blocking(ip_tool.set_up, NODE_IFNAME, netns=node.namespace)
+        await _blocking(ip_tool.set_netns_sysctl, node.namespace, "net.ipv4.tcp_retries2", PEER_RETRIES)
         await _shape(node, shape)
         session.status(f"node {node.index}: namespace {node.namespace}, {node.cidr}, "
                        f"cable {node.veth}")

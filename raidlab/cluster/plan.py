@@ -39,6 +39,15 @@ with nbdcopy: 4 MiB at 20mbit in 1.76 s (the rate alone: 1.68 s), 32 MiB at 100m
 2.83 s (2.68 s; TCP/IP headers take about 4%); tests/live/test_cluster.py holds the lower
 bound.
 
+A dead peer. A node whose cable is cut answers nothing; TCP retransmits to it with an
+exponential backoff and, by Linux's default (net.ipv4.tcp_retries2 = 15), gives up after
+about fifteen minutes. Every node's namespace sets tcp_retries2 to PEER_RETRIES (5): a
+connection whose data stays unacknowledged fails after the retransmission timeouts
+0.2 + 0.4 + ... + 6.4 = 12.6 s (from the 200 ms minimum; about 14 s measured with the
+connection's own round-trip estimate), and a client on the node sees an error instead of
+a wait. Congestion does not trip it: the same segment would have to be lost six times in a
+row. The setting is per namespace, so the host's own TCP keeps its default.
+
 Not modelled: propagation delay and its variation (the kernel here has no netem); the
 virtual-time twin of the cluster is where latency will be modelled.
 """
@@ -74,6 +83,8 @@ DEFAULT_LINK = "100mbit"   # Fast Ethernet, the paper's network
 DEFAULT_SUBNET = "10.77.0.0/24"
 NODE_IFNAME = "eth0"
 
+PEER_RETRIES = 5          # net.ipv4.tcp_retries2 in every node (module doc, "A dead peer")
+
 BURST_SECONDS = 0.002
 MIN_BURST_BYTES = 16 * 1024
 QUEUE_SECONDS = 0.050
@@ -96,6 +107,13 @@ def namespace_name(cluster: str, node: int) -> str:
 
 def veth_name(cluster: str, node: int) -> str:
     return f"rlv-{cluster}-{node}"
+
+
+def check_node(spec: "ClusterSpec", node: int, option: str = "--node") -> int:
+    """A node number of the cluster, or a UsageError that names the range."""
+    if not 0 <= node < spec.nodes:
+        raise UsageError(f"{option} {node}: cluster {spec.name!r} has nodes 0..{spec.nodes - 1}")
+    return node
 
 
 @dataclasses.dataclass(frozen=True)

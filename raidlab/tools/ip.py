@@ -70,6 +70,17 @@ def delete_netns(name: str) -> None:
     run(["ip", "netns", "delete", name], timeout=30)
 
 
+def set_netns_sysctl(netns: str, key: str, value: int | str) -> None:
+    """Set a sysctl of the network namespace `netns` (the net.* keys are per namespace):
+    sysctl -w, run inside it with nsenter --net."""
+    run(nsenter_argv(netns, ["sysctl", "-q", "-w", f"{key}={value}"]), timeout=30)
+
+
+def netns_sysctl(netns: str, key: str) -> str:
+    """A sysctl's value as the network namespace `netns` sees it."""
+    return run(nsenter_argv(netns, ["sysctl", "-n", key]), timeout=30).stdout.strip()
+
+
 def nsenter_argv(netns: str, argv: list[str], executable: str = "nsenter") -> list[str]:
     """`argv` run in the network namespace `netns` and nothing else: unlike `ip netns exec`,
     nsenter --net keeps the caller's mount namespace, so the program sees the host's mounts
@@ -113,6 +124,19 @@ def set_master_up(name: str, master: str) -> None:
 
 def set_up(name: str, *, netns: str | None = None) -> None:
     run([*_ip(netns), "link", "set", name, "up"], timeout=30)
+
+
+def set_down(name: str, *, netns: str | None = None) -> None:
+    run([*_ip(netns), "link", "set", name, "down"], timeout=30)
+
+
+def link_is_up(name: str) -> bool | None:
+    """Whether a root-namespace link is administratively up (IFF_UP); None if it is gone."""
+    try:
+        flags = int((SYS_CLASS_NET / name / "flags").read_text(), 16)
+    except (OSError, ValueError):
+        return None
+    return bool(flags & 0x1)
 
 
 def add_address(name: str, cidr: str, *, netns: str | None = None) -> None:

@@ -1,7 +1,8 @@
 """The cluster on this host, through the CLI as a user runs it: `raidlab cluster up` builds
 network namespaces on a bridge with tbf-shaped cables, each node serving its emulated disks
-over NBD; other nodes reach them with nbdinfo and nbdcopy from their own namespaces; `down`,
-SIGTERM, SIGINT and (after a SIGKILL) `raidlab lab cleanup` leave nothing behind.
+over NBD; other nodes reach them with nbdinfo and nbdcopy from their own namespaces; `cut`
+takes a node off until `heal`; `down`, SIGTERM, SIGINT and (after a SIGKILL) `raidlab lab
+cleanup` leave nothing behind.
 
 What is left is checked independently of raidlab's own bookkeeping: `ip netns list`,
 `ip -o link`, /proc/mounts, the process table (lab_leftovers) and `losetup -a`. Every test
@@ -20,7 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from lab_leftovers import leftovers
+from raidlab.cluster import plan
+from raidlab.tools import ip as ip_tool
+
+from lab_leftovers import leftovers, network_leftovers
 
 pytestmark = [pytest.mark.root, pytest.mark.live]
 
@@ -67,35 +71,6 @@ def in_node(namespace: str, *argv: str, **kwargs) -> subprocess.CompletedProcess
     """argv run in a node's network namespace (its mount namespace is the host's)."""
     return subprocess.run(["nsenter", f"--net=/run/netns/{namespace}", "--", *argv],
                           capture_output=True, timeout=120, **kwargs)
-
-
-def network_leftovers(name: str) -> dict[str, list[str]]:
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    found = {
-        "namespaces": [line for line in namespaces.splitlines() if line.split()[0].startswith(f"rlx-{name}-")],
-        "links": [ifname for ifname in (line.split(":")[1].strip().split("@")[0] for line in links.splitlines())
-                  if ifname == f"rlx-{name}" or ifname.startswith(f"rlv-{name}-")],
-        "nsfs mounts": [line for line in Path("/proc/mounts").read_text().splitlines()
-                        if f"/run/netns/rlx-{name}-" in line],
-        "nbdkit": [line for line in _process_table() if "nbdkit" in line and f"rlx-{name}-" in line],
-    }
-    return {k: v for k, v in found.items() if v}
-
-
-def _process_table() -> list[str]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(") ", 1)[1][0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z":  # a zombie holds nothing; init reaps it
-            out.append(f"{entry}: {cmdline}")
-    return out
 
 
 def everything_left(rl: Raidlab, name: str) -> dict[str, list[str]]:
@@ -181,6 +156,24 @@ def test_servers_outlive_the_threads_that_started_them(rl, name):
         assert stat.rsplit(") ", 1)[1][0] != "Z", f"nbdkit of node {node['index']} exited"
     listing = in_node(ready["nodes"][0]["namespace"], "nbdinfo", "--list", "--json", "nbd://10.77.0.2")
     assert listing.returncode == 0, listing.stderr
+
+
+def test_a_cut_cable_takes_a_node_off_until_it_is_healed(rl, name):
+    ready = rl.up(name, "--nodes", "2", "--disk-size", "16M")
+    node0 = ready["nodes"][0]["namespace"]
+    # Every node gives up on a dead peer after about 14 s, not the host's fifteen minutes.
+    assert ip_tool.netns_sysctl(node0, "net.ipv4.tcp_retries2") == str(plan.PEER_RETRIES)
+    assert [n["cable"] for n in rl.status(name)["nodes"]] == ["up", "up"]
+    cut = rl("cluster", "cut", name, "--node", "1")
+    assert f"switch port rlv-{name}-1 down" in cut.stderr
+    assert [n["cable"] for n in rl.status(name)["nodes"]] == ["up", "cut"]
+    unreachable = in_node(node0, "timeout", "5", "nbdinfo", "--list", "nbd://10.77.0.2")
+    assert unreachable.returncode != 0
+    rl("cluster", "heal", name, "--node", "1")
+    assert [n["cable"] for n in rl.status(name)["nodes"]] == ["up", "up"]
+    listing = in_node(node0, "nbdinfo", "--list", "--json", "nbd://10.77.0.2")
+    assert listing.returncode == 0, listing.stderr
+    assert rl("cluster", "cut", name, "--node", "2", check=False).returncode == 2
 
 
 def test_down_leaves_nothing(rl, name):
