@@ -41,7 +41,7 @@ SET_UP_POINTS = ("images-created", "fuse-mounted", "loop-attached", "loops-attac
                  "command-started")
 
 
-@dataclass
+@dataclass(eq=False)  # an entry is itself: release_now finds it by identity
 class _CleanupEntry:
     label: str
     release: Callable[[], Awaitable[Any]]
@@ -65,18 +65,35 @@ class LabSession:
 
     # cleanup stack
     def push(self, label: str, release: Callable[[], Awaitable[Any]],
-             resource: Resource | None = None) -> None:
-        """Register `release` to run (in reverse order) when the session ends."""
-        self._stack.append(_CleanupEntry(label, release, resource))
+             resource: Resource | None = None) -> _CleanupEntry:
+        """Register `release` to run (in reverse order) when the session ends; the entry
+        returned can be released earlier with `release_now`."""
+        entry = _CleanupEntry(label, release, resource)
+        self._stack.append(entry)
+        return entry
 
     def push_sync(self, label: str, release: Callable[[], Any],
-                  resource: Resource | None = None) -> None:
+                  resource: Resource | None = None) -> _CleanupEntry:
         """Like push, for a blocking release: it runs in a worker thread."""
 
         async def run_in_thread():
             return await trio.to_thread.run_sync(release)
 
-        self.push(label, run_in_thread, resource)
+        return self.push(label, run_in_thread, resource)
+
+    async def release_now(self, entry: _CleanupEntry) -> Any:
+        """Release one entry of the cleanup stack before the session ends (an object that a
+        replacement made useless), shielded from cancellation; the entry leaves the stack and
+        its resource the state file. Releasing an entry that has gone already does nothing."""
+        if entry not in self._stack:
+            return None
+        self._stack.remove(entry)
+        with trio.CancelScope(shield=True):
+            outcome = await entry.release()
+        if entry.resource is not None:
+            self.lab.forget(entry.resource)
+        self.status(f"released {entry.label}" + (f" ({outcome})" if isinstance(outcome, str) else ""))
+        return outcome
 
     async def release_all(self) -> None:
         """Unwind the cleanup stack. Call with cancellation shielded."""
@@ -151,7 +168,7 @@ class LabSession:
         proc = ServerProcess(popen)
         res = self.lab.record("process", pid=proc.pid, pgid=proc.pid, argv=list(argv),
                               start_time=process_start_time(proc.pid))
-        self.push(f"{label} (pid {proc.pid})", lambda: _terminate_group(proc), res)
+        proc.cleanup = self.push(f"{label} (pid {proc.pid})", lambda: _terminate_group(proc), res)
         return proc
 
     async def run_command(self, argv: list[str], env: dict[str, str]) -> int:
@@ -180,12 +197,14 @@ class LabSession:
 
 class ServerProcess:
     """A child started by `LabSession.start_server`: its pid, its exit status once known
-    (`poll`, `returncode`), and an awaitable `wait` (a pidfd that becomes readable when the
-    child exits, so no thread waits for it)."""
+    (`poll`, `returncode`), an awaitable `wait` (a pidfd that becomes readable when the
+    child exits, so no thread waits for it), and `cleanup`, its entry on the session's
+    cleanup stack (for `LabSession.release_now`)."""
 
     def __init__(self, popen: subprocess.Popen):
         self._popen = popen
         self.pid = popen.pid
+        self.cleanup: _CleanupEntry | None = None
 
     @property
     def returncode(self) -> int | None:

@@ -1,4 +1,5 @@
-"""nbdkit(1) and nbdinfo(1): serving files over NBD, and asking a server what it serves.
+"""nbdkit(1), nbdinfo(1) and nbdfuse(1): serving files over NBD, asking a server what it
+serves, and reaching an export as a file.
 
 A cluster node serves its emulated disks with nbdkit's file plugin in directory mode
 (`dir=`): every regular file of the directory is an export named after the file, so a node
@@ -17,6 +18,17 @@ Choices in `nbdkit_argv`:
 The plugin opens the files without O_DIRECT; whether the page cache sits between it and the
 files is the file system's choice (raidlab.cluster serves them with FUSE direct I/O, so
 every NBD request reaches the emulated disk).
+
+Choices in `nbdfuse_argv` (libnbd's client; nbdfuse(1)):
+* the mount point is a regular file ("naked" mount): the export is that one file, with
+  nothing else around it to name;
+* --connections 1: one NBD connection per export. nbdfuse exits when any of its connections
+  fails, so more connections only add sockets that can fail, and one TCP stream fills a
+  link of the cluster's rates;
+* --pidfile: written once the export is mounted, which is how the caller knows it is ready.
+nbdfuse runs in the foreground and unmounts its file when it gets SIGTERM; when its
+connection fails it exits and leaves the mount in place, dead (ENOTCONN), for the caller to
+unmount.
 """
 
 from __future__ import annotations
@@ -31,6 +43,11 @@ def nbdkit_argv(directory: str, *, address: str, port: int = NBD_PORT, pidfile: 
     """nbdkit serving every file of `directory` as an export named after it."""
     return [executable, "--foreground", "--exit-with-parent", "--ipaddr", address,
             "--port", str(port), "--pidfile", pidfile, "file", f"dir={directory}"]
+
+
+def nbdfuse_argv(mount_file: str, uri: str, *, pidfile: str, executable: str = "nbdfuse") -> list[str]:
+    """nbdfuse serving the export `uri` as the file `mount_file` (which must exist)."""
+    return [executable, "--connections", "1", "--pidfile", pidfile, mount_file, uri]
 
 
 def nbd_uri(address: str, export: str, port: int = NBD_PORT) -> str:

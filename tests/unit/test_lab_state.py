@@ -202,3 +202,38 @@ def test_a_loop_of_a_detached_fuse_mount_is_still_recognised():
               "mountpoint": "/run/labs/x/mnt"}
     assert recorded_backing_names(fields) == {"/run/labs/x/mnt/disks/d0", "/disks/d0"}
     assert recorded_backing_names({"backing_file": "/a/b"}) == {"/a/b"}
+
+
+def test_release_now_releases_one_entry_early_and_only_once(tmp_path):
+    """A replaced member's connection goes when the replacement is in place, not at the end."""
+    order = []
+
+    async def main():
+        async with open_lab("early", home=tmp_path, status=lambda m: None,
+                            handle_signals=False) as session:
+            entries = {}
+            for name in ("first", "old connection", "last"):
+                res = session.lab.record("process", pid=0, name=name)
+                entries[name] = session.push_sync(name, lambda name=name: order.append(name), res)
+            await session.release_now(entries["old connection"])
+            await session.release_now(entries["old connection"])  # gone already: nothing
+            assert order == ["old connection"]
+            assert [r.fields["name"] for r in session.lab.resources()] == ["first", "last"]
+
+    _run(main)
+    assert order == ["old connection", "last", "first"]
+
+
+def test_a_server_child_is_waited_for_and_its_status_kept(tmp_path):
+    async def main():
+        async with open_lab("srv", home=tmp_path, status=lambda m: None,
+                            handle_signals=False) as session:
+            proc = await session.start_server(["sh", "-c", "exit 3"], label="short server")
+            assert await proc.wait() == 3 and proc.returncode == 3 and proc.poll() == 3
+            assert proc.cleanup is not None
+            long_lived = await session.start_server(["sleep", "60"], label="long server")
+            assert long_lived.poll() is None
+            return long_lived
+
+    long_lived = _run(main)
+    assert long_lived.returncode is not None  # terminated by the release
