@@ -223,16 +223,26 @@ def _status_updates(name: str, status):
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
 @click.option("--runner", type=click.Choice(["native", "vm"]), default="native", show_default=True,
               help="where the block layer and workloads run: this kernel, or the lab VM")
+@click.option("--cluster", default=None, metavar="CLUSTER",
+              help="build an engine layout over every disk of this cluster (raidlab cluster up), in node order, "
+                   "as --node reaches them: its own disks locally, the others' over NBD (docs/cluster.md)")
+@click.option("--node", type=int, default=None, help="with --cluster: the node the array runs on  [default: 0]")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, span, chunk, discipline, options,
-           runner, home, as_json):
+           runner, cluster, node, home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.service import control
     from raidlab.service.spec import SPEC_FILE, ArraySpec
     from raidlab.export.serve import check_live_prerequisites
 
+    _refuse_a_cluster_name(name, home)
+    if cluster is not None:
+        _create_over_cluster(name, arch, cluster, 0 if node is None else node, chunk, options, home, as_json)
+        return
+    if node is not None:
+        raise UsageError("--node needs --cluster", hint="name the cluster the array runs on")
     chunk_bytes = parse_size(chunk, "--chunk")
     disks, size = _members(disks, disk_size, disk_model, partitions)
     if bus is not None:
@@ -265,6 +275,88 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cach
     _print_ready(ready, as_json)
 
 
+# Flags that describe the lab's own member disks; over a cluster its disks are what they are.
+_MEMBER_FLAGS = ("disks", "disk_model", "disk_size", "partitions", "bus", "write_cache", "span", "discipline",
+                 "runner")
+
+
+def _refuse_a_cluster_name(name: str, home: str | None) -> None:
+    from raidlab.cluster.plan import CLUSTER_FILE
+    from raidlab.lab import check_lab_name, labs_dir
+
+    check_lab_name(name)
+    if (labs_dir(home) / name / CLUSTER_FILE).exists():
+        raise UsageError(f"{name!r} is the name of a cluster", hint="choose another name for the array")
+
+
+def _create_over_cluster(name, arch, cluster, node, chunk, options, home, as_json) -> None:
+    """`raidlab create NAME --cluster C [--node K]`: an engine layout over every disk of C, as
+    node K reaches them (raidlab.cluster.members); refused in one line before anything
+    starts when C is not up, K is not one of its nodes, the layout cannot take C's number of
+    disks, or another array uses C's disks."""
+    from raidlab import archs
+    from raidlab.cluster.control import arrays_over
+    from raidlab.cluster.members import resolve
+    from raidlab.export.serve import check_live_prerequisites
+    from raidlab.service import control
+    from raidlab.service.spec import SPEC_FILE, ArraySpec
+    from raidlab.tools.base import require
+
+    context = click.get_current_context()
+    for param in _MEMBER_FLAGS:
+        if context.get_parameter_source(param) not in (click.core.ParameterSource.DEFAULT, None):
+            flag = "--" + param.replace("_", "-")
+            raise UsageError(f"{flag} does not go with --cluster: the members are cluster {cluster}'s disks",
+                             hint=f"leave {flag} out; `raidlab cluster up` sets the disks")
+    family = archs.get(arch).family
+    if family != "engine":
+        raise UsageError(f"--cluster builds the engine's layouts; {arch} is of the {family} family",
+                         hint="use raidx, raid10, chained, raid5, raid0 or another engine layout")
+    chunk_bytes = parse_size(chunk, "--chunk")
+    opts = _parse_options(options)
+    spec, members = resolve(cluster, node, home=home)
+    models = [member["model"] for member in members]
+    disk_model = models[0] if len(set(models)) == 1 else ",".join(models)
+    try:
+        archs.validate(arch, len(members), spec.disk_size, chunk_bytes, opts, "native", disk_model=disk_model)
+    except UsageError as exc:
+        raise UsageError(f"{arch} over cluster {cluster}'s {len(members)} disks: {exc.message}",
+                         hint=f"cluster {cluster} has {spec.nodes} node(s) of {spec.disks_per_node} disk(s); "
+                              "bring up a cluster with the disks it needs") from None
+    check_live_prerequisites("raidlab create")
+    require("nbdfuse")
+    require("nsenter")
+    others = [other for other, _running in arrays_over(cluster, home=home) if other != name]
+    if others:
+        raise UsageError(f"cluster {cluster}'s disks hold array {others[0]!r} already; two arrays over one "
+                         "cluster's disks would overwrite each other", hint=f"`raidlab destroy {others[0]}` first")
+    lab = _lab(name, home, create=True)
+    if (lab.path / SPEC_FILE).exists():
+        raise UsageError(f"array {name!r} already exists in {lab.path}",
+                         hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
+    ArraySpec(name, arch, len(members), disk_model, spec.disk_size, chunk_bytes, options=opts,
+              cluster=cluster, node=node, members=members).save(lab.path)
+    try:
+        with _err.status(f"creating {name}") as status:
+            ready = control.start_daemon(lab, "create", home=home, on_status=_status_updates(name, status))
+    except BaseException:
+        control.release_leftovers(lab)
+        control.remove_lab(lab, keep_images=False)
+        raise
+    _print_ready(ready, as_json)
+
+
+def _check_cluster_unchanged(spec, home: str | None) -> None:
+    """An array over a cluster assembles only while the cluster is up and its disks are still
+    where the array's spec says (the same nodes, exports, addresses and sizes)."""
+    from raidlab.cluster.members import resolve
+
+    _cluster, members = resolve(spec.cluster, spec.node, home=home)
+    if members != spec.members:
+        raise UsageError(f"cluster {spec.cluster}'s disks are not the ones {spec.name} was created over",
+                         hint=f"bring {spec.cluster} up as it was (`raidlab cluster up`), or destroy {spec.name}")
+
+
 @click.command()
 @click.argument("name")
 @click.option("--home", envvar="RAIDLAB_HOME")
@@ -280,6 +372,11 @@ def assemble(name, home, as_json):
         raise UsageError(f"no array {name!r} in {lab.path}", hint="see `raidlab list`")
     if lab.in_use():
         raise UsageError(f"array {name!r} is already running", hint=f"see `raidlab status {name}`")
+    from raidlab.service.spec import ArraySpec
+
+    spec = ArraySpec.load(lab.path)
+    if spec.cluster is not None:
+        _check_cluster_unchanged(spec, home)
     for line in control.release_leftovers(lab):
         _err.print(f"released leftover of a killed run: {line}")
     with _err.status(f"assembling {name}") as status:
@@ -314,7 +411,9 @@ def list_cmd(home, as_json):
     for col in ("name", "arch", "disks", "model", "size", "chunk", "status", "device"):
         table.add_column(col)
     for a in arrays:
-        table.add_row(a["name"], a["arch"], str(a["disks"]), a["disk_model"].replace(",", ", "),
+        model = (f"cluster {a['cluster']}, node {a['node']}" if a.get("cluster")
+                 else a["disk_model"].replace(",", ", "))
+        table.add_row(a["name"], a["arch"], str(a["disks"]), model,
                       f"{a['disk_size'] >> 20} MiB",
                       f"{a['chunk'] >> 10} KiB", a["status"], _device_of(a))
     _out.print(table)
@@ -349,6 +448,9 @@ def status(name, home, as_json):
         return
     stats = result["statistics"]
     geo = result["geometry"]
+    if result.get("cluster"):
+        _print_cluster_status(name, result)
+        return
     _out.print(f"[bold]{name}[/]: {geo['arch']} over {_over([m.get('model', '?') for m in stats['members']])}, "
                f"chunk {geo['chunk_bytes'] >> 10} KiB, capacity {stats['capacity'] / 2**20:.1f} MiB, "
                f"device {_device_of(result)}, state [bold]{stats['state']}[/]"
@@ -379,6 +481,39 @@ def status(name, home, as_json):
                 f"{m.get('busy_time', 0):.3f}", str(m.get("max_queue_length", ""))]
         table.add_row(*row)
     _out.print(table)
+    for line in _arch_lines(result):
+        _out.print(line, soft_wrap=True)
+
+
+def _print_cluster_status(name: str, result: dict) -> None:
+    """An array over a cluster: which node it runs on, and for each member the node and
+    disk it is and whether that node reaches it locally or over NBD (with the disk's URI)."""
+    stats, geo, cluster = result["statistics"], result["geometry"], result["cluster"]
+    members = stats["members"]
+    remote = sum(1 for m in members if m.get("where") == "remote")
+    _out.print(f"[bold]{name}[/]: {geo['arch']} over cluster {cluster['name']} from node {cluster['node']} "
+               f"({len(members) - remote} local, {remote} remote members, {_over([m.get('model', '?') for m in members])}), "
+               f"chunk {geo['chunk_bytes'] >> 10} KiB, capacity {stats['capacity'] / 2**20:.1f} MiB, "
+               f"device {_device_of(result)}, state [bold]{stats['state']}[/]"
+               + (" (rebuilding)" if result["rebuilding"] else ""), soft_wrap=True)
+    _out.print(f"redundancy: {result['redundancy']['rule'] or 'none'}; superblock generation {result['generation']}; "
+               f"member errors {stats['member_errors']}, degraded reads {stats['degraded_reads']}, "
+               f"degraded writes {stats['degraded_writes']}", soft_wrap=True)
+    table = Table(title="members (each disk's model runs on its node; the network's time is real)")
+    for col in ("#", "disk", "reached", "NBD URI", "state", "reads", "writes", "KiB rd", "KiB wr", "errors"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("disk", "NBD URI"))
+    for m in members:
+        where = m.get("where", "")
+        table.add_row(str(m["index"]), f"node{m.get('node', '?')}/{m.get('export', '')}", where,
+                      m.get("uri", "") if where == "remote" else "-",
+                      "[red]failed[/]" if m["failed"] else "ok", str(m.get("reads", "")), str(m.get("writes", "")),
+                      str(m.get("bytes_read", 0) >> 10), str(m.get("bytes_written", 0) >> 10),
+                      str(m.get("errors", 0)) + (f" ({m['timeouts']} timed out)" if m.get("timeouts") else ""))
+    _out.print(table)
+    for m in members:
+        if m.get("where") == "local":
+            _out.print(f"member {m['index']} is node {m['node']}'s own {m['export']}, reached without the network "
+                       f"as {m.get('path', '?')}", soft_wrap=True)
     for line in _arch_lines(result):
         _out.print(line, soft_wrap=True)
 
@@ -441,9 +576,25 @@ def destroy(name, keep_images, home):
     for point in mounted:
         if point not in still:
             _err.print(f"{name}: unmounted {point} (a file system on {device}, the array's device)")
+    over_cluster = _cluster_of(lab)
     control.remove_lab(lab, keep_images=keep_images)
+    if over_cluster:
+        _err.print(f"{name}: {'stopped' if stopped else 'was not running'}; its members were cluster "
+                   f"{over_cluster}'s disks, which keep what it wrote", soft_wrap=True)
+        return
     _err.print(f"{name}: {'stopped' if stopped else 'was not running'}; "
                + ("images kept in " + str(lab.images_dir) if keep_images else "images removed"))
+
+
+def _cluster_of(lab) -> str | None:
+    from raidlab.service.spec import SPEC_FILE, ArraySpec
+
+    if not (lab.path / SPEC_FILE).exists():
+        return None
+    try:
+        return ArraySpec.load(lab.path).cluster
+    except (UsageError, ValueError, TypeError):
+        return None
 
 
 @click.command()

@@ -9,16 +9,20 @@ Here:
     its IDE disk(s)                 EmulatedDisks with a catalog timing model
     cooperative disk driver         NBD: nbdkit in the node's namespace serves its disks;
                                     any node reaches any disk as nbd://ADDRESS/dJ
+    a ds-RAID over all the disks    an engine array over every disk, on one node
+                                    (raidlab create --cluster; members: `members`)
     Fast Ethernet switch            a Linux bridge rlx-NAME in the root namespace
     a node's full-duplex port       a veth pair, shaped by tc tbf on both ends
+    a failed node                   its cable cut at the switch (raidlab cluster cut)
 
-No home-made network protocol: NBD and TCP/IP as the kernel and nbdkit speak them. Not
-modelled yet: propagation delay (this kernel has no netem), and the engine's arrays over
-the cluster (a node running an array over every node's NBD exports) -- the next layer.
+No home-made network protocol: NBD and TCP/IP as the kernel, nbdkit and libnbd speak them.
+Not modelled yet: propagation delay (this kernel has no netem), clients on several nodes
+at once and the consistency between them (the CDD's locks, §5.3).
 
 Modules, bottom to top: `plan` (names, addresses, link shapes, the spec; pure), `network`
 (bridge, namespaces, cables, token buckets), `serving` (disks, FUSE files, nbdkit per
-node), `daemon` (the process that holds it all), `control` (up, status, down for the CLI).
+node), `daemon` (the process that holds it all), `control` (up, status, cut, heal, down
+for the CLI), `members` (an array's members as one node reaches them).
 The package sits above the lab, export and service layers (it reuses the service's daemon
 start and control socket) and below the CLI. docs/cluster.md is the user's guide.
 """

@@ -22,7 +22,7 @@ from raidlab.cluster.plan import CLUSTER_FILE, ClusterSpec, check_node, collisio
 from raidlab.errors import CapabilityError, LabError, NeedsRootError, RaidlabError, UsageError
 from raidlab.lab import Lab, check_lab_name, labs_dir
 from raidlab.service import control
-from raidlab.service.spec import SPEC_FILE
+from raidlab.service.spec import SPEC_FILE, ArraySpec
 from raidlab.tools import ip as ip_tool
 from raidlab.tools.base import require
 
@@ -116,6 +116,10 @@ def down(name: str, *, home: str | None) -> tuple[bool, list[str]]:
     if os.geteuid() != 0:
         raise NeedsRootError("raidlab cluster down", needs="network namespaces, links and a FUSE mount",
                              hint="run it with sudo")
+    running = [array for array, is_running in arrays_over(name, home=home) if is_running]
+    if running:
+        raise UsageError(f"array {running[0]!r} runs over cluster {name!r}",
+                         hint=f"`raidlab destroy {running[0]}` first")
     stopped = control.stop_daemon(lab)
     released = control.release_leftovers(lab)
     _remove(lab)
@@ -146,6 +150,24 @@ def _set_cable(name: str, node: int, *, up: bool, home: str | None) -> str:
     return port
 
 
+def arrays_over(name: str, *, home: str | None) -> list[tuple[str, bool]]:
+    """The arrays whose spec records cluster `name`: (array name, whether its daemon runs)."""
+    base = labs_dir(home)
+    found = []
+    if not base.is_dir():
+        return found
+    for entry in sorted(base.iterdir()):
+        if not (entry / SPEC_FILE).exists():
+            continue
+        try:
+            spec = ArraySpec.load(entry)
+        except (UsageError, ValueError, TypeError):
+            continue  # not an array this version reads; it records no cluster of ours
+        if spec.cluster == name:
+            found.append((spec.name, Lab(entry.name, home=home).in_use()))
+    return found
+
+
 def _remove(lab: Lab) -> None:
     if lab.resources():
         raise LabError(f"cluster {lab.name!r} still holds {len(lab.resources())} objects",
@@ -153,4 +175,4 @@ def _remove(lab: Lab) -> None:
     control.remove_lab(lab, keep_images=False)
 
 
-__all__ = ["check_prerequisites", "cluster_lab", "cut", "down", "heal", "status", "up"]
+__all__ = ["arrays_over", "check_prerequisites", "cluster_lab", "cut", "down", "heal", "status", "up"]

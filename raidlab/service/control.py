@@ -221,6 +221,6 @@ def list_arrays(home: str | None) -> list[dict[str, Any]]:
             "disk_size": spec.disk_size, "chunk": spec.chunk,
             "status": "running" if running else ("stale" if lab.resources() else "stopped"),
             "device": runtime.get("device"), "guest_device": runtime.get("guest_device"),
-            "runner": spec.runner, "pid": runtime.get("pid"),
+            "runner": spec.runner, "pid": runtime.get("pid"), "cluster": spec.cluster, "node": spec.node,
         })
     return out

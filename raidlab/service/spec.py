@@ -37,6 +37,12 @@ class ArraySpec:
     bus: str | None = None  # one bus every drive shares (raidlab.disks.bus.parse_bus)
     write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
     span: str | None = None  # every drive's bytes over its whole stroke (full) or at its start; None: full
+    # Over a cluster's disks (raidlab.cluster): the cluster, the node the array runs on, and
+    # each member's disk and how that node reaches it (raidlab.cluster.members; the daemon
+    # attaches them with raidlab.service.hosts.nodes). None: members are the lab's own images.
+    cluster: str | None = None
+    node: int | None = None
+    members: list[dict[str, Any]] | None = None
 
     def save(self, lab_path: Path) -> None:
         tmp = lab_path / (SPEC_FILE + ".tmp")

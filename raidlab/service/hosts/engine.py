@@ -1,6 +1,11 @@
 """The engine family's host in the array daemon: an Array of an engine layout over the
 lab's member disks, exported as the FUSE file `volume` and attached as a loop device.
 
+The members are the lab's own emulated disks, or, for an array over a cluster
+(`raidlab create --cluster`), the cluster's disks as one node reaches them
+(raidlab.service.hosts.nodes): then a replacement is the same node's disk reached again,
+rebuilt in place.
+
 Ops: status, fail, replace (rebuild with progress), check (scrub with progress). The
 daemon (raidlab.service.daemon) owns the lab session and the control socket; this class
 only builds the array and answers for it (see raidlab.service.hosts for the interface).
@@ -15,6 +20,8 @@ import trio
 
 from raidlab import archs
 from raidlab.errors import UsageError
+from raidlab.export import BlockExportFS
+from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
 from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
                                           stripe_cache_bytes)
 
@@ -28,6 +35,8 @@ class EngineHost:
         self.array = None
         self.keeper = None
         self.members: list = []
+        self.attached: list = []  # over a cluster: each member's connection (raidlab.service.hosts.nodes)
+        self.generations: list[int] = []  # over a cluster: how often each member was connected
         self.session = None
         self.volume_path: Path | None = None
         self.loop_device: str | None = None  # the loop device over `volume` (native runner)
@@ -39,15 +48,26 @@ class EngineHost:
         self.session = session
         arch = archs.get(spec.arch)
         config = arch_config(spec)
-        fs, made = await make_drives(session, self.daemon, config)
-        self.members = [disk for _relpath, disk, _image in made]
-        if mode == "create":
-            models = [disk.model.name for disk in self.members]
-            status(f"creating {spec.arch} over "
-                   + (f"{spec.disks} x {models[0]}" if len(set(models)) == 1 else ", ".join(models)))
+        if spec.cluster is not None:
+            fs = BlockExportFS()
+            self.attached = await attach_members(session, spec)
+            self.generations = [0] * len(self.attached)
+            self.members = [attached.disk for attached in self.attached]
+            labels = [member_label(member) for member in spec.members]
+            if mode == "create":
+                status(f"creating {spec.arch} over the {len(self.members)} disks of cluster {spec.cluster} "
+                       f"as node {spec.node} reaches them")
+        else:
+            fs, made = await make_drives(session, self.daemon, config)
+            self.members = [disk for _relpath, disk, _image in made]
+            labels = [str(image) for _relpath, _disk, image in made]
+            if mode == "create":
+                models = [disk.model.name for disk in self.members]
+                status(f"creating {spec.arch} over "
+                       + (f"{spec.disks} x {models[0]}" if len(set(models)) == 1 else ", ".join(models)))
         built = await arch.build(archs.BuildContext(
             spec.name, config, self.members, mode=mode, clock=archs.LIVE, nursery=session.nursery, status=status,
-            labels=[str(image) for _relpath, _disk, image in made]))
+            labels=labels))
         self.array, self.keeper = built.parts["array"], built.parts["keeper"]
         fs.add("volume", self.array)
         self.fs = fs
@@ -84,6 +104,7 @@ class EngineHost:
             "arch_state": self.keeper.superblock.arch_state,
             "rebuilding": array._rebuild is not None,
             "statistics": array.statistics(),
+            **({"cluster": {"name": self.spec.cluster, "node": self.spec.node}} if self.spec.cluster else {}),
         }
 
     async def settle(self) -> dict:
@@ -132,6 +153,8 @@ class EngineHost:
             raise UsageError(f"{name}'s members are partitions of drives ({self.spec.partitions}); a "
                              "replacement partition is not supported", hint=f"check it with `raidlab check {name}`, "
                              "or destroy the array and create it again")
+        if self.spec.cluster is not None:
+            return await self._replace_node_disk(index, send)
         async with self.busy:
             # The replacement takes the old image's name; the old image is discarded.
             self.members[index] = await replace_drive(
@@ -139,6 +162,32 @@ class EngineHost:
                 lambda disk, progress: array.rebuild(index, disk, progress=progress), send)
             return {"rebuilt_bytes": array.layout.member_data_size, "failed_members": sorted(array.failed),
                     "state": array.state}
+
+    async def _replace_node_disk(self, index: int, send) -> dict:
+        """Over a cluster, member `index` is a disk of a node: reach it again (a new NBD
+        connection for a remote disk: the old one died with the link), rebuild it in place
+        from the other members, then release the old connection. A node that still cannot
+        be reached is refused before anything is written."""
+        array, member = self.array, self.spec.members[index]
+        async with self.busy:
+            self.generations[index] += 1
+            fresh = await attach_member(self.session, self.spec, member, generation=self.generations[index])
+            state = [0, member["size"]]
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(report_progress, send, state)
+                    await array.rebuild(index, fresh.disk,
+                                        progress=lambda done, total: state.__setitem__(slice(0, 2), [done, total]))
+                    nursery.cancel_scope.cancel()
+            except BaseException:
+                await detach(self.session, fresh)
+                raise
+            await send({"progress": [state[1], state[1]]})
+            old, self.attached[index] = self.attached[index], fresh
+            self.members[index] = fresh.disk
+            await detach(self.session, old)
+            return {"rebuilt_bytes": array.layout.member_data_size, "failed_members": sorted(array.failed),
+                    "state": array.state, "member": member_label(member)}
 
     async def op_check(self, request, send) -> dict:
         array = self.array

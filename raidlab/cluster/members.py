@@ -1,0 +1,67 @@
+"""An array over the cluster, as one node sees the cluster's disks: which disk each member is,
+and how the node reaches it.
+
+RAID-x §5: the cooperative disk drivers give every node a single I/O space over all the
+cluster's disks; each node reaches its own disk directly and every other node's through the
+network. An engine array built "on node K" over cluster C (`raidlab create NAME --cluster C
+--node K`) takes ALL of C's disks as members, in node order (node 0's d0, d1, ..., then node
+1's, ...), so member m is disk m % D of node m // D for D disks per node: with one disk per
+node, the paper's cluster (§4.1), member m is node m's disk. (With several disks per node,
+the paper's Fig. 3 stripes across the nodes first, B0..B3 on their first disks and B4..B7
+on their second, so that a node's disks pipeline on its bus; node order does not.) Node K
+reaches
+
+* its own disks locally: the files node<K>/d<j> of the cluster daemon's FUSE mount, the same
+  emulated disks the node's nbdkit serves, without the network;
+* every other node's disks over NBD, from inside node K's network namespace, so their
+  traffic leaves through node K's cable and arrives through theirs.
+
+`members_seen_from` is the pure part (a list of JSON-able records the array's spec keeps);
+`resolve` checks the cluster is up and the node exists. The array's daemon attaches the
+members (raidlab.service.hosts.nodes); this package only says where they are, since the
+service layer sits below it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from raidlab.cluster.control import cluster_lab
+from raidlab.cluster.plan import RUNTIME_FILE, ClusterSpec, check_node, namespace_name, plan_nodes
+from raidlab.errors import UsageError
+
+
+def members_seen_from(spec: ClusterSpec, node: int, mountpoint: Path) -> list[dict[str, Any]]:
+    """Every disk of the cluster in node order, as node `node` reaches it: {"index", "node",
+    "export", "model", "size", "uri", "where": "local" | "remote", "path" (local: the disk's
+    file in the cluster's FUSE mount at `mountpoint`), "namespace" (the namespace the node's
+    NBD clients run in)}."""
+    check_node(spec, node)
+    client = namespace_name(spec.name, node)
+    members = []
+    for plan in plan_nodes(spec):
+        for disk in plan.disks:
+            record: dict[str, Any] = {"index": len(members), "node": plan.index, "export": disk.name,
+                                      "model": disk.model, "size": disk.size, "uri": disk.uri,
+                                      "namespace": client}
+            if plan.index == node:
+                record.update(where="local", path=str(mountpoint / plan.disk_dir / disk.name))
+            else:
+                record.update(where="remote")
+            members.append(record)
+    return members
+
+
+def resolve(name: str, node: int, *, home: str | None) -> tuple[ClusterSpec, list[dict[str, Any]]]:
+    """Cluster `name`'s spec and its disks as node `node` reaches them; UsageError, one line,
+    for a cluster that does not exist or is not up, or a node it does not have."""
+    lab = cluster_lab(name, home)
+    if not lab.in_use() or not (lab.path / RUNTIME_FILE).exists():
+        raise UsageError(f"cluster {name!r} is not up",
+                         hint=f"bring it up with `raidlab cluster up {name} --nodes N`")
+    spec = ClusterSpec.load(lab.path)
+    return spec, members_seen_from(spec, node, lab.mountpoint)
+
+
+__all__ = ["members_seen_from", "resolve"]

@@ -1,0 +1,74 @@
+"""An array over a cluster, its pure parts: which disk each member is and how a node reaches
+it (raidlab.cluster.members), the NBD client's and the node sysctl's command lines, and the
+refusals `raidlab create --cluster` gives before anything starts. No root, no network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raidlab.cli import main
+from raidlab.cluster import plan
+from raidlab.cluster.members import members_seen_from
+from raidlab.cluster.plan import ClusterSpec
+from raidlab.errors import UsageError
+from raidlab.service.spec import ArraySpec
+from raidlab.tools import ip as ip_tool
+from raidlab.tools import nbd
+
+
+def test_members_are_every_disk_in_node_order_local_on_the_array_node():
+    spec = ClusterSpec("c", nodes=3, disks_per_node=2, disk_model="none,hdd-7200", disk_size=32 << 20)
+    members = members_seen_from(spec, 1, Path("/labs/c/mnt"))
+    assert [(m["index"], m["node"], m["export"]) for m in members] == [
+        (0, 0, "d0"), (1, 0, "d1"), (2, 1, "d0"), (3, 1, "d1"), (4, 2, "d0"), (5, 2, "d1")]
+    assert [m["where"] for m in members] == ["remote", "remote", "local", "local", "remote", "remote"]
+    assert members[2]["path"] == "/labs/c/mnt/node1/d0" and "path" not in members[0]
+    assert members[4]["uri"] == "nbd://10.77.0.3/d0" and members[3]["uri"] == "nbd://10.77.0.2/d1"
+    assert {m["namespace"] for m in members} == {"rlx-c-1"}  # every client runs in node 1
+    assert [m["model"] for m in members] == ["none", "hdd-7200"] * 3
+    assert {m["size"] for m in members} == {32 << 20}
+
+
+@pytest.mark.parametrize("node", [-1, 3])
+def test_a_node_the_cluster_does_not_have_is_refused(node):
+    spec = ClusterSpec("c", nodes=3)
+    with pytest.raises(UsageError, match=r"--node .*: cluster 'c' has nodes 0\.\.2"):
+        members_seen_from(spec, node, Path("/labs/c/mnt"))
+
+
+def test_an_array_spec_keeps_its_cluster_and_reads_old_specs(tmp_path):
+    members = members_seen_from(ClusterSpec("c", nodes=2), 0, Path("/labs/c/mnt"))
+    ArraySpec("x", "raid10", 2, "none", 256 << 20, 32768, cluster="c", node=0, members=members).save(tmp_path)
+    again = ArraySpec.load(tmp_path)
+    assert (again.cluster, again.node, again.members) == ("c", 0, members)
+    ArraySpec("y", "raid5", 3, "none", 256 << 20, 32768).save(tmp_path)
+    assert ArraySpec.load(tmp_path).cluster is None
+
+
+def test_command_lines_of_the_nbd_client_and_the_node_sysctl():
+    argv = nbd.nbdfuse_argv("/lab/nbd/m2.0", "nbd://10.77.0.3/d0", pidfile="/lab/nbd/m2.0.pid")
+    assert argv == ["nbdfuse", "--connections", "1", "--pidfile", "/lab/nbd/m2.0.pid", "/lab/nbd/m2.0",
+                    "nbd://10.77.0.3/d0"]
+    wrapped = ip_tool.nsenter_argv("rlx-c-0", argv)
+    assert wrapped[:3] == ["nsenter", "--net=/run/netns/rlx-c-0", "--"] and wrapped[3:] == argv
+    assert plan.PEER_RETRIES == 5  # docs/cluster.md and the live test's failure bound assume it
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--cluster", "c", "--disks", "4"], "--disks does not go with --cluster"),
+    (["--cluster", "c", "--disk-size", "64M"], "--disk-size does not go with --cluster"),
+    (["--cluster", "c", "--runner", "vm"], "--runner does not go with --cluster"),
+    (["--cluster", "c", "--arch", "dcd"], "engine's layouts; dcd is of the cache family"),
+    (["--node", "1", "--disks", "4"], "--node needs --cluster"),
+    (["--cluster", "c"], "no cluster named 'c'"),
+])
+def test_create_over_a_cluster_refuses_in_one_line(args, words, tmp_path, capsys):
+    if "--arch" not in args:
+        args = [*args, "--arch", "raidx"]
+    assert main(["create", "x", *args, "--home", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "labs" / "x").exists()
