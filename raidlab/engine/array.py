@@ -591,6 +591,9 @@ class Array:
         await self._images_home()
         try:
             return await self._scrub(segment, progress)
+        except _MemberFailed as exc:  # failed meanwhile: marked failed; the check cannot go on
+            raise OSError(errno.EIO, f"{self.name}: member {exc.args[0]} failed during the check, which stopped "
+                                     f"there; replace it, then check again") from None
         finally:
             self._images_buffered()
 

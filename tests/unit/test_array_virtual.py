@@ -291,6 +291,27 @@ def test_scrub_finds_a_corrupted_mirror_and_parity():
         ), (arch, found)
 
 
+def test_a_member_failing_during_a_scrub_stops_it_with_one_clear_error():
+    layout = LAYOUTS["raid5"]()
+
+    async def main(nursery):
+        disks, array = build(layout, nursery)
+        await array.write(0, b"\x33" * (256 * KiB))
+
+        def fail_later(done, total):
+            if done * 2 >= total:
+                disks[2].failed = True  # dies half way through the check
+
+        with pytest.raises(OSError) as info:
+            await array.scrub(segment=64 * KiB, progress=fail_later)
+        assert await array.read(0, 256 * KiB) == b"\x33" * (256 * KiB)  # served degraded
+        return info.value, array
+
+    error, array = in_nursery(main)
+    assert error.errno == errno.EIO and "member 2 failed during the check" in str(error)
+    assert array.failed == {2} and array.state == "degraded"
+
+
 FAR_COPIES = {**{name: LAYOUTS[name] for name in REDUNDANT},
               "raid10-f2": lambda: Raid10Layout(n_disks=4, disk_size=DISK, chunk_bytes=16 * KiB, data_offset=OFFSET,
                                                 layout="f2"),
