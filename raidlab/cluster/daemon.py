@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -35,43 +33,23 @@ import trio
 from raidlab.cluster.network import build_network, link_counters
 from raidlab.cluster.plan import RUNTIME_FILE, ClusterSpec, bridge_name, plan_nodes
 from raidlab.cluster.serving import build_disks, check_reachable, start_servers
-from raidlab.errors import LabInterrupted, RaidlabError, leaf_exceptions
 from raidlab.lab import open_lab, process_cpu
-from raidlab.service.spec import control_address
+from raidlab.service.daemonbase import ControlledDaemon, run_daemon
 from raidlab.tools import ip as ip_tool
 
 
-class ClusterDaemon:
+class ClusterDaemon(ControlledDaemon):
+    """Holds the cluster's lab (module doc); the pipe and control socket are
+    raidlab.service.daemonbase's."""
+
+    prog = "raidlab-cluster"
+
     def __init__(self, spec: ClusterSpec, home: str | None, ready_fd: int | None):
+        super().__init__(home, ready_fd)
         self.spec = spec
-        self.home = home
-        self.ready = os.fdopen(ready_fd, "w", buffering=1) if ready_fd is not None else None
         self.nodes = plan_nodes(spec)
-        self.session = None
         self.disks: dict = {}
         self.nbdkit_pids: dict[int, int] = {}
-
-    # -- talking to the CLI that started us ------------------------------------------
-
-    def tell(self, **message: Any) -> None:
-        line = json.dumps(message)
-        print(f"raidlab-cluster: {line}", file=sys.stderr, flush=True)
-        if self.ready is not None:
-            try:
-                self.ready.write(line + "\n")
-            except OSError:
-                self.ready = None
-
-    def status(self, message: str) -> None:
-        self.tell(status=message)
-
-    def close_ready(self) -> None:
-        if self.ready is not None:
-            try:
-                self.ready.close()
-            except OSError:
-                pass
-            self.ready = None
 
     # -- the cluster -------------------------------------------------------------------
 
@@ -103,41 +81,10 @@ class ClusterDaemon:
 
     # -- control socket ----------------------------------------------------------------
 
-    async def serve_control(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        await sock.bind(control_address(self.session.lab.path))
-        sock.listen(16)
-        task_status.started()
-        await trio.serve_listeners(self.handle, [trio.SocketListener(sock)])
+    def unsupported(self, op) -> str:
+        return f"a cluster does not support operation {op!r}"
 
-    async def handle(self, stream: trio.SocketStream) -> None:
-        async def send(obj: dict) -> None:
-            await stream.send_all((json.dumps(obj) + "\n").encode())
-
-        try:
-            raw = b""
-            while not raw.endswith(b"\n"):
-                chunk = await stream.receive_some(65536)
-                if not chunk:
-                    return
-                raw += chunk
-            op = json.loads(raw).get("op")
-            handler = getattr(self, f"op_{op}", None) if op in ("status", "stop") else None
-            if handler is None:
-                await send({"ok": False, "error": f"a cluster does not support operation {op!r}"})
-                return
-            await send({"ok": True, "result": await handler()})
-        except RaidlabError as exc:
-            await _quiet(send, {"ok": False, "error": str(exc)})
-        except OSError as exc:
-            await _quiet(send, {"ok": False, "error": exc.strerror or str(exc)})
-        except Exception as exc:  # a bug: keep serving, tell the client, log the traceback
-            traceback.print_exc()
-            await _quiet(send, {"ok": False, "error": f"internal error: {exc!r}"})
-        finally:
-            await stream.aclose()
-
-    async def op_status(self) -> dict[str, Any]:
+    async def op_status(self, request, send) -> dict[str, Any]:
         """The cluster (describe()), each node's token-bucket counters and its disks'
         statistics, and the CPU this daemon has used (disks, FUSE) beside the servers'."""
         out = self.describe()
@@ -152,17 +99,6 @@ class ClusterDaemon:
         out["cpu"] = process_cpu(os.getpid())
         return out
 
-    async def op_stop(self) -> dict[str, Any]:
-        self.session.work_scope.cancel()
-        return {"stopping": True}
-
-
-async def _quiet(send, obj) -> None:
-    try:
-        await send(obj)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        pass
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raidlab-cluster")
@@ -171,28 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--home")
     args = parser.parse_args(argv)
-    daemon = ClusterDaemon(ClusterSpec.load(Path(args.lab_dir)), args.home, args.ready_fd)
-    try:
-        trio.run(daemon.run)
-    except LabInterrupted:
-        return 0  # asked to stop: everything released
-    except BaseExceptionGroup as group:
-        leaves = leaf_exceptions(group)
-        error = next((e for e in leaves if isinstance(e, RaidlabError)), None)
-        if error is None:
-            traceback.print_exception(group)
-            daemon.tell(error=f"internal error: {leaves[0]!r}")
-            return 1
-        daemon.tell(error=str(error))
-        return 2
-    except RaidlabError as exc:
-        daemon.tell(error=str(exc))
-        return 2
-    except Exception as exc:
-        traceback.print_exc()
-        daemon.tell(error=f"internal error: {exc!r}")
-        return 1
-    return 0
+    return run_daemon(ClusterDaemon(ClusterSpec.load(Path(args.lab_dir)), args.home, args.ready_fd))
 
 
 if __name__ == "__main__":

@@ -6,15 +6,10 @@ architectures, md baselines); the daemon owns the lab session and the control so
 Why a daemon: `raidlab create` must return with a block device the user can mkfs and
 mount, and that device is a loop device over the file `volume` of a FUSE mount this
 process serves; the FUSE server, the member disks' service tasks and the architecture's
-background work all live in this one trio run. The CLI talks to it in two ways:
-
-* at start, over an inherited pipe (`--ready-fd`): JSON lines {"status": ...} while it
-  builds (the SA-RAID probe takes a while), then {"ready": {...}} or {"error": ...};
-* afterwards, over a Unix socket in the abstract namespace (no path length limit, gone
-  when the process dies): one JSON request per connection, answered by JSON lines —
-  {"progress": [done, total]} for long operations, then {"ok": true, "result": ...} or
-  {"ok": false, "error": ...}. Ops: status, capture, settle and stop here; the rest (fail,
-  replace, check for the engine family) are the host's op_NAME methods.
+background work all live in this one trio run. The CLI talks to it with the protocol of
+raidlab.service.daemonbase (JSON lines on an inherited pipe while it builds, then one
+request per connection on the lab's control socket). Ops: status, capture, settle and stop
+here; the rest (fail, replace, check for the engine family) are the host's op_NAME methods.
 
 Shutdown is the lab runtime's (raidlab.lab.open_lab): SIGTERM/SIGINT cancel the work,
 then the cleanup stack detaches the loop device, unmounts FUSE (flushing through the
@@ -33,59 +28,34 @@ import argparse
 import dataclasses
 import json
 import os
-import socket
 import sys
 import time
-import traceback
 from pathlib import Path
-from typing import Any
 
 import trio
 
 from raidlab.disks import catalog
-from raidlab.errors import LabInterrupted, RaidlabError, UsageError, leaf_exceptions
+from raidlab.errors import UsageError
 from raidlab.lab import open_lab, process_cpu
+from raidlab.service.daemonbase import ControlledDaemon, run_daemon
 from raidlab.service.hosts import host_class
-from raidlab.service.spec import RUNTIME_FILE, ArraySpec, control_address
+from raidlab.service.spec import RUNTIME_FILE, ArraySpec
 from raidlab.traces.capture import capture_op
 from raidlab.vm.hosted import start_hosted_vm
 
-class Daemon:
-    """Owns the lab session and the control socket; the architecture is built and served by
-    a host object of its family (raidlab.service.hosts)."""
+
+class Daemon(ControlledDaemon):
+    """Owns the lab session and the control socket (raidlab.service.daemonbase); the
+    architecture is built and served by a host object of its family (raidlab.service.hosts)."""
 
     def __init__(self, spec: ArraySpec, mode: str, home: str | None, ready_fd: int | None):
+        super().__init__(home, ready_fd)
         self.spec = spec
         self.mode = mode
-        self.home = home
-        self.ready = os.fdopen(ready_fd, "w", buffering=1) if ready_fd is not None else None
         self.host = None
-        self.session = None
         self.device: str | None = None
         self.guest_device: str | None = None  # the array as the lab VM sees it (--runner vm)
         self.vm = None  # raidlab.vm.hosted.HostedVM with --runner vm
-
-    # -- talking to the CLI that started us ------------------------------------------
-
-    def tell(self, **message: Any) -> None:
-        line = json.dumps(message)
-        print(f"raidlab-daemon: {line}", file=sys.stderr, flush=True)
-        if self.ready is not None:
-            try:
-                self.ready.write(line + "\n")
-            except (BrokenPipeError, OSError):
-                self.ready = None
-
-    def status(self, message: str) -> None:
-        self.tell(status=message)
-
-    def close_ready(self) -> None:
-        if self.ready is not None:
-            try:
-                self.ready.close()
-            except OSError:
-                pass
-            self.ready = None
 
     # -- the lab -----------------------------------------------------------------------
 
@@ -116,14 +86,6 @@ class Daemon:
 
     # -- control socket ----------------------------------------------------------------
 
-    async def serve_control(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        await sock.bind(control_address(self.session.lab.path))
-        sock.listen(16)
-        listener = trio.SocketListener(sock)
-        task_status.started()
-        await trio.serve_listeners(self.handle, [listener])
-
     def handler_for(self, op: str):
         """The host's op_NAME, else the daemon's own (status wrapper, capture, stop)."""
         if not isinstance(op, str) or not op.isidentifier():
@@ -134,34 +96,8 @@ class Daemon:
             return getattr(self.vm, f"op_{op}")
         return getattr(self, f"op_{op}", None)
 
-    async def handle(self, stream: trio.SocketStream) -> None:
-        async def send(obj: dict) -> None:
-            await stream.send_all((json.dumps(obj) + "\n").encode())
-
-        try:
-            raw = b""
-            while not raw.endswith(b"\n"):
-                chunk = await stream.receive_some(65536)
-                if not chunk:
-                    return
-                raw += chunk
-            request = json.loads(raw)
-            op = request.get("op")
-            handler = self.handler_for(op)
-            if handler is None:
-                await send({"ok": False, "error": f"{self.spec.arch} does not support operation {op!r}"})
-                return
-            result = await handler(request, send)
-            await send({"ok": True, "result": result})
-        except RaidlabError as exc:
-            await _quiet(send, {"ok": False, "error": str(exc)})
-        except OSError as exc:
-            await _quiet(send, {"ok": False, "error": exc.strerror or str(exc)})
-        except Exception as exc:  # a bug: keep serving, tell the client, log the traceback
-            traceback.print_exc()
-            await _quiet(send, {"ok": False, "error": f"internal error: {exc!r}"})
-        finally:
-            await stream.aclose()
+    def unsupported(self, op) -> str:
+        return f"{self.spec.arch} does not support operation {op!r}"
 
     async def op_status(self, request, send) -> dict:
         """What every family reports (name, spec, device, pid, the model of each data member
@@ -203,17 +139,6 @@ class Daemon:
         done = await self.host.settle()
         return {**done, "seconds": round(time.monotonic() - started, 3)}
 
-    async def op_stop(self, request, send) -> dict:
-        self.session.work_scope.cancel()
-        return {"stopping": True}
-
-
-async def _quiet(send, obj) -> None:
-    try:
-        await send(obj)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        pass
-
 
 def _unlink(path: Path) -> str:
     try:
@@ -231,28 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home")
     args = parser.parse_args(argv)
     spec = ArraySpec.load(Path(args.lab_dir))
-    daemon = Daemon(spec, args.mode, args.home, args.ready_fd)
-    try:
-        trio.run(daemon.run)
-    except LabInterrupted:
-        return 0  # asked to stop: everything released
-    except BaseExceptionGroup as group:
-        leaves = leaf_exceptions(group)
-        error = next((e for e in leaves if isinstance(e, RaidlabError)), None)
-        if error is None:
-            traceback.print_exception(group)
-            daemon.tell(error=f"internal error: {leaves[0]!r}")
-            return 1
-        daemon.tell(error=str(error))
-        return 2
-    except RaidlabError as exc:
-        daemon.tell(error=str(exc))
-        return 2
-    except Exception as exc:
-        traceback.print_exc()
-        daemon.tell(error=f"internal error: {exc!r}")
-        return 1
-    return 0
+    return run_daemon(Daemon(spec, args.mode, args.home, args.ready_fd))
 
 
 if __name__ == "__main__":
