@@ -233,8 +233,7 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cach
            runner, cluster, node, home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
-    from raidlab.service import control
-    from raidlab.service.spec import SPEC_FILE, ArraySpec
+    from raidlab.service.spec import ArraySpec
     from raidlab.export.serve import check_live_prerequisites
 
     _refuse_a_cluster_name(name, home)
@@ -258,16 +257,32 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cach
         raise UsageError(f"--disk-model: {exc.message}", hint=exc.hint) from None
     _validate(arch, disks, size, chunk_bytes, opts, runner, disk_model, partitions)
     check_live_prerequisites("raidlab create")
+    lab = _new_lab(name, home)
+    _warn_if_images_may_not_fit(lab, arch, disks, size, chunk_bytes, opts, disk_model, partitions)
+    _start_new(lab, ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner,
+                              partitions=partitions, bus=bus, write_cache=write_cache, span=span), home, as_json)
+
+
+def _new_lab(name: str, home: str | None):
+    """The lab directory of a new array NAME; refused if an array of that name exists."""
+    from raidlab.service.spec import SPEC_FILE
+
     lab = _lab(name, home, create=True)
     if (lab.path / SPEC_FILE).exists():
         raise UsageError(f"array {name!r} already exists in {lab.path}",
                          hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
-    _warn_if_images_may_not_fit(lab, arch, disks, size, chunk_bytes, opts, disk_model, partitions)
-    ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner,
-              partitions=partitions, bus=bus, write_cache=write_cache, span=span).save(lab.path)
+    return lab
+
+
+def _start_new(lab, spec: ArraySpec, home: str | None, as_json: bool) -> None:
+    """Save `spec` in the new `lab`, start its daemon in create mode and print the device;
+    if the start fails or is interrupted, everything the lab got is released."""
+    from raidlab.service import control
+
+    spec.save(lab.path)
     try:
-        with _err.status(f"creating {name}") as status:
-            ready = control.start_daemon(lab, "create", home=home, on_status=_status_updates(name, status))
+        with _err.status(f"creating {spec.name}") as status:
+            ready = control.start_daemon(lab, "create", home=home, on_status=_status_updates(spec.name, status))
     except BaseException:
         control.release_leftovers(lab)
         control.remove_lab(lab, keep_images=False)
@@ -298,8 +313,7 @@ def _create_over_cluster(name, arch, cluster, node, chunk, options, home, as_jso
     from raidlab.cluster.control import arrays_over
     from raidlab.cluster.members import resolve
     from raidlab.export.serve import check_live_prerequisites
-    from raidlab.service import control
-    from raidlab.service.spec import SPEC_FILE, ArraySpec
+    from raidlab.service.spec import ArraySpec
     from raidlab.tools.base import require
 
     context = click.get_current_context()
@@ -330,20 +344,9 @@ def _create_over_cluster(name, arch, cluster, node, chunk, options, home, as_jso
     if others:
         raise UsageError(f"cluster {cluster}'s disks hold array {others[0]!r} already; two arrays over one "
                          "cluster's disks would overwrite each other", hint=f"`raidlab destroy {others[0]}` first")
-    lab = _lab(name, home, create=True)
-    if (lab.path / SPEC_FILE).exists():
-        raise UsageError(f"array {name!r} already exists in {lab.path}",
-                         hint=f"use `raidlab assemble {name}`, or `raidlab destroy {name}` first")
-    ArraySpec(name, arch, len(members), disk_model, spec.disk_size, chunk_bytes, options=opts,
-              cluster=cluster, node=node, members=members).save(lab.path)
-    try:
-        with _err.status(f"creating {name}") as status:
-            ready = control.start_daemon(lab, "create", home=home, on_status=_status_updates(name, status))
-    except BaseException:
-        control.release_leftovers(lab)
-        control.remove_lab(lab, keep_images=False)
-        raise
-    _print_ready(ready, as_json)
+    lab = _new_lab(name, home)
+    _start_new(lab, ArraySpec(name, arch, len(members), disk_model, spec.disk_size, chunk_bytes, options=opts,
+                              cluster=cluster, node=node, members=members), home, as_json)
 
 
 def _check_cluster_unchanged(spec, home: str | None) -> None:

@@ -26,6 +26,7 @@ import pytest
 from raidlab.disks.nodedisk import DEADLINE
 from raidlab.tools import fio
 
+import test_dcd_vcraid_live
 from lab_leftovers import leftovers, network_leftovers
 
 pytestmark = [pytest.mark.root, pytest.mark.live]
@@ -34,20 +35,7 @@ REDUNDANT = ["raidx", "raid10", "chained", "raid5"]
 CUT_NODE = 2
 
 
-class Raidlab:
-    def __init__(self, cmd: list[str], home: Path):
-        self.cmd, self.home = cmd, home
-        self.env = {**os.environ, "RAIDLAB_HOME": str(home), "COLUMNS": "400"}
-
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*self.cmd, *args], capture_output=True, text=True, env=self.env, timeout=600)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"raidlab {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
-        return proc
-
-    def status(self, name: str) -> dict:
-        return json.loads(self("status", name, "--json").stdout)
-
+class Raidlab(test_dcd_vcraid_live.Raidlab):
     def refused(self, *args: str) -> str:
         """A refusal: exit 2, one line on stderr, no traceback."""
         proc = self(*args, check=False)
