@@ -39,47 +39,23 @@ OVERLAP, SERIAL = "overlap", "serial"
 MODES = (OVERLAP, SERIAL)
 
 
-class Bus:
-    """One shared bus of `rate_mb_s` MB/s (10^6 bytes) in mode overlap or serial."""
+class Timeline:
+    """Intervals of one resource booked in time order, each taking the first gap that fits
+    (a later request may fit before an earlier long one; see the module doc). A bus is one;
+    so are the ports and processors of the cluster's virtual twin (raidlab.cluster.twin)."""
 
-    def __init__(self, rate_mb_s: float, mode: str = OVERLAP, name: str = "bus") -> None:
-        if not rate_mb_s > 0:
-            raise UsageError(f"bus rate {rate_mb_s} MB/s must be positive")
-        if mode not in MODES:
-            raise UsageError(f"unknown bus mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
-        self.name = name
-        self.rate = rate_mb_s * 1e6
-        self.mode = mode
+    def __init__(self) -> None:
         self._starts: list[float] = []  # booked intervals, sorted by start, disjoint
         self._ends: list[float] = []
-        self.transfers = 0
-        self.bytes = 0
-        self.busy_s = 0.0
-        self.wait_s = 0.0   # sum over transfers of (end - the end without a shared bus)
-        self.waited = 0     # transfers that ended later because the bus was taken
 
-    def transfer_s(self, nbytes: int) -> float:
-        return nbytes / self.rate
-
-    def book(self, now: float, ready: float, nbytes: int) -> float:
-        """Book the transfer of `nbytes` for a request whose drive is done at `ready`; the
-        time the request ends. `now` is the current time (no later booking starts before it)."""
-        duration = self.transfer_s(nbytes)
-        earliest = ready - duration if self.mode == OVERLAP else ready
+    def reserve(self, now: float, earliest: float, duration: float) -> float:
+        """Book `duration` seconds starting no earlier than `earliest` (nor `now`); the start."""
         self._forget_before(now)
         start = self._first_gap(max(earliest, now), duration)
         index = bisect.bisect_left(self._starts, start)
         self._starts.insert(index, start)
         self._ends.insert(index, start + duration)
-        end = start + duration  # never before `natural`: start >= earliest
-        natural = ready + (duration if self.mode == SERIAL else 0.0)
-        self.transfers += 1
-        self.bytes += nbytes
-        self.busy_s += duration
-        if end > natural + 1e-12:
-            self.waited += 1
-            self.wait_s += end - natural
-        return end
+        return start
 
     def _first_gap(self, earliest: float, duration: float) -> float:
         start = earliest
@@ -100,6 +76,44 @@ class Bus:
         if cut > 64:
             del self._starts[:cut]
             del self._ends[:cut]
+
+
+class Bus(Timeline):
+    """One shared bus of `rate_mb_s` MB/s (10^6 bytes) in mode overlap or serial."""
+
+    def __init__(self, rate_mb_s: float, mode: str = OVERLAP, name: str = "bus") -> None:
+        if not rate_mb_s > 0:
+            raise UsageError(f"bus rate {rate_mb_s} MB/s must be positive")
+        if mode not in MODES:
+            raise UsageError(f"unknown bus mode {mode!r}", hint=f"use one of: {', '.join(MODES)}")
+        self.name = name
+        self.rate = rate_mb_s * 1e6
+        self.mode = mode
+        super().__init__()
+        self.transfers = 0
+        self.bytes = 0
+        self.busy_s = 0.0
+        self.wait_s = 0.0   # sum over transfers of (end - the end without a shared bus)
+        self.waited = 0     # transfers that ended later because the bus was taken
+
+    def transfer_s(self, nbytes: int) -> float:
+        return nbytes / self.rate
+
+    def book(self, now: float, ready: float, nbytes: int) -> float:
+        """Book the transfer of `nbytes` for a request whose drive is done at `ready`; the
+        time the request ends. `now` is the current time (no later booking starts before it)."""
+        duration = self.transfer_s(nbytes)
+        earliest = ready - duration if self.mode == OVERLAP else ready
+        start = self.reserve(now, earliest, duration)
+        end = start + duration  # never before `natural`: start >= earliest
+        natural = ready + (duration if self.mode == SERIAL else 0.0)
+        self.transfers += 1
+        self.bytes += nbytes
+        self.busy_s += duration
+        if end > natural + 1e-12:
+            self.waited += 1
+            self.wait_s += end - natural
+        return end
 
     def statistics(self) -> dict[str, Any]:
         return {"name": self.name, "rate_mb_s": self.rate / 1e6, "mode": self.mode,
