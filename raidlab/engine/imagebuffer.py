@@ -23,14 +23,23 @@ How raidlab builds that buffer, and why:
   from "as fast as possible": steps (1) and (2) are sequential, not concurrent, so a crash
   between them can never leave a data copy newer than both its image and its log entry
   (the RAID1 "resync after crash" problem, which md solves with a write-intent bitmap).
+* Or in memory (the layout's option image_buffer = "memory", an ablation): the same ring
+  accounting, MEMORY_BYTES_PER_DISK per image disk, with no log write; an entry is "logged"
+  at once, the write is acknowledged after its data copy, and the background writer sends
+  the image home from the memory of the node whose write it was (the entry's request
+  origin, raidlab.engine.origin). A failed disk is still covered (the image waits in
+  memory, reads lay it over), a crash is not: nothing is written before the data copy, so
+  assembly has nothing to replay, and an image home may be older than its data copy until
+  a check repairs it.
 * Durability. A log entry is written with the request's FUA flag, like the data copy: the
   block-device contract only promises what was acknowledged with FUA or followed by a
   flush, and Array.flush flushes every member, logs included. (Forcing FUA on every entry
   would make every RAID-x write synchronous on the `none` disks' image files.)
-* Clearing. A background task (started in the array's nursery) waits `delay` seconds of
-  trio time (images are "written into disk ... in a delayed time at the background"),
-  then writes every pending entry of a disk home (concurrently when their ranges are
-  disjoint, in log order otherwise), flushes that disk once, and persists "cleared up to
+* Clearing. A background writer per disk (started in the array's nursery) waits `delay`
+  seconds of trio time after the disk's first pending entry (images are "written into disk
+  ... in a delayed time at the background"), then writes every pending entry of its disk
+  home (concurrently when their ranges are disjoint, in log order otherwise), flushes the
+  disk once, and persists "cleared up to
   sequence S" in a two-slot tail record (FUA, alternating slots like the superblock).
   Entries at or below S are stale; the ring space they use is reused. (First version:
   one FUA write per image; `raidlab bench engine --arch raidx` showed the writer, one
@@ -69,11 +78,15 @@ from typing import Any
 import trio
 
 from raidlab.blockdev import SECTOR
+from raidlab.engine.origin import ORIGIN
 
 # The log region starts after the superblock slots and a little room for other state.
 LOG_START = 16 * 1024
 # Background writer: wait this long after the first pending entry before writing images.
 DEFAULT_DELAY = 0.005
+# image_buffer = "memory": the pending images each disk may have in memory (assumed; the
+# paper gives the buffer no size).
+MEMORY_BYTES_PER_DISK = 4 << 20
 
 ENTRY_MAGIC = b"RXIMAGE\x01"
 TAIL_MAGIC = b"RXTAIL\x00\x01"
@@ -95,6 +108,7 @@ class PendingImage:
     data: bytes
     log_offset: int  # where its header sits in the disk's log (member byte offset)
     logged: bool = False  # its log append has completed (only then may its space be reused)
+    origin: int | None = None  # the node whose write it belongs to (raidlab.engine.origin)
 
     @property
     def length(self) -> int:
@@ -204,18 +218,19 @@ class ImageBuffer:
         self.array = array
         self.uuid = uuid_mod.UUID(array_uuid).bytes
         self.delay = delay
+        self.persistent = getattr(layout, "image_buffer", "disk") == "disk"
         self.log_start = LOG_START + TAIL_BYTES
-        self.log_end = layout.data_offset
+        self.log_end = layout.data_offset if self.persistent else self.log_start + MEMORY_BYTES_PER_DISK
         self.rings = [_Ring(self.log_start, self.log_end) for _ in range(layout.n_disks)]
         self.enabled = self.log_end - self.log_start >= 16 * SECTOR
         self.write_through = not self.enabled
         self._seq = 0
         self._tail_gen = [0] * layout.n_disks
         self._cleared = [0] * layout.n_disks
-        self._wake = trio.Event()
+        self._wake = [trio.Event() for _ in range(layout.n_disks)]
         self._space = trio.Event()
         self._appended = trio.Event()
-        self._writing = trio.Lock()  # one writer of image homes at a time
+        self._writing = [trio.Lock() for _ in range(layout.n_disks)]  # one writer of a disk's homes at a time
         self.running = False  # the background task runs (else log() drains inline when full)
         self.stats = {"logged": 0, "logged_bytes": 0, "written_home": 0, "written_through": 0,
                       "dropped": 0, "recovered": 0, "overlays": 0, "waits_for_space": 0}
@@ -265,11 +280,11 @@ class ImageBuffer:
                 if not self.running:  # no background task (e.g. a bare Array): write now
                     await self._write_or_wait(ring)
                     continue
-                self._wake.set()
+                self._wake[disk].set()
                 self._space = trio.Event() if self._space.is_set() else self._space
                 await self._space.wait()
             self._seq += 1
-            entry = PendingImage(self._seq, disk, home, logical, bytes(payload), where)
+            entry = PendingImage(self._seq, disk, home, logical, bytes(payload), where, origin=ORIGIN.get())
             ring.entries.append(entry)
             ring.head = where + need
             batch.append(entry)
@@ -280,14 +295,16 @@ class ImageBuffer:
             return
         calls = [(self._write_member, e.disk, e.log_offset, encode_entry(self.uuid, e), fua) for e in entries]
         try:
-            await self.array.gather(calls)
+            if self.persistent:
+                await self.array.gather(calls)
         finally:
             for e in entries:
                 e.logged = True
             self._appended.set()
             self.stats["logged"] += len(entries)
             self.stats["logged_bytes"] += sum(e.length for e in entries)
-            self._wake.set()
+            for disk in {e.disk for e in entries}:
+                self._wake[disk].set()
 
     async def _write_member(self, disk: int, offset: int, payload, fua: bool) -> None:
         await self.array.member_call(disk, self.array.members[disk].write, offset, payload, fua=fua)
@@ -312,65 +329,77 @@ class ImageBuffer:
     # ------------------------------------------------------------------ background
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """The background image writer (runs until cancelled)."""
+        """The background image writers, one per disk (run until cancelled)."""
         self.running = True
         task_status.started()
         try:
-            await self._run()
+            async with trio.open_nursery() as writers:
+                for disk in range(len(self.rings)):
+                    writers.start_soon(self._run, disk)
         finally:
             self.running = False
 
-    async def _run(self) -> None:
+    async def _run(self, disk: int) -> None:
+        ring = self.rings[disk]
         while True:
-            if not any(e.logged for r in self.rings for e in r.entries):
-                self._wake = trio.Event()
-                await self._wake.wait()
+            if not any(e.logged for e in ring.entries):
+                self._wake[disk] = trio.Event()
+                await self._wake[disk].wait()
                 continue
             if self.delay > 0:
                 await trio.sleep(self.delay)
             try:
-                await self.write_pending()
+                await self._write_disk(disk)
             except Exception as exc:  # keep serving; the entries stay pending (and logged)
                 self.stats["errors"] = self.stats.get("errors", 0) + 1
                 self.last_error = repr(exc)
                 await trio.sleep(max(self.delay, 0.1))
 
     async def write_pending(self) -> None:
-        """Write every pending image home (FUA), then advance each disk's tail record."""
-        async with self._writing:
-            for disk, ring in enumerate(self.rings):
-                batch = []
-                for entry in ring.entries:  # the logged prefix: an append still in flight
-                    if not entry.logged:    # keeps its ring space (and all after it)
-                        break
-                    batch.append(entry)
-                if not batch:
-                    continue
-                done = 0
-                try:
-                    if disk not in self.array.failed:
-                        await self._write_home(disk, batch)
-                        done = batch[-1].seq
-                        self.stats["written_home"] += len(batch)
-                except Exception:
-                    if disk not in self.array.failed:
-                        raise
-                    # else: the image disk failed; its data copies are current
-                if disk in self.array.failed:
-                    self.stats["dropped"] += len(ring.entries)
-                    ring.entries.clear()
-                    continue
-                if done:
-                    try:
-                        await self._write_tail(disk, done)
-                    except Exception:
-                        if disk not in self.array.failed:
-                            raise
-                        self.stats["dropped"] += len(ring.entries)
-                        ring.entries.clear()
-                        continue
-                    ring.entries = [e for e in ring.entries if e.seq > done]
-            self._space.set()
+        """Write every pending image home (FUA), then advance each disk's tail record. The
+        disks go concurrently, each in its own log order: a disk's batch, its flush and its
+        tail record depend on nothing of another disk."""
+        await self.array.gather([(self._write_disk, disk) for disk, ring in enumerate(self.rings) if ring.entries])
+
+    async def _write_disk(self, disk: int) -> None:
+        async with self._writing[disk]:
+            try:
+                await self._write_pending_of(disk, self.rings[disk])
+            finally:
+                self._space.set()
+
+    async def _write_pending_of(self, disk: int, ring: _Ring) -> None:
+        batch = []
+        for entry in ring.entries:  # the logged prefix: an append still in flight
+            if not entry.logged:    # keeps its ring space (and all after it)
+                break
+            batch.append(entry)
+        if not batch:
+            return
+        done = 0
+        try:
+            if disk not in self.array.failed:
+                await self._write_home(disk, batch)
+                done = batch[-1].seq
+                self.stats["written_home"] += len(batch)
+        except Exception:
+            if disk not in self.array.failed:
+                raise
+            # else: the image disk failed; its data copies are current
+        if disk in self.array.failed:
+            self.stats["dropped"] += len(ring.entries)
+            ring.entries.clear()
+            return
+        if done:
+            try:
+                await self._write_tail(disk, done)
+            except Exception:
+                if disk not in self.array.failed:
+                    raise
+                self.stats["dropped"] += len(ring.entries)
+                ring.entries.clear()
+                return
+            ring.entries = [e for e in ring.entries if e.seq > done]
 
     async def _write_home(self, disk: int, batch: list[PendingImage]) -> None:
         """Write a batch of one disk's images home, then flush that disk once (so they are
@@ -379,13 +408,25 @@ class ImageBuffer:
         spans = sorted((e.home, e.home + e.length) for e in batch)
         disjoint = all(a_end <= b_start for (_a, a_end), (b_start, _b) in zip(spans, spans[1:]))
         if disjoint and len(batch) > 1:
-            await self.array.gather([(self._write_member, disk, e.home, e.data, False) for e in batch])
+            await self.array.gather([(self._write_image, e) for e in batch])
         else:
             for e in batch:
-                await self._write_member(disk, e.home, e.data, False)
+                await self._write_image(e)
         await self.array.member_call(disk, self.array.members[disk].flush)
 
+    async def _write_image(self, entry: PendingImage) -> None:
+        """An image home: from the image disk's own log (persistent: the disk's node copies
+        it, no request origin), or from the memory of the node whose write it belongs to."""
+        token = ORIGIN.set(None if self.persistent else entry.origin)
+        try:
+            await self._write_member(entry.disk, entry.home, entry.data, False)
+        finally:
+            ORIGIN.reset(token)
+
     async def _write_tail(self, disk: int, cleared: int) -> None:
+        if not self.persistent:
+            self._cleared[disk] = cleared
+            return
         self._tail_gen[disk] += 1
         gen = self._tail_gen[disk]
         self._cleared[disk] = cleared
@@ -411,8 +452,9 @@ class ImageBuffer:
 
     async def recover(self) -> int:
         """After assembly: replay every valid pending entry of the healthy members' logs
-        (module docstring, "Crash recovery"). Returns the number of images rewritten."""
-        if not self.enabled:
+        (module docstring, "Crash recovery"). Returns the number of images rewritten. A
+        memory buffer has nothing to replay: its pending images died with the process."""
+        if not self.enabled or not self.persistent:
             return 0
         array, layout = self.array, self.array.layout
         found: list[tuple[int, int, int, int, bytes]] = []

@@ -169,6 +169,60 @@ def test_data_disk_failure_with_pending_images_reads_and_recovers_from_the_buffe
     run(second)
 
 
+def test_images_in_memory_cover_a_disk_failure_but_write_no_log():
+    """image_buffer = memory: no log entry is written, a data disk that fails while its
+    images wait in memory loses nothing (reads lay them over, the background writes them
+    home, a rebuild restores the disk); assembly after a crash has nothing to replay."""
+    store = backends()
+
+    async def body(nursery):
+        members = disks_over(store, nursery)
+        array, _keeper = await build.create_array("x", "raidx", members, chunk=CHUNK, data_offset=DATA_OFFSET,
+                                                  nursery=nursery, image_delay=0.05,
+                                                  options={"image_buffer": "memory"})
+        assert not array.image_buffer.persistent
+        before = sum(m.statistics()["bytes_written"] for m in members)
+        ref = bytearray(array.size)
+        written = 0
+        for offset, data in writes(array.size, 3, 40):
+            await array.write(offset, data)
+            ref[offset : offset + len(data)] = data
+            written += len(data)
+        assert array.image_buffer.statistics()["pending"] > 0
+        await fail(array, members, 1)
+        assert await read_all(array) == bytes(ref)
+        await trio.sleep(1)  # the background writes every image home
+        assert array.image_buffer.statistics()["pending"] == 0
+        assert await read_all(array) == bytes(ref)
+        blank = EmulatedDisk("d1new", "none", MemoryBackend(DISK))
+        blank.start(nursery)
+        await array.rebuild(1, blank)
+        assert await array.scrub() == [] and await read_all(array) == bytes(ref)
+        # every byte went to its data copy and its image home, none to a log
+        return sum(m.statistics()["bytes_written"] for m in members) - before, written
+
+    total, written = run(body)
+    assert total <= 2 * written
+
+    store = backends()
+
+    async def crash(nursery):
+        members = disks_over(store, nursery)
+        array, _keeper = await build.create_array("x", "raidx", members, chunk=CHUNK, data_offset=DATA_OFFSET,
+                                                  nursery=nursery, options={"image_buffer": "memory"})
+        for offset, data in writes(array.size, 5, 10):
+            await array.write(offset, data)
+        return array.image_buffer.statistics()["pending"]
+
+    assert run(crash) > 0   # the crash takes the pending images with it
+
+    async def again(nursery):
+        array, _keeper, _members = await assemble(store, nursery)
+        return array.image_buffer.persistent, array.image_buffer.stats["recovered"]
+
+    assert run(again) == (False, 0)
+
+
 def test_image_disk_failure_drops_its_pending_images_and_keeps_the_data():
     store = backends()
 

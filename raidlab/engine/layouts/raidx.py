@@ -40,7 +40,12 @@ Geometry decisions (departures, and why):
     exactly two disks) is a placement of these members on nodes; the mapping is the same.
   * Images are written "at the background" from a persistent buffer (§3.5, §3.7). That is
     engine behaviour: write plans mark image writes with role "image" so the engine can
-    defer them; the layout itself only says where they go.
+    defer them; the layout itself only says where they go. Option `image_buffer` says where
+    the engine keeps pending images (raidlab.engine.imagebuffer): "disk" (default), a log
+    on the image disk that survives a crash and any single failure; "memory", in the
+    writing node's memory, which survives a disk failure but not a crash. §3.7 calls the
+    buffer "a buffer file" whose overhead "can be neglected" and says no more; memory is
+    that reading's fast end, and an ablation beside the default.
 
 Fault tolerance (Table 3, §3.6): any single failure; with n >= 3 two failures always lose
 some block (every pair of disks holds some block and its image).
@@ -52,6 +57,9 @@ import dataclasses
 from typing import ClassVar
 
 from raidlab.engine.layouts.base import ChunkMappedLayout
+from raidlab.errors import UsageError
+
+IMAGE_BUFFERS = ("disk", "memory")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -62,6 +70,14 @@ class RaidxLayout(ChunkMappedLayout):
     min_disks: ClassVar[int] = 2
     failure_rule: ClassVar[str] = "survives any single failure"
     buffers_images: ClassVar[bool] = True  # images are written late, from a persistent buffer (§3.5)
+    option_help: ClassVar[dict[str, str]] = {
+        "image_buffer": "where pending images wait: disk (a log on the image disk, crash-safe) or memory"}
+
+    image_buffer: str = "disk"
+
+    def _validate_options(self) -> None:
+        if self.image_buffer not in IMAGE_BUFFERS:
+            raise UsageError(f"raidx image_buffer {self.image_buffer!r} is not one of {', '.join(IMAGE_BUFFERS)}")
 
     def _placement_period(self) -> int:
         return self.n_disks * (self.n_disks - 1)
