@@ -130,6 +130,7 @@ class Claim:
     max: float | None = None
     source: str = ""
     arch: str = ""  # kind = "value": the [[arch]] label whose mean must lie in [min, max]
+    den_case: str = ""  # kind = "ratio": the denominator's case (default: each claimed case itself)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,6 +215,7 @@ _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
 _PAPER = {"arch", "case", "metric", "value", "unit", "note"}
 _CLAIM = {"id", "text", "kind", "metric", "case", "cases", "better", "order", "num", "den", "min", "max", "source",
+          "den_case",
           "arch"}
 _REPORT = {"style", "metrics", "better", "x", "x_label", "panel", "y_label"}
 _CONTROL = {"engine", "md", "band", "text"}
@@ -336,7 +338,8 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
     if scenario.workload not in SIM_WORKLOADS:
         raise ScenarioError(where, "workload.name", f"{scenario.workload!r} does not run in virtual time",
                             hint=f"sim scenarios run: {', '.join(SIM_WORKLOADS)}")
-    check = trace_workload.validate_params if scenario.workload == "trace" else _check_stream_params
+    check = {"trace": trace_workload.validate_params, "seqfile": _check_stream_params,
+             "parallel": _check_parallel_params}[scenario.workload]
     for i, case in enumerate(scenario.cases):
         for variant, params in (("params", case.params), ("quick params", quick_params(scenario, case))):
             try:
@@ -346,11 +349,19 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
     return scenario
 
 
-SIM_WORKLOADS = ("trace", "seqfile")  # a block trace replayed; seqfile's requests (raidlab.runners.stream)
+# a block trace replayed; seqfile's requests (raidlab.runners.stream); parallel clients on the
+# cluster's twin (raidlab.runners.parallel)
+SIM_WORKLOADS = ("trace", "seqfile", "parallel")
 
 
 def _check_stream_params(params: dict) -> None:
     from raidlab.workloads.seqfile import resolve_sim
+
+    resolve_sim(params)
+
+
+def _check_parallel_params(params: dict) -> None:
+    from raidlab.workloads.parallel import resolve_sim
 
     resolve_sim(params)
 
@@ -642,7 +653,7 @@ def _load_claims(path: Path, tables: list, labels: set, cases: set, errors: list
                     if label not in labels:
                         raise ScenarioError(path, r.where("order"), f"no [[arch]] labelled {label!r}")
                 fields["order"] = order
-                for extra in ("num", "den", "min", "max", "arch"):
+                for extra in ("num", "den", "min", "max", "arch", "den_case"):
                     if extra in r.table:
                         raise ScenarioError(path, r.where(extra), f"not for kind = \"order\"")
             elif kind == "value":
@@ -653,7 +664,7 @@ def _load_claims(path: Path, tables: list, labels: set, cases: set, errors: list
                 fields["max"] = r.get("max", float)
                 if fields["min"] > fields["max"]:
                     raise ScenarioError(path, r.where("min"), "min is above max")
-                for extra in ("num", "den", "order"):
+                for extra in ("num", "den", "order", "den_case"):
                     if extra in r.table:
                         raise ScenarioError(path, r.where(extra), "not for kind = \"value\" (it takes arch, min, max)")
             else:
@@ -663,6 +674,9 @@ def _load_claims(path: Path, tables: list, labels: set, cases: set, errors: list
                         raise ScenarioError(path, r.where(side), f"no [[arch]] labelled {fields[side]!r}")
                 fields["min"] = r.get("min", float, None)
                 fields["max"] = r.get("max", float, None)
+                fields["den_case"] = r.get("den_case", str, "")
+                if fields["den_case"] and fields["den_case"] not in cases:
+                    raise ScenarioError(path, r.where("den_case"), f"no [[case]] named {fields['den_case']!r}")
                 if fields["min"] is None and fields["max"] is None:
                     raise ScenarioError(path, r.where("min"), "a ratio claim needs min, max or both")
                 for extra in ("order", "arch"):

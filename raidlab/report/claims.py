@@ -8,7 +8,9 @@ can check a verdict by hand from the tables beside it:
   ordering and every mean are reported; overlapping spreads are shown, not used to soften
   the verdict, because the paper states its orderings on means of 3 runs too.
 * ratio (num / den of the means): holds when it lies in [min, max] in every named case; the
-  measured ratio of each case is reported.
+  measured ratio of each case is reported. With `den_case` the denominator is den's mean in
+  that case (a growth between cases, such as RAID-x's improvement factor from 1 to 16
+  clients).
 * value (one architecture's mean): holds when it lies in [min, max] in every named case (a
   level the paper states, such as "tops out at 65 MB/s").
 * not measured: a needed mean is missing (architecture not run, all its runs failed, or the
@@ -66,13 +68,16 @@ def _evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat], cases: list
     ratios: dict[str, float] = {}
     for case in cases:
         labels = {"order": claim.order, "value": (claim.arch,)}.get(claim.kind, (claim.num, claim.den))
+        wanted = [(label, case) for label in labels]
+        if claim.kind == "ratio" and claim.den_case:
+            wanted = [(claim.num, case), (claim.den, claim.den_case)]
         means = {}
-        for label in labels:
-            stat = stats.get((label, case, claim.metric))
+        for side, (label, where) in enumerate(wanted):
+            stat = stats.get((label, where, claim.metric))
             if stat is None:
-                missing.append(f"{label}/{case}")
+                missing.append(f"{label}/{where}")
             else:
-                means[label] = stat.mean
+                means[side if claim.kind == "ratio" else label] = stat.mean
         if len(means) < len(labels):
             continue
         if claim.kind == "order":
@@ -88,14 +93,15 @@ def _evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat], cases: list
             holds = claim.min <= value <= claim.max
             parts.append(f"{case}: {claim.arch} = {_fmt(value)}")
         else:
-            if means[claim.den] == 0:
-                parts.append(f"{case}: {claim.den} mean is 0, ratio undefined")
+            den_where = f" in {claim.den_case}" if claim.den_case else ""
+            if means[1] == 0:
+                parts.append(f"{case}: {claim.den}{den_where} mean is 0, ratio undefined")
                 holds = False
             else:
-                ratio = means[claim.num] / means[claim.den]
+                ratio = means[0] / means[1]
                 ratios[case] = ratio
                 holds = (claim.min is None or ratio >= claim.min) and (claim.max is None or ratio <= claim.max)
-                parts.append(f"{case}: {claim.num}/{claim.den} = {ratio:.2f}")
+                parts.append(f"{case}: {claim.num}/{claim.den}{den_where} = {ratio:.2f}")
         ok = ok and holds
     if missing:
         return Verdict(claim, NOT_MEASURED, "no result for " + ", ".join(missing)
@@ -109,4 +115,6 @@ def band(claim: Claim) -> str:
     lo = "" if claim.min is None else f"{claim.min:g} <= "
     hi = "" if claim.max is None else f" <= {claim.max:g}"
     subject = claim.arch if claim.kind == "value" else f"{claim.num}/{claim.den}"
+    if claim.kind == "ratio" and claim.den_case:
+        subject = f"{claim.num}/({claim.den} in {claim.den_case})"
     return f"{lo}{subject}{hi}"

@@ -295,6 +295,31 @@ def test_order_claim_lower_is_better():
     assert evaluate(claim, stats, planned_cases={"other"}).verdict == NOT_MEASURED
 
 
+def test_ratio_claim_across_cases():
+    """den_case: the denominator's mean comes from another case (an improvement factor, one
+    architecture at 16 clients over itself at 1)."""
+    from raidlab.report.claims import band
+    from raidlab.scenarios import Claim
+
+    claim = Claim(id="t", text="x scales", kind="ratio", metric="mb_s", cases=("c16",), num="x", den="x",
+                  den_case="c1", min=4.0, max=8.0)
+    stats = {("x", "c16", "mb_s"): Stat.of([15.0, 17.0], "MB/s"), ("x", "c1", "mb_s"): Stat.of([2.5], "MB/s")}
+    v = evaluate(claim, stats)
+    assert v.verdict == HOLDS and v.ratios == {"c16": pytest.approx(6.4)}
+    assert v.measured == "c16: x/x in c1 = 6.40"
+    assert band(claim) == "4 <= x/(x in c1) <= 8"
+    del stats[("x", "c1", "mb_s")]
+    v = evaluate(claim, stats)
+    assert v.verdict == NOT_MEASURED and "x/c1" in v.measured
+
+
+def test_den_case_must_name_a_case(tmp_path):
+    bad = GOOD.replace('den = "r5"', 'den = "r5"\nden_case = "nowhere"', 1)
+    assert bad != GOOD
+    err = _load_error(tmp_path, bad)
+    assert "den_case" in err.key and "nowhere" in str(err)
+
+
 def test_vm_available_memory(tmp_path):
     """`vm_available_memory` (the guest memory left to the workload, VC-RAID's ~50 MB) is
     read as MiB; below the floor it is refused naming the key; absent it is None."""
