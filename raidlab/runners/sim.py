@@ -142,6 +142,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
     params = dict(_get(case, "params", {}) or {})
     if _get(scenario, "workload") == "seqfile":
         return run_stream_case(arch_entry, params, repetition=repetition)
+    if _get(scenario, "workload") == "parallel":
+        return run_parallel_case(arch_entry, params, repetition=repetition)
     validate_params(params)
     spec = _sim_spec(arch_entry, params)
     stats = TraceStats()
@@ -263,6 +265,32 @@ def run_stream_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
             metrics[f"probe_mb_s_d{entry['member']}"] = _metric(entry["bandwidth"] / 1e6, "MB/s")
     return {"workload": "seqfile", "params": resolved, "metrics": metrics, "commands": [],
             "raw": {"stream": report, "speed": speed}}
+
+
+def run_parallel_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1) -> dict[str, Any]:
+    """The parallel workload on the cluster's twin (raidlab.runners.parallel) on `arch_entry`:
+    repetition k uses seed `seed` + k - 1 (scheduling ties and the small accesses' places)."""
+    from raidlab.runners.parallel import run_parallel
+    from raidlab.workloads.parallel import resolve_sim as resolve
+
+    resolved = resolve(params)
+    resolved["seed"] = resolved["seed"] + repetition - 1
+    report = run_parallel(_sim_spec(arch_entry, {}), resolved)
+    speed = report.pop("speed")
+    seconds = report["seconds"]
+    metrics: dict[str, Any] = {
+        "aggregate_mb_s": _metric(report["aggregate_mb_s"], "MB/s"),
+        "seconds": _metric(seconds, "s"),
+        "clients": _metric(resolved["clients"], "clients"),
+    }
+    for member in report["members"]:
+        metrics[f"utilization_{member['name']}"] = _metric(member["utilization"], "fraction")
+    nodes = report["network"]["nodes"]
+    for key in ("send", "receive", "cpu"):
+        metrics[f"max_{key}_utilization"] = _metric(max(n[f"{key}_utilization"] for n in nodes), "fraction")
+    metrics["network_bytes"] = _metric(sum(n["bytes_sent"] for n in nodes), "bytes")
+    return {"workload": "parallel", "params": resolved, "metrics": metrics, "commands": [],
+            "raw": {"parallel": report, "speed": speed}}
 
 
 # ------------------------------------------------------------------------------ scenarios

@@ -252,14 +252,16 @@ def on_drives(planned: list, drives: int) -> list[tuple[int, int]]:
     return [(k % drives, k // drives) for k in range(len(planned))]
 
 
-async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
+async def build_virtual(spec: SimSpec, nursery: trio.Nursery,
+                        wrap_members: Callable[[list], list] | None = None) -> Built:
     """The architecture of `spec` from the registry, over drives that keep no data, each
     metered; the same builder `raidlab create` uses, under the virtual clock. With
     `spec.bus` the drives share one bus (raidlab.disks.bus); every drive has the write cache
     `spec.write_cache` says (each model's default, or on or off for all) and the span
     `spec.span` says (or the plan's); with fewer
     `spec.drives` than members, the members are partitions of them (`on_drives`;
-    parts["physical"])."""
+    parts["physical"]). `wrap_members` may put each metered member behind a proxy of its own
+    (the cluster twin's RemoteMember) before the architecture is built over them."""
     arch, config = sim_config(spec)
     planned = arch.plan(config, archs.VIRTUAL)
     bus_spec = parse_bus(spec.bus, [drive.model for drive in planned])
@@ -292,6 +294,8 @@ async def build_virtual(spec: SimSpec, nursery: trio.Nursery) -> Built:
             physical.append(disk(f"drive{index}", mine[0].model, slot * slots, any(d.keeps_data for d in mine), "full"))
         drives = [MeteredTarget(physical[at].partition(s * slot, d.size, d.name))
                   for d, (at, s) in zip(planned, places)]
+    if wrap_members is not None:
+        drives = wrap_members(drives)
     built = await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",
                                                 clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget))
     built.parts.setdefault("bus", bus)

@@ -1,0 +1,231 @@
+"""The cluster's virtual twin: nodes, links, a switch and the cooperative disk drivers' cost,
+modelled beside the disk models, so RAID-x's experiments run on the virtual clock at any size.
+
+The live cluster (raidlab.cluster) is real: namespaces, shaped veth links, nbdkit. It runs on
+the host's few cores and has no propagation delay (no netem here), and sixteen nodes with
+sixteen clients are more than one host serves faithfully. The twin keeps the same structure
+and puts a model where the live cluster has a kernel object:
+
+* **Nodes.** Node k holds disks k*D .. k*D+D-1 of the array (D disks per node, node order as
+  in the live cluster) and runs client k. Every node has one processor (the paper's nodes
+  were single Pentium PCs), which does the node's client-side driver work *and* serves the
+  node's disks to the others.
+* **Links and the switch** (the paper's switched Fast Ethernet, full duplex, §4.1): each node
+  has a cable with a send side (node to switch) and a receive side (switch to node), each a
+  Timeline at the link rate. The switch itself is non-blocking (16 ports of a switch of the
+  period forward at wire speed) with output queueing: a message leaves the sender's send
+  side back to back, frame after frame, and enters the receiver's receive side as its frames
+  arrive, one hop latency later. Frames are Ethernet's: `frame_payload` bytes of data (the
+  TCP segment) take `frame_wire` bytes of the link (headers, preamble, gap), so 100 Mbit/s
+  moves at most 11.8 MB/s of data. A message's receive side can begin after its first frame
+  and ends no earlier than one frame after its last, so a lone transfer is pipelined and
+  two senders to one receiver share its receive side.
+* **The cooperative disk driver** (§5, our NBD's part). A request to a disk on another node
+  is a message to that node (the request and, for a write, its data), the serving node's
+  work, the disk's own service (the disk model, unchanged), and a reply (for a read, with
+  its data). Driver work costs processor time at both ends: `cdd_request_us` per request
+  plus the bytes at `cdd_mb_s` (copies through the protocol stack). The paper measured this
+  overhead's consequence (§7: "each IDE disk can only deliver at most 4 MB/s due to network
+  protocols and software overheads"); a scenario states how it sets the two parameters. A
+  request to a disk on the client's own node goes straight to the disk: no network, no
+  driver cost (the paper's local disk through its own driver).
+* **Which client sends a request.** Each client task sets CLIENT (the engine's request
+  origin, raidlab.engine.origin) to its node; trio hands a task's context to the tasks it
+  starts, so every member request the engine issues for that client carries the client's
+  node down to the member. Work the engine does on its own has no client and runs on the
+  node of the disk it touches, without the network: RAID-x's background copy of an image
+  from the image disk's log to its home, the paper's "orthogonal mirroring on local disks
+  at the background". Images RAID-x keeps in memory (image_buffer=memory) are sent later
+  from the node whose write they belong to.
+
+One engine instance serves every client in the twin (the live cluster runs one per client
+node): the layouts are pure functions of the address, so each client's driver would issue
+exactly these member requests; what one instance shares that separate drivers would not
+(stripe locks, the image writer's queue) is never contended by the workloads here, whose
+clients each use their own region of the volume.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from raidlab.disks.bus import Timeline
+from raidlab.engine.origin import ORIGIN as CLIENT
+from raidlab.errors import UsageError
+
+HEADER_BYTES = 28  # an NBD request or simple reply header
+
+
+@dataclass(frozen=True)
+class NetworkParams:
+    """The twin's network and driver parameters (module doc); every one is stated by the
+    scenario that uses it."""
+
+    nodes: int
+    disks_per_node: int = 1
+    link_mb_s: float = 12.5          # 100 Mbit/s, the paper's "12.5 MB/s per switch port" (§4.1)
+    latency_us: float = 20.0         # one hop through NIC, cable and switch, beyond the frames' time
+    frame_payload: int = 1448        # TCP segment in a 1500-byte Ethernet frame
+    frame_wire: int = 1538           # the frame on the wire with preamble and inter-frame gap
+    cdd_request_us: float = 0.0      # driver processor time per request, at each end
+    cdd_mb_s: float = 0.0            # driver copy rate at each end (0: free)
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.disks_per_node < 1:
+            raise UsageError(f"a twin needs at least one node and one disk per node, not {self.nodes} and "
+                             f"{self.disks_per_node}")
+        if not self.link_mb_s > 0:
+            raise UsageError(f"link rate {self.link_mb_s} MB/s must be positive")
+        if self.latency_us < 0 or self.cdd_request_us < 0 or self.cdd_mb_s < 0:
+            raise UsageError("latency and driver costs cannot be negative")
+        if not 0 < self.frame_payload <= self.frame_wire:
+            raise UsageError(f"frame payload {self.frame_payload} must be positive and within the frame "
+                             f"({self.frame_wire} bytes)")
+
+
+class Node:
+    """One node's processor and the two sides of its cable, with what they did."""
+
+    def __init__(self, index: int, rate: float) -> None:
+        self.index = index
+        self.rate = rate
+        self.send = Timeline()
+        self.receive = Timeline()
+        self.cpu = Timeline()
+        self.counters = {"bytes_sent": 0, "bytes_received": 0, "messages_sent": 0, "messages_received": 0,
+                         "send_busy_s": 0.0, "receive_busy_s": 0.0, "cpu_busy_s": 0.0,
+                         "send_wait_s": 0.0, "receive_wait_s": 0.0, "cpu_wait_s": 0.0,
+                         "requests_served": 0, "requests_sent": 0}
+
+    def statistics(self) -> dict[str, Any]:
+        return {"node": self.index, **self.counters}
+
+
+class Network:
+    """The nodes, their cables and the switch of one twin (module doc)."""
+
+    def __init__(self, params: NetworkParams) -> None:
+        self.params = params
+        self.rate = params.link_mb_s * 1e6
+        self.nodes = [Node(k, self.rate) for k in range(params.nodes)]
+
+    def wire_seconds(self, nbytes: int) -> float:
+        frames = max(1, math.ceil(nbytes / self.params.frame_payload))
+        return (nbytes + frames * (self.params.frame_wire - self.params.frame_payload)) / self.rate
+
+    def frame_seconds(self, nbytes: int) -> float:
+        """The wire time of a message's first frame."""
+        return self.wire_seconds(min(nbytes, self.params.frame_payload))
+
+    async def message(self, src: int, dst: int, nbytes: int) -> None:
+        """Move `nbytes` from node src to node dst (module doc); returns when the last frame
+        has arrived."""
+        now = trio.current_time()
+        sender, receiver = self.nodes[src], self.nodes[dst]
+        duration = self.wire_seconds(nbytes)
+        first = self.frame_seconds(nbytes)
+        hop = self.params.latency_us * 1e-6
+        start = sender.send.reserve(now, now, duration)
+        arrive = start + first + hop
+        rstart = receiver.receive.reserve(now, arrive, duration)
+        end = max(rstart + duration, start + duration + first + hop)
+        for node, side, busy, wait in ((sender, "sent", duration, start - now),
+                                       (receiver, "received", duration, rstart - arrive)):
+            node.counters[f"bytes_{side}"] += nbytes
+            node.counters[f"messages_{side}"] += 1
+            key = "send" if side == "sent" else "receive"
+            node.counters[f"{key}_busy_s"] += busy
+            node.counters[f"{key}_wait_s"] += wait
+        await trio.sleep_until(end)
+
+    async def work(self, node: int, nbytes: int) -> None:
+        """Driver work for one request of `nbytes` on node's processor."""
+        p = self.params
+        duration = p.cdd_request_us * 1e-6 + (nbytes / (p.cdd_mb_s * 1e6) if p.cdd_mb_s else 0.0)
+        if duration <= 0:
+            return
+        now = trio.current_time()
+        cpu = self.nodes[node]
+        start = cpu.cpu.reserve(now, now, duration)
+        cpu.counters["cpu_busy_s"] += duration
+        cpu.counters["cpu_wait_s"] += start - now
+        await trio.sleep_until(start + duration)
+
+    def statistics(self) -> dict[str, Any]:
+        return {"params": self.params.__dict__, "nodes": [n.statistics() for n in self.nodes]}
+
+
+class RemoteMember:
+    """A member disk as the client of the current task reaches it: through the network and
+    both drivers when the disk is on another node, straight to the disk otherwise."""
+
+    def __init__(self, inner: Any, home: int, network: Network) -> None:
+        self.inner = inner
+        self.home = home
+        self.network = network
+        self.name = inner.name
+        self.remote_requests = 0
+        self.local_requests = 0
+
+    @property
+    def size(self) -> int:
+        return self.inner.size
+
+    @property
+    def failed(self) -> bool:
+        return getattr(self.inner, "failed", False)
+
+    def merge_queued_requests(self) -> None:
+        self.inner.merge_queued_requests()
+
+    def statistics(self) -> dict[str, Any]:
+        return self.inner.statistics()
+
+    def _client(self) -> int | None:
+        client = CLIENT.get()
+        if client is None or client == self.home:
+            self.local_requests += 1
+            return None
+        self.remote_requests += 1
+        return client
+
+    async def _request(self, client: int, sent: int, returned: int, serve) -> Any:
+        net = self.network
+        net.nodes[client].counters["requests_sent"] += 1
+        net.nodes[self.home].counters["requests_served"] += 1
+        await net.work(client, sent)
+        await net.message(client, self.home, HEADER_BYTES + sent)
+        await net.work(self.home, sent)
+        result = await serve()
+        await net.work(self.home, returned)
+        await net.message(self.home, client, HEADER_BYTES + returned)
+        await net.work(client, returned)
+        return result
+
+    async def read(self, offset: int, length: int) -> bytes:
+        client = self._client()
+        if client is None:
+            return await self.inner.read(offset, length)
+        return await self._request(client, 0, length, lambda: self.inner.read(offset, length))
+
+    async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
+        client = self._client()
+        if client is None:
+            return await self.inner.write(offset, data, fua=fua)
+        return await self._request(client, len(data), 0, lambda: self.inner.write(offset, data, fua=fua))
+
+    async def flush(self) -> None:
+        client = self._client()
+        if client is None:
+            return await self.inner.flush()
+        return await self._request(client, 0, 0, self.inner.flush)
+
+    async def trim(self, offset: int, length: int) -> None:
+        client = self._client()
+        if client is None:
+            return await self.inner.trim(offset, length)
+        return await self._request(client, 0, 0, lambda: self.inner.trim(offset, length))

@@ -1,0 +1,165 @@
+"""The `parallel` workload in virtual time: clients on the nodes of the cluster's twin.
+
+What a run is (the workload's own module, raidlab.workloads.parallel, says why): the
+architecture is built by the same builder as every replay (raidlab.runners.virtual), each
+member wrapped so that it sits on its node of the twin (raidlab.cluster.twin: member m on
+node m // disks_per_node); then every client, in a task whose context names its node,
+issues its accesses at the same instant. The engine is the live one; only the clock, the
+disks and the network are models.
+
+The report: aggregate bandwidth, each client's time and bandwidth, each member's requests
+(local and remote) and utilisation, each node's cable and processor (bytes, busy and
+waiting seconds), and the architecture's own counters (RAID-x's pending images, ...). The
+bandwidth ends when the last client is done; what the architecture then still has to do in
+the background (RAID-x's pending images) is finished after it and timed apart
+(`background_seconds`), and the network's counters include it.
+Deterministic for a (spec, params) pair except `speed` (wall clock).
+"""
+
+from __future__ import annotations
+
+import random
+import time as wallclock
+from typing import Any
+
+import trio
+
+from raidlab.cluster.twin import CLIENT, Network, NetworkParams, RemoteMember
+from raidlab.errors import UsageError
+from raidlab.runners.clock import run_replay
+from raidlab.runners.virtual import SimSpec, _single_user_error, build_virtual
+from raidlab.workloads.parallel import resolve_sim as resolve
+
+KiB = 1024
+
+
+def _network(p: dict[str, Any], members: int) -> NetworkParams:
+    dpn = p["disks_per_node"]
+    disk_nodes = -(-members // dpn)
+    nodes = p["nodes"] or max(p["clients"], disk_nodes)
+    if nodes < disk_nodes:
+        raise UsageError(f"{members} members at {dpn} per node need {disk_nodes} nodes, not {nodes}")
+    return NetworkParams(nodes=nodes, disks_per_node=dpn, link_mb_s=p["link_mb_s"], latency_us=p["latency_us"],
+                         cdd_request_us=p["cdd_request_us"], cdd_mb_s=p["cdd_mb_s"])
+
+
+async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
+    block = p["block_kb"] * KiB
+    size = p["file_kb"] * KiB
+    base = p["file_offset_kb"] * KiB
+    clients = p["clients"]
+    holder: dict[str, Any] = {}
+
+    def wrap(drives: list) -> list:
+        params = _network(p, len(drives))
+        network = holder["network"] = Network(params)
+        return [RemoteMember(d, i // params.disks_per_node, network) for i, d in enumerate(drives)]
+
+    async with trio.open_nursery() as nursery:
+        built = await build_virtual(spec, nursery, wrap_members=wrap)
+        network: Network = holder["network"]
+        target = built.target
+        if base + clients * size > target.size:
+            raise UsageError(f"{clients} files of {p['file_kb']} KiB from {p['file_offset_kb']} KiB do not fit in "
+                             f"{spec.arch}'s {target.size} bytes")
+        members = built.members
+        before = [m.statistics() for m in members]
+        counted = [(m.local_requests, m.remote_requests) for m in members]
+        payload = bytes(block)
+        rng = random.Random(p["seed"])
+        blocks_per_file = size // block
+        ends: list[float] = [0.0] * clients
+        moved = [0] * clients
+
+        async def client(c: int, offsets: list[int]) -> None:
+            CLIENT.set(c)
+            depth = p["read_depth"] if p["op"] == "read" else p["write_depth"]
+            limit = trio.Semaphore(depth)
+
+            async def one(offset: int) -> None:
+                try:
+                    if p["op"] == "read":
+                        await target.read(offset, block)
+                    else:
+                        await target.write(offset, payload)
+                finally:
+                    limit.release()
+                moved[c] += block
+
+            async with trio.open_nursery() as requests:
+                for offset in offsets:
+                    await limit.acquire()
+                    requests.start_soon(one, offset)
+            ends[c] = trio.current_time()
+
+        t0 = trio.current_time()
+        per_round: list[float] = []
+        for _round in range(p["rounds"]):
+            started = trio.current_time()
+            plans = []
+            for c in range(clients):
+                start = base + c * size
+                if p["access"] == "large":
+                    plans.append([start + k * block for k in range(blocks_per_file)])
+                else:
+                    plans.append([start + rng.randrange(blocks_per_file) * block])
+            async with trio.open_nursery() as everyone:  # the barrier: all start now, the round ends with the last
+                for c in range(clients):
+                    everyone.start_soon(client, c, plans[c])
+            per_round.append(trio.current_time() - started)
+        elapsed = trio.current_time() - t0
+        after = [m.statistics() for m in members]
+        arch_stats = built.statistics()
+        # What the architecture still does in the background once every client is done
+        # (RAID-x's pending images): finished here, timed apart, not in the bandwidth.
+        buffer = getattr(built.target, "image_buffer", None)
+        if buffer is not None:
+            await buffer.drain()
+        background = trio.current_time() - t0 - elapsed
+        drained = [m.statistics() for m in members]
+        nursery.cancel_scope.cancel()
+
+    total = sum(moved)
+    per_member = []
+    for m, x, y, z in zip(members, before, after, drained):
+        busy = y["busy_time"] - x["busy_time"]
+        per_member.append({
+            "name": m.name, "node": m.home, "local_requests": m.local_requests - counted[len(per_member)][0],
+            "remote_requests": m.remote_requests - counted[len(per_member)][1],
+            "reads": y["reads"] - x["reads"], "writes": y["writes"] - x["writes"],
+            "bytes_read": y["bytes_read"] - x["bytes_read"], "bytes_written": y["bytes_written"] - x["bytes_written"],
+            "busy_s": busy, "utilization": busy / elapsed if elapsed > 0 else 0.0,
+            "background_bytes_written": z["bytes_written"] - y["bytes_written"]})
+    nodes = network.statistics()
+    for node in nodes["nodes"]:
+        for key in ("send", "receive", "cpu"):
+            node[f"{key}_utilization"] = node[f"{key}_busy_s"] / elapsed if elapsed > 0 else 0.0
+    return {
+        "params": p,
+        "bytes": total,
+        "seconds": elapsed,
+        "aggregate_mb_s": total / elapsed / 1e6 if elapsed > 0 else 0.0,
+        "round_seconds": per_round,
+        "background_seconds": background,
+        "clients": [{"client": c, "bytes": moved[c], "seconds": ends[c] - t0 if p["rounds"] == 1 else None}
+                    for c in range(clients)],
+        "members": per_member,
+        "network": nodes,
+        "volume_bytes": target.size,
+        "architecture": arch_stats,
+    }
+
+
+def run_parallel(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
+    """Run the parallel clients (module doc) on `spec`'s architecture in virtual time."""
+    p = resolve(params)
+    started = wallclock.perf_counter()
+    try:
+        report = run_replay(_run, spec, p, seed=p["seed"])
+    except BaseExceptionGroup as group:
+        user_error = _single_user_error(group)
+        if user_error is None:
+            raise
+        raise user_error from None
+    report["speed"] = {"wall_seconds": wallclock.perf_counter() - started}
+    return report

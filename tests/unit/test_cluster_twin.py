@@ -1,0 +1,171 @@
+"""The cluster's virtual twin (raidlab.cluster.twin) and the parallel clients on it
+(raidlab.runners.parallel): frames, links and the switch take the time they should, a disk on
+the client's own node costs nothing, the driver's cost gives the RAID-x scenario's
+calibration (one remote disk streams at 4 MB/s), and every member request is charged to the
+client that caused it, including RAID-x images written later from memory."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from raidlab import scenarios
+from raidlab.cluster.twin import CLIENT, HEADER_BYTES, Network, NetworkParams, RemoteMember
+from raidlab.disks.disk import EmulatedDisk
+from raidlab.errors import UsageError
+from raidlab.runners import sim
+from raidlab.runners.clock import run_replay
+from raidlab.runners.parallel import run_parallel
+from raidlab.runners.virtual import DiscardBackend, SimSpec
+from raidlab.workloads.parallel import resolve_sim
+
+KiB, MiB = 1024, 1024 * 1024
+
+
+def _timed(fn, *args):
+    async def main():
+        t0 = trio.current_time()
+        result = await fn(*args)
+        return trio.current_time() - t0, result
+    return run_replay(lambda _spec, _p: main(), None, None, seed=0)
+
+
+def test_one_message_is_pipelined_through_the_switch():
+    net = Network(NetworkParams(nodes=2, latency_us=20.0))
+    seconds, _ = _timed(net.message, 0, 1, 32 * KiB)
+    wire = net.wire_seconds(32 * KiB)
+    assert wire == pytest.approx((32 * KiB + 23 * 90) / 12.5e6)      # 23 frames of 1448 bytes, 90 bytes each more
+    assert seconds == pytest.approx(wire + net.frame_seconds(32 * KiB) + 20e-6)
+    stats = net.statistics()["nodes"]
+    assert stats[0]["bytes_sent"] == stats[1]["bytes_received"] == 32 * KiB
+
+
+def test_two_senders_share_the_receivers_side_and_a_sender_its_own():
+    async def fan_in(net, pairs):
+        async with trio.open_nursery() as n:
+            for src, dst in pairs:
+                n.start_soon(net.message, src, dst, MiB)
+    one = Network(NetworkParams(nodes=3))
+    alone, _ = _timed(one.message, 0, 2, MiB)
+    shared, _ = _timed(fan_in, Network(NetworkParams(nodes=3)), [(0, 2), (1, 2)])
+    apart, _ = _timed(fan_in, Network(NetworkParams(nodes=4)), [(0, 2), (1, 3)])
+    assert shared == pytest.approx(2 * alone, rel=0.01)    # node 2's receive side carries both
+    assert apart == pytest.approx(alone, rel=0.01)         # a non-blocking switch
+
+
+def _member(params: NetworkParams, model: str = "none"):
+    net = Network(params)
+    holder = {}
+
+    async def start(nursery):
+        disk = EmulatedDisk("d0", model, DiscardBackend(256 * MiB))
+        disk.start(nursery)
+        holder["m"] = RemoteMember(disk, 0, net)
+    return net, holder, start
+
+
+def _stream(params: NetworkParams, client: int, depth: int = 16, total: int = 8 * MiB) -> tuple[float, Network]:
+    """(seconds, network) of `client` reading `total` bytes from node 0's disk (model none:
+    no time of its own), `depth` 32 KiB reads in flight."""
+    net, holder, start = _member(params)
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await start(nursery)
+            CLIENT.set(client)
+            limit = trio.Semaphore(depth)
+            t0 = trio.current_time()
+
+            async def one(offset):
+                try:
+                    await holder["m"].read(offset, 32 * KiB)
+                finally:
+                    limit.release()
+            async with trio.open_nursery() as reads:
+                for offset in range(0, total, 32 * KiB):
+                    await limit.acquire()
+                    reads.start_soon(one, offset)
+            elapsed = trio.current_time() - t0
+            nursery.cancel_scope.cancel()
+        return elapsed, net
+    return run_replay(lambda _s, _p: main(), None, None, seed=0)
+
+
+def test_a_remote_disk_streams_at_the_link_rate_and_a_local_one_without_the_network():
+    seconds, net = _stream(NetworkParams(nodes=2), client=1)
+    assert 8 * MiB / seconds / 1e6 == pytest.approx(12.5 * 1448 / 1538, rel=0.02)   # the link's data rate
+    assert net.nodes[0].counters["bytes_sent"] == 8 * MiB + 256 * HEADER_BYTES
+    seconds, net = _stream(NetworkParams(nodes=2), client=0)
+    assert seconds == 0 and all(n.counters["bytes_sent"] == 0 for n in net.nodes)
+
+
+def test_the_driver_cost_calibration_of_the_raidx_scenario():
+    """§7: 'each IDE disk can only deliver at most 4 MB/s due to network protocols and
+    software overheads': 100 µs + 32 KiB at 4.05 MB/s per request, at each end."""
+    scn = scenarios.load("scenarios/raidx-fig8-clients.toml")
+    p = resolve_sim(scn.case("lr-c16").params)
+    params = NetworkParams(nodes=2, cdd_request_us=p["cdd_request_us"], cdd_mb_s=p["cdd_mb_s"])
+    seconds, net = _stream(params, client=1)
+    assert 8 * MiB / seconds / 1e6 == pytest.approx(4.0, rel=0.02)
+    assert net.nodes[0].counters["cpu_busy_s"] == pytest.approx(seconds, rel=0.02)   # the server's processor
+
+
+def test_the_twin_refuses_impossible_parameters():
+    with pytest.raises(UsageError, match="positive"):
+        NetworkParams(nodes=2, link_mb_s=0)
+    with pytest.raises(UsageError, match="nodes"):
+        resolve_sim({"clients": 4, "nodes": 2})
+    with pytest.raises(UsageError, match="no parameter"):
+        resolve_sim({"client": 4})
+
+
+def _spec(arch, **options):
+    return SimSpec(arch=arch, disk_model="none", disks=4, chunk=32 * KiB, disk_size=256 * MiB, options=options)
+
+
+def test_each_client_pays_for_its_own_requests_and_runs_are_deterministic():
+    params = {"clients": 4, "op": "read", "file_kb": 4096}
+    one, again = run_parallel(_spec("raid0"), params), run_parallel(_spec("raid0"), params)
+    assert one["seconds"] == again["seconds"] and one["network"] == again["network"]
+    assert one["bytes"] == 4 * 4 * MiB
+    # raid0 over 4 disks, one per node: a quarter of each client's 128 reads is local; each
+    # node receives the data of its 96 remote reads with their replies' headers, and the
+    # request headers of the 96 reads the others send it.
+    for node in one["network"]["nodes"]:
+        assert node["requests_sent"] == node["requests_served"] == 96
+        assert node["bytes_received"] == node["bytes_sent"] == 3 * MiB + 2 * 96 * HEADER_BYTES
+    assert [(m["local_requests"], m["remote_requests"]) for m in one["members"]] == [(32, 96)] * 4
+
+
+def _image_disk(chunk: int, n: int = 4) -> int:
+    """RAID-x's equation (1), as raidlab.engine.layouts.raidx reads it."""
+    return n - 1 - (chunk // (n - 1)) % n
+
+
+def test_raidx_images_are_sent_by_the_writing_node_once():
+    """A RAID-x write sends its data copy and its image from the client's node: from memory
+    later (image_buffer = memory), or at once into the image disk's log, a 512-byte header
+    before each image, whose copy home is then made on the image disk's own node."""
+    params = {"clients": 1, "op": "write", "file_kb": 3 * 1024}
+    chunks = range(4 * MiB // (32 * KiB), (4 * MiB + 3 * MiB) // (32 * KiB))   # the file starts 4 MiB in
+    remote_data = sum(32 * KiB for c in chunks if c % 4 != 0)
+    remote_images = [c for c in chunks if _image_disk(c) != 0]
+    sent = {}
+    for where in ("memory", "disk"):
+        report = run_parallel(_spec("raidx", image_buffer=where), params)
+        node = report["network"]["nodes"][0]
+        sent[where] = node["bytes_sent"] - HEADER_BYTES * node["messages_sent"]
+        assert report["architecture"]["image_buffer"]["logged_bytes"] == 3 * MiB
+        if where == "memory":   # images still in memory when the client was done went home after
+            assert sum(m["background_bytes_written"] for m in report["members"]) > 0
+    assert sent["memory"] == remote_data + 32 * KiB * len(remote_images)
+    assert sent["disk"] == sent["memory"] + 512 * len(remote_images)
+
+
+def test_the_shipped_raidx_scenario_runs_a_case():
+    scn = scenarios.load("scenarios/raidx-fig8-clients.toml")
+    doc = sim.run_case(scn, scn.arch("chained"), scn.case("sw-c2"), repetition=2)
+    assert doc["workload"] == "parallel" and doc["params"]["seed"] == 1
+    assert doc["metrics"]["aggregate_mb_s"]["value"] > 0
+    assert doc["metrics"]["clients"]["value"] == 2
+    assert 0 < doc["metrics"]["max_cpu_utilization"]["value"] <= 1.0
