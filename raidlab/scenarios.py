@@ -774,13 +774,16 @@ def _load_quick(path: Path, table: Any, labels: set, cases: set) -> dict:
     return out
 
 
-ARCH_X_FIELDS = ("partitions", "disk_model", "bus")  # [[arch]] fields a figure may put on its x axis
+# [[arch]] fields a figure may put on its x axis (chunk in KiB)
+ARCH_X_FIELDS = ("partitions", "disk_model", "bus", "disks", "chunk")
 
 
 def x_value(spec: ReportSpec, arch: ArchEntry, params: dict) -> Any:
     """The x of a line figure for one run: a workload parameter, else an arch option (a size
     option such as ram_buffer = "4M" is given in MiB), else an [[arch]] field such as
     `partitions` (SA-RAID's configurations, drawn as groups of bars)."""
+    if spec.x == "chunk":
+        return arch.chunk // 1024 if arch.chunk else None
     if spec.x in ARCH_X_FIELDS:
         return getattr(arch, spec.x)
     value = params.get(spec.x, arch.options.get(spec.x))

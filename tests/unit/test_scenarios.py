@@ -468,3 +468,14 @@ def test_every_problem_is_listed_in_one_line(tmp_path):
     assert err.key == "arch[1].colour"
     assert "and 2 more: paper[0].value: must be float" in str(err) and "claim[1].num: no [[arch]] labelled 'r9'" in str(err)
     assert str(err).count("claim[") == 1          # the order claim naming r0 (the bad [[arch]]) is not refused too
+
+
+def test_a_line_figure_may_put_disks_or_the_chunk_on_x():
+    """RAID-x Figs. 9 and 10: one [[arch]] per stripe unit or number of disks, the figure's x
+    taken from that field (the chunk in KiB)."""
+    from raidlab.scenarios import x_value
+
+    fig9 = scenarios.load(REPO / "scenarios/raidx-fig9-stripe-unit.toml")
+    assert [x_value(fig9.report, fig9.arch(f"raid5-k{k}"), {}) for k in (16, 32, 64, 128)] == [16, 32, 64, 128]
+    fig10 = scenarios.load(REPO / "scenarios/raidx-fig10-disks.toml")
+    assert x_value(fig10.report, fig10.arch("chained-d12"), {}) == 12
