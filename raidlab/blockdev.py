@@ -39,6 +39,30 @@ class BlockTarget(Protocol):
         """Counters for `raidlab status` and benchmarks (JSON-serialisable)."""
 
 
+class TargetProxy:
+    """A block target in front of another (`inner`): name, size, failure state, statistics
+    and request merging are the inner target's; a subclass adds what it stands for around
+    read, write, flush and trim (a meter, a network between a client and a disk)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    @property
+    def size(self) -> int:
+        return self.inner.size
+
+    @property
+    def failed(self) -> bool:
+        return getattr(self.inner, "failed", False)
+
+    def merge_queued_requests(self) -> None:
+        self.inner.merge_queued_requests()
+
+    def statistics(self) -> dict[str, Any]:
+        return self.inner.statistics()
+
+
 def check_aligned(offset: int, length: int, size: int) -> None:
     """Raise ValueError unless [offset, offset+length) is sector-aligned and inside size."""
     if offset % SECTOR or length % SECTOR:

@@ -53,6 +53,7 @@ from typing import Any
 
 import trio
 
+from raidlab.blockdev import TargetProxy
 from raidlab.disks.bus import Timeline
 from raidlab.engine.origin import ORIGIN as CLIENT
 from raidlab.errors import UsageError
@@ -159,31 +160,16 @@ class Network:
         return {"params": self.params.__dict__, "nodes": [n.statistics() for n in self.nodes]}
 
 
-class RemoteMember:
+class RemoteMember(TargetProxy):
     """A member disk as the client of the current task reaches it: through the network and
     both drivers when the disk is on another node, straight to the disk otherwise."""
 
     def __init__(self, inner: Any, home: int, network: Network) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.home = home
         self.network = network
-        self.name = inner.name
         self.remote_requests = 0
         self.local_requests = 0
-
-    @property
-    def size(self) -> int:
-        return self.inner.size
-
-    @property
-    def failed(self) -> bool:
-        return getattr(self.inner, "failed", False)
-
-    def merge_queued_requests(self) -> None:
-        self.inner.merge_queued_requests()
-
-    def statistics(self) -> dict[str, Any]:
-        return self.inner.statistics()
 
     def _client(self) -> int | None:
         client = CLIENT.get()

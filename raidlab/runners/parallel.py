@@ -19,15 +19,13 @@ Deterministic for a (spec, params) pair except `speed` (wall clock).
 from __future__ import annotations
 
 import random
-import time as wallclock
 from typing import Any
 
 import trio
 
 from raidlab.cluster.twin import CLIENT, Network, NetworkParams, RemoteMember
 from raidlab.errors import UsageError
-from raidlab.runners.clock import run_replay
-from raidlab.runners.virtual import SimSpec, _single_user_error, build_virtual
+from raidlab.runners.virtual import SimSpec, build_virtual, run_timed
 from raidlab.workloads.parallel import resolve_sim as resolve
 
 KiB = 1024
@@ -153,13 +151,4 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
 def run_parallel(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Run the parallel clients (module doc) on `spec`'s architecture in virtual time."""
     p = resolve(params)
-    started = wallclock.perf_counter()
-    try:
-        report = run_replay(_run, spec, p, seed=p["seed"])
-    except BaseExceptionGroup as group:
-        user_error = _single_user_error(group)
-        if user_error is None:
-            raise
-        raise user_error from None
-    report["speed"] = {"wall_seconds": wallclock.perf_counter() - started}
-    return report
+    return run_timed(_run, spec, p, seed=p["seed"])

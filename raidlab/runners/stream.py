@@ -34,15 +34,13 @@ near the start of a fresh file system).
 from __future__ import annotations
 
 import random
-import time as wallclock
 from typing import Any
 
 import trio
 
 from raidlab.errors import UsageError
-from raidlab.runners.clock import run_replay
 from raidlab.workloads.seqfile import resolve_sim as resolve
-from raidlab.runners.virtual import SimSpec, build_virtual, layout_report, _single_user_error
+from raidlab.runners.virtual import SimSpec, build_virtual, layout_report, run_timed
 
 KiB = 1024
 
@@ -194,13 +192,4 @@ def run_stream(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Write then read one file on `spec`'s architecture in virtual time (module doc); the
     report is deterministic except `speed` (wall clock)."""
     p = resolve(params)
-    started = wallclock.perf_counter()
-    try:
-        report = run_replay(_run, spec, p, seed=p["seed"])
-    except BaseExceptionGroup as group:
-        user_error = _single_user_error(group)
-        if user_error is None:
-            raise
-        raise user_error from None
-    report["speed"] = {"wall_seconds": wallclock.perf_counter() - started}
-    return report
+    return run_timed(_run, spec, p, seed=p["seed"])

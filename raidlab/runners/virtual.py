@@ -53,7 +53,7 @@ import trio
 
 from raidlab import archs
 from raidlab.archs import Built
-from raidlab.blockdev import SECTOR
+from raidlab.blockdev import SECTOR, TargetProxy
 from raidlab.disks.backend import MemoryBackend
 from raidlab.archs.layouts import drive_capacity
 from raidlab.disks.bus import Bus, parse_bus
@@ -90,25 +90,13 @@ class DiscardBackend:
         pass
 
 
-class MeteredTarget:
+class MeteredTarget(TargetProxy):
     """A BlockTarget proxy that counts requests and sums their response times."""
 
     def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
+        super().__init__(inner)
         self.requests = 0
         self.response_sum = 0.0
-
-    @property
-    def size(self) -> int:
-        return self.inner.size
-
-    @property
-    def failed(self) -> bool:
-        return getattr(self.inner, "failed", False)
-
-    def merge_queued_requests(self) -> None:
-        self.inner.merge_queued_requests()
 
     def partition(self, start: int, size: int, name: str):
         """A partition of the drive itself, unmetered: a builder that shares a drive between
@@ -146,9 +134,6 @@ class MeteredTarget:
         finally:
             self.requests += 1
             self.response_sum += trio.current_time() - start
-
-    def statistics(self) -> dict[str, Any]:
-        return self.inner.statistics()
 
 
 @dataclasses.dataclass
@@ -534,24 +519,32 @@ def _single_user_error(group: BaseExceptionGroup) -> RaidlabError | None:
 PROGRESS_EVERY = 10_000  # requests between two on_progress(requests issued, virtual seconds) calls
 
 
-def replay(spec: SimSpec, reader: TraceReader, *,
-           on_progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
-    """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
-    report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
+def run_timed(fn: Callable[..., Awaitable[dict[str, Any]]], *args: Any, seed: int) -> dict[str, Any]:
+    """`fn(*args)` on the virtual clock (run_replay); its report with "speed" =
+    {"wall_seconds"} added (the one entry that is not deterministic). A lone user error
+    inside trio's exception groups is raised as itself, so the CLI prints one line."""
     start = wallclock.perf_counter()
     try:
-        report = run_replay(_replay, spec, reader, on_progress, seed=spec.seed)
+        report = run_replay(fn, *args, seed=seed)
     except BaseExceptionGroup as group:
         user_error = _single_user_error(group)
         if user_error is None:
             raise
         raise user_error from None
-    wall = wallclock.perf_counter() - start
-    report["speed"] = {
-        "wall_seconds": wall,
+    report["speed"] = {"wall_seconds": wallclock.perf_counter() - start}
+    return report
+
+
+def replay(spec: SimSpec, reader: TraceReader, *,
+           on_progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+    """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
+    report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
+    report = run_timed(_replay, spec, reader, on_progress, seed=spec.seed)
+    wall = report["speed"]["wall_seconds"]
+    report["speed"].update({
         "virtual_seconds_per_wall_second": report["virtual_seconds"] / wall if wall > 0 else 0.0,
         "requests_per_wall_second": report["trace"]["requests"] / wall if wall > 0 else 0.0,
-    }
+    })
     return report
 
 
