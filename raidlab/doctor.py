@@ -3,7 +3,8 @@
 Why a separate module from the CLI: `raidlab run` and the test suite ask the same questions
 ("can the native md runner work here?") and must get the same answers as the user sees in
 `raidlab doctor`. Every check is cheap (no VM boot, no device created): the answers come from
-/proc, /sys, /dev and `--version` lines. KVM is reported as "present" only; whether a guest
+/proc, /sys, /dev and `--version` lines, and one probe of the cluster's kernel features
+inside a throwaway network namespace (it exists only while the probe runs). KVM is reported as "present" only; whether a guest
 actually boots under it is decided by the VM runner's own probe.
 """
 
@@ -35,6 +36,11 @@ TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
     "postmark": (("-h",), "PostMark workload"),
     "nbdkit": (("--version",), "serve disks over NBD (lab VM, cluster)"),
     "nbdfuse": (("--version",), "reach remote disks (RAID-x cluster)"),
+    "nbdinfo": (("--version",), "check the cluster's NBD servers (RAID-x cluster)"),
+    "ip": (("-V",), "the cluster's namespaces, cables and bridge"),
+    "tc": (("-V",), "shape the cluster's cables (tbf)"),
+    "nsenter": (("--version",), "run nbdkit and nbdfuse inside a node's namespace"),
+    "unshare": (("--version",), "probe the cluster's kernel features in a throwaway namespace"),
     "qemu-system-x86_64": (("--version",), "the lab VM runner"),
     "busybox": (("--help",), "the lab VM's initramfs"),
     "depmod": (("--version",), "module index of the lab VM's kernel"),
@@ -192,6 +198,30 @@ def check_nbd() -> Capability:
     return Capability("nbd", False, "no nbd driver (not needed: QEMU's own NBD client and nbdfuse are used)")
 
 
+# Everything `raidlab cluster up` asks of the kernel, tried where nothing outlives the try: a
+# network namespace of its own (unshare), gone with the shell.
+_CLUSTER_PROBE = ("ip link add name rlxp0 type veth peer name rlxp1 && ip link add name rlxpbr type bridge && "
+                  "ip link set rlxp0 master rlxpbr && tc qdisc add dev rlxp0 root tbf rate 100mbit burst 16k limit 32k")
+
+
+def check_cluster() -> Capability:
+    """Network namespaces, veth pairs, a bridge and tc's tbf: the live cluster's kernel parts."""
+    if os.geteuid() != 0:
+        return Capability("cluster", False, "needs root to make network namespaces")
+    missing = [t for t in ("unshare", "ip", "tc") if which(t) is None]
+    if missing:
+        return Capability("cluster", False, "cannot probe: missing " + ", ".join(missing))
+    try:
+        proc = subprocess.run(["unshare", "--net", "sh", "-c", _CLUSTER_PROBE], capture_output=True, text=True,
+                              timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Capability("cluster", False, f"probe failed: {exc}")
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["no reason given"])[-1]
+        return Capability("cluster", False, f"namespace, veth, bridge or tbf refused: {why}")
+    return Capability("cluster", True, "network namespaces, veth, bridge and tc tbf work (probed)")
+
+
 def check_kvm() -> Capability:
     try:
         fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
@@ -253,7 +283,7 @@ def collect() -> Report:
     is_root = os.geteuid() == 0
     tools = [_tool_status(name) for name in TOOLS]
     have = {t.name: t.found for t in tools}
-    caps = [check_loop(), check_fuse(), check_md(), check_nbd(), check_kvm(), check_tcg()]
+    caps = [check_loop(), check_fuse(), check_md(), check_nbd(), check_kvm(), check_tcg(), check_cluster()]
     ok = {c.name: c.ok for c in caps}
 
     runners: list[Runner] = []
@@ -287,5 +317,15 @@ def collect() -> Report:
     else:
         accel = "KVM if its boot probe passes, else TCG" if ok["kvm"] else "TCG"
         runners.append(Runner("vm", True, f"QEMU ({accel}); {kernel_detail}"))
+
+    cluster_missing = [t for t in ("ip", "tc", "nsenter", "nbdkit", "nbdinfo", "nbdfuse") if not have[t]]
+    if not ok["cluster"]:
+        runners.append(Runner("cluster", False, {c.name: c for c in caps}["cluster"].detail))
+    elif cluster_missing:
+        runners.append(Runner("cluster", False, "missing: " + ", ".join(cluster_missing)))
+    elif not runners[0].usable:
+        runners.append(Runner("cluster", False, "needs the native engine runner: " + runners[0].reason))
+    else:
+        runners.append(Runner("cluster", True, "raidlab cluster up and arrays over it (RAID-x)"))
 
     return Report(platform.release(), is_root, tools, caps, runners, architectures(runners))

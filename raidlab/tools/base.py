@@ -41,6 +41,7 @@ PACKAGES: dict[str, str] = {
     "ip": "iproute2",
     "tc": "iproute2",
     "nsenter": "util-linux",
+    "unshare": "util-linux",
     "sysctl": "procps",
     "qemu-system-x86_64": "qemu-system-x86",
     "qemu-img": "qemu-utils",

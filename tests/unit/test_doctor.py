@@ -26,9 +26,24 @@ def test_doctor_json_matches_host(raidlab_cmd):
             assert tool["install_hint"] is None
         else:
             assert tool["install_hint"] == f"apt-get install {tool['package']}"
-    assert set(report["runners"]) == {"native-engine", "native-md", "vm"}
+    assert set(report["runners"]) == {"native-engine", "native-md", "vm", "cluster"}
+    # the cluster's kernel parts were probed, and the probe left no interface behind
+    assert caps["cluster"]["ok"] == (os.geteuid() == 0 and report["tools"]["ip"]["found"]
+                                     and report["tools"]["tc"]["found"]), caps["cluster"]
+    assert not any(name.startswith("rlxp") for name in os.listdir("/sys/class/net"))
     assert proc.returncode == (0 if report["ok"] else 1)
     assert report["ok"] == any(r["usable"] for r in report["runners"].values())
+
+
+def test_cluster_runner_follows_its_probe_and_tools(monkeypatch):
+    monkeypatch.setattr(doctor, "check_cluster", lambda: doctor.Capability("cluster", False, "no veth here"))
+    runner = {r.name: r for r in doctor.collect().runners}["cluster"]
+    assert not runner.usable and runner.reason == "no veth here"
+    monkeypatch.setattr(doctor, "check_cluster", lambda: doctor.Capability("cluster", True, "probed"))
+    real_which = doctor.which
+    monkeypatch.setattr(doctor, "which", lambda name: None if name == "nbdfuse" else real_which(name))
+    runner = {r.name: r for r in doctor.collect().runners}["cluster"]
+    assert not runner.usable and runner.reason == "missing: nbdfuse"
 
 
 def test_missing_tool_gives_install_hint(monkeypatch):
