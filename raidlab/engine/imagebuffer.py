@@ -228,7 +228,7 @@ class ImageBuffer:
         self._tail_gen = [0] * layout.n_disks
         self._cleared = [0] * layout.n_disks
         self._wake = [trio.Event() for _ in range(layout.n_disks)]
-        self._space = trio.Event()
+        self._space = [trio.Event() for _ in range(layout.n_disks)]  # set when a disk's ring frees space
         self._appended = trio.Event()
         self._writing = [trio.Lock() for _ in range(layout.n_disks)]  # one writer of a disk's homes at a time
         self.running = False  # the background task runs (else log() drains inline when full)
@@ -281,8 +281,9 @@ class ImageBuffer:
                     await self._write_or_wait(ring)
                     continue
                 self._wake[disk].set()
-                self._space = trio.Event() if self._space.is_set() else self._space
-                await self._space.wait()
+                if self._space[disk].is_set():
+                    self._space[disk] = trio.Event()
+                await self._space[disk].wait()
             self._seq += 1
             entry = PendingImage(self._seq, disk, home, logical, bytes(payload), where, origin=ORIGIN.get())
             ring.entries.append(entry)
@@ -366,7 +367,7 @@ class ImageBuffer:
             try:
                 await self._write_pending_of(disk, self.rings[disk])
             finally:
-                self._space.set()
+                self._space[disk].set()
 
     async def _write_pending_of(self, disk: int, ring: _Ring) -> None:
         batch = []
