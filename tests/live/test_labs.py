@@ -44,9 +44,13 @@ def run_lab(path: Path, home: Path, timeout: float) -> list[str]:
                               stderr=subprocess.STDOUT, text=True, timeout=timeout)
     finally:
         labs = home / "raidlab-labs" / "labs"
-        for lab in sorted(labs.glob("*")) if labs.exists() else ():  # a failed step leaves its array
-            subprocess.run([str(VENV_BIN / "raidlab"), "destroy", lab.name],
-                           env={**env, "RAIDLAB_HOME": str(home / "raidlab-labs")}, capture_output=True, timeout=300)
+        left = sorted(labs.glob("*")) if labs.exists() else []
+        # a failed step leaves its array, then its cluster (down refuses while an array runs)
+        for command in ("destroy", "cluster down"):
+            for lab in left:
+                subprocess.run([str(VENV_BIN / "raidlab"), *command.split(), lab.name],
+                               env={**env, "RAIDLAB_HOME": str(home / "raidlab-labs")}, capture_output=True,
+                               timeout=300)
     assert proc.returncode == 0 and f"{MARK}end" in proc.stdout, \
         f"{path.name} stopped (rc {proc.returncode}):\n{proc.stdout[-5000:]}"
     parts = proc.stdout.split(MARK)[1:]
@@ -72,7 +76,7 @@ def last(pattern: str, text: str) -> float:
 def test_every_lab_is_listed_and_has_commands_and_an_instructor_file():
     labs = sorted(LABS.glob("[0-9][0-9]-*.md"))
     readme = (LABS / "README.md").read_text()
-    assert len(labs) >= 5
+    assert len(labs) >= 6
     for lab in labs:
         assert f"]({lab.name})" in readme, lab.name
         assert lab_blocks(lab), lab.name
@@ -126,3 +130,18 @@ def test_lab_05_saraid(tmp_path):
     assert entries and int(entries.group(1)) < min(int(entries.group(k)) for k in (2, 3, 4))
     busy = [float(x) for x in re.findall(r"│ \d │ \S+ +│ ok +│ \d+ +│ \d+ +│ \d+ +│ \d+ +│ ([\d.]+)", out[3])]
     assert len(busy) == 4 and busy[0] == max(busy)                     # RAID0 waits for member 0
+
+
+def test_lab_06_raidx_cluster(tmp_path):
+    out = run_lab(LABS / "06-raidx-cluster.md", tmp_path / "home", timeout=900)
+    draw, raidx_write, chained_write = out[0].split("LOGICAL WRITE")[0], *out[0].split("LOGICAL WRITE")[1:]
+    assert re.search(r"write +\[disk 3, offset 8\] x3 +image", raidx_write)     # one disk, three images
+    assert len(re.findall(r"mirror copy", chained_write)) == 3                    # three disks
+    assert number(r"images pending: (\d+)", out[2]) == 0                          # step 3: written home
+    assert number(r"│ 0 +│ up +│ ([\d.]+) MiB", out[2]) > 30                       # data, log, home: 3 x 12 MiB
+    assert "read back: same bytes" in out[3] and "state degraded" in out[3]        # step 4
+    assert number(r"degraded reads (\d+)", out[3]) > 0
+    assert "state optimal" in out[3] and "no mismatch" in out[3]
+    bw = {m.group(1): float(m.group(2)) for m in re.finditer(r"ok: (\S+)--r1 \([^)]*\): aggregate_mb_s ([\d.]+)", out[4])}
+    assert bw["raidx-mem--sw-c1"] > 1.2 * bw["chained--sw-c1"] > bw["raidx-log--sw-c1"]  # W against 2W
+    assert 0.9 < bw["raidx-mem--lw-c16"] / bw["chained--lw-c16"] < 1.1              # processor-bound

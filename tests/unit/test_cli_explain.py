@@ -52,6 +52,20 @@ def test_a_degraded_raid5_read_is_rebuilt_from_the_other_disks():
     assert all(disk != 1 for _op, disk, _off, _n in printed_ops(text))
 
 
+def test_failures_the_layout_cannot_survive_name_the_lost_blocks_and_refuse_writes():
+    """Two failed members of raidx: the blocks whose data and image were both on them are
+    named as lost, the others are read from what survives; a write to such a block is
+    refused with EIO, as the engine refuses it."""
+    text = run("raidx", "--lba", "0", "--length", "12", "--failed", "1", "--failed", "3")
+    lost = re.findall(r"addr (\d+): no surviving copy \(disks 1, 3 failed\)", text)
+    layout, _note = build("raidx", 4, 4 * K, None, {})
+    expected = [str(b) for b in range(12) if {p.disk for p in layout.copies(b * 4 * K, 4 * K)[0]} <= {1, 3}]
+    assert lost == expected and lost
+    assert all(disk not in (1, 3) for _op, disk, _off, _n in printed_ops(text))
+    refused = run("raidx", "--lba", lost[0], "--write", "--failed", "1", "--failed", "3")
+    assert "refused with EIO" in refused and not printed_ops(refused)
+
+
 def test_the_reverse_question_hides_the_logical_request_until_answers():
     question = run("raid5", "--lba", "4", "--write", "--reverse")
     assert question.splitlines()[-1] == "LOGICAL WRITE from addr:? size:?" and printed_ops(question)

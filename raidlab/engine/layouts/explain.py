@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from raidlab.blockdev import SECTOR
-from raidlab.engine.layouts.base import ChunkMappedLayout, Layout, format_size
+from raidlab.engine.layouts.base import ChunkMappedLayout, DataUnavailableError, Layout, format_size
 from raidlab.engine.layouts.raid5 import Raid5Layout
 
 ROLE_WORDS = {"data": "data", "mirror": "mirror copy", "image": "image", "parity": "parity", "unused": "unused"}
@@ -62,7 +62,10 @@ def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = Fa
     block = block or _block_size(layout, offset, length)
     lines: list[str] = []
     if write:
-        plan = layout.write_plan(offset, length, failed)
+        try:
+            plan = layout.write_plan(offset, length, failed)
+        except DataUnavailableError as exc:  # the engine answers such a write with EIO
+            return [f"  refused with EIO: {exc.strerror}"]
         for stripe in plan.stripes:
             alt = []
             if stripe.rmw_reads is not None:
@@ -81,7 +84,15 @@ def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = Fa
         for ext in plan.skipped:
             lines.append(f"  (skip {_where(layout, ext.disk, ext.disk_offset, ext.length, block)}: disk {ext.disk} failed)")
         return lines
-    plan = layout.degraded_read_plan(offset, length, failed)
+    try:
+        plan = layout.degraded_read_plan(offset, length, failed)
+    except DataUnavailableError:
+        if length <= block:
+            return [f"  addr {_addr(offset, block)}: no surviving copy (disks {', '.join(map(str, sorted(failed)))} failed)"]
+        # Some blocks are lost: explain the request block by block.
+        for start in range(offset, offset + length, block):
+            lines += physical_lines(layout, start, min(block, offset + length - start), failed=failed, block=block)
+        return lines
     for rng in plan.reads:
         loc = layout.locate(rng.disk, rng.disk_offset)
         lines.append(f"  read  {_where(layout, rng.disk, rng.disk_offset, rng.length, block):28s} "
