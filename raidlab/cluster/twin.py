@@ -32,11 +32,11 @@ and puts a model where the live cluster has a kernel object:
 * **Which client sends a request.** Each client task sets CLIENT (the engine's request
   origin, raidlab.engine.origin) to its node; trio hands a task's context to the tasks it
   starts, so every member request the engine issues for that client carries the client's
-  node down to the member. Work the engine does on its own has no client and runs on the
-  node of the disk it touches, without the network: RAID-x's background copy of an image
-  from the image disk's log to its home, the paper's "orthogonal mirroring on local disks
-  at the background". Images RAID-x keeps in memory (image_buffer=memory) are sent later
-  from the node whose write they belong to.
+  node down to the member. RAID-x's images, written home later by its background writer,
+  carry the origin of the write they belong to and are sent from that node, as the live
+  engine sends them (from memory, through NBD, whether or not a log on the image disk also
+  holds them). The writer's own small requests (tail records, flushes) have no client and
+  are charged to no cable.
 
 One engine instance serves every client in the twin (the live cluster runs one per client
 node): the layouts are pure functions of the address, so each client's driver would issue

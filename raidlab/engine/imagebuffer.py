@@ -14,8 +14,11 @@ How raidlab builds that buffer, and why:
   metadata area ([LOG_START, data_offset), see raidlab.engine.metadata), and the pending
   image of an extent is appended to the log of the disk that will hold the image. The image
   disk is by construction never the data disk (raidx.py), so any single failure leaves
-  either the data copy or the buffered image. The background copy home is then a copy
-  within one disk, the "faster background copying" the paper credits orthogonality with.
+  either the data copy or the buffered image. The background writer writes the image home
+  from the entry it keeps in memory, so the log is read only at recovery; on one disk, log
+  and home are a short seek apart. Over a cluster the home write goes from the writing
+  node to the image disk's node like any member write (NBD has no copy within a disk), so
+  a logged image crosses the network twice: the price of a log that survives a crash.
 * Order of a write (the invariant the recovery relies on): (1) append the image, with a
   header (array uuid, sequence number, home offset, logical offset, length, CRCs), to the
   image disk's log; (2) only then write the data copy; (3) acknowledge. So at any instant,
@@ -416,9 +419,9 @@ class ImageBuffer:
         await self.array.member_call(disk, self.array.members[disk].flush)
 
     async def _write_image(self, entry: PendingImage) -> None:
-        """An image home: from the image disk's own log (persistent: the disk's node copies
-        it, no request origin), or from the memory of the node whose write it belongs to."""
-        token = ORIGIN.set(None if self.persistent else entry.origin)
+        """An image home, from the entry in memory, sent as the write it belongs to was:
+        from that write's node (its request origin)."""
+        token = ORIGIN.set(entry.origin)
         try:
             await self._write_member(entry.disk, entry.home, entry.data, False)
         finally:
