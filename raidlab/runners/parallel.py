@@ -10,9 +10,11 @@ disks and the network are models.
 The report: aggregate bandwidth, each client's time and bandwidth, each member's requests
 (local and remote) and utilisation, each node's cable and processor (bytes, busy and
 waiting seconds), and the architecture's own counters (RAID-x's pending images, ...). The
-bandwidth ends when the last client is done; what the architecture then still has to do in
-the background (RAID-x's pending images) is finished after it and timed apart
-(`background_seconds`), and the network's counters include it.
+bandwidth ends when the last client is done, and so do the counters (each node's, each
+member's); what the architecture then still has to do in the background (RAID-x's pending
+images) is finished after it and reported apart (`background_seconds`,
+`background_bytes_sent`, `network_with_background`, each member's
+`background_bytes_written`).
 Deterministic for a (spec, params) pair except `speed` (wall clock).
 """
 
@@ -107,6 +109,8 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
             per_round.append(trio.current_time() - started)
         elapsed = trio.current_time() - t0
         after = [m.statistics() for m in members]
+        counted_after = [(m.local_requests, m.remote_requests) for m in members]
+        nodes = network.statistics()
         arch_stats = built.statistics()
         # What the architecture still does in the background once every client is done
         # (RAID-x's pending images): finished here, timed apart, not in the bandwidth.
@@ -115,20 +119,21 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
             await buffer.drain()
         background = trio.current_time() - t0 - elapsed
         drained = [m.statistics() for m in members]
+        with_background = network.statistics()
+        sent_later = sum(n["bytes_sent"] for n in with_background["nodes"]) - sum(
+            n["bytes_sent"] for n in nodes["nodes"])
         nursery.cancel_scope.cancel()
 
     total = sum(moved)
     per_member = []
-    for m, x, y, z in zip(members, before, after, drained):
+    for m, x, y, z, (l0, r0), (l1, r1) in zip(members, before, after, drained, counted, counted_after):
         busy = y["busy_time"] - x["busy_time"]
         per_member.append({
-            "name": m.name, "node": m.home, "local_requests": m.local_requests - counted[len(per_member)][0],
-            "remote_requests": m.remote_requests - counted[len(per_member)][1],
+            "name": m.name, "node": m.home, "local_requests": l1 - l0, "remote_requests": r1 - r0,
             "reads": y["reads"] - x["reads"], "writes": y["writes"] - x["writes"],
             "bytes_read": y["bytes_read"] - x["bytes_read"], "bytes_written": y["bytes_written"] - x["bytes_written"],
             "busy_s": busy, "utilization": busy / elapsed if elapsed > 0 else 0.0,
             "background_bytes_written": z["bytes_written"] - y["bytes_written"]})
-    nodes = network.statistics()
     for node in nodes["nodes"]:
         for key in ("send", "receive", "cpu"):
             node[f"{key}_utilization"] = node[f"{key}_busy_s"] / elapsed if elapsed > 0 else 0.0
@@ -139,6 +144,8 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         "aggregate_mb_s": total / elapsed / 1e6 if elapsed > 0 else 0.0,
         "round_seconds": per_round,
         "background_seconds": background,
+        "background_bytes_sent": sent_later,
+        "network_with_background": with_background,
         "clients": [{"client": c, "bytes": moved[c], "seconds": ends[c] - t0 if p["rounds"] == 1 else None}
                     for c in range(clients)],
         "members": per_member,
