@@ -94,6 +94,9 @@ class ArchEntry:
     partitions: str | None = None  # members are these partitions of whole drives (raidlab.disks.partitions)
     write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
     span: str | None = None  # every drive's bytes over its whole stroke (full) or at its start (start)
+    # live: the members are the disks of a cluster of this many nodes, one disk each, brought
+    # up for the run (raidlab.cluster; the array runs on node 0); None: the lab's own disks
+    cluster_nodes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,6 +212,7 @@ _TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "repo
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory",
              "cold_start"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
+         "cluster_nodes",
          "policy_options", "bus", "drives", "partitions", "write_cache", "span"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
@@ -323,6 +327,9 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
         if entry.arch not in known:
             raise ScenarioError(where, f"arch[{i}].arch", f"unknown architecture {entry.arch!r}",
                                 hint=f"replayable: {', '.join(known)}")
+        if entry.cluster_nodes is not None:
+            raise ScenarioError(where, f"arch[{i}].cluster_nodes", "a live cluster is for live scenarios",
+                                hint="virtual time runs the cluster's twin: the workload parallel")
         if "," in entry.disk_model and scenario.workload == "trace":
             raise ScenarioError(where, f"arch[{i}].disk_model",
                                 "a replay takes one disk model for every member, not a list",
@@ -481,7 +488,10 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native",
                               bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None),
                               partitions=where.text if where is not None else None,
                               write_cache=r.choice("write_cache", WRITE_CACHE_SETTINGS, "model"),
-                              span=r.choice("span", SPANS) if r.get("span", str, None) is not None else None)
+                              span=r.choice("span", SPANS) if r.get("span", str, None) is not None else None,
+                              cluster_nodes=r.get("cluster_nodes", int, None))
+            if entry.cluster_nodes is not None and check:  # live; virtual time refuses it (the twin)
+                _check_cluster_entry(path, r, entry, runner)
             if entry.drives is not None and entry.partitions is not None:
                 raise ScenarioError(path, r.where("drives"), "give partitions or drives, not both")
             if entry.drives is not None and entry.drives < 1:
@@ -519,6 +529,22 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native",
                     raise ScenarioError(path, r.where("options"), str(exc)) from None
             out.append(entry)
     return tuple(out)
+
+
+def _check_cluster_entry(path: Path, r: "_Reader", entry: ArchEntry, runner: str) -> None:
+    """[[arch]].cluster_nodes: an engine layout, run natively, over one disk per node."""
+    if entry.cluster_nodes != entry.disks:
+        raise ScenarioError(path, r.where("cluster_nodes"), f"{entry.cluster_nodes} nodes for disks = {entry.disks}",
+                            hint="a cluster's array has one member per node here: give disks = cluster_nodes")
+    if runner != "native":
+        raise ScenarioError(path, r.where("cluster_nodes"), "a cluster runs on this host (runner native), "
+                            f"not in runner {runner!r}")
+    for key in ("partitions", "bus", "drives"):
+        if key in r.table:
+            raise ScenarioError(path, r.where(key), "not for an array over a cluster")
+    family = archs.get(entry.arch).family if entry.arch in archs.names() else None
+    if family not in (None, "engine"):
+        raise ScenarioError(path, r.where("arch"), f"an array over a cluster is an engine layout, not {entry.arch}")
 
 
 def validate_arch(entry: ArchEntry, runner: str) -> None:

@@ -64,24 +64,54 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
     (runner vm): the guest memory left to the workload, handed to the daemon as
     RAIDLAB_VM_AVAILABLE_MIB (see raidlab/vm/hosted.py, which also takes out what
     the array holds in host RAM, e.g. a VC-RAID RAM buffer)."""
-    lab = Lab(_lab_name_for(entry), home=home, create=True)
-    if (lab.path / SPEC_FILE).exists():  # a previous process with our pid left it: release it
-        with deferred_signals():
-            _destroy_scratch(lab)
-        lab = Lab(lab.name, home=home, create=True)
-    _claim_scratch(lab)
-    ArraySpec(lab.name, entry.arch, entry.disks, entry.disk_model, entry.disk_size, entry.chunk,
-              entry.discipline, dict(entry.options), runner, partitions=entry.partitions,
-              bus=entry.bus, write_cache=entry.write_cache, span=entry.span).save(lab.path)
+    with contextlib.ExitStack() as stack:
+        cluster = members = None
+        if entry.cluster_nodes is not None:
+            cluster, members = stack.enter_context(scratch_cluster(entry, home=home, status=status))
+        lab = Lab(_lab_name_for(entry), home=home, create=True)
+        if (lab.path / SPEC_FILE).exists():  # a previous process with our pid left it: release it
+            with deferred_signals():
+                _destroy_scratch(lab)
+            lab = Lab(lab.name, home=home, create=True)
+        _claim_scratch(lab)
+        ArraySpec(lab.name, entry.arch, entry.disks, entry.disk_model, entry.disk_size, entry.chunk,
+                  entry.discipline, dict(entry.options), runner, partitions=entry.partitions,
+                  bus=entry.bus, write_cache=entry.write_cache, span=entry.span,
+                  cluster=cluster, node=0 if cluster else None, members=members).save(lab.path)
+        try:
+            status(f"creating {entry.arch}" + (f" over cluster {cluster}" if cluster else ""))
+            env = {AVAILABLE_ENV: str(vm_available_mib)} if runner == "vm" and vm_available_mib else None
+            ready = control.start_daemon(lab, "create", home=home, on_status=status, env=env)
+            yield lab, ready
+        finally:
+            with deferred_signals():
+                status(f"destroying {entry.arch}")
+                _destroy_scratch(lab)
+
+
+@contextlib.contextmanager
+def scratch_cluster(entry: ArchEntry, *, home: str | None,
+                    status: Callable[[str], None] = lambda s: None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A cluster of `entry.cluster_nodes` nodes, one disk of the entry's model and size each,
+    brought up for one run and taken down after it, whatever happens; yields (its name, the
+    members as node 0 reaches them). Owned like a scratch array (OWNER_FILE), so a killed
+    run's cluster is taken down by the next run or `raidlab lab cleanup`."""
+    from raidlab.cluster import control as cluster_control
+    from raidlab.cluster.members import resolve
+    from raidlab.cluster.plan import ClusterSpec
+
+    name = f"rc{os.getpid() % 1_000_000}"
+    spec = ClusterSpec(name, nodes=entry.cluster_nodes, disk_model=entry.disk_model, disk_size=entry.disk_size)
+    status(f"bringing up cluster {name} ({entry.cluster_nodes} nodes)")
+    cluster_control.up(spec, home=home, on_status=status)
     try:
-        status(f"creating {entry.arch}")
-        env = {AVAILABLE_ENV: str(vm_available_mib)} if runner == "vm" and vm_available_mib else None
-        ready = control.start_daemon(lab, "create", home=home, on_status=status, env=env)
-        yield lab, ready
+        _claim_scratch(Lab(name, home=home))
+        _spec, members = resolve(name, 0, home=home)
+        yield name, members
     finally:
         with deferred_signals():
-            status(f"destroying {entry.arch}")
-            _destroy_scratch(lab)
+            status(f"taking cluster {name} down")
+            cluster_control.down(name, home=home)
 
 
 # Who made a scratch array: a `raidlab run` killed where it cannot clean up (SIGKILL, a lost
@@ -121,23 +151,32 @@ def _destroy_scratch(lab) -> None:
 
 
 def remove_abandoned_scratch(lab) -> str | None:
-    """Destroy `lab` (daemon, mounts, loops, images) if it is a scratch array of a `raidlab
-    run` that is gone; a line saying so, or None if it is not one."""
+    """Destroy `lab` (daemon, mounts, loops, images; a cluster's namespaces and links) if it
+    is a scratch array or cluster of a `raidlab run` that is gone; a line saying so, or None
+    if it is not one."""
+    from raidlab.cluster.plan import CLUSTER_FILE
+
     owner = abandoned_owner(lab.path)
     if owner is None:
         return None
+    what = "cluster" if (lab.path / CLUSTER_FILE).exists() else "array"
     with deferred_signals():
-        _destroy_scratch(lab)  # unmounts what is on the array, lazily
+        _destroy_scratch(lab)  # unmounts what is on the array, lazily; stops a cluster's daemon
     if owner.get("mountpoint"):
         _rmdir_quietly(str(owner["mountpoint"]))
-    return f"destroyed scratch array {lab.name} left by a killed `raidlab run` (pid {owner['pid']})"
+    return f"destroyed scratch {what} {lab.name} left by a killed `raidlab run` (pid {owner['pid']})"
 
 
 def remove_abandoned_scratch_arrays(home: str | None) -> list[str]:
-    """Every scratch array left by a killed `raidlab run` under `home`: destroyed, one line
-    each; one that cannot be released is named with the reason and left alone."""
+    """Every scratch array (and scratch cluster) left by a killed `raidlab run` under `home`:
+    destroyed, one line each; one that cannot be released is named with the reason and left
+    alone."""
+    from raidlab.cluster.plan import CLUSTER_FILE
+
     lines = []
-    for owner_file in sorted(labs_dir(home).glob(f"*/{OWNER_FILE}")):
+    # arrays first: a cluster goes down only once no array runs over it
+    owned = sorted(labs_dir(home).glob(f"*/{OWNER_FILE}"), key=lambda f: ((f.parent / CLUSTER_FILE).exists(), f))
+    for owner_file in owned:
         try:
             line = remove_abandoned_scratch(Lab(owner_file.parent.name, home=home))
         except RaidlabError as exc:

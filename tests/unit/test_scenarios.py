@@ -479,3 +479,21 @@ def test_a_line_figure_may_put_disks_or_the_chunk_on_x():
     assert [x_value(fig9.report, fig9.arch(f"raid5-k{k}"), {}) for k in (16, 32, 64, 128)] == [16, 32, 64, 128]
     fig10 = scenarios.load(REPO / "scenarios/raidx-fig10-disks.toml")
     assert x_value(fig10.report, fig10.arch("chained-d12"), {}) == 12
+
+
+def test_cluster_nodes_is_for_live_engine_arrays_of_one_disk_per_node(tmp_path):
+    """[[arch]].cluster_nodes: the run's array is built over a scratch cluster of that many
+    nodes; refused with disks != nodes, with the VM runner, beside partitions, and in virtual
+    time (whose cluster is the twin)."""
+    text = GOOD.replace('label = "r5"\narch = "raid5"\ndisks = 4', 'label = "r5"\narch = "raid5"\ndisks = 4\ncluster_nodes = 4', 1)
+    assert text != GOOD
+    assert scenarios.load(_write(tmp_path, text)).arch("r5").cluster_nodes == 4
+    err = _load_error(tmp_path, text.replace("cluster_nodes = 4", "cluster_nodes = 3"))
+    assert err.key == "arch[0].cluster_nodes" and "disks = 4" in str(err)
+    err = _load_error(tmp_path, text.replace('runner = "native"', 'runner = "vm"', 1))
+    assert err.key == "arch[0].cluster_nodes" and "native" in str(err)
+    assert scenarios.load(_write(tmp_path, GOOD)).arch("r5").cluster_nodes is None
+    sim = SIM.replace('arch = "disk"\ndisks = 1', 'arch = "disk"\ndisks = 1\ncluster_nodes = 1', 1)
+    assert sim != SIM
+    err = _load_error(tmp_path, sim)
+    assert err.key == "arch[0].cluster_nodes" and "twin" in err.hint
