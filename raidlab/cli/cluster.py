@@ -1,4 +1,4 @@
-"""`raidlab cluster up|status|cut|heal|down`: parsing and printing only.
+"""`raidlab cluster up|status|cut|heal|down|peaks`: parsing and printing only.
 
 The actions live in raidlab.cluster.control; the cluster itself is the cluster daemon
 (raidlab.cluster.daemon). Status lines go to stderr, the result (the nodes and their NBD
@@ -153,6 +153,41 @@ def down_cmd(name, home):
     for line in released:
         _err.print(f"released leftover of a killed run: {line}")
     _err.print(f"{name}: {'down' if stopped else 'was not up'}; nothing of it is left on this host")
+
+
+@cluster_group.command("peaks")
+@click.option("--disks", type=click.IntRange(3, 1024), default=16, show_default=True, help="n, disks (one per node)")
+@click.option("--disk-model", default="maxtor-91020d6", show_default=True, help="catalog hdd model of every disk")
+@click.option("--chunk", default="32K", show_default=True, help="the block (stripe unit)")
+@click.option("--blocks", type=click.IntRange(1), default=640, show_default=True,
+              help="m, blocks of the file (640 x 32 KB: the paper's 20 MB)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def peaks_cmd(disks, disk_model, chunk, blocks, as_json):
+    """RAID-x Table 3 (theoretical peaks of RAID-10, RAID-5, chained declustering, RAID-x)
+    evaluated on a disk model: B, R and W measured on the model in virtual time."""
+    from raidlab.cluster.peaks import ARCHS, peaks
+    from raidlab.units import parse_size
+
+    result = peaks(disk_model, disks, parse_size(chunk, "--chunk"), blocks)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    _out.print(f"{disk_model}, block {chunk}: B = {result['B'] / 1e6:.2f} MB/s (outer zone, sequential), "
+               f"R = {result['R'] * 1e3:.2f} ms, W = {result['W'] * 1e3:.2f} ms (random, write cache off); "
+               f"n = {disks}, m = {blocks}")
+    table = Table(title="RAID-x Table 3 with numbers (bandwidths MB/s, times ms)")
+    table.add_column("", no_wrap=True)
+    names = {"raid10": "RAID-10", "raid5": "RAID-5", "chained": "chained", "raidx": "RAID-x"}
+    for arch in ARCHS:
+        table.add_column(names[arch], justify="right")
+    rows = [("max bandwidth, read", "read", 1e-6), ("max bandwidth, large write", "large_write", 1e-6),
+            ("max bandwidth, small write", "small_write", 1e-6), ("time, large read", "large_read_time", 1e3),
+            ("time, small read", "small_read_time", 1e3), ("time, large write", "large_write_time", 1e3),
+            ("time, small write", "small_write_time", 1e3)]
+    for label, key, scale in rows:
+        table.add_row(label, *(f"{result['table'][a][key] * scale:.1f}" for a in ARCHS))
+    table.add_row("fault coverage", *(result["table"][a]["fault_coverage"] for a in ARCHS))
+    _out.print(table)
 
 
 def register(cli: click.Group) -> None:
