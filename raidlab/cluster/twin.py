@@ -23,8 +23,9 @@ and puts a model where the live cluster has a kernel object:
 * **The cooperative disk driver** (§5, our NBD's part). A request to a disk on another node
   is a message to that node (the request and, for a write, its data), the serving node's
   work, the disk's own service (the disk model, unchanged), and a reply (for a read, with
-  its data). Driver work costs processor time at both ends: `cdd_request_us` per request
-  plus the bytes at `cdd_mb_s` (copies through the protocol stack). The paper measured this
+  its data). Driver work costs processor time at both ends: `cdd_request_us` for each
+  message a node sends or receives (so twice per request at each end: the request and its
+  reply) plus the bytes at `cdd_mb_s` (copies through the protocol stack). The paper measured this
   overhead's consequence (§7: "each IDE disk can only deliver at most 4 MB/s due to network
   protocols and software overheads"); a scenario states how it sets the two parameters. A
   request to a disk on the client's own node goes straight to the disk: no network, no
@@ -72,7 +73,7 @@ class NetworkParams:
     latency_us: float = 20.0         # one hop through NIC, cable and switch, beyond the frames' time
     frame_payload: int = 1448        # TCP segment in a 1500-byte Ethernet frame
     frame_wire: int = 1538           # the frame on the wire with preamble and inter-frame gap
-    cdd_request_us: float = 0.0      # driver processor time per request, at each end
+    cdd_request_us: float = 0.0      # driver processor time per message sent or received
     cdd_mb_s: float = 0.0            # driver copy rate at each end (0: free)
 
     def __post_init__(self) -> None:
@@ -91,9 +92,8 @@ class NetworkParams:
 class Node:
     """One node's processor and the two sides of its cable, with what they did."""
 
-    def __init__(self, index: int, rate: float) -> None:
+    def __init__(self, index: int) -> None:
         self.index = index
-        self.rate = rate
         self.send = Timeline()
         self.receive = Timeline()
         self.cpu = Timeline()
@@ -112,7 +112,7 @@ class Network:
     def __init__(self, params: NetworkParams) -> None:
         self.params = params
         self.rate = params.link_mb_s * 1e6
-        self.nodes = [Node(k, self.rate) for k in range(params.nodes)]
+        self.nodes = [Node(k) for k in range(params.nodes)]
 
     def wire_seconds(self, nbytes: int) -> float:
         frames = max(1, math.ceil(nbytes / self.params.frame_payload))
@@ -144,7 +144,7 @@ class Network:
         await trio.sleep_until(end)
 
     async def work(self, node: int, nbytes: int) -> None:
-        """Driver work for one request of `nbytes` on node's processor."""
+        """Driver work for one message of `nbytes` on node's processor."""
         p = self.params
         duration = p.cdd_request_us * 1e-6 + (nbytes / (p.cdd_mb_s * 1e6) if p.cdd_mb_s else 0.0)
         if duration <= 0:
