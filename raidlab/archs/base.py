@@ -76,7 +76,9 @@ class BuildContext:
     """What a builder gets: the configuration, the started member drives (one per Drive of
     `plan`, in order), create or assemble, the clock, a nursery for background tasks, a
     status callback, and `meter`, which wraps a target the builder carves out of a drive (a
-    partition) so virtual time can report it per disk (live: returns it unchanged)."""
+    partition) so virtual time can report it per disk (live: returns it unchanged). Mode
+    "join" (engine layouts over a cluster): assemble another instance of an array that runs
+    elsewhere, without writing its metadata (raidlab.engine.build.assemble_array)."""
 
     name: str
     config: Config

@@ -80,9 +80,10 @@ def _architecture(cls: type[Layout]) -> Architecture:
                 ctx.name, name, ctx.drives, chunk=config.chunk or DEFAULT_CHUNK, options=config.options,
                 status=ctx.status, nursery=ctx.nursery)
         else:
-            ctx.status(f"assembling {ctx.name} from {len(ctx.drives)} member images")
+            joining = ctx.mode == "join"
+            ctx.status(f"{'joining' if joining else 'assembling'} {ctx.name} from {len(ctx.drives)} member images")
             array, keeper = await engine_build.assemble_array(ctx.drives, labels=ctx.labels, status=ctx.status,
-                                                              nursery=ctx.nursery)
+                                                              nursery=ctx.nursery, join=joining)
             if array.layout.name != name:
                 raise UsageError(f"member images hold a {array.layout.name} array, the lab records {name}")
 

@@ -227,16 +227,24 @@ def _status_updates(name: str, status):
               help="build an engine layout over every disk of this cluster (raidlab cluster up), in node order, "
                    "as --node reaches them: its own disks locally, the others' over NBD (docs/cluster.md)")
 @click.option("--node", type=int, default=None, help="with --cluster: the node the array runs on  [default: 0]")
+@click.option("--join", "joins", default=None, metavar="ARRAY",
+              help="with --cluster and --node: another instance of ARRAY (created over the cluster) on node "
+                   "--node, for a client there; it never writes ARRAY's metadata (docs/cluster.md)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, span, chunk, discipline, options,
-           runner, cluster, node, home, as_json):
+           runner, cluster, node, joins, home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.service.spec import ArraySpec
     from raidlab.export.serve import check_live_prerequisites
 
     _refuse_a_cluster_name(name, home)
+    if joins is not None:
+        if cluster is None or node is None:
+            raise UsageError("--join needs --cluster and --node", hint="name the cluster and the client's node")
+        _join_over_cluster(name, arch, joins, cluster, node, home, as_json)
+        return
     if cluster is not None:
         _create_over_cluster(name, arch, cluster, 0 if node is None else node, chunk, options, home, as_json)
         return
@@ -274,15 +282,15 @@ def _new_lab(name: str, home: str | None):
     return lab
 
 
-def _start_new(lab, spec: ArraySpec, home: str | None, as_json: bool) -> None:
-    """Save `spec` in the new `lab`, start its daemon in create mode and print the device;
-    if the start fails or is interrupted, everything the lab got is released."""
+def _start_new(lab, spec: ArraySpec, home: str | None, as_json: bool, mode: str = "create") -> None:
+    """Save `spec` in the new `lab`, start its daemon in `mode` (create, or join) and print the
+    device; if the start fails or is interrupted, everything the lab got is released."""
     from raidlab.service import control
 
     spec.save(lab.path)
     try:
-        with _err.status(f"creating {spec.name}") as status:
-            ready = control.start_daemon(lab, "create", home=home, on_status=_status_updates(spec.name, status))
+        with _err.status(f"{'creating' if mode == 'create' else 'joining'} {spec.name}") as status:
+            ready = control.start_daemon(lab, mode, home=home, on_status=_status_updates(spec.name, status))
     except BaseException:
         control.release_leftovers(lab)
         control.remove_lab(lab, keep_images=False)
@@ -341,12 +349,76 @@ def _create_over_cluster(name, arch, cluster, node, chunk, options, home, as_jso
     require("nbdfuse")
     require("nsenter")
     others = [other for other, _running in arrays_over(cluster, home=home) if other != name]
+    others = [other for other in others if _joined_to(other, home) is None]
     if others:
         raise UsageError(f"cluster {cluster}'s disks hold array {others[0]!r} already; two arrays over one "
                          "cluster's disks would overwrite each other", hint=f"`raidlab destroy {others[0]}` first")
     lab = _new_lab(name, home)
     _start_new(lab, ArraySpec(name, arch, len(members), disk_model, spec.disk_size, chunk_bytes, options=opts,
                               cluster=cluster, node=node, members=members), home, as_json)
+
+
+def _joined_to(name: str, home: str | None) -> str | None:
+    """The array that array `name` is another instance of (raidlab create --join), or None."""
+    from raidlab.service.spec import SPEC_FILE, ArraySpec
+
+    lab = _lab(name, home)
+    if not (lab.path / SPEC_FILE).exists():
+        return None
+    try:
+        return ArraySpec.load(lab.path).joins
+    except (UsageError, ValueError, TypeError):
+        return None
+
+
+def _join_over_cluster(name, arch, joins, cluster, node, home, as_json) -> None:
+    """`raidlab create NAME --cluster C --node K --join ARRAY`: another instance of ARRAY, an
+    array over cluster C, on node K (its members as node K reaches them), for a client that
+    runs there. Refused in one line unless ARRAY is an array of its own over C (not itself
+    joined) that runs, K is none of the nodes an instance of ARRAY runs on, and the layout
+    is ARRAY's."""
+    from raidlab.cluster.members import resolve
+    from raidlab.export.serve import check_live_prerequisites
+    from raidlab.service.spec import SPEC_FILE, ArraySpec
+    from raidlab.tools.base import require
+
+    context = click.get_current_context()
+    for param in (*_MEMBER_FLAGS, "chunk", "options"):
+        if context.get_parameter_source(param) not in (click.core.ParameterSource.DEFAULT, None):
+            flag = "-o" if param == "options" else "--" + param.replace("_", "-")
+            raise UsageError(f"{flag} does not go with --join: the instance is {joins}'s",
+                             hint=f"leave {flag} out")
+    owner_lab = _lab(joins, home)
+    if not (owner_lab.path / SPEC_FILE).exists():
+        raise UsageError(f"no array {joins!r} to join", hint="see `raidlab list`")
+    owner = ArraySpec.load(owner_lab.path)
+    if owner.cluster != cluster:
+        raise UsageError(f"array {joins!r} is not over cluster {cluster!r}",
+                         hint=f"it is over {owner.cluster}" if owner.cluster else "it is not over a cluster")
+    if owner.joins is not None:
+        raise UsageError(f"{joins!r} is itself an instance of {owner.joins!r}", hint=f"join {owner.joins!r}")
+    if arch != owner.arch:
+        raise UsageError(f"--arch {arch}: {joins!r} is a {owner.arch}", hint=f"use --arch {owner.arch}")
+    if not owner_lab.in_use():
+        raise UsageError(f"array {joins!r} is not running", hint=f"`raidlab assemble {joins}` first")
+    taken = {owner.node} | {ArraySpec.load(_lab(other, home).path).node
+                            for other, _running in _arrays_of_cluster(cluster, home) if _joined_to(other, home) == joins}
+    if node in taken:
+        raise UsageError(f"node {node} runs an instance of {joins!r} already", hint="choose another --node")
+    _spec, members = resolve(cluster, node, home=home)
+    check_live_prerequisites("raidlab create")
+    require("nbdfuse")
+    require("nsenter")
+    lab = _new_lab(name, home)
+    spec = ArraySpec(name, owner.arch, owner.disks, owner.disk_model, owner.disk_size, owner.chunk,
+                     options=dict(owner.options), cluster=cluster, node=node, members=members, joins=joins)
+    _start_new(lab, spec, home, as_json, mode="join")
+
+
+def _arrays_of_cluster(cluster: str, home: str | None) -> list[tuple[str, bool]]:
+    from raidlab.cluster.control import arrays_over
+
+    return arrays_over(cluster, home=home)
 
 
 def _check_cluster_unchanged(spec, home: str | None) -> None:
@@ -382,8 +454,9 @@ def assemble(name, home, as_json):
         _check_cluster_unchanged(spec, home)
     for line in control.release_leftovers(lab):
         _err.print(f"released leftover of a killed run: {line}")
+    mode = "join" if spec.joins else "assemble"  # an instance of another array joins it again
     with _err.status(f"assembling {name}") as status:
-        ready = control.start_daemon(lab, "assemble", home=home, on_status=_status_updates(name, status))
+        ready = control.start_daemon(lab, mode, home=home, on_status=_status_updates(name, status))
     _print_ready(ready, as_json)
 
 
@@ -494,7 +567,8 @@ def _print_cluster_status(name: str, result: dict) -> None:
     stats, geo, cluster = result["statistics"], result["geometry"], result["cluster"]
     members = stats["members"]
     remote = sum(1 for m in members if m.get("where") == "remote")
-    _out.print(f"[bold]{name}[/]: {geo['arch']} over cluster {cluster['name']} from node {cluster['node']} "
+    joined = f" (another instance of {cluster['joins']})" if cluster.get("joins") else ""
+    _out.print(f"[bold]{name}[/]{joined}: {geo['arch']} over cluster {cluster['name']} from node {cluster['node']} "
                f"({len(members) - remote} local, {remote} remote members, {_over([m.get('model', '?') for m in members])}), "
                f"chunk {geo['chunk_bytes'] >> 10} KiB, capacity {stats['capacity'] / 2**20:.1f} MiB, "
                f"device {_device_of(result)}, state [bold]{stats['state']}[/]"
@@ -569,6 +643,13 @@ def destroy(name, keep_images, home):
         raise UsageError(f"no array {name!r} in {lab.path}", hint="see `raidlab list`")
     from raidlab.tools.mount import current_mounts, mounts_of_source
 
+    over = _cluster_of(lab)
+    if over:
+        running = [other for other, is_running in _arrays_of_cluster(over, home)
+                   if is_running and _joined_to(other, home) == name]
+        if running:
+            raise UsageError(f"{running[0]!r} is another instance of {name!r} and runs",
+                             hint=f"`raidlab destroy {running[0]}` first")
     device = _array_device(lab)
     mounted = [entry.mount_point for entry in mounts_of_source(device)] if device else []
     with _err.status(f"stopping {name}"):

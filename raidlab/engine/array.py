@@ -66,6 +66,7 @@ class ImageHook(Protocol):
     """What the array asks of a layout's image buffer (module doc, "The image hook")."""
 
     write_through: bool
+    resting_write_through: bool  # what write_through returns to after a rebuild or scrub
 
     async def log(self, images: list[tuple[int, int, int, bytes]], fua: bool) -> None:
         """Take image extents (disk, disk offset, logical offset, payload) durably."""
@@ -559,7 +560,7 @@ class Array:
 
     def _images_buffered(self) -> None:
         if self.image_buffer is not None:
-            self.image_buffer.write_through = not self.image_buffer.enabled
+            self.image_buffer.write_through = self.image_buffer.resting_write_through
 
     async def _rebuild_range(self, disk_offset: int, length: int) -> None:
         state = self._rebuild

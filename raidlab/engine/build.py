@@ -115,21 +115,32 @@ async def assemble_array(
     status: Callable[[str], None] | None = None,
     nursery: trio.Nursery | None = None,
     image_delay: float | None = None,
+    join: bool = False,
 ) -> tuple[Array, "MetadataKeeper"]:
     """Bring an array back from its members' superblocks (refusing foreign/out-of-order ones).
 
-    RAID-x: pending images found in the members' logs are written home before returning."""
+    RAID-x: pending images found in the members' logs are written home before returning.
+
+    join: another instance of an array that runs elsewhere (a client on another node of a
+    cluster, docs/cluster.md). It reads the superblocks and never writes them: the instance
+    that created or assembled the array owns its metadata, its recovery and the image disks'
+    logs. A member failure is then known to this instance only. A RAID-x layout whose images
+    wait in the image disks' logs writes them home at once here instead (write-through), as
+    each log has one writer; images kept in memory stay in this instance's memory."""
     found = await read_superblocks(members)
     authority = metadata.check_assembly(found, labels=list(labels) if labels else None)
     layout = layout_from_geometry(authority.geometry)
-    # Back to "active" with a new generation: a later crash is then told from a clean stop.
-    keeper = MetadataKeeper(members, authority)
-    reopened = dataclasses.replace(authority, generation=authority.generation + 1, state="active")
-    await keeper._write_all(reopened, skip=frozenset(authority.failed_members))
+    keeper = MetadataKeeper(members, authority, readonly=join)
+    if not join:
+        # Back to "active" with a new generation: a later crash is then told from a clean stop.
+        reopened = dataclasses.replace(authority, generation=authority.generation + 1, state="active")
+        await keeper._write_all(reopened, skip=frozenset(authority.failed_members))
     array = Array(authority.name, layout, members, failed=authority.failed_members,
                   on_failure=keeper.on_failure)
     buffer = await attach_image_buffer(array, authority.array_uuid, nursery, image_delay)
-    if buffer is not None:
+    if buffer is not None and join:
+        buffer.join()
+    elif buffer is not None:
         recovered = await buffer.recover()
         if recovered and status:
             status(f"rewrote {recovered} pending RAID-x image(s) left by an unclean stop")
@@ -152,11 +163,13 @@ async def attach_image_buffer(array: Array, array_uuid: str, nursery, delay: flo
 
 class MetadataKeeper:
     """Holds an array's current superblock and rewrites it on every member when the
-    failure set changes (generation + 1), before the failing request is answered."""
+    failure set changes (generation + 1), before the failing request is answered. A
+    read-only keeper (a joined instance, see assemble_array) keeps it in memory only."""
 
-    def __init__(self, members: Sequence[Any], sb: metadata.Superblock) -> None:
+    def __init__(self, members: Sequence[Any], sb: metadata.Superblock, *, readonly: bool = False) -> None:
         self.members = members
         self.superblock = sb
+        self.readonly = readonly
 
     async def on_failure(self, failed: frozenset[int]) -> None:
         new = dataclasses.replace(self.superblock, generation=self.superblock.generation + 1,
@@ -170,6 +183,10 @@ class MetadataKeeper:
         await self._write_all(new, skip=failed)
 
     async def _write_all(self, new: metadata.Superblock, skip: frozenset[int]) -> None:
+        if self.readonly:
+            self.superblock = new
+            return
+
         async def one(index: int) -> None:
             try:
                 await metadata.write_superblock(self.members[index], new.for_member(index))

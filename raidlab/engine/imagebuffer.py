@@ -226,6 +226,7 @@ class ImageBuffer:
         self.log_end = layout.data_offset if self.persistent else self.log_start + MEMORY_BYTES_PER_DISK
         self.rings = [_Ring(self.log_start, self.log_end) for _ in range(layout.n_disks)]
         self.enabled = self.log_end - self.log_start >= 16 * SECTOR
+        self.joined = False
         self.write_through = not self.enabled
         self._seq = 0
         self._tail_gen = [0] * layout.n_disks
@@ -237,6 +238,20 @@ class ImageBuffer:
         self.running = False  # the background task runs (else log() drains inline when full)
         self.stats = {"logged": 0, "logged_bytes": 0, "written_home": 0, "written_through": 0,
                       "dropped": 0, "recovered": 0, "overlays": 0, "waits_for_space": 0}
+
+    def join(self) -> None:
+        """This array instance joins one that runs elsewhere (raidlab.engine.build,
+        assemble_array join=True): the image disks' logs belong to that one, so images that
+        would go to a log are written home at once (write-through); images kept in memory
+        stay in this instance's memory."""
+        self.joined = True
+        self.write_through = self.resting_write_through
+
+    @property
+    def resting_write_through(self) -> bool:
+        """Write-through outside a rebuild or scrub: a log too small to use, or a joined
+        instance's images that would go to a log it does not own."""
+        return not self.enabled or (self.joined and self.persistent)
 
     # ------------------------------------------------------------------ state
 

@@ -151,7 +151,7 @@ def _unlink(path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raidlab-daemon")
     parser.add_argument("lab_dir")
-    parser.add_argument("mode", choices=["create", "assemble"])
+    parser.add_argument("mode", choices=["create", "assemble", "join"])
     parser.add_argument("--ready-fd", type=int)
     parser.add_argument("--home")
     args = parser.parse_args(argv)

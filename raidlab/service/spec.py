@@ -43,6 +43,10 @@ class ArraySpec:
     cluster: str | None = None
     node: int | None = None
     members: list[dict[str, Any]] | None = None
+    # Over a cluster: this lab is another instance of array `joins` (created elsewhere on the
+    # cluster), on its own node, that never writes the array's metadata (raidlab create
+    # --join; raidlab.engine.build.assemble_array join=True).
+    joins: str | None = None
 
     def save(self, lab_path: Path) -> None:
         tmp = lab_path / (SPEC_FILE + ".tmp")

@@ -53,7 +53,9 @@ def rl(raidlab_cmd, tmp_path):
         log = entry / "daemon.log"
         if log.exists():  # destroy and down remove the lab; keep its log for a post-mortem
             (tmp_path / f"{entry.name}-daemon.log").write_bytes(log.read_bytes())
-    arrays = [e.name for e in labs.glob("*") if (e / "array.json").exists()]
+    # instances joined to another array first: the array they join refuses to go before them
+    arrays = sorted((e.name for e in labs.glob("*") if (e / "array.json").exists()),
+                    key=lambda n: json.loads((labs / n / "array.json").read_text()).get("joins") is None)
     clusters = [e.name for e in labs.glob("*") if (e / "cluster.json").exists()]
     for name in arrays:
         r("destroy", name, check=False)
@@ -101,7 +103,7 @@ def test_an_array_over_the_cluster_serves_verified_data(rl, cluster, arch):
     assert device.startswith("/dev/loop")
     fio_verify(device, seed=7)
     status = rl.status("x")
-    assert status["cluster"] == {"name": cluster, "node": 0}
+    assert status["cluster"] == {"name": cluster, "node": 0, "joins": None}
     members = status["statistics"]["members"]
     assert [(m["node"], m["where"]) for m in members] == [(0, "local"), (1, "remote"), (2, "remote"), (3, "remote")]
     assert [m["uri"] for m in members[1:]] == ["nbd://10.77.0.2/d0", "nbd://10.77.0.3/d0", "nbd://10.77.0.4/d0"]
@@ -257,3 +259,54 @@ def _wait_gone(pid: int, timeout: float = 60.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"pid {pid} still runs after {timeout} s")
+
+
+def test_clients_on_other_nodes_join_the_array_and_share_its_data(rl, cluster):
+    """`raidlab create NAME --cluster C --node K --join X`: another instance of X on node K,
+    as the paper's clients on every node use one array. Each instance writes its own region
+    with fio --verify at the same time; the owner reads back what the clients wrote; the
+    superblocks are the owner's alone; repairs and the owner's destroy wait for the clients."""
+    devices = {"x": rl("create", "x", "--arch", "raidx", "--cluster", cluster, "--chunk", "32K").stdout.strip()}
+    generation = rl.status("x")["generation"]
+    for node in (1, 2):
+        devices[f"x{node}"] = rl("create", f"x{node}", "--arch", "raidx", "--cluster", cluster, "--node", str(node),
+                                  "--join", "x").stdout.strip()
+    assert len(set(devices.values())) == 3 and all(d.startswith("/dev/loop") for d in devices.values())
+    status = rl.status("x1")
+    assert status["cluster"] == {"name": cluster, "node": 1, "joins": "x"}
+    members = status["statistics"]["members"]
+    assert [m["where"] for m in members] == ["remote", "local", "remote", "remote"]
+    assert "another instance of x" in rl("status", "x1").stdout
+    assert status["statistics"]["image_buffer"]["write_through"]     # x's logs are x's to write
+
+    # Three writers at once, each in its own 8 MiB region, each verifying what it wrote.
+    regions = {"x": 0, "x1": 16 << 20, "x2": 32 << 20}
+    errors: list[str] = []
+
+    def writer(name: str) -> None:
+        run = fio.run_job(fio_job(devices[name], seed=11, offset=str(regions[name])), check=False)
+        if not (run.ok and all(job.error == 0 for job in run.jobs)):
+            errors.append(f"{name}: {run.stderr[-500:]}")
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in regions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    # The owner reads and verifies what the clients wrote, and a client what the owner wrote.
+    for name, reader in (("x1", "x"), ("x2", "x"), ("x", "x2")):
+        run = fio.run_job(fio_job(devices[reader], seed=11, offset=str(regions[name]), verify_only="1"), check=False)
+        assert run.ok and all(job.error == 0 for job in run.jobs), (name, reader, run.stderr[-500:])
+    assert rl.status("x")["generation"] == generation                 # nobody else wrote metadata
+
+    assert "node 1 runs an instance" in rl.refused("create", "y", "--arch", "raidx", "--cluster", cluster,
+                                                   "--node", "1", "--join", "x")
+    assert "raid5" in rl.refused("create", "y", "--arch", "raid5", "--cluster", cluster, "--node", "3",
+                                 "--join", "x")
+    assert "another instance of x" in rl.refused("check", "x1")
+    assert "x1" in rl.refused("destroy", "x")                          # its clients go first
+    for name in ("x1", "x2", "x"):
+        rl("destroy", name)
+    rl("cluster", "down", cluster)
+    assert not everything_left(rl, cluster, "x")

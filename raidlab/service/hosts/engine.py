@@ -57,6 +57,9 @@ class EngineHost:
             if mode == "create":
                 status(f"creating {spec.arch} over the {len(self.members)} disks of cluster {spec.cluster} "
                        f"as node {spec.node} reaches them")
+            elif mode == "join":
+                status(f"joining {spec.joins} from node {spec.node}: its {len(self.members)} disks as node "
+                       f"{spec.node} reaches them, its metadata read, never written")
         else:
             fs, made = await make_drives(session, self.daemon, config)
             self.members = [disk for _relpath, disk, _image in made]
@@ -104,7 +107,8 @@ class EngineHost:
             "arch_state": self.keeper.superblock.arch_state,
             "rebuilding": array._rebuild is not None,
             "statistics": array.statistics(),
-            **({"cluster": {"name": self.spec.cluster, "node": self.spec.node}} if self.spec.cluster else {}),
+            **({"cluster": {"name": self.spec.cluster, "node": self.spec.node, "joins": self.spec.joins}}
+               if self.spec.cluster else {}),
         }
 
     async def settle(self) -> dict:
@@ -140,7 +144,15 @@ class EngineHost:
         await array.fail_member(index)
         return {"failed_members": sorted(array.failed), "state": array.state}
 
+    def _refuse_if_joined(self, what: str) -> None:
+        """A joined instance leaves repairs to the instance that owns the array: a rebuild or
+        a scrub's repairs written from two nodes would race each other's writes."""
+        if self.spec.joins:
+            raise UsageError(f"{self.spec.name} is another instance of {self.spec.joins}: {what} it there",
+                             hint=f"`raidlab {what} {self.spec.joins} ...`")
+
     async def op_replace(self, request, send) -> dict:
+        self._refuse_if_joined("replace")
         index = int(request["disk"])
         array, name = self.array, self.spec.name
         if index not in array.failed:
@@ -190,6 +202,7 @@ class EngineHost:
                     "state": array.state, "member": member_label(member)}
 
     async def op_check(self, request, send) -> dict:
+        self._refuse_if_joined("check")
         array = self.array
         if array.layout.redundancy.any_failures == 0 and array.layout.redundancy.copies < 2:
             raise UsageError(f"{self.spec.name} ({array.layout.name}) has no redundancy to check")

@@ -1,0 +1,68 @@
+"""Another instance of a running array (assemble_array join=True), as a client on another
+cluster node runs one: it reads the superblocks and never writes them, sees what the owner
+wrote and the owner sees what it wrote (disjoint regions), writes RAID-x images through
+instead of into the owner's logs, and keeps a member failure to itself."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import trio
+
+from raidlab.disks.backend import MemoryBackend
+from raidlab.disks.disk import EmulatedDisk
+from raidlab.engine import build, metadata, virtual
+
+KiB, MiB = 1024, 1024 * 1024
+DISK, CHUNK, N = 8 * MiB, 16 * KiB, 4
+
+
+def _disks(stores, nursery):
+    disks = [EmulatedDisk(f"d{i}", "none", b) for i, b in enumerate(stores)]
+    for d in disks:
+        d.start(nursery)
+    return disks
+
+
+async def _generations(members):
+    return [(await metadata.read_superblock(m)).generation for m in members]
+
+
+@pytest.mark.parametrize("arch,options", [("raidx", {}), ("raidx", {"image_buffer": "memory"}), ("raid5", {}),
+                                          ("chained", {})])
+def test_a_joined_instance_shares_the_data_and_leaves_the_metadata_alone(arch, options):
+    stores = [MemoryBackend(DISK) for _ in range(N)]
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            owner, _keeper = await build.create_array("x", arch, _disks(stores, nursery), chunk=CHUNK,
+                                                      options=options, nursery=nursery, image_delay=0.01)
+            client_disks = _disks(stores, nursery)   # the same disks, as another node reaches them
+            before = await _generations(client_disks)
+            client, keeper = await build.assemble_array(client_disks, nursery=nursery, join=True)
+            assert await _generations(client_disks) == before and keeper.readonly
+            half = owner.size // 2 // (3 * CHUNK) * (3 * CHUNK)    # stripe-aligned for raid5
+            rng = random.Random(1)
+            mine = rng.randbytes(256 * KiB)
+            theirs = rng.randbytes(256 * KiB)
+            await owner.write(0, mine)               # each in its own region
+            await client.write(half, theirs)
+            if client.image_buffer is not None:
+                stats = client.image_buffer.statistics()
+                if not options:                  # the owner's logs are not the client's to write
+                    assert stats["write_through"] and stats["logged"] == 0 and stats["written_through"] > 0
+                else:                            # images in the client's own memory
+                    assert not stats["write_through"]
+                await client.image_buffer.drain()
+            assert await client.read(0, len(mine)) == mine
+            assert await owner.read(half, len(theirs)) == theirs
+            # a member failure is the client's own business: no superblock changes
+            client_disks[2].failed = True
+            await client.fail_member(2)
+            assert 2 in client.failed and 2 not in owner.failed
+            assert await _generations(client_disks[:2]) == before[:2]
+            assert await client.read(half, len(theirs)) == theirs   # degraded, from the others
+            nursery.cancel_scope.cancel()
+
+    virtual.run_virtual(main, seed=1)
