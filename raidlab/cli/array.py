@@ -359,27 +359,16 @@ def _create_over_cluster(name, arch, cluster, node, chunk, options, home, as_jso
 
 
 def _joined_to(name: str, home: str | None) -> str | None:
-    """The array that array `name` is another instance of (raidlab create --join), or None."""
-    from raidlab.service.spec import SPEC_FILE, ArraySpec
+    from raidlab.cluster.join import joined_to
 
-    lab = _lab(name, home)
-    if not (lab.path / SPEC_FILE).exists():
-        return None
-    try:
-        return ArraySpec.load(lab.path).joins
-    except (UsageError, ValueError, TypeError):
-        return None
+    return joined_to(name, home)
 
 
 def _join_over_cluster(name, arch, joins, cluster, node, home, as_json) -> None:
-    """`raidlab create NAME --cluster C --node K --join ARRAY`: another instance of ARRAY, an
-    array over cluster C, on node K (its members as node K reaches them), for a client that
-    runs there. Refused in one line unless ARRAY is an array of its own over C (not itself
-    joined) that runs, K is none of the nodes an instance of ARRAY runs on, and the layout
-    is ARRAY's."""
-    from raidlab.cluster.members import resolve
+    """`raidlab create NAME --cluster C --node K --join ARRAY`: another instance of ARRAY on
+    node K (raidlab.cluster.join), refused in one line when that makes no sense."""
+    from raidlab.cluster.join import plan_join
     from raidlab.export.serve import check_live_prerequisites
-    from raidlab.service.spec import SPEC_FILE, ArraySpec
     from raidlab.tools.base import require
 
     context = click.get_current_context()
@@ -388,30 +377,11 @@ def _join_over_cluster(name, arch, joins, cluster, node, home, as_json) -> None:
             flag = "-o" if param == "options" else "--" + param.replace("_", "-")
             raise UsageError(f"{flag} does not go with --join: the instance is {joins}'s",
                              hint=f"leave {flag} out")
-    owner_lab = _lab(joins, home)
-    if not (owner_lab.path / SPEC_FILE).exists():
-        raise UsageError(f"no array {joins!r} to join", hint="see `raidlab list`")
-    owner = ArraySpec.load(owner_lab.path)
-    if owner.cluster != cluster:
-        raise UsageError(f"array {joins!r} is not over cluster {cluster!r}",
-                         hint=f"it is over {owner.cluster}" if owner.cluster else "it is not over a cluster")
-    if owner.joins is not None:
-        raise UsageError(f"{joins!r} is itself an instance of {owner.joins!r}", hint=f"join {owner.joins!r}")
-    if arch != owner.arch:
-        raise UsageError(f"--arch {arch}: {joins!r} is a {owner.arch}", hint=f"use --arch {owner.arch}")
-    if not owner_lab.in_use():
-        raise UsageError(f"array {joins!r} is not running", hint=f"`raidlab assemble {joins}` first")
-    taken = {owner.node} | {ArraySpec.load(_lab(other, home).path).node
-                            for other, _running in _arrays_of_cluster(cluster, home) if _joined_to(other, home) == joins}
-    if node in taken:
-        raise UsageError(f"node {node} runs an instance of {joins!r} already", hint="choose another --node")
-    _spec, members = resolve(cluster, node, home=home)
+    spec = plan_join(name, arch, joins, cluster, node, home)
     check_live_prerequisites("raidlab create")
     require("nbdfuse")
     require("nsenter")
     lab = _new_lab(name, home)
-    spec = ArraySpec(name, owner.arch, owner.disks, owner.disk_model, owner.disk_size, owner.chunk,
-                     options=dict(owner.options), cluster=cluster, node=node, members=members, joins=joins)
     _start_new(lab, spec, home, as_json, mode="join")
 
 

@@ -1,4 +1,4 @@
-"""`raidlab cluster up|status|cut|heal|down|peaks`: parsing and printing only.
+"""`raidlab cluster up|status|cut|heal|down|clients|peaks`: parsing and printing only.
 
 The actions live in raidlab.cluster.control; the cluster itself is the cluster daemon
 (raidlab.cluster.daemon). Status lines go to stderr, the result (the nodes and their NBD
@@ -153,6 +153,38 @@ def down_cmd(name, home):
     for line in released:
         _err.print(f"released leftover of a killed run: {line}")
     _err.print(f"{name}: {'down' if stopped else 'was not up'}; nothing of it is left on this host")
+
+
+@cluster_group.command("clients")
+@click.argument("name")
+@click.argument("array")
+@click.option("--clients", type=click.IntRange(1, 64), required=True, help="clients, one per node, all at once")
+@click.option("--op", type=click.Choice(["write", "read"]), required=True, help="each client writes or reads its file")
+@click.option("--file", "file_size", default="20M", show_default=True, help="each client's file (the paper: 20 MB)")
+@click.option("--block", default="32K", show_default=True, help="bytes per request (the paper: 32 KB)")
+@click.option("--depth", type=click.IntRange(1, 256), default=4, show_default=True, help="requests in flight per client")
+@click.option("--base", default="0", show_default=True, help="where client 0's file starts in the volume")
+@click.option("--home", envvar="RAIDLAB_HOME")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def clients_cmd(name, array, clients, op, file_size, block, depth, base, home, as_json):
+    """Run parallel clients of ARRAY over cluster NAME, one per node, each on its own
+    instance of the array (joined for the run, docs/cluster.md), each reading or writing its
+    own file at once with fio; print the aggregate bandwidth (RAID-x §7, Fig. 8, live)."""
+    from raidlab.cluster.clients import run_clients
+    from raidlab.units import parse_size
+
+    with _err.status(f"{clients} client(s) of {array}") as spinner:
+        report = run_clients(name, array, clients=clients, op=op, file_bytes=parse_size(file_size, "--file"),
+                             block=parse_size(block, "--block"), depth=depth,
+                             base=0 if base in ("0", "") else parse_size(base, "--base"),
+                             home=home, status=_status_updates(array, spinner))
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    _out.print(f"{report['arch']} {array} over {name}: {clients} client(s) on node(s) "
+               f"{', '.join(map(str, report['nodes']))}, {op} {file_size} each in {block} requests, "
+               f"{depth} in flight: {report['aggregate_mb_s']:.2f} MB/s aggregate in {report['seconds']:.2f} s "
+               f"(each: {', '.join(f'{x:.2f}' for x in report['client_mb_s'])} MB/s)")
 
 
 @cluster_group.command("peaks")
