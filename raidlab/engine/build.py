@@ -86,7 +86,7 @@ async def create_array(
     )
     async with trio.open_nursery() as writers:
         for index, member in enumerate(members):
-            writers.start_soon(metadata.write_superblock, member, base.for_member(index))
+            writers.start_soon(metadata.write_first_superblock, member, base.for_member(index))
     keeper = MetadataKeeper(members, base)
     array = Array(name, layout, members, on_failure=keeper.on_failure)
     await attach_image_buffer(array, base.array_uuid, nursery, image_delay)

@@ -133,6 +133,16 @@ async def write_superblock(member, sb: Superblock) -> None:
     await member.write(slot_for_generation(sb.generation), encode_slot(sb), fua=True)
 
 
+async def write_first_superblock(member, sb: Superblock) -> None:
+    """A new array's first superblock: written into its generation's slot with the other slot
+    cleared, in one durable (FUA) write. A member that held another array (a cluster's disk
+    reused by the next array) would otherwise keep that array's superblock in the other slot,
+    with a generation that can be higher, and assembly would pick it."""
+    slots = [bytes(SLOT_SIZE), bytes(SLOT_SIZE)]
+    slots[SLOTS.index(slot_for_generation(sb.generation))] = encode_slot(sb)
+    await member.write(0, b"".join(slots), fua=True)
+
+
 def check_assembly(found: list[Superblock | None], *, labels: list[str] | None = None) -> Superblock:
     """Decide whether these members (in the order given) form one array.
 

@@ -66,3 +66,21 @@ def test_a_joined_instance_shares_the_data_and_leaves_the_metadata_alone(arch, o
             nursery.cancel_scope.cancel()
 
     virtual.run_virtual(main, seed=1)
+
+
+def test_a_new_array_over_disks_of_an_old_one_is_the_one_assembled():
+    """A cluster's disks outlive its arrays: an array created over disks that held another,
+    whose superblocks reached a higher generation, must be what assembly and joins find."""
+    stores = [MemoryBackend(DISK) for _ in range(N)]
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            old, keeper = await build.create_array("old", "chained", _disks(stores, nursery), chunk=CHUNK)
+            for _ in range(3):
+                await keeper.mark_clean(frozenset())          # generations 2, 3, 4 in both slots
+            new, _keeper = await build.create_array("new", "raid10", _disks(stores, nursery), chunk=CHUNK)
+            found, _k = await build.assemble_array(_disks(stores, nursery), join=True)
+            nursery.cancel_scope.cancel()
+        return found.name, found.layout.name
+
+    assert virtual.run_virtual(main, seed=1) == ("new", "raid10")
