@@ -310,3 +310,21 @@ def test_clients_on_other_nodes_join_the_array_and_share_its_data(rl, cluster):
         rl("destroy", name)
     rl("cluster", "down", cluster)
     assert not everything_left(rl, cluster, "x")
+
+
+def test_parallel_clients_run_on_instances_joined_for_the_run(rl, cluster):
+    """`raidlab cluster clients`: N clients on nodes 0..N-1, each on its own instance of the
+    array, at once; the instances it joined are gone afterwards, and a read of what the
+    clients wrote verifies through the owner."""
+    device = rl("create", "x", "--arch", "chained", "--cluster", cluster, "--chunk", "32K").stdout.strip()
+    wrote = json.loads(rl("cluster", "clients", cluster, "x", "--clients", "3", "--op", "write", "--file", "4M",
+                          "--json").stdout)
+    assert wrote["nodes"] == [0, 1, 2] and len(wrote["client_mb_s"]) == 3 and wrote["aggregate_mb_s"] > 0
+    assert all(sent > 4 << 20 for sent in wrote["bytes_sent_per_node"][:3])   # each client's copies left its node
+    read = json.loads(rl("cluster", "clients", cluster, "x", "--clients", "2", "--op", "read", "--file", "4M",
+                         "--json").stdout)
+    assert read["fio"][1]["jobs"][0]["read"]["io_bytes"] == 4 << 20
+    assert [a["name"] for a in json.loads(rl("list", "--json").stdout)] == ["x"]
+    assert "5 clients need 5 nodes" in rl.refused("cluster", "clients", cluster, "x", "--clients", "5",
+                                                  "--op", "read", "--file", "4M")
+    assert device.startswith("/dev/loop")
