@@ -16,16 +16,19 @@ Here:
     a failed node                   its cable cut at the switch (raidlab cluster cut)
 
 No home-made network protocol: NBD and TCP/IP as the kernel, nbdkit and libnbd speak them.
-Not built live yet: propagation delay (this kernel has no netem), clients on several nodes
-at once and the consistency between them (the CDD's locks, §5.3). The virtual twin (`twin`)
+Not built live: propagation delay (this kernel has no netem) and the consistency between
+clients writing the same blocks (the CDD's locks, §5.3); clients in their own regions need
+none. The virtual twin (`twin`)
 models links, switch, latency and the drivers' cost on the virtual clock, where the
 parallel clients of the paper's experiments run (raidlab.runners.parallel).
 
 Modules, bottom to top: `plan` (names, addresses, link shapes, the spec; pure), `network`
 (bridge, namespaces, cables, token buckets), `serving` (disks, FUSE files, nbdkit per
 node), `daemon` (the process that holds it all), `control` (up, status, cut, heal, down
-for the CLI), `members` (an array's members as one node reaches them); `twin` (the
-virtual-time model of nodes, cables and switch) stands apart and needs none of them.
+for the CLI), `members` (an array's members as one node reaches them), `join` (another
+instance of an array on another node), `clients` (the paper's parallel clients, live),
+`peaks` (Table 3 on a disk model); `twin` (the virtual-time model of nodes, cables and
+switch) stands apart and needs none of them.
 The package sits above the lab, export and service layers (it reuses the service's daemon
 start and control socket) and below the CLI. docs/cluster.md is the user's guide.
 """

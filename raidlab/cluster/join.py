@@ -59,7 +59,8 @@ def plan_join(name: str, arch: str | None, joins: str, cluster: str, node: int,
         raise UsageError(f"--arch {arch}: {joins!r} is a {owner.arch}", hint=f"use --arch {owner.arch}")
     if not Lab(joins, home=home).in_use():
         raise UsageError(f"array {joins!r} is not running", hint=f"`raidlab assemble {joins}` first")
-    taken = {owner.node} | {_spec_of(other, home).node for other, _running in instances_of(joins, cluster, home)}
+    others = (_spec_of(other, home) for other, _running in instances_of(joins, cluster, home))
+    taken = {owner.node} | {spec.node for spec in others if spec is not None}
     if node in taken:
         raise UsageError(f"node {node} runs an instance of {joins!r} already", hint="choose another --node")
     _cluster, members = resolve(cluster, node, home=home)
