@@ -494,7 +494,7 @@ async def create_dcd(
     )
     dcd = DCD(name, cache_disk, data_disk, sb)
     await dcd.store.format()
-    await metadata.write_superblock(cache_disk, sb)
+    await metadata.write_first_superblock(cache_disk, sb)
     return dcd
 
 

@@ -259,7 +259,7 @@ async def create_perdisk(name: str, config: str, data_disks: Sequence[Any], cach
     for vc in caches:
         await vc.store.format()
     for i, disk in enumerate(cache_disks):
-        await metadata.write_superblock(disk, sb.for_member(i))
+        await metadata.write_first_superblock(disk, sb.for_member(i))
     for vc in caches:
         vc.start(nursery)
     members = _members(config, caches, len(data_disks), data_disks[0].size)

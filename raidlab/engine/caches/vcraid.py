@@ -577,7 +577,7 @@ async def create_vcraid(
     vc = VCRAID(name, array, cache_disks, base)
     await vc.store.format()
     for disk, sb in zip(cache_disks, _cache_superblocks(base, cache_disks)):
-        await metadata.write_superblock(disk, sb)
+        await metadata.write_first_superblock(disk, sb)
     vc.keeper = keeper
     return vc
 
