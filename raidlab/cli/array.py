@@ -319,6 +319,7 @@ def _create_over_cluster(name, arch, cluster, node, chunk, options, home, as_jso
     disks, or another array uses C's disks."""
     from raidlab import archs
     from raidlab.cluster.control import arrays_over
+    from raidlab.cluster.join import joined_to
     from raidlab.cluster.members import resolve
     from raidlab.export.serve import check_live_prerequisites
     from raidlab.service.spec import ArraySpec
@@ -349,19 +350,13 @@ def _create_over_cluster(name, arch, cluster, node, chunk, options, home, as_jso
     require("nbdfuse")
     require("nsenter")
     others = [other for other, _running in arrays_over(cluster, home=home) if other != name]
-    others = [other for other in others if _joined_to(other, home) is None]
+    others = [other for other in others if joined_to(other, home) is None]
     if others:
         raise UsageError(f"cluster {cluster}'s disks hold array {others[0]!r} already; two arrays over one "
                          "cluster's disks would overwrite each other", hint=f"`raidlab destroy {others[0]}` first")
     lab = _new_lab(name, home)
     _start_new(lab, ArraySpec(name, arch, len(members), disk_model, spec.disk_size, chunk_bytes, options=opts,
                               cluster=cluster, node=node, members=members), home, as_json)
-
-
-def _joined_to(name: str, home: str | None) -> str | None:
-    from raidlab.cluster.join import joined_to
-
-    return joined_to(name, home)
 
 
 def _join_over_cluster(name, arch, joins, cluster, node, home, as_json) -> None:
@@ -383,12 +378,6 @@ def _join_over_cluster(name, arch, joins, cluster, node, home, as_json) -> None:
     require("nsenter")
     lab = _new_lab(name, home)
     _start_new(lab, spec, home, as_json, mode="join")
-
-
-def _arrays_of_cluster(cluster: str, home: str | None) -> list[tuple[str, bool]]:
-    from raidlab.cluster.control import arrays_over
-
-    return arrays_over(cluster, home=home)
 
 
 def _check_cluster_unchanged(spec, home: str | None) -> None:
@@ -615,8 +604,9 @@ def destroy(name, keep_images, home):
 
     over = _cluster_of(lab)
     if over:
-        running = [other for other, is_running in _arrays_of_cluster(over, home)
-                   if is_running and _joined_to(other, home) == name]
+        from raidlab.cluster.join import instances_of
+
+        running = [other for other, is_running in instances_of(name, over, home) if is_running]
         if running:
             raise UsageError(f"{running[0]!r} is another instance of {name!r} and runs",
                              hint=f"`raidlab destroy {running[0]}` first")
