@@ -17,11 +17,21 @@ REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 
 
+def _start_order(item) -> int:
+    """VM tests first, then live ones, then the rest: the long tests start early, so that
+    parallel workers (`make test` runs pytest-xdist) end together instead of one of them
+    finishing a three-minute VM test alone while the others are idle."""
+    if "vm" in item.keywords:
+        return 0
+    return 1 if "live" in item.keywords else 2
+
+
 def pytest_collection_modifyitems(config, items):
     is_root = os.geteuid() == 0
     for item in items:
         if "root" in item.keywords and not is_root:
             item.add_marker(pytest.mark.skip(reason="needs root (loop devices, mounts)"))
+    items.sort(key=_start_order)  # stable: files and tests keep their order within a group
 
 
 @pytest.fixture

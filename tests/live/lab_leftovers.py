@@ -24,7 +24,11 @@ def mounts_of(lab_dir: Path, lab_name: str | None = None) -> list[str]:
     for line in text.splitlines():
         source, target = line.split()[:2]
         target = target.replace("\\040", " ")
-        if target.startswith(str(lab_dir)) or (lab_name and source == f"raidlab:{lab_name}"):
+        if target.startswith(str(lab_dir)):
+            hits.append(line)
+        elif lab_name and source == f"raidlab:{lab_name}" and f"/labs/{lab_name}/" not in target:
+            # a volume of this name mounted outside any lab directory; one inside another
+            # lab directory belongs to another test's lab of the same name
             hits.append(line)
     return hits
 
