@@ -25,6 +25,7 @@ _MODULES = {
     "tps": "raidlab.workloads.tps",
     "fio": "raidlab.workloads.fio",
     "seqfile": "raidlab.workloads.seqfile",
+    "andrew": "raidlab.workloads.andrew",
 }
 
 NAMES = tuple(_MODULES)

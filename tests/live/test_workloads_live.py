@@ -7,6 +7,7 @@ recorded), never how fast.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from pathlib import Path
 
@@ -223,3 +224,34 @@ def test_fio_on_the_raw_device(tmp_path):
     assert f"--filename={device}" in fio_argv
     assert doc["raw"]["fio"]["jobs"][0]["jobname"] == "randwrite"
     assert not loops_of(tmp_path)
+
+
+def test_andrew_phases_build_the_copy_and_leave_nothing(tmp_path):
+    w = workloads.get("andrew")
+    with ext4_session(tmp_path) as (session, mnt):
+        doc = w.run(session, mnt, {"seed": 3, "kb": 60, "sync": True})
+        assert _entries(mnt) == ["lost+found"]                 # the copy removed
+        assert os.listdir(session.scratch) == []                # the source removed
+    assert doc["tree"]["files"] == 72 and doc["tree"]["c_files"] == 66
+    m = doc["metrics"]
+    phases = ("mkdir", "copy", "stat", "read", "compile")
+    assert all(m[f"{p}_seconds"]["value"] > 0 for p in phases)
+    assert m["total_seconds"]["value"] == pytest.approx(sum(m[f"{p}_seconds"]["value"] for p in phases), abs=1e-5)
+    labels = _labels(doc)
+    assert labels.index("mkdir") < labels.index("copy") < labels.index("stat") < labels.index("read") \
+        < labels.index("compile") < labels.index("run the program (untimed)")
+    assert [c["rc"] for c in doc["commands"] if c.get("label") in phases] == [0] * 5
+    assert labels.count("compile sync") == 1
+
+
+def test_andrew_refuses_a_copy_that_does_not_build_the_sources_program(tmp_path, monkeypatch):
+    """A copy that differs from the source (here: the expected sum is not the tree's) is an
+    error, not a time."""
+    import raidlab.workloads.andrew as andrew
+
+    real = andrew.tree
+    monkeypatch.setattr(andrew, "tree", lambda *a, **k: dataclasses.replace(real(*a, **k), expected=1))
+    with ext4_session(tmp_path) as (session, mnt):
+        with pytest.raises(WorkloadError, match="the copy on the array is not the source"):
+            andrew.WORKLOAD.run(session, mnt, {"kb": 20})
+        assert _entries(mnt) == ["lost+found"]

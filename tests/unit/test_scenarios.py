@@ -165,10 +165,10 @@ def test_references_and_types(tmp_path):
 
 
 def test_unknown_workload(tmp_path):
-    err = _load_error(tmp_path, GOOD.replace('name = "postmark"', 'name = "andrew"'))
+    err = _load_error(tmp_path, GOOD.replace('name = "postmark"', 'name = "nfsstone"'))
     assert err.key == "workload.name"
     # one line that says it once and names the workloads there are
-    assert str(err).count("andrew") == 1 and "known: " in str(err) and "postmark" in str(err)
+    assert str(err).count("nfsstone") == 1 and "known: " in str(err) and "postmark" in str(err)
 
 
 @needs_workloads
