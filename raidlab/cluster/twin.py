@@ -100,7 +100,7 @@ class Node:
         self.counters = {"bytes_sent": 0, "bytes_received": 0, "messages_sent": 0, "messages_received": 0,
                          "send_busy_s": 0.0, "receive_busy_s": 0.0, "cpu_busy_s": 0.0,
                          "send_wait_s": 0.0, "receive_wait_s": 0.0, "cpu_wait_s": 0.0,
-                         "requests_served": 0, "requests_sent": 0}
+                         "requests_served": 0, "requests_sent": 0, "program_cpu_s": 0.0}
 
     def statistics(self) -> dict[str, Any]:
         return {"node": self.index, **self.counters}
@@ -155,6 +155,19 @@ class Network:
         cpu.counters["cpu_busy_s"] += duration
         cpu.counters["cpu_wait_s"] += start - now
         await trio.sleep_until(start + duration)
+
+    async def compute(self, node: int, seconds: float) -> None:
+        """A program's own processor time on `node` (a putc loop, a copy into the buffer
+        cache), on the same processor as the node's driver work."""
+        if seconds <= 0:
+            return
+        now = trio.current_time()
+        cpu = self.nodes[node]
+        start = cpu.cpu.reserve(now, now, seconds)
+        cpu.counters["cpu_busy_s"] += seconds
+        cpu.counters["cpu_wait_s"] += start - now
+        cpu.counters["program_cpu_s"] += seconds
+        await trio.sleep_until(start + seconds)
 
     def statistics(self) -> dict[str, Any]:
         return {"params": self.params.__dict__, "nodes": [n.statistics() for n in self.nodes]}

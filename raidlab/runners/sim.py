@@ -144,6 +144,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
         return run_stream_case(arch_entry, params, repetition=repetition)
     if _get(scenario, "workload") == "parallel":
         return run_parallel_case(arch_entry, params, repetition=repetition)
+    if _get(scenario, "workload") == "bonnie":
+        return run_bonnie_case(arch_entry, params, repetition=repetition)
     validate_params(params)
     spec = _sim_spec(arch_entry, params)
     stats = TraceStats()
@@ -291,6 +293,31 @@ def run_parallel_case(arch_entry: Any, params: dict[str, Any], *, repetition: in
     metrics["network_bytes"] = _metric(sum(n["bytes_sent"] for n in nodes), "bytes")
     return {"workload": "parallel", "params": resolved, "metrics": metrics, "commands": [],
             "raw": {"parallel": report, "speed": speed}}
+
+
+def run_bonnie_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1) -> dict[str, Any]:
+    """Bonnie from one node of the cluster's twin (raidlab.runners.bonnie) on `arch_entry`:
+    repetition k uses seed `seed` + k - 1 (scheduling ties and the seeks' places)."""
+    from raidlab.runners.bonnie import PHASES, run_bonnie
+    from raidlab.workloads.bonnie import resolve_sim as resolve
+
+    resolved = resolve(params)
+    resolved["seed"] = resolved["seed"] + repetition - 1
+    report = run_bonnie(_sim_spec(arch_entry, {}), resolved)
+    speed = report.pop("speed")
+    metrics: dict[str, Any] = {}
+    for name in PHASES:
+        phase = report["phases"][name]
+        if name == "random_seeks":
+            metrics["random_seeks_per_s"] = _metric(phase["per_s"], "1/s")
+        else:
+            metrics[f"{name}_mb_s"] = _metric(phase["mb_s"], "MB/s")
+        metrics[f"{name}_seconds"] = _metric(phase["seconds"], "s")
+        metrics[f"{name}_client_cpu_utilization"] = _metric(phase["client_cpu_utilization"], "fraction")
+        metrics[f"{name}_max_member_utilization"] = _metric(
+            max(m["utilization"] for m in phase["members"]), "fraction")
+    return {"workload": "bonnie", "params": resolved, "metrics": metrics, "commands": [],
+            "raw": {"bonnie": report, "speed": speed}}
 
 
 # ------------------------------------------------------------------------------ scenarios

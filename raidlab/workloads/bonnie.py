@@ -111,6 +111,57 @@ def csv_line(stdout: str) -> str:
     return lines[-1]
 
 
+# Bonnie in virtual time, from one node of the cluster's twin (raidlab.runners.bonnie): Bray's
+# Bonnie's tests as block requests. Declared here beside the live driver so that scenario
+# files are checked without importing the runners.
+SIM_PARAMS: dict[str, Param] = {
+    "file_mb": Param(int, 500, "the file, MiB (Bonnie's -s; RAID-x §10.1: 500 MB)", minimum=1),
+    "chunk_kb": Param(int, 8, "bytes per seek's read, KiB (Bonnie's Chunk: 8 KiB)", minimum=1),
+    "request_kb": Param(int, 32, "bytes per request the kernel sends for a stream, KiB (assumed, as the "
+                        "parallel workload's: the 32 KB stripe unit)", minimum=1),
+    "read_depth": Param(int, 4, "a stream's reads in flight (assumed: a 128 KiB read-ahead window)", minimum=1),
+    "write_depth": Param(int, 64, "writes behind in flight (assumed: the kernel's request table)", minimum=1),
+    "putc_mb_s": Param(float, 6.0, "the putc() loop's rate on the client's processor, MB/s (assumed)",
+                       minimum=0.001),
+    "getc_mb_s": Param(float, 6.0, "the getc() loop's rate on the client's processor, MB/s (assumed)",
+                       minimum=0.001),
+    "copy_mb_s": Param(float, 100.0, "a copy between the program and the buffer cache, MB/s (assumed)",
+                       minimum=0.001),
+    "seeks": Param(int, 4000, "random seeks in all (Bonnie: 4000)", minimum=1),
+    "seekers": Param(int, 3, "seeking processes (Bonnie's SeekProcCount: 3)", minimum=1),
+    "update_every": Param(int, 10, "a seeker writes back its first seek and every n-th after (Bonnie: 10)",
+                          minimum=1),
+    "fs_block_kb": Param(int, 1, "alignment of a seek's place, KiB (the file system's block: ext2's 1 KiB)",
+                         minimum=1),
+    "file_offset_kb": Param(int, 4096, "where the file starts in the volume, KiB (assumed)", minimum=0),
+    "client": Param(int, 0, "the node that runs Bonnie", minimum=0),
+    "nodes": Param(int, 0, "nodes of the cluster (0: as many as the disks need)", minimum=0),
+    "disks_per_node": Param(int, 1, "array members on each node, in node order (the paper: 1)", minimum=1),
+    "link_mb_s": Param(float, 12.5, "each direction of a node's switch port, MB/s (the paper: 12.5)", minimum=0.001),
+    "latency_us": Param(float, 20.0, "one hop's latency beyond the frames' own time, µs (assumed)", minimum=0),
+    "cdd_request_us": Param(float, 0.0, "driver processor time per message a node sends or receives, µs", minimum=0),
+    "cdd_mb_s": Param(float, 0.0, "driver copy rate at each end, MB/s (0: free)", minimum=0),
+    "seed": Param(int, 0, "seed of trio's scheduling order and of the seeks' places", minimum=0),
+}
+
+
+def resolve_sim(params: dict) -> dict:
+    """The virtual-time parameters with defaults filled in; UsageError for an unknown key or a
+    bad value."""
+    unknown = sorted(set(params) - set(SIM_PARAMS))
+    if unknown:
+        raise UsageError(f"bonnie in virtual time has no parameter {unknown[0]!r}",
+                         hint=f"its parameters: {', '.join(SIM_PARAMS)}")
+    out = {key: spec.check("bonnie", key, params.get(key, spec.default)) for key, spec in SIM_PARAMS.items()}
+    if (out["file_mb"] * 1024) % out["request_kb"]:
+        raise UsageError(f"file_mb {out['file_mb']} is not a whole number of {out['request_kb']} KiB requests")
+    if out["chunk_kb"] > out["file_mb"] * 1024:
+        raise UsageError(f"chunk_kb {out['chunk_kb']} is larger than the file")
+    if out["nodes"] and out["client"] >= out["nodes"]:
+        raise UsageError(f"client node {out['client']} is not one of the {out['nodes']} nodes")
+    return out
+
+
 class Bonnie(Workload):
     name = "bonnie"
     title = "Bonnie (bonnie++) block write/read, rewrite, random seeks"

@@ -28,8 +28,9 @@ In virtual time (raidlab.runners.parallel, over the cluster's twin raidlab.clust
 * aggregate bandwidth = all clients' bytes / the virtual time from the first barrier to the
   last client's end (MB/s, 10^6 bytes per second).
 
-The live counterpart (clients on the live cluster's nodes) is not built yet; the workload is
-declared here so that scenarios are checked without importing the runners.
+The live counterpart is `raidlab cluster clients` (raidlab.cluster.clients: fio on engine
+instances joined on the live cluster's nodes). The workload is declared here so that
+scenarios are checked without importing the runners.
 """
 
 from __future__ import annotations
