@@ -126,6 +126,46 @@ def write_tree(spec: AndrewTree, where: Path) -> None:
         path.write_text(body)
 
 
+def _device_stat_path(commands: Commands, device: str | None) -> str | None:
+    """/sys/block/NAME/stat of the runner's block device, or None (no device, or a partition)."""
+    if not device:
+        return None
+    found = text(commands.shell('n=$(basename "$(readlink -f "$1")"); [ -r "/sys/block/$n/stat" ] && '
+                                'echo "/sys/block/$n/stat"; true', device, timeout=30,
+                                label="find the device's counters (untimed)").stdout).strip()
+    return found or None
+
+
+def _device_counters(commands: Commands, stat: str | None) -> dict[str, int] | None:
+    """Requests and KiB the device completed so far (the kernel's block statistics:
+    Documentation/block/stat.rst; sectors are 512 bytes)."""
+    if stat is None:
+        return None
+    fields = text(commands.run(["cat", stat], timeout=30, label="device counters (untimed)").stdout).split()
+    if len(fields) < 7:
+        return None
+    return {"reads": int(fields[0]), "read_kb": int(fields[2]) // 2, "writes": int(fields[4]),
+            "write_kb": int(fields[6]) // 2}
+
+
+def _children_cpu_seconds(output: str) -> float | None:
+    """User plus system seconds of the phase's programs from the shell's `times` (its last
+    line: the children's "XmY.YYYs XmY.YYYs")."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    if not lines:
+        return None
+    total = 0.0
+    for field in lines[-1].split():
+        minutes, sep, rest = field.partition("m")
+        if not sep or not rest.endswith("s"):
+            return None
+        try:
+            total += int(minutes) * 60 + float(rest[:-1])
+        except ValueError:
+            return None
+    return total
+
+
 class Andrew(Workload):
     name = "andrew"
     title = "Andrew benchmark: mkdir, copy, stat, read, compile"
@@ -140,7 +180,8 @@ class Andrew(Workload):
         "timeout": Param(float, 3600.0, "seconds allowed per phase", minimum=1),
     }
     programs = {"mkdir": "coreutils", "cp": "coreutils", "ls": "coreutils", "cat": "coreutils",
-                "make": "make", "cc": "gcc", "sync": "coreutils", "rm": "coreutils"}
+                "make": "make", "cc": "gcc", "sync": "coreutils", "rm": "coreutils", "basename": "coreutils",
+                "readlink": "coreutils"}
 
     def execute(self, session: RunnerSession, commands: Commands, mountpoint: str | None,
                 params: dict, progress: Progress) -> Outcome:
@@ -169,15 +210,26 @@ class Andrew(Workload):
         try:
             commands.run(["sync"], timeout=timeout, label="before mkdir: sync (untimed)")
             total = 0.0
+            stat = _device_stat_path(commands, session.device)
             for phase in PHASES:
                 script, args = scripts[phase]
                 progress(f"{phase}")
-                ran = commands.shell(script, *args, timeout=timeout, label=phase)
+                before = _device_counters(commands, stat)
+                # `times` prints the shell's and then its children's user and system time
+                ran = commands.shell(f'( {script} ); rc=$?; times; exit $rc', *args, timeout=timeout, label=phase)
                 seconds = ran.seconds
                 if params["sync"]:
                     seconds += commands.run(["sync"], timeout=timeout, label=f"{phase} sync").seconds
+                after = _device_counters(commands, stat)
                 out.raw[f"{phase}_stderr"] = text(ran.stderr)
                 out.metric(f"{phase}_seconds", round(seconds, 6), "s")
+                cpu = _children_cpu_seconds(text(ran.stdout))
+                if cpu is not None:
+                    out.metric(f"{phase}_cpu_seconds", round(cpu, 3), "s")
+                if before is not None and after is not None:
+                    for key, unit in (("reads", "count"), ("read_kb", "KiB"), ("writes", "count"),
+                                      ("write_kb", "KiB")):
+                        out.metric(f"{phase}_device_{key}", after[key] - before[key], unit)
                 total += seconds
             out.metric("total_seconds", round(total, 6), "s")
             printed = text(commands.run([join(target, "andrew")], timeout=60, label="run the program (untimed)").stdout)

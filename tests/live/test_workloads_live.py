@@ -242,6 +242,12 @@ def test_andrew_phases_build_the_copy_and_leave_nothing(tmp_path):
         < labels.index("compile") < labels.index("run the program (untimed)")
     assert [c["rc"] for c in doc["commands"] if c.get("label") in phases] == [0] * 5
     assert labels.count("compile sync") == 1
+    # the phases' own processor time, and what each phase's sync put on the loop device
+    assert m["compile_cpu_seconds"]["value"] > 0
+    assert all(0 <= m[f"{p}_cpu_seconds"]["value"] <= 1.1 * m[f"{p}_seconds"]["value"] + 0.1 for p in phases)
+    assert m["copy_device_write_kb"]["value"] >= 60       # the 60 KiB tree, at least
+    assert m["compile_device_write_kb"]["value"] > 0       # objects and the program
+    assert m["stat_device_write_kb"]["value"] <= m["copy_device_write_kb"]["value"]
 
 
 def test_andrew_refuses_a_copy_that_does_not_build_the_sources_program(tmp_path, monkeypatch):
