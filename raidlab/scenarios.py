@@ -346,7 +346,8 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
         raise ScenarioError(where, "workload.name", f"{scenario.workload!r} does not run in virtual time",
                             hint=f"sim scenarios run: {', '.join(SIM_WORKLOADS)}")
     check = {"trace": trace_workload.validate_params, "seqfile": _check_stream_params,
-             "parallel": _check_parallel_params, "bonnie": _check_bonnie_params}[scenario.workload]
+             "parallel": _check_parallel_params, "bonnie": _check_bonnie_params,
+             "andrew": _check_andrew_params}[scenario.workload]
     for i, case in enumerate(scenario.cases):
         for variant, params in (("params", case.params), ("quick params", quick_params(scenario, case))):
             try:
@@ -358,8 +359,8 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
 
 # a block trace replayed; seqfile's requests (raidlab.runners.stream); parallel clients on the
 # cluster's twin (raidlab.runners.parallel); Bonnie from one node of the twin
-# (raidlab.runners.bonnie)
-SIM_WORKLOADS = ("trace", "seqfile", "parallel", "bonnie")
+# (raidlab.runners.bonnie); Andrew on every client node of the twin (raidlab.runners.andrew)
+SIM_WORKLOADS = ("trace", "seqfile", "parallel", "bonnie", "andrew")
 
 
 def _check_stream_params(params: dict) -> None:
@@ -376,6 +377,12 @@ def _check_parallel_params(params: dict) -> None:
 
 def _check_bonnie_params(params: dict) -> None:
     from raidlab.workloads.bonnie import resolve_sim
+
+    resolve_sim(params)
+
+
+def _check_andrew_params(params: dict) -> None:
+    from raidlab.workloads.andrew import resolve_sim
 
     resolve_sim(params)
 

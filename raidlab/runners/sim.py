@@ -146,6 +146,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
         return run_parallel_case(arch_entry, params, repetition=repetition)
     if _get(scenario, "workload") == "bonnie":
         return run_bonnie_case(arch_entry, params, repetition=repetition)
+    if _get(scenario, "workload") == "andrew":
+        return run_andrew_case(arch_entry, params, repetition=repetition)
     validate_params(params)
     spec = _sim_spec(arch_entry, params)
     stats = TraceStats()
@@ -318,6 +320,30 @@ def run_bonnie_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
             max(m["utilization"] for m in phase["members"]), "fraction")
     return {"workload": "bonnie", "params": resolved, "metrics": metrics, "commands": [],
             "raw": {"bonnie": report, "speed": speed}}
+
+
+def run_andrew_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1) -> dict[str, Any]:
+    """One Andrew benchmark per client on the cluster's twin (raidlab.runners.andrew) on
+    `arch_entry`: repetition k uses seed `seed` + k - 1 (scheduling ties, the reads' places)."""
+    from raidlab.runners.andrew import run_andrew
+    from raidlab.workloads.andrew import PHASES, resolve_sim as resolve
+
+    resolved = resolve(params)
+    resolved["seed"] = resolved["seed"] + repetition - 1
+    report = run_andrew(_sim_spec(arch_entry, {}), resolved)
+    speed = report.pop("speed")
+    metrics: dict[str, Any] = {
+        "elapsed_seconds": _metric(report["elapsed_seconds"], "s"),
+        "max_elapsed_seconds": _metric(report["max_elapsed_seconds"], "s"),
+        "clients": _metric(resolved["clients"], "clients"),
+    }
+    for phase in PHASES:
+        metrics[f"{phase}_seconds"] = _metric(report["phase_seconds"][phase], "s")
+    nodes = report["network"]["nodes"]
+    for key in ("send", "receive", "cpu"):
+        metrics[f"max_{key}_utilization"] = _metric(max(n[f"{key}_utilization"] for n in nodes), "fraction")
+    return {"workload": "andrew", "params": resolved, "metrics": metrics, "commands": [],
+            "raw": {"andrew": report, "speed": speed}}
 
 
 # ------------------------------------------------------------------------------ scenarios

@@ -39,7 +39,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from raidlab.errors import WorkloadError
+from raidlab.errors import UsageError, WorkloadError
 from raidlab.workloads.base import (Commands, Outcome, Param, Progress, RunnerSession, Workload, join,
                                     require_empty_target, text)
 
@@ -126,6 +126,63 @@ def write_tree(spec: AndrewTree, where: Path) -> None:
         path.write_text(body)
 
 
+# The Andrew benchmark in virtual time: one private copy per client on the cluster's twin
+# (raidlab.runners.andrew). Each phase is the processor time of its programs and the
+# requests it sends to the volume, as the live driver measures them (the defaults: one
+# client on this host, results/raidx-fig7-andrew-phases, mean of three runs). Declared here
+# beside the live driver so that scenario files are checked without importing the runners.
+SIM_PARAMS: dict[str, Param] = {
+    "clients": Param(int, 1, "clients, one per node, all at once (the paper: 1 to 16)", minimum=1, maximum=1024),
+    "cpu_ms": Param(list, [0, 77, 0, 0, 1150], "processor time of each phase's programs, ms (mkdir, copy, "
+                    "stat, read, compile; measured on this host)", minimum=0),
+    "cpu_scale": Param(float, 1.0, "multiplies cpu_ms: how much slower the modelled processor is than the "
+                       "one the times were measured on", minimum=0.001),
+    "reads": Param(list, [33, 0, 0, 0, 148], "reads each phase waits for (measured)", minimum=0),
+    "read_kb": Param(list, [33, 0, 0, 0, 148], "KiB those reads fetch (measured, whole KiB rounded up)",
+                     minimum=0),
+    "writes": Param(list, [6, 9, 2, 2, 30], "writes each phase leaves to write-behind (measured)", minimum=0),
+    "write_kb": Param(list, [12, 239, 2, 9, 179], "KiB those writes carry (measured, whole KiB rounded up)",
+                      minimum=0),
+    "write_depth": Param(int, 64, "a client's writes behind in flight (assumed: the kernel's request table)",
+                         minimum=1),
+    "sync_at_end": Param(bool, False, "a client is done only when its writes are (the original is not)"),
+    "region_kb": Param(int, 65536, "each client's file system, KiB, one after another in the volume (assumed)",
+                       minimum=1024),
+    "file_offset_kb": Param(int, 4096, "where client 0's file system starts in the volume, KiB", minimum=0),
+    "nodes": Param(int, 0, "nodes of the cluster (0: as many as clients or disks, whichever is more)", minimum=0),
+    "disks_per_node": Param(int, 1, "array members on each node, in node order (the paper: 1)", minimum=1),
+    "link_mb_s": Param(float, 12.5, "each direction of a node's switch port, MB/s (the paper: 12.5)", minimum=0.001),
+    "latency_us": Param(float, 20.0, "one hop's latency beyond the frames' own time, µs (assumed)", minimum=0),
+    "cdd_request_us": Param(float, 0.0, "driver processor time per message a node sends or receives, µs", minimum=0),
+    "cdd_mb_s": Param(float, 0.0, "driver copy rate at each end, MB/s (0: free)", minimum=0),
+    "seed": Param(int, 0, "seed of trio's scheduling order and of the reads' places", minimum=0),
+}
+
+
+def resolve_sim(params: dict) -> dict:
+    """The virtual-time parameters with defaults filled in; UsageError for an unknown key or a
+    bad value."""
+    unknown = sorted(set(params) - set(SIM_PARAMS))
+    if unknown:
+        raise UsageError(f"andrew in virtual time has no parameter {unknown[0]!r}",
+                         hint=f"its parameters: {', '.join(SIM_PARAMS)}")
+    out = {key: spec.check("andrew", key, params.get(key, spec.default)) for key, spec in SIM_PARAMS.items()}
+    for key in ("cpu_ms", "reads", "read_kb", "writes", "write_kb"):
+        if len(out[key]) != len(PHASES):
+            raise UsageError(f"{key} has {len(out[key])} values; Andrew has {len(PHASES)} phases ({', '.join(PHASES)})")
+    for kind in ("read", "write"):
+        for phase, n, kb in zip(PHASES, out[f"{kind}s"], out[f"{kind}_kb"]):
+            if (n == 0) != (kb == 0) or kb < n:
+                raise UsageError(f"{phase}: {n} {kind}s of {kb} KiB in all", hint="every request carries at least 1 KiB")
+    if sum(out["write_kb"]) + max(out["read_kb"] + [0]) > out["region_kb"]:
+        raise UsageError(f"a client's writes ({sum(out['write_kb'])} KiB) do not fit in its region of "
+                         f"{out['region_kb']} KiB")
+    if out["nodes"] and out["nodes"] < out["clients"]:
+        raise UsageError(f"{out['clients']} clients need {out['clients']} nodes, not {out['nodes']}",
+                         hint="each client runs on its own node")
+    return out
+
+
 def _device_stat_path(commands: Commands, device: str | None) -> str | None:
     """/sys/block/NAME/stat of the runner's block device, or None (no device, or a partition)."""
     if not device:
@@ -144,8 +201,8 @@ def _device_counters(commands: Commands, stat: str | None) -> dict[str, int] | N
     fields = text(commands.run(["cat", stat], timeout=30, label="device counters (untimed)").stdout).split()
     if len(fields) < 7:
         return None
-    return {"reads": int(fields[0]), "read_kb": int(fields[2]) // 2, "writes": int(fields[4]),
-            "write_kb": int(fields[6]) // 2}
+    return {"reads": int(fields[0]), "read_kb": int(fields[2]) / 2, "writes": int(fields[4]),
+            "write_kb": int(fields[6]) / 2}
 
 
 def _children_cpu_seconds(output: str) -> float | None:
