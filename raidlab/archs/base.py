@@ -140,6 +140,11 @@ class Architecture:
         if runner not in self.runners:
             where = ", ".join(self.runners)
             raise UsageError(f"{self.name} does not run on the {runner} runner", hint=f"it runs on: {where}")
+        for what, value in (("disks", config.disks), ("disk size", config.disk_size), ("chunk", config.chunk)):
+            if value is not None and value <= 0:
+                raise UsageError(f"{self.name}: {what} {value} is not a positive number")
+        if config.chunk is not None and config.chunk % 512:
+            raise UsageError(f"{self.name}: chunk {config.chunk} is not a whole number of 512-byte sectors")
         if self.check is not None:
             self.check(config, runner)
         if config.partitions is not None and self.plan is not None:

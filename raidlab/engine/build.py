@@ -43,6 +43,10 @@ def check_geometry(arch: str, disks: int, disk_size: int, chunk: int, options: d
     """Refuse an impossible geometry (too few disks, a chunk that does not divide, a bad
     option) with the layout's own UsageError, before anything is started or measured."""
     cls = layout_class(arch)
+    if cls.max_disks is not None and disks > cls.max_disks:
+        raise UsageError(f"{arch} takes at most {cls.max_disks} disks, got {disks}",
+                         hint=f"its superblock keeps every member's bandwidth probe; use --disks {cls.max_disks} "
+                              f"or fewer")
     params = dict(n_disks=disks, disk_size=disk_size, chunk_bytes=chunk, data_offset=data_offset, **options)
     create_layout(arch, **cls.placeholder_params(params))
 

@@ -110,10 +110,13 @@ class _MSRParser:
         kind = fields[3].strip().lower()
         if kind not in ("read", "write"):
             raise ValueError(f"Type must be Read or Write, not {fields[3]!r}")
-        if self._first is None:
+        offset, size = _int(fields[4], "Offset"), _int(fields[5], "Size")
+        if self._first is None:  # the first line that parses whole, not a bad one before it
             self._first = stamp
-        return Request((stamp - self._first) / FILETIME_UNITS_PER_SECOND, kind,
-                       _int(fields[4], "Offset"), _int(fields[5], "Size"),
+        if stamp < self._first:
+            raise ValueError(f"Timestamp {stamp} is earlier than the first request's {self._first}: "
+                             f"the trace must be sorted by time")
+        return Request((stamp - self._first) / FILETIME_UNITS_PER_SECOND, kind, offset, size,
                        f"{fields[1].strip()}/{fields[2].strip()}")
 
 
@@ -251,6 +254,8 @@ def _float(text: str, what: str) -> float:
         raise ValueError(f"{what} {text.strip()!r} is not a number") from None
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError(f"{what} {text.strip()!r} is not a finite number")
+    if value < 0:
+        raise ValueError(f"{what} {value:g} is negative")
     return value
 
 

@@ -379,6 +379,11 @@ class Layout:
 
     name: ClassVar[str] = "?"
     min_disks: ClassVar[int] = 1
+    # An array whose creation record grows with its members (SA's bandwidth probes) must fit
+    # the superblock's 4 KiB slot: at most this many members (None: no limit of its own). The
+    # layout itself, a pure mapping, takes any number (raidlab explain); building refuses more
+    # (raidlab.engine.build.check_geometry).
+    max_disks: ClassVar[int | None] = None
     # False when the chunk only splits requests and need not divide the member (raid1).
     uses_chunks: ClassVar[bool] = True
     # Which failure sets survive, in words (Redundancy.rule).

@@ -165,6 +165,11 @@ class StaticallyAdaptiveLayout(ChunkMappedLayout):
         "virtual_device_array": "the 100-entry array itself instead of building it from bandwidths",
     }
 
+    # The superblock's 4 KiB slot keeps the creation-time probe of every member (its record
+    # of why the array is laid out as it is); sixteen members' records fit with room to spare.
+    # The paper's arrays have four.
+    max_disks: ClassVar[int | None] = 16
+
     def __post_init__(self) -> None:
         if self.bandwidths is not None and not isinstance(self.bandwidths, tuple):
             object.__setattr__(self, "bandwidths", tuple(self.bandwidths))

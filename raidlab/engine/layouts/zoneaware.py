@@ -110,6 +110,9 @@ class ZoneAwareLayout(ChunkMappedLayout):
     regions: int = 8
 
     name: ClassVar[str] = "saz"
+    # Every member's probe curve is kept twice in the superblock's 4 KiB slot (the geometry's
+    # curves and the creation record): four members fit, five do not. The paper's arrays have four.
+    max_disks: ClassVar[int | None] = 4
     summary: ClassVar[str] = "zone-aware statically adaptive RAID0: an SA3 array per region (raidlab's design, SA-RAID §4)"
     min_disks: ClassVar[int] = 1
     failure_rule: ClassVar[str] = "no failure survives: RAID0"
