@@ -170,3 +170,28 @@ def test_the_shipped_raidx_scenario_runs_a_case():
     assert doc["metrics"]["aggregate_mb_s"]["value"] > 0
     assert doc["metrics"]["clients"]["value"] == 2
     assert 0 < doc["metrics"]["max_cpu_utilization"]["value"] <= 1.0
+
+
+def test_a_programs_processor_time_lets_the_drivers_work_in():
+    """A node computing for a long time still serves its disk to others within a slice: the
+    driver's work is the kernel's and preempts a user program."""
+    from raidlab.cluster.twin import PROGRAM_SLICE_S, Network, NetworkParams
+
+    network = Network(NetworkParams(nodes=2, cdd_request_us=100.0))
+    served: list[float] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(network.compute, 0, 2.0)
+            await trio.sleep(0.5)
+            began = trio.current_time()
+            await network.work(0, 0)             # a request for node 0's disk, mid-computation
+            served.append(trio.current_time() - began)
+        served.append(trio.current_time())
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert served[0] <= PROGRAM_SLICE_S + 100e-6 + 1e-9
+    assert served[1] == pytest.approx(2.0 + 100e-6)      # the program finishes that much later
+    counters = network.nodes[0].counters
+    assert counters["program_cpu_s"] == pytest.approx(2.0)
+    assert counters["cpu_busy_s"] == pytest.approx(2.0 + 100e-6)
