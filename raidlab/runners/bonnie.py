@@ -193,7 +193,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
             tickets = [p["seeks"]]
             writes_back = [0]
 
-            async def seeker(index: int) -> None:
+            async def seeker() -> None:
                 count = 0
                 while tickets[0] > 0:
                     tickets[0] -= 1
@@ -207,8 +207,8 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
 
             before = snapshot()
             async with trio.open_nursery() as seekers:
-                for index in range(p["seekers"]):
-                    seekers.start_soon(seeker, index)
+                for _ in range(p["seekers"]):
+                    seekers.start_soon(seeker)
             record("random_seeks", before, p["seeks"], "per_s")
             phases["random_seeks"]["writes_back"] = writes_back[0]
             await behind.drain()

@@ -193,7 +193,7 @@ def _device_stat_path(commands: Commands, device: str | None) -> str | None:
     return found or None
 
 
-def _device_counters(commands: Commands, stat: str | None) -> dict[str, int] | None:
+def _device_counters(commands: Commands, stat: str | None) -> dict[str, float] | None:
     """Requests and KiB the device completed so far (the kernel's block statistics:
     Documentation/block/stat.rst; sectors are 512 bytes)."""
     if stat is None:
