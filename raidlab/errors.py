@@ -110,6 +110,17 @@ class LabInterrupted(LabError):
         self.exit_code = 128 + signum
 
 
+class Signalled(KeyboardInterrupt):
+    """SIGTERM/SIGHUP during a long command: unwinds exactly like Ctrl-C (a KeyboardInterrupt, so code
+    that stops a half-started daemon on Ctrl-C, e.g. control.start_daemon, does it here too).
+    raidlab.lab.signals turns the signals into it; the engine's virtual clock
+    (raidlab.engine.virtual) raises it after a run it cancelled."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def leaf_exceptions(exc: BaseException) -> list[BaseException]:
     """The exceptions inside trio's (nested) exception groups, in order; `exc` itself if it
     is not a group. The CLI and the daemon use it to find the one RaidlabError to print."""

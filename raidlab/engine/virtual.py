@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 import trio
 import trio.testing
 
+from raidlab.errors import Signalled
+
 T = TypeVar("T")
 
 
@@ -44,15 +46,58 @@ def _scheduler_rng() -> random.Random:
 
 def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, clock: trio.abc.Clock | None = None) -> T:
     """trio.run(fn, *args) on a virtual clock (default: a MockClock that jumps to the next
-    deadline), with trio's scheduling order seeded by `seed`. Returns fn's result."""
+    deadline), with trio's scheduling order seeded by `seed`. Returns fn's result.
+
+    SIGTERM and SIGHUP during the run (in the main thread) cancel it and are raised as
+    raidlab.errors.Signalled once trio has returned: a handler that raised where the
+    program happened to be could land inside trio's own scheduler. Ctrl-C is trio's own
+    KeyboardInterrupt delivery. Neither adds a task, so the seeded schedule is unchanged."""
     from trio._core import _run
 
     _scheduler_rng().seed(seed)
     previous = getattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING", None)
     if previous is None:  # pragma: no cover - depends on the trio release
         raise RuntimeError("this trio release has no deterministic-scheduling switch")
+    received: list[int] = []
+    box: dict[str, Any] = {}
+
+    async def guarded() -> Any:
+        token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+            def handler(signum: int, _frame: Any) -> None:
+                received.append(signum)
+                token.run_sync_soon(scope.cancel)  # signal-safe: wakes trio's loop
+
+            old = _install(handler)
+            try:
+                box["result"] = await fn(*args)
+            finally:
+                _restore(old)
+
     _run._ALLOW_DETERMINISTIC_SCHEDULING = True
     try:
-        return trio.run(fn, *args, clock=clock or trio.testing.MockClock(autojump_threshold=0))
+        trio.run(guarded, clock=clock or trio.testing.MockClock(autojump_threshold=0))
     finally:
         _run._ALLOW_DETERMINISTIC_SCHEDULING = previous
+    if received:
+        raise Signalled(received[0])
+    return box["result"]
+
+
+_STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def _install(handler: Callable[[int, Any], None]) -> dict[int, Any]:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {int(getattr(signal, name)): signal.signal(getattr(signal, name), handler) for name in _STOP_SIGNALS}
+
+
+def _restore(old: dict[int, Any]) -> None:
+    import signal
+
+    for signum, handler in old.items():
+        signal.signal(signum, handler)

@@ -13,14 +13,7 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
-
-class Signalled(KeyboardInterrupt):
-    """SIGTERM/SIGHUP during a long command: unwinds exactly like Ctrl-C (a KeyboardInterrupt, so code
-    that stops a half-started daemon on Ctrl-C, e.g. control.start_daemon, does it here too)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
+from raidlab.errors import Signalled  # defined there so the engine's virtual clock can raise it
 
 
 @contextlib.contextmanager

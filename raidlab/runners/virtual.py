@@ -527,8 +527,8 @@ def run_timed(fn: Callable[..., Awaitable[dict[str, Any]]], *args: Any, seed: in
     try:
         report = run_replay(fn, *args, seed=seed)
     except BaseExceptionGroup as group:
-        # Ctrl-C or SIGTERM (raidlab.lab.signals.Signalled) lands in whichever task runs: it
-        # unwinds as itself, so the command stops with "interrupted", not a traceback.
+        # Ctrl-C (trio's KeyboardInterrupt) lands in whichever task runs: it unwinds as
+        # itself, so the command stops with "interrupted", not a traceback.
         interrupt = next((e for e in leaf_exceptions(group) if isinstance(e, KeyboardInterrupt)), None)
         if interrupt is not None:
             raise interrupt from None

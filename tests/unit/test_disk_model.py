@@ -435,6 +435,8 @@ def test_queued_requests_that_continue_each_other_are_served_as_one():
             disk.start(nursery)
             async with trio.open_nursery() as requests:
                 requests.start_soon(disk.write, 8 << 20, bytes(4096))  # keeps the arm busy
+                # in service before the others arrive (trio may run new tasks in any order)
+                await trio.testing.wait_all_tasks_blocked()
                 for i in (3, 1, 0, 2, 5, 4):  # out of order; all queued behind the first
                     requests.start_soon(disk.write, i * 4096, payloads[i])
 
@@ -443,6 +445,7 @@ def test_queued_requests_that_continue_each_other_are_served_as_one():
 
             async with trio.open_nursery() as requests:
                 requests.start_soon(disk.read, 8 << 20, 4096)
+                await trio.testing.wait_all_tasks_blocked()
                 for i in range(6):
                     requests.start_soon(read, i)
             nursery.cancel_scope.cancel()
