@@ -240,3 +240,26 @@ class RemoteMember(TargetProxy):
         if client is None:
             return await self.inner.trim(offset, length)
         return await self._request(client, 0, 0, lambda: self.inner.trim(offset, length))
+
+
+def twin_network(p: dict[str, Any], members: int, least_nodes: int) -> NetworkParams:
+    """The twin's network for a workload's parameters (nodes, disks_per_node, link_mb_s,
+    latency_us, cdd_request_us, cdd_mb_s): `p["nodes"]` nodes, or when 0 as many as the
+    members' nodes or `least_nodes` (the workload's clients), whichever is more."""
+    dpn = p["disks_per_node"]
+    disk_nodes = -(-members // dpn)
+    nodes = p["nodes"] or max(least_nodes, disk_nodes)
+    if nodes < disk_nodes:
+        raise UsageError(f"{members} members at {dpn} per node need {disk_nodes} nodes, not {nodes}")
+    return NetworkParams(nodes=nodes, disks_per_node=dpn, link_mb_s=p["link_mb_s"], latency_us=p["latency_us"],
+                         cdd_request_us=p["cdd_request_us"], cdd_mb_s=p["cdd_mb_s"])
+
+
+def on_twin(p: dict[str, Any], least_nodes: int, holder: dict[str, Any]):
+    """A `wrap_members` for raidlab.runners.virtual.build_virtual: member m on node
+    m // disks_per_node of a new twin network, which is left in holder["network"]."""
+    def wrap(drives: list) -> list:
+        params = twin_network(p, len(drives), least_nodes)
+        network = holder["network"] = Network(params)
+        return [RemoteMember(d, i // params.disks_per_node, network) for i, d in enumerate(drives)]
+    return wrap

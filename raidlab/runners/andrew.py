@@ -31,7 +31,7 @@ from typing import Any
 
 import trio
 
-from raidlab.cluster.twin import CLIENT, Network, NetworkParams, RemoteMember
+from raidlab.cluster.twin import CLIENT, Network, on_twin
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, build_virtual, run_timed
 from raidlab.workloads.andrew import PHASES, resolve_sim as resolve
@@ -39,14 +39,6 @@ from raidlab.workloads.andrew import PHASES, resolve_sim as resolve
 KiB = 1024
 
 
-def _network(p: dict[str, Any], members: int) -> NetworkParams:
-    dpn = p["disks_per_node"]
-    disk_nodes = -(-members // dpn)
-    nodes = p["nodes"] or max(p["clients"], disk_nodes)
-    if nodes < disk_nodes:
-        raise UsageError(f"{members} members at {dpn} per node need {disk_nodes} nodes, not {nodes}")
-    return NetworkParams(nodes=nodes, disks_per_node=dpn, link_mb_s=p["link_mb_s"], latency_us=p["latency_us"],
-                         cdd_request_us=p["cdd_request_us"], cdd_mb_s=p["cdd_mb_s"])
 
 
 def _sizes(total_kb: int, count: int) -> list[int]:
@@ -63,13 +55,8 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     base = p["file_offset_kb"] * KiB
     holder: dict[str, Any] = {}
 
-    def wrap(drives: list) -> list:
-        params = _network(p, len(drives))
-        network = holder["network"] = Network(params)
-        return [RemoteMember(d, i // params.disks_per_node, network) for i, d in enumerate(drives)]
-
     async with trio.open_nursery() as nursery:
-        built = await build_virtual(spec, nursery, wrap_members=wrap)
+        built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["clients"], holder))
         network: Network = holder["network"]
         target = built.target
         if base + clients * region > target.size:

@@ -41,7 +41,7 @@ from typing import Any
 
 import trio
 
-from raidlab.cluster.twin import CLIENT, Network, NetworkParams, RemoteMember
+from raidlab.cluster.twin import CLIENT, Network, on_twin
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, build_virtual, run_timed
 from raidlab.workloads.bonnie import resolve_sim as resolve
@@ -51,12 +51,6 @@ MiB = 1024 * KiB
 PHASES = ("char_write", "rewrite", "block_write", "char_read", "block_read", "random_seeks")
 
 
-def _network(p: dict[str, Any], members: int) -> NetworkParams:
-    dpn = p["disks_per_node"]
-    disk_nodes = -(-members // dpn)
-    nodes = max(p["nodes"], disk_nodes, p["client"] + 1)
-    return NetworkParams(nodes=nodes, disks_per_node=dpn, link_mb_s=p["link_mb_s"], latency_us=p["latency_us"],
-                         cdd_request_us=p["cdd_request_us"], cdd_mb_s=p["cdd_mb_s"])
 
 
 class _WriteBehind:
@@ -114,13 +108,8 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     me = p["client"]
     holder: dict[str, Any] = {}
 
-    def wrap(drives: list) -> list:
-        params = _network(p, len(drives))
-        network = holder["network"] = Network(params)
-        return [RemoteMember(d, i // params.disks_per_node, network) for i, d in enumerate(drives)]
-
     async with trio.open_nursery() as nursery:
-        built = await build_virtual(spec, nursery, wrap_members=wrap)
+        built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["client"] + 1, holder))
         network: Network = holder["network"]
         target = built.target
         if base + size > target.size:
