@@ -33,15 +33,32 @@ def _exports(node: dict) -> str:
 
 
 def _print_up(ready: dict) -> None:
-    link = ready["link"]
-    table = Table(title=f"cluster {ready['name']}: {len(ready['nodes'])} nodes on bridge {ready['bridge']}, "
-                        f"links {link['rate']} each way (tbf burst {link['burst_bytes']} B, queue "
-                        f"{link['limit_bytes']} B), daemon pid {ready['pid']}")
-    for col in ("node", "namespace", "address", "NBD exports", "nbdkit pid"):
+    link, kind = ready["link"], ready.get("kind", "netns")
+    if kind == "list":
+        title = (f"cluster {ready['name']}: {len(ready['nodes'])} hosts of a node list "
+                 "(nothing runs for it on this host)")
+    elif kind == "serve":
+        title = f"{ready['name']}: this host serves its disks as one node of a cluster, daemon pid {ready['pid']}"
+    else:
+        title = (f"cluster {ready['name']}: {len(ready['nodes'])} nodes on bridge {ready['bridge']}, "
+                 f"links {link['rate']} each way (tbf burst {link['burst_bytes']} B, queue "
+                 f"{link['limit_bytes']} B), daemon pid {ready['pid']}")
+    table = Table(title=title)
+    columns = {"netns": ("node", "namespace", "address", "NBD exports", "nbdkit pid"),
+               "serve": ("node", "address", "NBD exports", "nbdkit pid"),
+               "list": ("node", "address", "NBD exports", "answers")}[kind]
+    for col in columns:
         table.add_column(col, no_wrap=True)
     for node in ready["nodes"]:
-        table.add_row(str(node["index"]), node["namespace"], node["cidr"], _exports(node),
-                      str(node["nbdkit_pid"]))
+        cells = {"node": str(node["index"]), "namespace": node["namespace"], "address": node["cidr"],
+                 "NBD exports": _exports(node), "nbdkit pid": str(node["nbdkit_pid"])}
+        if kind != "netns":
+            cells["address"] = f"{node['address']} port {node['nbd_port']}"
+        if "reachable" in node:
+            cells["answers"] = "yes" if node["reachable"] else f"[red]no[/]: {node['answer']}"
+        else:
+            cells["answers"] = "yes (when it came up)"
+        table.add_row(*(cells[col] for col in columns))
     _out.print(table)
 
 
@@ -54,13 +71,15 @@ def _counter(qdisc: dict | None) -> str:
 
 def _print_status(status: dict) -> None:
     _print_up(status)
+    if status.get("kind") == "list":
+        return  # the hosts' own `raidlab cluster status` shows their disks
     table = Table(title="links (tbf counters: sent = the node's eth0, received = its switch port) and disks")
     for col in ("node", "cable", "sent", "received", "disk I/O"):
         table.add_column(col)
     for node in status["nodes"]:
         disks = "\n".join(f"{d['name']}: {d['statistics']['reads']} reads, {d['statistics']['writes']} writes, "
                           f"busy {d['statistics']['busy_time']:.2f} s" for d in node["disks"])
-        cable = "[red]cut[/]" if node.get("cable") == "cut" else node.get("cable", "?")
+        cable = "[red]cut[/]" if node.get("cable") == "cut" else node.get("cable", "a real one")
         table.add_row(str(node["index"]), cable, _counter(node["links"]["sent"]),
                       _counter(node["links"]["received"]), disks)
     _out.print(table)
@@ -69,12 +88,17 @@ def _print_status(status: dict) -> None:
 @click.group("cluster")
 def cluster_group():
     """A cluster of nodes on this host: network namespaces on a bridge, links shaped with tc
-    tbf, each node serving its emulated disks over NBD (nbdkit). See docs/cluster.md."""
+    tbf, each node serving its emulated disks over NBD (nbdkit); or of real hosts, each
+    serving its disks (`serve`) and listed in a node list (`up --node-list`). See
+    docs/cluster.md."""
 
 
 @cluster_group.command("up")
 @click.argument("name")
-@click.option("--nodes", "nodes", type=int, required=True, help="number of nodes (the paper's cluster: 16)")
+@click.option("--nodes", "nodes", type=int, default=None, help="number of nodes (the paper's cluster: 16)")
+@click.option("--node-list", "node_list", type=click.Path(dir_okay=False), default=None,
+              help="instead of --nodes: a TOML file naming hosts that serve their disks (`raidlab cluster "
+                   "serve`), one [[node]] each (docs/cluster.md, \"Several real machines\")")
 @click.option("--disks-per-node", type=int, default=1, show_default=True, help="emulated disks each node serves")
 @click.option("--disk-model", default="none", show_default=True,
               help="catalog model (raidlab disk models) of every disk, or one per disk of a node: m0,m1,...")
@@ -85,12 +109,30 @@ def cluster_group():
               help="IPv4 subnet of the nodes; node k is host k+1")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def up_cmd(name, nodes, disks_per_node, disk_model, disk_size, link, subnet, home, as_json):
-    """Bring cluster NAME up and print its nodes, their addresses and NBD exports."""
+def up_cmd(name, nodes, node_list, disks_per_node, disk_model, disk_size, link, subnet, home, as_json):
+    """Bring cluster NAME up and print its nodes, their addresses and NBD exports: N nodes as
+    network namespaces on this host (--nodes), or the hosts of a node list (--node-list)."""
+    from pathlib import Path
+
     from raidlab.cluster import control
     from raidlab.cluster.plan import ClusterSpec
+    from raidlab.errors import UsageError
     from raidlab.units import parse_link_rate, parse_size
 
+    if (nodes is None) == (node_list is None):
+        raise UsageError("give --nodes N or --node-list FILE (one of them)",
+                         hint="--nodes builds N nodes on this host; --node-list names hosts that serve their disks")
+    if node_list is not None:
+        context = click.get_current_context()
+        for param in ("disks_per_node", "disk_model", "disk_size", "link", "subnet"):
+            if context.get_parameter_source(param) not in (click.core.ParameterSource.DEFAULT, None):
+                flag = "--" + param.replace("_", "-")
+                raise UsageError(f"{flag} does not go with --node-list: the hosts serve what they serve",
+                                 hint=f"set it on each host's `raidlab cluster serve`")
+        with _err.status(f"asking the hosts of {node_list}"):
+            ready = control.up_listed(name, Path(node_list), home=home)
+        click.echo(json.dumps(ready)) if as_json else _print_up(ready)
+        return
     spec = ClusterSpec(name, nodes, disks_per_node, disk_model, parse_size(disk_size, "--disk-size"),
                        parse_link_rate(link, "--link"), subnet)
     with _err.status(f"bringing {name} up") as spinner:
@@ -99,6 +141,31 @@ def up_cmd(name, nodes, disks_per_node, disk_model, disk_size, link, subnet, hom
         click.echo(json.dumps(ready))
     else:
         _print_up(ready)
+
+
+@cluster_group.command("serve")
+@click.argument("name")
+@click.option("--address", required=True, help="this host's address the NBD server listens on")
+@click.option("--port", type=click.IntRange(1, 65535), default=10809, show_default=True, help="its TCP port")
+@click.option("--disks-per-node", type=int, default=1, show_default=True, help="emulated disks this host serves")
+@click.option("--disk-model", default="none", show_default=True,
+              help="catalog model (raidlab disk models) of every disk, or one per disk: m0,m1,...")
+@click.option("--disk-size", default="256M", show_default=True, help="size of each disk, e.g. 256M, 1G")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def serve_cmd(name, address, port, disks_per_node, disk_model, disk_size, home, as_json):
+    """Serve this host's emulated disks as one node of a cluster of real hosts (nbdkit on
+    ADDRESS): the other end of a node list (`cluster up --node-list`). `cluster down NAME`
+    stops it."""
+    from raidlab.cluster import control
+    from raidlab.cluster.plan import SERVE, ClusterSpec
+    from raidlab.units import parse_size
+
+    spec = ClusterSpec(name, 1, disks_per_node, disk_model, parse_size(disk_size, "--disk-size"),
+                       kind=SERVE, address=address, port=port)
+    with _err.status(f"serving {name}") as spinner:
+        ready = control.up(spec, home=home, on_status=_status_updates(name, spinner))
+    click.echo(json.dumps(ready)) if as_json else _print_up(ready)
 
 
 @cluster_group.command("status")
@@ -149,10 +216,14 @@ def down_cmd(name, home):
     from raidlab.cluster import control
 
     with _err.status(f"bringing {name} down"):
+        listed = control.is_listed(name, home=home)
         stopped, released = control.down(name, home=home)
     for line in released:
         _err.print(f"released leftover of a killed run: {line}")
-    _err.print(f"{name}: {'down' if stopped else 'was not up'}; nothing of it is left on this host")
+    if listed:
+        _err.print(f"{name}: the node list is forgotten; its hosts serve on until each stops its `cluster serve`")
+    else:
+        _err.print(f"{name}: {'down' if stopped else 'was not up'}; nothing of it is left on this host")
 
 
 @cluster_group.command("clients")

@@ -27,7 +27,8 @@ Modules, bottom to top: `plan` (names, addresses, link shapes, the spec; pure), 
 node), `daemon` (the process that holds it all), `control` (up, status, cut, heal, down
 for the CLI), `members` (an array's members as one node reaches them), `join` (another
 instance of an array on another node), `clients` (the paper's parallel clients, live),
-`peaks` (Table 3 on a disk model); `twin` (the virtual-time model of nodes, cables and
+`peaks` (Table 3 on a disk model), `hosts` (real hosts: one serving its disks as a node,
+and a node list naming such hosts); `twin` (the virtual-time model of nodes, cables and
 switch) stands apart and needs none of them.
 The package sits above the lab, export and service layers (it reuses the service's daemon
 start and control socket) and below the CLI. docs/cluster.md is the user's guide.

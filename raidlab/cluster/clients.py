@@ -54,6 +54,9 @@ def run_clients(cluster: str, array: str, *, clients: int, op: str, file_bytes: 
     owner = ArraySpec.load(owner_lab.path)
     if owner.cluster != cluster or owner.joins is not None:
         raise UsageError(f"{array!r} is not an array of its own over cluster {cluster!r}")
+    if cluster_control.is_listed(cluster, home=home):
+        raise UsageError(f"cluster {cluster!r} is a node list: its clients run on its hosts, not here",
+                         hint="run each client on its host (docs/cluster.md, \"Several real machines\")")
     cluster_status = cluster_control.status(cluster, home=home)
     nodes = [n["index"] for n in cluster_status["nodes"]]
     order = [owner.node] + [n for n in nodes if n != owner.node]

@@ -13,12 +13,15 @@ missing program, a name whose network objects exist already, a name an array use
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from raidlab.cluster.plan import CLUSTER_FILE, ClusterSpec, check_node, collisions, veth_name
+from raidlab.cluster import hosts
+from raidlab.cluster.plan import (CLUSTER_FILE, LISTED, NETNS, RUNTIME_FILE, SERVE, ClusterSpec, check_node,
+                                  collisions, listed_spec, veth_name)
 from raidlab.errors import CapabilityError, LabError, NeedsRootError, RaidlabError, UsageError
 from raidlab.lab import Lab, check_lab_name, labs_dir
 from raidlab.service import control
@@ -27,17 +30,18 @@ from raidlab.tools import ip as ip_tool
 from raidlab.tools.base import require
 
 PROGRAMS = ("ip", "tc", "nsenter", "sysctl", "nbdkit", "nbdinfo")
+SERVE_PROGRAMS = ("nbdkit", "nbdinfo")
 
 
-def check_prerequisites(operation: str) -> None:
+def check_prerequisites(operation: str, kind: str = NETNS) -> None:
     """Root, the programs a cluster runs, network namespaces and FUSE; raise before anything
-    is created."""
+    is created. A host that serves its disks as one node (kind SERVE) needs no namespaces."""
     if os.geteuid() != 0:
         raise NeedsRootError(operation, needs="network namespaces, links and a FUSE mount",
                              hint="run it with sudo")
-    for program in PROGRAMS:
+    for program in (SERVE_PROGRAMS if kind == SERVE else PROGRAMS):
         require(program)
-    if not Path("/proc/self/ns/net").exists():
+    if kind == NETNS and not Path("/proc/self/ns/net").exists():
         raise CapabilityError("the kernel has no network namespaces", capability="netns")
     if not Path("/dev/fuse").exists():
         raise CapabilityError("/dev/fuse is missing: the kernel has no FUSE",
@@ -64,9 +68,12 @@ def cluster_lab(name: str, home: str | None) -> Lab:
 def up(spec: ClusterSpec, *, home: str | None,
        on_status: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Start the cluster daemon for `spec`; return its ready record once every node serves
-    its disks and reaches its neighbour."""
+    its disks and reaches its neighbour (kind NETNS), or once this host serves its disks on
+    its address (kind SERVE, `raidlab cluster serve`)."""
     spec.check()
-    check_prerequisites("raidlab cluster up")
+    if spec.kind == LISTED:
+        raise UsageError("a node list is brought up with up_listed")  # the CLI never gets here
+    check_prerequisites("raidlab cluster serve" if spec.kind == SERVE else "raidlab cluster up", spec.kind)
     lab = _existing_lab(spec.name, home)
     if lab is not None:
         if (lab.path / SPEC_FILE).exists():
@@ -97,9 +104,30 @@ def up(spec: ClusterSpec, *, home: str | None,
         raise
 
 
+def up_listed(name: str, node_list: Path, *, home: str | None) -> dict[str, Any]:
+    """Record cluster `name` as the hosts of `node_list`, each probed over NBD
+    (raidlab.cluster.hosts); return its description. Nothing runs for it on this host."""
+    check_lab_name(name)
+    require("nbdinfo")
+    if _existing_lab(name, home) is not None:
+        raise UsageError(f"{name!r} exists already in {labs_dir(home)}",
+                         hint=f"`raidlab cluster down {name}` first, or choose another name")
+    spec = listed_spec(name, hosts.probe_list(node_list))
+    spec.check()
+    lab = Lab(name, home=home, create=True)
+    spec.save(lab.path)
+    described = hosts.describe_listed(spec)
+    (lab.path / RUNTIME_FILE).write_text(json.dumps(described))
+    return described
+
+
 def status(name: str, *, home: str | None) -> dict[str, Any]:
-    """The running cluster's status (raidlab.cluster.daemon.ClusterDaemon.op_status)."""
+    """The running cluster's status (raidlab.cluster.daemon.ClusterDaemon.op_status), or a
+    listed cluster's nodes as they answer now."""
     lab = cluster_lab(name, home)
+    spec = ClusterSpec.load(lab.path)
+    if spec.kind == LISTED:
+        return hosts.describe_listed(spec, probe_now=True)
     if not lab.in_use():
         left = lab.resources()
         raise LabError(f"cluster {name!r} is not up"
@@ -107,6 +135,11 @@ def status(name: str, *, home: str | None) -> dict[str, Any]:
                        hint=(f"`raidlab lab cleanup {name}` releases them" if left
                              else f"`raidlab cluster up {name} --nodes N` brings it up"))
     return control.request(lab, "status", timeout=60)
+
+
+def is_listed(name: str, *, home: str | None) -> bool:
+    """Whether cluster `name` is a node list (raidlab.cluster.hosts)."""
+    return ClusterSpec.load(cluster_lab(name, home).path).kind == LISTED
 
 
 def down(name: str, *, home: str | None) -> tuple[bool, list[str]]:
@@ -140,6 +173,10 @@ def heal(name: str, node: int, *, home: str | None) -> str:
 def _set_cable(name: str, node: int, *, up: bool, home: str | None) -> str:
     lab = cluster_lab(name, home)
     verb = "heal" if up else "cut"
+    kind = ClusterSpec.load(lab.path).kind
+    if kind != NETNS:
+        raise UsageError(f"cluster {name!r} is {'a node list' if kind == LISTED else 'this host serving its disks'}: "
+                         "its cables are real ones", hint="unplug the host's cable, or stop `raidlab cluster serve` there")
     if not lab.in_use():
         raise UsageError(f"cluster {name!r} is not up", hint=f"`raidlab cluster up {name} --nodes N` brings it up")
     check_node(ClusterSpec.load(lab.path), node)
@@ -175,4 +212,5 @@ def _remove(lab: Lab) -> None:
     control.remove_lab(lab, keep_images=False)
 
 
-__all__ = ["arrays_over", "check_prerequisites", "cluster_lab", "cut", "down", "heal", "status", "up"]
+__all__ = ["arrays_over", "check_prerequisites", "cluster_lab", "cut", "down", "heal", "is_listed", "status", "up",
+           "up_listed"]

@@ -14,6 +14,10 @@ Build order, and the reverse release order of the lab's cleanup stack (raidlab.l
     -> emulated disks -> FUSE mount -> per node: nbdkit in its namespace
     -> every node lists its neighbour's exports -> ready
 
+A host that serves its own disks as one node of a cluster of real hosts (`raidlab cluster
+serve`, kind SERVE; raidlab.cluster.hosts) is the same daemon without the network: its disks,
+the FUSE mount, one nbdkit on the host's own address, which lists its own exports.
+
 SIGTERM, SIGINT and SIGHUP release everything (the lab session turns them into a
 cancellation); a SIGKILL leaves what the state file lists, for `raidlab lab cleanup`. The
 nbdkit servers die with the daemon in any case (--exit-with-parent).
@@ -31,7 +35,7 @@ from typing import Any
 import trio
 
 from raidlab.cluster.network import build_network, link_counters
-from raidlab.cluster.plan import RUNTIME_FILE, ClusterSpec, bridge_name, plan_nodes
+from raidlab.cluster.plan import NETNS, RUNTIME_FILE, ClusterSpec, bridge_name, plan_nodes
 from raidlab.cluster.serving import build_disks, check_reachable, start_servers
 from raidlab.lab import open_lab, process_cpu
 from raidlab.service.daemonbase import ControlledDaemon, run_daemon
@@ -56,9 +60,11 @@ class ClusterDaemon(ControlledDaemon):
     def describe(self) -> dict[str, Any]:
         """The cluster as `up` prints it and `status` starts from."""
         spec = self.spec
+        netns = spec.kind == NETNS
         return {
-            "name": spec.name, "pid": os.getpid(), "bridge": bridge_name(spec.name),
-            "subnet": spec.subnet, "link": spec.link.as_json(), "disks_per_node": spec.disks_per_node,
+            "name": spec.name, "kind": spec.kind, "pid": os.getpid(),
+            "bridge": bridge_name(spec.name) if netns else None, "subnet": spec.subnet if netns else None,
+            "link": spec.link.as_json() if netns else None, "disks_per_node": spec.disks_per_node,
             "nodes": [{**node.as_json(), "nbdkit_pid": self.nbdkit_pids.get(node.index)}
                       for node in self.nodes],
         }
@@ -66,7 +72,8 @@ class ClusterDaemon(ControlledDaemon):
     async def run(self) -> None:
         async with open_lab(self.spec.name, home=self.home, status=self.status) as session:
             self.session = session
-            await build_network(session, self.spec, self.nodes)
+            if self.spec.kind == NETNS:
+                await build_network(session, self.spec, self.nodes)
             export, self.disks = await build_disks(session, self.spec, self.nodes)
             self.nbdkit_pids = await start_servers(session, export, self.nodes)
             await check_reachable(session, self.nodes)
@@ -89,10 +96,12 @@ class ClusterDaemon(ControlledDaemon):
         statistics, and the CPU this daemon has used (disks, FUSE) beside the servers'."""
         out = self.describe()
         counters = await trio.to_thread.run_sync(
-            lambda: [(link_counters(n), ip_tool.link_is_up(n.veth)) for n in self.nodes])
+            lambda: [(link_counters(n), ip_tool.link_is_up(n.veth)) if n.veth is not None else (None, None)
+                     for n in self.nodes])
         for node, (links, cable_up) in zip(out["nodes"], counters):
-            node["links"] = links
-            node["cable"] = "up" if cable_up else "cut"  # raidlab cluster cut / heal
+            node["links"] = links or {}
+            if cable_up is not None:
+                node["cable"] = "up" if cable_up else "cut"  # raidlab cluster cut / heal
             node["nbdkit_cpu"] = process_cpu(node["nbdkit_pid"])
             for disk in node["disks"]:
                 disk["statistics"] = self.disks[(node["index"], disk["index"])].statistics()

@@ -28,25 +28,31 @@ from pathlib import Path
 from typing import Any
 
 from raidlab.cluster.control import cluster_lab
-from raidlab.cluster.plan import RUNTIME_FILE, ClusterSpec, check_node, namespace_name, plan_nodes
+from raidlab.cluster.hosts import served_here
+from raidlab.cluster.plan import (LISTED, NETNS, RUNTIME_FILE, SERVE, ClusterSpec, check_node, namespace_name,
+                                  plan_nodes)
 from raidlab.errors import UsageError
 
 
-def members_seen_from(spec: ClusterSpec, node: int, mountpoint: Path) -> list[dict[str, Any]]:
+def members_seen_from(spec: ClusterSpec, node: int, mountpoint: Path | None) -> list[dict[str, Any]]:
     """Every disk of the cluster in node order, as node `node` reaches it: {"index", "node",
     "export", "model", "size", "uri", "where": "local" | "remote", "path" (local: the disk's
-    file in the cluster's FUSE mount at `mountpoint`), "namespace" (the namespace the node's
-    NBD clients run in)}."""
+    file in the FUSE mount at `mountpoint`: the cluster's, or for a node list the mount of the
+    `cluster serve` lab that serves node `node` here), "namespace" (the namespace the node's
+    NBD clients run in; None: this process's own)}. With no `mountpoint`, every disk is
+    remote (a node list whose node `node` this host does not serve)."""
     check_node(spec, node)
-    client = namespace_name(spec.name, node)
+    client = namespace_name(spec.name, node) if spec.kind == NETNS else None
     members = []
     for plan in plan_nodes(spec):
         for disk in plan.disks:
             record: dict[str, Any] = {"index": len(members), "node": plan.index, "export": disk.name,
                                       "model": disk.model, "size": disk.size, "uri": disk.uri,
                                       "namespace": client}
-            if plan.index == node:
-                record.update(where="local", path=str(mountpoint / plan.disk_dir / disk.name))
+            if plan.index == node and mountpoint is not None:
+                # A node list's node is served here by a `cluster serve` lab: its node 0.
+                directory = "node0" if spec.kind == LISTED else plan.disk_dir
+                record.update(where="local", path=str(mountpoint / directory / disk.name))
             else:
                 record.update(where="remote")
             members.append(record)
@@ -57,10 +63,18 @@ def resolve(name: str, node: int, *, home: str | None) -> tuple[ClusterSpec, lis
     """Cluster `name`'s spec and its disks as node `node` reaches them; UsageError, one line,
     for a cluster that does not exist or is not up, or a node it does not have."""
     lab = cluster_lab(name, home)
+    spec = ClusterSpec.load(lab.path)
+    if spec.kind == SERVE:
+        raise UsageError(f"{name!r} is this host serving its disks, one node of a cluster of hosts",
+                         hint="list the hosts in a node list: `raidlab cluster up NAME --node-list FILE`")
+    if spec.kind == LISTED:
+        # A node list has no daemon; node `node` is reached locally when this host serves it.
+        check_node(spec, node)
+        listed = plan_nodes(spec)[node]
+        return spec, members_seen_from(spec, node, served_here(listed.address, listed.port, home=home))
     if not lab.in_use() or not (lab.path / RUNTIME_FILE).exists():
         raise UsageError(f"cluster {name!r} is not up",
                          hint=f"bring it up with `raidlab cluster up {name} --nodes N`")
-    spec = ClusterSpec.load(lab.path)
     return spec, members_seen_from(spec, node, lab.mountpoint)
 
 

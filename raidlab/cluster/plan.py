@@ -147,11 +147,12 @@ class DiskPlan:
 @dataclasses.dataclass(frozen=True)
 class NodePlan:
     index: int
-    namespace: str
-    veth: str      # the switch end of the node's cable
+    namespace: str | None   # None: not a namespace of this host (another host, or this one)
+    veth: str | None        # the switch end of the node's cable (None: a real cable)
     address: str
     prefixlen: int
     disks: tuple[DiskPlan, ...]
+    port: int = NBD_PORT
 
     @property
     def cidr(self) -> str:
@@ -165,12 +166,25 @@ class NodePlan:
     def as_json(self) -> dict[str, Any]:
         return {"index": self.index, "namespace": self.namespace, "veth": self.veth,
                 "interface": NODE_IFNAME, "address": self.address, "cidr": self.cidr,
-                "nbd_port": NBD_PORT, "disks": [dataclasses.asdict(d) for d in self.disks]}
+                "nbd_port": self.port, "disks": [dataclasses.asdict(d) for d in self.disks]}
+
+
+# What a cluster's nodes are (ClusterSpec.kind; docs/cluster.md, "Several real machines"):
+NETNS = "netns"    # network namespaces on this host's bridge (`raidlab cluster up --nodes N`)
+SERVE = "serve"    # this host is one node: its disks served on its own address (`cluster serve`)
+LISTED = "list"    # the nodes are hosts named in a node list (`raidlab cluster up --node-list F`)
+KINDS = (NETNS, SERVE, LISTED)
 
 
 @dataclasses.dataclass
 class ClusterSpec:
-    """What `raidlab cluster up` asked for; kept in the lab directory as cluster.json."""
+    """What `raidlab cluster up` (or `cluster serve`) asked for; kept in the lab directory as
+    cluster.json.
+
+    kind NETNS builds every node here; SERVE is one node (`address`, `port`) whose disks this
+    host serves; LISTED is a client's view of hosts that serve their disks (`node_list`: one
+    record per node, {"address", "port", "model", "disks": [{"name", "size"}]}, as probed
+    when it came up)."""
 
     name: str
     nodes: int
@@ -179,10 +193,23 @@ class ClusterSpec:
     disk_size: int = 256 << 20
     link_bits: int = 100 * 10**6
     subnet: str = DEFAULT_SUBNET
+    kind: str = NETNS
+    address: str | None = None
+    port: int = NBD_PORT
+    node_list: list[dict[str, Any]] | None = None
 
     def check(self) -> None:
         """Refuse, in one line each, what cannot be built (before anything is)."""
         check_cluster_name(self.name)
+        if self.kind not in KINDS:
+            raise UsageError(f"unknown cluster kind {self.kind!r}", hint=f"one of {', '.join(KINDS)}")
+        if self.kind == LISTED:
+            check_node_list(self.node_list or [])
+            return
+        if self.kind == SERVE:
+            self.nodes = 1
+            check_address(self.address, "--address")
+            check_port(self.port, "--port")
         if not 1 <= self.nodes <= MAX_NODES:
             raise UsageError(f"--nodes must be between 1 and {MAX_NODES}, not {self.nodes}")
         if not 1 <= self.disks_per_node <= MAX_DISKS_PER_NODE:
@@ -196,6 +223,8 @@ class ClusterSpec:
             raise UsageError(f"--link {format_link_rate(self.link_bits)} is out of range",
                              hint=f"use {format_link_rate(MIN_LINK_BITS)} to "
                                   f"{format_link_rate(MAX_LINK_BITS)}")
+        if self.kind == SERVE:
+            return
         node_addresses(self.subnet, self.nodes)
         for name in (bridge_name(self.name), veth_name(self.name, self.nodes - 1)):
             assert len(name) <= IFNAME_MAX, name  # guaranteed by the name rule and MAX_NODES
@@ -235,8 +264,20 @@ def node_addresses(subnet: str, nodes: int) -> list[ipaddress.IPv4Interface]:
 
 
 def plan_nodes(spec: ClusterSpec) -> list[NodePlan]:
-    """Every node: its namespace, cable, address and disks (with their NBD URIs)."""
+    """Every node: its namespace, cable, address and disks (with their NBD URIs). A node this
+    host does not build (kinds SERVE and LISTED) has no namespace and no cable (None)."""
     models = catalog.member_models(spec.disk_model, spec.disks_per_node)
+    if spec.kind == SERVE:
+        assert spec.address is not None
+        disks = tuple(DiskPlan(j, f"d{j}", models[j], spec.disk_size, nbd_uri(spec.address, f"d{j}", spec.port))
+                      for j in range(spec.disks_per_node))
+        return [NodePlan(0, None, None, spec.address, 32, disks, spec.port)]
+    if spec.kind == LISTED:
+        return [NodePlan(k, None, None, node["address"], 32,
+                         tuple(DiskPlan(j, d["name"], node["model"], d["size"],
+                                        nbd_uri(node["address"], d["name"], node["port"]))
+                               for j, d in enumerate(node["disks"])), node["port"])
+                for k, node in enumerate(spec.node_list or [])]
     nodes = []
     for k, iface in enumerate(node_addresses(spec.subnet, spec.nodes)):
         address = str(iface.ip)
@@ -250,6 +291,8 @@ def plan_nodes(spec: ClusterSpec) -> list[NodePlan]:
 def collisions(spec: ClusterSpec, links: set[str], namespaces: set[str]) -> list[str]:
     """The network objects this cluster would create that exist already (pure: the caller
     passes the host's link and namespace names)."""
+    if spec.kind != NETNS:
+        return []
     found = [f"bridge {bridge_name(spec.name)}"] if bridge_name(spec.name) in links else []
     for k in range(spec.nodes):
         if veth_name(spec.name, k) in links:
@@ -257,3 +300,130 @@ def collisions(spec: ClusterSpec, links: set[str], namespaces: set[str]) -> list
         if namespace_name(spec.name, k) in namespaces:
             found.append(f"namespace {namespace_name(spec.name, k)}")
     return found
+
+
+# -- clusters of real hosts ----------------------------------------------------------------------
+#
+# A node list names hosts that serve their disks (each runs `raidlab cluster serve`), one
+# [[node]] table per host, in node order (node order is member order):
+#
+#     [[node]]
+#     address = "192.168.10.1"   # where the host's NBD server listens (required)
+#     port = 10809               # optional, NBD's own port by default
+#     disks = ["d0"]             # optional: the exports to use, in order (default: all, by name)
+#     model = "maxtor-91020d6"   # optional: the catalog model the host serves, for status
+#
+# `read_node_list` parses and checks the file (pure but for reading it); what each host really
+# serves is probed over NBD when the cluster comes up (raidlab.cluster.hosts).
+
+HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                         r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+EXPORT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NODE_KEYS = {"address", "port", "disks", "model"}
+
+
+def check_address(address: Any, where: str) -> str:
+    """An IP address or a host name that an NBD URI can carry; UsageError otherwise."""
+    if not isinstance(address, str) or not address:
+        raise UsageError(f"{where}: an address is needed, e.g. 192.168.10.1")
+    try:
+        ipaddress.ip_address(address)
+        return address
+    except ValueError:
+        pass
+    if not HOSTNAME_RE.match(address):
+        raise UsageError(f"{where}: {address!r} is neither an IP address nor a host name")
+    return address
+
+
+def check_port(port: Any, where: str) -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise UsageError(f"{where}: port {port!r} is not a number from 1 to 65535")
+    return port
+
+
+def read_node_list(path: Path) -> list[dict[str, Any]]:
+    """The nodes of a node list file: [{"address", "port", "disks": [names] or None,
+    "model"}], in the file's order; UsageError (one line, naming the file and the node)
+    for anything else."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"--node-list {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--node-list {path}: cannot read it: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"--node-list {path}: not TOML: {exc}") from None
+    extra = set(doc) - {"node"}
+    if extra:
+        raise UsageError(f"--node-list {path}: unknown table or key {sorted(extra)[0]!r}",
+                         hint="the file holds [[node]] tables only")
+    entries = doc.get("node")
+    if not isinstance(entries, list) or not entries:
+        raise UsageError(f"--node-list {path}: no [[node]] table", hint="one [[node]] per host, in node order")
+    nodes = []
+    for k, entry in enumerate(entries):
+        where = f"--node-list {path}, node {k}"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where}: not a table")
+        unknown = set(entry) - NODE_KEYS
+        if unknown:
+            raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r}",
+                             hint=f"a node has {', '.join(sorted(NODE_KEYS))}")
+        disks = entry.get("disks")
+        if disks is not None:
+            if (not isinstance(disks, list) or not disks
+                    or not all(isinstance(d, str) and EXPORT_RE.match(d) for d in disks)):
+                raise UsageError(f"{where}: disks must be a list of export names like [\"d0\"]")
+            if len(set(disks)) != len(disks):
+                raise UsageError(f"{where}: an export is named twice in disks")
+            if len(disks) > MAX_DISKS_PER_NODE:
+                raise UsageError(f"{where}: more than {MAX_DISKS_PER_NODE} disks")
+        model = entry.get("model", "none")
+        if not isinstance(model, str):
+            raise UsageError(f"{where}: model must be a catalog model name")
+        try:
+            catalog.get(model)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc.message}", hint=exc.hint) from None
+        nodes.append({"address": check_address(entry.get("address"), where),
+                      "port": check_port(entry.get("port", NBD_PORT), where),
+                      "disks": list(disks) if disks is not None else None, "model": model})
+    if len(nodes) > MAX_NODES:
+        raise UsageError(f"--node-list {path}: {len(nodes)} nodes, at most {MAX_NODES}")
+    seen: dict[tuple[str, int], int] = {}
+    for k, node in enumerate(nodes):
+        key = (node["address"], node["port"])
+        if key in seen:
+            raise UsageError(f"--node-list {path}: nodes {seen[key]} and {k} are the same server "
+                             f"({node['address']} port {node['port']})")
+        seen[key] = k
+    return nodes
+
+
+def check_node_list(nodes: list[dict[str, Any]]) -> None:
+    """A probed node list an array can stripe over: every node with the same number of disks,
+    every disk of one size (the layouts place member m as disk m % D of node m // D)."""
+    if not nodes:
+        raise UsageError("a node list needs at least one node")
+    counts = {len(node["disks"]) for node in nodes}
+    if len(counts) != 1:
+        raise UsageError("the nodes serve different numbers of disks: "
+                         + ", ".join(f"node {k} {len(n['disks'])}" for k, n in enumerate(nodes)),
+                         hint="list the same number of exports for every node (disks = [...])")
+    sizes = {d["size"] for node in nodes for d in node["disks"]}
+    if len(sizes) != 1:
+        raise UsageError("the nodes' disks differ in size: "
+                         + ", ".join(f"node {k} {[d['size'] for d in n['disks']]}" for k, n in enumerate(nodes)),
+                         hint="serve disks of one size on every host (`raidlab cluster serve --disk-size`)")
+
+
+def listed_spec(name: str, nodes: list[dict[str, Any]]) -> ClusterSpec:
+    """The spec of a cluster over probed hosts (records as ClusterSpec.node_list says)."""
+    check_node_list(nodes)
+    models = [n["model"] for n in nodes]
+    return ClusterSpec(name, nodes=len(nodes), disks_per_node=len(nodes[0]["disks"]),
+                       disk_model=models[0] if len(set(models)) == 1 else "none",
+                       disk_size=nodes[0]["disks"][0]["size"], kind=LISTED, node_list=nodes)

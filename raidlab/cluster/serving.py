@@ -76,14 +76,16 @@ async def start_servers(session: LabSession, export: FuseExport, nodes: list[Nod
                         ) -> dict[int, int]:
     """One nbdkit per node, in the node's namespace, serving its directory of the FUSE mount
     on its address; returns when every one listens. {node index: nbdkit pid}."""
-    nbdkit, nsenter = require("nbdkit"), require("nsenter")
+    nbdkit = require("nbdkit")
+    nsenter = require("nsenter") if any(node.namespace is not None for node in nodes) else "nsenter"
     pids = {}
     for node in nodes:
         pidfile = session.lab.path / f"nbdkit-node{node.index}.pid"
         pidfile.unlink(missing_ok=True)
-        argv = ip_tool.nsenter_argv(node.namespace, nbd.nbdkit_argv(
-            str(export.mountpoint / node.disk_dir), address=node.address, pidfile=str(pidfile),
-            executable=nbdkit), executable=nsenter)
+        argv = nbd.nbdkit_argv(str(export.mountpoint / node.disk_dir), address=node.address, port=node.port,
+                               pidfile=str(pidfile), executable=nbdkit)
+        if node.namespace is not None:
+            argv = ip_tool.nsenter_argv(node.namespace, argv, executable=nsenter)
         proc = await session.start_server(argv, label=f"nbdkit of node {node.index}")
         await _wait_listening(proc, pidfile, node)
         pids[node.index] = proc.pid
@@ -98,24 +100,26 @@ async def _wait_listening(proc: ServerProcess, pidfile: Path, node: NodePlan) ->
         while not pidfile.exists():
             if proc.poll() is not None:
                 raise LabError(f"nbdkit of node {node.index} exited with status {proc.returncode} "
-                               f"before it listened on {node.address}:{nbd.NBD_PORT}",
+                               f"before it listened on {node.address}:{node.port}",
                                hint="its message is in the lab's daemon.log")
             await trio.sleep(0.02)
         return
-    raise LabError(f"nbdkit of node {node.index} did not listen on {node.address}:{nbd.NBD_PORT} "
+    raise LabError(f"nbdkit of node {node.index} did not listen on {node.address}:{node.port} "
                    f"within {SERVER_START_TIMEOUT:.0f} s", hint="see the lab's daemon.log")
 
 
 async def check_reachable(session: LabSession, nodes: list[NodePlan]) -> None:
     """Each node lists the exports of the next one (node k asks node k+1, the last asks node
     0) over the cluster's network: every server, every cable in both directions and the
-    bridge are then known to work before the cluster is declared ready."""
-    nbdinfo, nsenter = require("nbdinfo"), require("nsenter")
+    bridge are then known to work before the cluster is declared ready. A node that is no
+    namespace of this host (a host serving its own disks) lists its own exports at its address."""
+    nbdinfo = require("nbdinfo")
     for k, node in enumerate(nodes):
         asker = nodes[(k - 1) % len(nodes)]
-        uri = f"nbd://{node.address}"
-        argv = ip_tool.nsenter_argv(asker.namespace, nbd.list_exports_argv(uri, executable=nbdinfo),
-                                    executable=nsenter)
+        uri = nbd.nbd_uri(node.address, "", node.port).rstrip("/")
+        argv = nbd.list_exports_argv(uri, executable=nbdinfo)
+        if asker.namespace is not None:
+            argv = ip_tool.nsenter_argv(asker.namespace, argv, executable=require("nsenter"))
         try:
             proc = await trio.to_thread.run_sync(
                 lambda argv=argv: run(argv, check=False, timeout=PROBE_TIMEOUT))
@@ -132,4 +136,5 @@ async def check_reachable(session: LabSession, nodes: list[NodePlan]) -> None:
         wanted = [d.name for d in node.disks]
         if sorted(names) != sorted(wanted):
             raise LabError(f"node {node.index} serves {names}, not {wanted}")
-    session.status("every node reached its neighbour's NBD server over the bridge")
+    session.status("every node reached its neighbour's NBD server over the bridge" if len(nodes) > 1
+                   else f"{nodes[0].address} port {nodes[0].port} lists its exports")

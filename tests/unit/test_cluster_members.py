@@ -72,3 +72,54 @@ def test_create_over_a_cluster_refuses_in_one_line(args, words, tmp_path, capsys
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "labs" / "x").exists()
+
+
+# -- node lists (clusters of real hosts) ----------------------------------------------------------
+
+def _listed(nodes: int, *, disks: int = 1, size: int = 32 << 20, model: str = "none") -> ClusterSpec:
+    return plan.listed_spec("c", [{"address": f"192.168.10.{k + 1}", "port": 10809 + (k == 2), "model": model,
+                                   "disks": [{"name": f"d{j}", "size": size} for j in range(disks)]}
+                                  for k in range(nodes)])
+
+
+def test_a_node_list_file_is_read_in_order_with_its_defaults(tmp_path):
+    path = tmp_path / "nodes.toml"
+    path.write_text('[[node]]\naddress = "pc01.lab"\n\n[[node]]\naddress = "192.168.10.2"\nport = 10900\n'
+                    'disks = ["d1", "d0"]\nmodel = "hdd-7200"\n')
+    assert plan.read_node_list(path) == [
+        {"address": "pc01.lab", "port": 10809, "disks": None, "model": "none"},
+        {"address": "192.168.10.2", "port": 10900, "disks": ["d1", "d0"], "model": "hdd-7200"}]
+
+
+def test_members_over_a_node_list_are_remote_but_for_the_node_served_here():
+    spec = _listed(4, disks=2)
+    everywhere = members_seen_from(spec, 0, None)
+    assert [m["where"] for m in everywhere] == ["remote"] * 8
+    assert {m["namespace"] for m in everywhere} == {None}  # clients run in this host's namespace
+    assert [m["uri"] for m in everywhere][3:6] == ["nbd://192.168.10.2/d1", "nbd://192.168.10.3:10810/d0",
+                                                   "nbd://192.168.10.3:10810/d1"]
+    here = members_seen_from(spec, 2, Path("/labs/h/mnt"))
+    assert [m["where"] for m in here] == ["remote"] * 4 + ["local"] * 2 + ["remote"] * 2
+    # the serving lab is one node of its own: its disks are in its node0 directory
+    assert here[4]["path"] == "/labs/h/mnt/node0/d0" and here[5]["path"] == "/labs/h/mnt/node0/d1"
+
+
+def test_a_node_list_must_be_uniform_to_carry_an_array():
+    with pytest.raises(UsageError, match="different numbers of disks"):
+        plan.check_node_list([*_listed(1, disks=2).node_list, *_listed(1).node_list])
+    with pytest.raises(UsageError, match="differ in size"):
+        plan.check_node_list([*_listed(1).node_list, *_listed(1, size=64 << 20).node_list])
+    spec = _listed(3, model="hdd-7200")
+    assert (spec.kind, spec.nodes, spec.disks_per_node, spec.disk_size, spec.disk_model) == (
+        plan.LISTED, 3, 1, 32 << 20, "hdd-7200")
+    assert plan.collisions(spec, {"rlx-c"}, {"rlx-c-0"}) == []  # it builds nothing here
+
+
+def test_a_serving_host_is_one_node_on_its_address_with_no_namespace():
+    spec = ClusterSpec("h", 1, 2, "none", 16 << 20, kind=plan.SERVE, address="10.1.2.3", port=10900)
+    spec.check()
+    (node,) = plan.plan_nodes(spec)
+    assert (node.namespace, node.veth, node.address, node.port) == (None, None, "10.1.2.3", 10900)
+    assert [d.uri for d in node.disks] == ["nbd://10.1.2.3:10900/d0", "nbd://10.1.2.3:10900/d1"]
+    with pytest.raises(UsageError, match="neither an IP address nor a host name"):
+        ClusterSpec("h", 1, kind=plan.SERVE, address="a b").check()

@@ -122,9 +122,9 @@ async def _connect(session: LabSession, spec: Any, member: dict[str, Any], gener
         return outcome
 
     entries.append(session.push_sync(f"NBD file {mount_file.name}", release_mount, resource))
-    argv = ip_tool.nsenter_argv(member["namespace"], nbd.nbdfuse_argv(
-        str(mount_file), member["uri"], pidfile=str(pidfile), executable=require("nbdfuse")),
-        executable=require("nsenter"))
+    argv = nbd.nbdfuse_argv(str(mount_file), member["uri"], pidfile=str(pidfile), executable=require("nbdfuse"))
+    if member["namespace"] is not None:  # None: a node list's host, reached from this namespace
+        argv = ip_tool.nsenter_argv(member["namespace"], argv, executable=require("nsenter"))
     proc = await session.start_server(argv, label=f"nbdfuse of member {member['index']} ({member['uri']})")
     entries.append(proc.cleanup)
     await _wait_mounted(proc, pidfile, spec, member)
