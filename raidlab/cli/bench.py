@@ -22,10 +22,26 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def _within(stream, seconds: float | None):
+    """`stream` until `seconds` of wall time have passed since the first request (checked
+    every 256 requests), then nothing more: the replay drains what it issued and reports."""
+    import time
+
+    if seconds is None:
+        yield from stream
+        return
+    deadline = time.monotonic() + seconds
+    for n, request in enumerate(stream):
+        if n % 256 == 0 and time.monotonic() >= deadline:
+            return
+        yield request
+
+
 def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_model: str,
-              progress=None) -> dict:
-    """Replay the first `requests` requests of a synthetic `profile` trace on each arch;
-    the trace is generated as a stream (never held in memory)."""
+              progress=None, seconds: float | None = None) -> dict:
+    """Replay the first `requests` requests of a synthetic `profile` trace on each arch, each
+    for at most `seconds` of wall time (None: no limit); the trace is generated as a stream
+    (never held in memory). Requests per second count the requests replayed."""
     import itertools
 
     from raidlab.runners.virtual import SimSpec, replay_requests
@@ -35,7 +51,7 @@ def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_mod
     duration = requests / rate * 1.5 + 60  # long enough; cut at `requests`
     runs = []
     for arch in archs:
-        stream = itertools.islice(synth(profile, duration, seed), requests)
+        stream = _within(itertools.islice(synth(profile, duration, seed), requests), seconds)
         report = replay_requests(SimSpec(arch, disk_model), stream,
                                  on_progress=(lambda n, _virtual, a=arch: progress(a, n)) if progress else None)
         runs.append({
@@ -50,8 +66,9 @@ def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_mod
             "mean_read_ms": report["response"]["read"].get("mean_ms"),
             "peak_rss_mib_so_far": _peak_rss_mib(),
         })
-    return {"profile": profile, "seed": seed, "disk_model": disk_model, "requests": requests, "runs": runs,
-            "peak_rss_mib": _peak_rss_mib(), "aim_requests_per_wall_second": 50_000}
+    return {"profile": profile, "seed": seed, "disk_model": disk_model, "requests": requests,
+            "seconds_per_arch": seconds, "runs": runs, "peak_rss_mib": _peak_rss_mib(),
+            "aim_requests_per_wall_second": 50_000}
 
 
 def register(cli: click.Group) -> None:
@@ -64,16 +81,21 @@ def register(cli: click.Group) -> None:
     _register_engine(bench)
 
     @bench.command("sim")
-    @click.option("--requests", type=click.IntRange(1000, 100_000_000), default=1_000_000, show_default=True)
-    @click.option("--arch", "archs", multiple=True, default=("raid5", "disk"), show_default=True,
+    @click.option("--requests", type=click.IntRange(1000, 100_000_000), default=None,
+                  help="Replay exactly this many requests per architecture (no time limit).  "
+                       "[default: as many as --seconds allows, at most 1,000,000]")
+    @click.option("--seconds", type=click.FloatRange(1, 86400), default=60.0, show_default=True,
+                  help="Wall time for the whole run, shared evenly by the architectures (without --requests).")
+    @click.option("--arch", "archs", multiple=True, default=("raid5", "disk", "dcd", "vcraid"), show_default=True,
                   help="Architectures to replay on (repeatable).")
     @click.option("--profile", default="cello", show_default=True, help="Synthetic trace profile.")
     @click.option("--seed", type=int, default=1, show_default=True)
     @click.option("--disk-model", default="hp-c2200a", show_default=True)
     @click.option("--json", "as_json", is_flag=True)
-    def sim_bench(requests: int, archs: tuple[str, ...], profile: str, seed: int, disk_model: str,
-                  as_json: bool) -> int:
-        """Replay speed of a synthetic trace on raid5 and one disk, and peak memory."""
+    def sim_bench(requests: int | None, seconds: float, archs: tuple[str, ...], profile: str, seed: int,
+                  disk_model: str, as_json: bool) -> int:
+        """Replay speed of a synthetic trace per architecture (requests per wall second), and
+        peak memory. By default about --seconds in all; --requests N replays N each."""
         from raidlab import archs as registry
 
         for arch in archs:
@@ -83,13 +105,15 @@ def register(cli: click.Group) -> None:
             if not as_json:
                 click.echo(f"  {arch}: {n:,} requests issued", err=True)
 
-        result = bench_sim(requests, list(archs), profile, seed, disk_model, progress)
+        budget = None if requests is not None else seconds / len(archs)
+        result = bench_sim(requests or 1_000_000, list(archs), profile, seed, disk_model, progress, budget)
         if as_json:
             click.echo(json.dumps(result, indent=2))
             return 0
-        click.echo(f"synthetic {profile} trace, {requests:,} requests, {disk_model}, seed {seed}")
+        click.echo(f"synthetic {profile} trace, {disk_model}, seed {seed}, "
+                   + (f"{requests:,} requests each" if budget is None else f"about {budget:.0f} s each"))
         for run in result["runs"]:
-            click.echo(f"{run['arch']:<8} {run['requests_per_wall_second']:>10,.0f} requests/s  "
+            click.echo(f"{run['arch']:<8} {run['requests']:>9,} requests {run['requests_per_wall_second']:>10,.0f} requests/s  "
                        f"{run['virtual_seconds_per_wall_second']:>10,.1f} virtual s/wall s  "
                        f"wall {run['wall_seconds']:.1f} s  max in flight {run['max_in_flight']}")
         click.echo(f"peak RSS {result['peak_rss_mib']:.0f} MiB (aim: 50,000 requests/s)")
