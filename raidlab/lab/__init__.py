@@ -39,7 +39,7 @@ Layout: $RAIDLAB_HOME/labs/NAME (RAIDLAB_HOME defaults to ./run):
     lock, state.json, images/dK.img, mnt/ (the FUSE mount), fusectl/ (a moment's mount)
 """
 
-from raidlab.lab.cleanup import (StaleReport, cleanup_lab, cleanup_stale, detach_loops_under,
+from raidlab.lab.cleanup import (StaleReport, cleanup_lab, cleanup_stale, detach_loops_under, held_under,
                                  kill_tagged_processes, list_labs, release_fuse_mount,
                                  release_link, release_netns, unmount_users_of)
 from raidlab.lab.proc import process_cpu, process_start_time, same_process
@@ -51,7 +51,7 @@ from raidlab.lab.state import (RUN_TOKEN_ENV, Lab, Resource, check_lab_name, lab
 __all__ = [
     "FAIL_AT_ENV", "PAUSE_AT_ENV", "RUN_TOKEN_ENV", "SET_UP_POINTS", "Lab", "LabSession",
     "Resource", "ServerProcess", "StaleReport", "check_lab_name", "cleanup_lab", "cleanup_stale",
-    "detach_loops_under", "kill_tagged_processes", "labs_dir", "list_labs", "open_lab",
+    "detach_loops_under", "held_under", "kill_tagged_processes", "labs_dir", "list_labs", "open_lab",
     "process_cpu", "process_start_time", "raidlab_home", "release_fuse_mount",
     "release_link", "release_netns", "same_process", "unmount_users_of",
 ]

@@ -20,11 +20,12 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from raidlab.errors import LabError, RaidlabError
 from raidlab.lab.fuse_control import abort_connection, is_fuse_fstype
-from raidlab.lab.proc import (process_start_time, processes_with_env, same_process,
+from raidlab.lab.proc import (process_start_time, process_state, processes_with_env, same_process,
                               signal_group_or_pid)
 from raidlab.lab.state import (LAB_NAME_RE, RUN_TOKEN_ENV, TERMINATE_GRACE_SECONDS, Lab,
                                Resource, labs_dir)
@@ -111,6 +112,33 @@ def detach_loops_under(directory: str | os.PathLike) -> list[str]:
         released = losetup.detach_and_wait(dev.device)
         done.append(f"{dev.device} {'detached' if released else 'autoclear pending'}")
     return done
+
+
+def held_under(directory: str | os.PathLike) -> list[str]:
+    """What the host still holds of a lab directory, found without its state file (the check
+    a campaign makes after each run): loop devices backed by a file under it, mounts at or
+    under it, and processes (not zombies) whose command line or environment names it. One
+    line each; empty when nothing is left. Blocking."""
+    root = os.path.abspath(directory)
+    held = [f"loop {dev.device} on {dev.backing_file}" for dev in losetup.devices_backed_under(root)]
+    for line in Path("/proc/mounts").read_text().splitlines():
+        target = line.split()[1].replace("\\040", " ")
+        if target == root or target.startswith(root + "/"):
+            held.append(f"mount {target}")
+    me = os.getpid()
+    needle = root.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if (needle in cmdline or needle in environ) and process_state(int(entry)) not in (None, "Z"):
+            command = cmdline.replace(b"\0", b" ").decode(errors="replace")[:80]
+            held.append(f"process {entry}: {command}")
+    return held
 
 
 def release_fuse_mount(path: str, scratch: str | os.PathLike | None = None) -> str:

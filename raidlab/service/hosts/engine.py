@@ -84,9 +84,13 @@ class EngineHost:
         session.push("array metadata", mark_clean)
         # Natively the array is a loop device over `volume`; the lab VM gets the file itself.
         self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
-        return {"device": self.loop_device if spec.runner == "native" else None,
-                "volume": str(self.volume_path), "capacity": self.array.size,
-                "state": self.array.state}
+        ready = {"device": self.loop_device if spec.runner == "native" else None,
+                 "volume": str(self.volume_path), "capacity": self.array.size,
+                 "state": self.array.state}
+        if self.array.image_buffer is not None and self.array.image_buffer.persistent:
+            # RAID-x's pending images an unclean stop left in the logs, rewritten at assembly
+            ready["recovered"] = {"images": self.array.image_buffer.stats["recovered"]}
+        return ready
 
     def vm_disks(self) -> list[Path]:
         return [Path(self.volume_path)]
