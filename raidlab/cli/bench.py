@@ -142,8 +142,12 @@ def _register_engine(bench: click.Group) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+        from raidlab.outputs import new_file
         from raidlab.service.bench import BenchConfig, parse_options, run_bench
 
+        if profile_path is not None:
+            new_file(profile_path, "--profile")
+            new_file(profile_path.with_suffix(".txt"), "--profile (its text)")
         cfg = BenchConfig(arch=arch, disks=disks, disk_size=parse_size(disk_size, "--disk-size"), chunk=parse_size(chunk, "--chunk"),
                           runtime=runtime, options=parse_options(options), profile_path=profile_path,
                           profile_workload=profile_workload)

@@ -42,6 +42,11 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
     from raidlab.cli.array import _parse_options
     from raidlab.crashtest import PRESETS, config_for, run_crashtest
 
+    if matrix is not None:
+        from raidlab.crashtest import MATRIX_TITLE
+        from raidlab.outputs import writable_file
+
+        writable_file(matrix, "--write-matrix", marker=MATRIX_TITLE.encode())
     revision = _revision() if matrix is not None else ""  # the code that runs, not what is there after
     names = list(PRESETS) if target == "all" else [target]
     opts = _parse_options(options)

@@ -9,7 +9,7 @@ from rich.console import Console
 
 
 @click.command()
-@click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--results", "results_dir", type=click.Path(path_type=Path),
               default=Path("results/demo"), show_default=True, help="results root (writes <root>/<scenario>/<time>/; results/demo is not committed)")
 @click.option("--runner", type=click.Choice(["vm", "native"]), default="vm", show_default=True,
               help="vm: md-raid5 needs the lab VM on hosts without md; native only where the kernel has md")
@@ -18,8 +18,10 @@ def demo(results_dir: Path, runner: str, home: str | None) -> int:
     """PostMark small, md-raid5 vs VC-RAID scd, quick size; prints the report's path."""
     from raidlab.cli.run import _check_live
     from raidlab.demo import run_demo
+    from raidlab.outputs import output_dir
     from raidlab.run import interrupted_error
 
+    output_dir(results_dir, "--results")
     _check_live(runner)
     err = Console(stderr=True, highlight=False)
     with err.status("demo") as status:

@@ -117,7 +117,7 @@ def models(as_json: bool) -> int:
 @click.option("--samples", type=click.IntRange(10, 1_000_000), default=None,
               help="Requests per random test (default 2000 virtual, 200 live).")
 @click.option("--discipline", type=click.Choice(["fifo", "sstf", "scan"]), default="fifo", show_default=True)
-@click.option("--image-dir", type=click.Path(file_okay=False), default=None,
+@click.option("--image-dir", type=click.Path(), default=None,
               help="Live mode: directory for the scratch image (default: a temporary directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench(model: str, clock: str, size: str | None, samples: int | None, discipline: str,

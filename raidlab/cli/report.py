@@ -15,7 +15,7 @@ from raidlab.errors import UsageError
               help="comma-separated: md, html")
 @click.option("--scenario", "scenario_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="check the results against this scenario file (default: the copy kept in RESULTS)")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="where to write (default RESULTS/report/; required with several RESULTS)")
 @click.option("--leave-out", "left_out", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="a run file of RESULTS not to use, e.g. a repetition made again later with a "

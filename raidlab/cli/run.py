@@ -81,7 +81,7 @@ class _RichProgress:
               help="run only this architecture label (repeatable or comma-separated)")
 @click.option("--case", "cases", multiple=True, metavar="NAME",
               help="run only this case (repeatable or comma-separated)")
-@click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--results", "results_root", type=click.Path(path_type=Path),
               default=Path("results"), show_default=True, help="results root: writes <root>/<scenario>/<time>/")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where the run's labs live (default ./run)")
 @click.option("--dry-run", is_flag=True, help="validate and list the runs, start nothing")
@@ -93,7 +93,10 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
     from raidlab import run as runmod
     from raidlab import scenarios
     from raidlab.errors import UsageError
+    from raidlab.outputs import output_dir
 
+    if results_root is not None:
+        output_dir(results_root, "--results")
     if resume is not None:
         if scenario_file is not None or quick or repeat or only or cases:
             raise UsageError("--resume continues a run as it was planned",

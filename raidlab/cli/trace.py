@@ -158,9 +158,12 @@ def register(cli: click.Group) -> None:
                   help="Write to FILE (default: stdout), in raidlab's trace format.")
     def synth_cmd(profile_name: str, duration: str, seed: int, device_size: str | None, output: str | None) -> int:
         """A labelled synthetic trace (NOT the real HP trace) in raidlab's format."""
-        from raidlab.traces.formats import write_raidlab
+        from raidlab.outputs import writable_file
+        from raidlab.traces.formats import RAIDLAB_HEADER, write_raidlab
         from raidlab.traces.synth import HP_C2200A_BYTES, label, synth
 
+        if output is not None:
+            writable_file(output, "--output", marker=RAIDLAB_HEADER.encode())
         seconds = parse_duration(duration)
         size = _size(device_size, "--device-size") or HP_C2200A_BYTES
         stream = synth(profile_name, seconds, seed, device_size=size)
@@ -191,9 +194,12 @@ def register(cli: click.Group) -> None:
         from raidlab.lab import Lab, check_lab_name
         from raidlab.runners.capture import capture_command, comparison_rows, replay_capture
 
+        from raidlab.outputs import writable_file
+        from raidlab.traces.formats import RAIDLAB_HEADER
+
         check_lab_name(name)
         lab = Lab(name, home=home)
-        out = Path(output or f"{name}-capture.trace")
+        out = writable_file(output or f"{name}-capture.trace", "--output", marker=RAIDLAB_HEADER.encode())
         result = capture_command(lab, list(command), out, timeout=timeout)
         summary = result["capture"]
         doc = {"trace": summary["path"], "command": result["argv"], "rc": result["rc"],

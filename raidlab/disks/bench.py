@@ -36,6 +36,7 @@ from raidlab.disks.disk import EmulatedDisk, percentile
 from raidlab.disks.geometry import DriveSpec, zone_sequential_rate
 from raidlab.disks.mechanisms import expected_random_read_s
 from raidlab.errors import UsageError
+from raidlab.outputs import new_file, output_dir
 
 SEQ_REQUEST = 64 * 1024
 ALIGN = 4096
@@ -203,9 +204,7 @@ def run_bench(
         if live:
             if image_dir is None:
                 image_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="raidlab-bench-"))
-            path = Path(image_dir) / f"{model}.img"
-            if path.exists():
-                raise UsageError(f"{path} already exists", hint="choose another --image-dir")
+            path = new_file(Path(output_dir(image_dir, "--image-dir")) / f"{model}.img", "the scratch image")
             backend = ImageBackend(path, size)
             stack.callback(path.unlink, missing_ok=True)
         else:

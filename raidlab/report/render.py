@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from raidlab.errors import UsageError
+from raidlab.outputs import output_dir, regular_or_absent
 from raidlab.report import claims as claimsmod
 from raidlab.report import control as controlmod
 from raidlab.report import figures, timing
@@ -297,7 +298,10 @@ def write_report(results_path: Path | list[Path], *, formats: tuple[str, ...] = 
         raise UsageError("several RESULTS directories make one combined report: say where it goes "
                          "with --out")
     results = leave_out(load_combined(paths, scenario_file=scenario_file), left_out or [])
-    out = Path(out_dir) if out_dir else results.path / "report"
+    out = output_dir(Path(out_dir) if out_dir else results.path / "report", "--out")
+    for fmt in formats:
+        regular_or_absent(out / f"report.{fmt}", "report")
+    output_dir(out / "figures", "report figures")
     out.mkdir(parents=True, exist_ok=True)
     blocks = build_blocks(results, out / "figures")
     written = []
