@@ -240,11 +240,20 @@ class ClusterSpec:
 
     @classmethod
     def load(cls, lab_path: Path) -> "ClusterSpec":
+        from raidlab.service.spec import spec_problem
+
+        path = lab_path / CLUSTER_FILE
+        hint = "restore the file, or release the cluster with `raidlab lab cleanup`"
         try:
-            doc = json.loads((lab_path / CLUSTER_FILE).read_text())
+            doc = json.loads(path.read_text())
         except FileNotFoundError:
             raise UsageError(f"no cluster in {lab_path}",
                              hint="bring one up with `raidlab cluster up`") from None
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise UsageError(f"{path} is damaged: {exc}", hint=hint) from None
+        problem = spec_problem(cls, doc)
+        if problem:
+            raise UsageError(f"{path} is damaged: {problem}", hint=hint)
         return cls(**doc)
 
 

@@ -156,8 +156,8 @@ def check_assembly(found: list[Superblock | None], *, labels: list[str] | None =
     for i, sb in enumerate(found):
         if sb is None:
             raise MetadataError(
-                f"{labels[i]} carries no raidlab superblock",
-                hint="is it the right image? (a blank or foreign disk cannot be assembled)",
+                f"{labels[i]} carries no valid raidlab superblock",
+                hint="is it the right image? (a blank, foreign or damaged disk cannot be assembled)",
                 member=i,
             )
     if not present:

@@ -160,12 +160,18 @@ class Lab:
 
     # state
     def read_state(self) -> dict[str, Any]:
+        hint = ("its records are what cleanup releases: restore the file, or release by hand what "
+                "`losetup -a` and /proc/mounts show under the lab, then remove its directory")
         try:
-            return json.loads(self.state_path.read_text())
+            state = json.loads(self.state_path.read_text())
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            raise LabError(f"unreadable lab state {self.state_path}: {exc}") from exc
+            raise LabError(f"unreadable lab state {self.state_path}: {exc}", hint=hint) from exc
+        problem = _state_problem(state)
+        if problem:
+            raise LabError(f"damaged lab state {self.state_path}: {problem}", hint=hint)
+        return state
 
     def resources(self) -> list[Resource]:
         return [Resource(r["id"], r["kind"], r.get("fields", {}))
@@ -217,3 +223,17 @@ class Lab:
         state = self.read_state()
         state.pop("owner", None)
         self._write_state(state)
+
+
+def _state_problem(state: Any) -> str | None:
+    """Why `state` is not a lab state file's content, or None."""
+    if not isinstance(state, dict):
+        return "not a JSON object"
+    resources = state.get("resources", [])
+    if not isinstance(resources, list):
+        return "'resources' is not a list"
+    for r in resources:
+        if (not isinstance(r, dict) or not isinstance(r.get("id"), int) or not isinstance(r.get("kind"), str)
+                or not isinstance(r.get("fields", {}), dict)):
+            return f"a resource record is malformed: {str(r)[:80]}"
+    return None

@@ -61,7 +61,7 @@ def test_assembly_refuses_missing_and_blank():
     members = _array(3)
     with pytest.raises(md.MetadataError, match="has 3 members, 2 given"):
         md.check_assembly(members[:2])
-    with pytest.raises(md.MetadataError, match="no raidlab superblock"):
+    with pytest.raises(md.MetadataError, match="no valid raidlab superblock"):
         md.check_assembly([members[0], None, members[2]])
 
 
