@@ -36,6 +36,8 @@ _COMMAND_MODULES = [
     "raidlab.cli.cache",
     "raidlab.cli.tss",
     "raidlab.cli.crashtest",
+    "raidlab.cli.faulttest",
+    "raidlab.cli.reliability",
     "raidlab.cli.run",
     "raidlab.cli.report",
     "raidlab.cli.explain",

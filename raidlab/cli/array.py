@@ -645,12 +645,20 @@ def _cluster_of(lab) -> str | None:
 @click.argument("name")
 @click.option("--disk", "disk", type=int, required=True, help="member index")
 @click.option("--force", is_flag=True, help="inject even if the array cannot survive it")
+@click.option("--mode", type=click.Choice(["vanish", "read-eio", "write-eio", "slow"]), default="vanish",
+              show_default=True,
+              help="vanish: the member is gone and the array told; read-eio / write-eio: its reads / writes "
+                   "fail from now on; slow: it answers 100x slower (the array finds the last three itself)")
 @click.option("--home", envvar="RAIDLAB_HOME")
-def fail(name, disk, force, home):
-    """Make member DISK of NAME fail (it returns EIO from now on)."""
+def fail(name, disk, force, mode, home):
+    """Make member DISK of NAME fail (it returns EIO from now on), or inject a partial fault."""
     from raidlab.service import control
 
-    result = control.request(_lab(name, home), "fail", disk=disk, force=force)
+    result = control.request(_lab(name, home), "fail", disk=disk, force=force, mode=mode)
+    if mode != "vanish":
+        _err.print(f"{name}: member {disk} now has fault {mode}; state {result['state']}, "
+                   f"failed members {result['failed_members']}")
+        return
     _err.print(f"{name}: member {disk} failed; state {result['state']}, failed members {result['failed_members']}")
 
 

@@ -32,9 +32,7 @@ _err = Console(stderr=True, highlight=False)
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE (over the preset's)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
-@click.option("--write-matrix", "matrix", type=click.Path(dir_okay=False), default=None,
-              help="also write the results as the reliability matrix (docs/reliability.md)")
-def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, home, as_json, matrix):
+def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, home, as_json):
     """Crash-test TARGET: a preset (dcd-immediate, dcd-after-complete, vcraid-scd,
     vcraid-mcd, vcraid-1c, vcraid-1d, tss, tss-log-sync, tss-log-async, raidx,
     raidx-memory, sa3, raid1, raid5, raid10, chained), `all` (every preset), or any
@@ -42,12 +40,6 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
     from raidlab.cli.array import _parse_options
     from raidlab.crashtest import PRESETS, config_for, run_crashtest
 
-    if matrix is not None:
-        from raidlab.crashtest import MATRIX_TITLE
-        from raidlab.outputs import writable_file
-
-        writable_file(matrix, "--write-matrix", marker=MATRIX_TITLE.encode())
-    revision = _revision() if matrix is not None else ""  # the code that runs, not what is there after
     names = list(PRESETS) if target == "all" else [target]
     opts = _parse_options(options)
     configs = [config_for(name, disks=disks, options=opts, disk_model=disk_model, disk_size=parse_size(disk_size, "--disk-size"),
@@ -71,8 +63,6 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
             summary = run_crashtest(config, points=points, seed=seed, home=home, phase=phase, done=done)
             progress.update(task, phase=f"{summary['passed']}/{summary['points']} passed")
             summaries.append(summary)
-    if matrix is not None:
-        _write_matrix(matrix, summaries, revision)
     if as_json:
         click.echo(json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=2))
     else:
@@ -87,36 +77,6 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
                           str(s["fsynced_files_lost"]), str(s["leaks"]), f"{written:.1f}", f"{s['seconds']:.1f}")
         _out.print(table)
     return 1 if any(s["failed"] for s in summaries) else 0
-
-
-def _revision() -> str:
-    """The commit of the code running (and whether it has uncommitted changes)."""
-    import subprocess
-    from pathlib import Path
-
-    here = Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=True, cwd=here).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=here).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "an unknown commit"
-    return commit + (" (with uncommitted changes)" if dirty else "")
-
-
-def _write_matrix(path: str, summaries: list[dict], commit: str) -> None:
-    import sys
-    import time
-    from pathlib import Path
-
-    from raidlab.crashtest import matrix_markdown
-
-    argv = ["raidlab", *sys.argv[1:]]
-    text = matrix_markdown(summaries, command=" ".join(argv), commit=commit,
-                           when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-    Path(path).write_text(text)
-    _err.print(f"wrote {path}")
 
 
 def register(cli: click.Group) -> None:

@@ -44,7 +44,11 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
 * The `none` model bypasses the queue entirely: no service task hop, no sleep, the request
   does its I/O inline (in a thread in live mode). It exists for engine throughput runs.
 * Fault injection: `disk.failed = True` makes every request (queued or new) raise
-  OSError(EIO), as a dead member does under md.
+  OSError(EIO), as a dead member does under md. `disk.fault` (on a disk or a partition)
+  injects a partial fault the array has to find out for itself: "read-eio" (reads fail,
+  writes succeed: a drive with unreadable sectors), "write-eio" (writes and flushes fail),
+  "slow" (every request takes SLOW_FACTOR times as long: the model's service time, or for
+  the untimed `none` model the I/O's own time, stretched).
 
 Data is written to the backend when a write is serviced, also when the modelled drive
 reports it from its write cache: the emulation does not lose acknowledged writes on a
@@ -162,6 +166,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return s[k]
 
 
+FAULTS = ("read-eio", "write-eio", "slow")
+SLOW_FACTOR = 100
+
+
+def _faulted(fault: str | None, op: str) -> bool:
+    """Whether an injected partial fault fails this operation (module doc)."""
+    return (fault == "read-eio" and op == READ) or (fault == "write-eio" and op in (WRITE, FLUSH))
+
+
 def _eio(name: str) -> OSError:
     return OSError(errno.EIO, f"emulated disk {name} has failed")
 
@@ -209,6 +222,7 @@ class EmulatedDisk:
         self.discipline = discipline
         self.io_in_thread = io_in_thread
         self.failed = False
+        self.fault: str | None = None  # module doc, "Fault injection"
         self.bus = bus
         self._bus_wait = 0.0
         try:
@@ -284,7 +298,7 @@ class EmulatedDisk:
         if op in (READ, WRITE, TRIM):
             check_aligned(offset, length, owner.size)
         offset += base
-        if owner_failed or self.failed:
+        if owner_failed or self.failed or _faulted(owner.fault or self.fault, op):
             owner._counters.errors += 1
             await trio.lowlevel.checkpoint()
             raise _eio(owner.name)
@@ -313,6 +327,8 @@ class EmulatedDisk:
         else:
             result = io()
             await trio.lowlevel.checkpoint()
+        if (owner.fault or self.fault) == "slow":
+            await trio.sleep((trio.current_time() - start) * (SLOW_FACTOR - 1))
         # The model says "done at once": all the time the request took is lateness.
         (self._flush_lateness if op == FLUSH else self._lateness).append(trio.current_time() - start)
         self._counters.count(op, length)
@@ -423,6 +439,9 @@ class EmulatedDisk:
         if plan.cache_hit:
             self._cache_hits += 1
         end = plan.end
+        if (req.owner.fault or self.fault) == "slow":
+            now = trio.current_time()
+            end = now + max(end - now, 0.0) * SLOW_FACTOR
         if self.bus is not None and req.op in (READ, WRITE) and req.length:
             end = self.bus.book(trio.current_time(), plan.end, req.length)
             self._bus_wait += end - plan.end
@@ -480,6 +499,7 @@ class EmulatedDisk:
             "write_cache": self.write_cache,
             "span": self.span,
             "failed": self.failed,
+            "fault": self.fault,
             **self._counters.as_dict(),
             "busy_time": self._busy,
             "queue_length": len(self._queue) + self._in_service,
@@ -523,6 +543,7 @@ class Partition:
         self._size = size
         self.name = name
         self.failed = False
+        self.fault: str | None = None
         self._counters = _Counters()
 
     def merge_queued_requests(self) -> None:

@@ -132,19 +132,3 @@ def test_unknown_target_is_one_line_exit_two(raidlab_cmd, tmp_path):
     proc, _ = crashtest(raidlab_cmd, tmp_path / "home", "dcd-sometimes")
     assert proc.returncode == 2 and "unknown crash-test target" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
-
-
-def test_the_matrix_written_is_the_run_it_reports(raidlab_cmd, tmp_path):
-    home, matrix = tmp_path / "home", tmp_path / "reliability.md"
-    env = {**os.environ, "RAIDLAB_HOME": str(home), "COLUMNS": "200"}
-    proc = subprocess.run([*raidlab_cmd, "crashtest", "raid5", "--points", "2", "--seed", "4",
-                           "--write-matrix", str(matrix), "--json"], capture_output=True, text=True, env=env,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    summary = json.loads(proc.stdout)
-    text = matrix.read_text()
-    row = next(line for line in text.splitlines() if line.startswith("| raid5 |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:6] == ["raid5", "raid5", "-", "4", "2", "2"]
-    assert cells[6] == str(summary["fsynced_files_checked"]) and cells[7:11] == ["0", "0", "0", "0"]
-    assert "crashtest raid5 --points 2 --seed 4" in text and "2 of 2 points passed." in text

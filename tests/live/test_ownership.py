@@ -41,7 +41,8 @@ COMMANDS = [
     "report {results} --out {x}",
     "run scenarios/raidx-fig7-andrew.toml --results {x}",
     "demo --results {x}",
-    "crashtest raid5 --points 1 --write-matrix {x}",
+    "reliability --crash raid5 --fault raid0 --points 1 --write {x}",
+    "faulttest {x}",
     "bench engine --arch raid0 --profile {x}",
     "disk bench hp-c2200a --clock live --image-dir {x}",
 ]

@@ -19,7 +19,8 @@ from pathlib import Path
 import trio
 
 from raidlab import archs
-from raidlab.errors import UsageError
+from raidlab.errors import LabError, UsageError
+from raidlab.disks.disk import FAULTS
 from raidlab.export import BlockExportFS
 from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
 from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
@@ -138,12 +139,22 @@ class EngineHost:
         if index in array.failed:
             raise UsageError(f"member {index} of {name} is already failed",
                              hint=f"replace it with `raidlab replace {name} --disk {index}`")
+        mode = request.get("mode") or "vanish"
+        if mode not in ("vanish", *FAULTS):
+            raise UsageError(f"--mode {mode}: one of vanish, {', '.join(FAULTS)}")
         after = array.failed | {index}
-        if not array.layout.survives(after) and not request.get("force"):
+        if not array.layout.survives(after) and not request.get("force") and mode != "slow":
             what = ("has no redundancy" if array.layout.redundancy.any_failures == 0
                     else f"cannot survive failed members {sorted(after)}")
             raise UsageError(f"{name} ({array.layout.name}) {what}: failing member {index} would lose data",
                              hint="use --force to inject the failure anyway")
+        if mode != "vanish":
+            # A partial fault: the member keeps answering, wrongly or slowly, and the array
+            # finds out from its own requests (raidlab.disks.disk, "Fault injection").
+            if not hasattr(self.members[index], "fault"):
+                raise UsageError(f"member {index} of {name} takes no partial faults", hint="use --mode vanish")
+            self.members[index].fault = mode
+            return {"failed_members": sorted(array.failed), "state": array.state, "fault": mode}
         self.members[index].failed = True
         await array.fail_member(index)
         return {"failed_members": sorted(array.failed), "state": array.state}
@@ -212,9 +223,17 @@ class EngineHost:
             raise UsageError(f"{self.spec.name} ({array.layout.name}) has no redundancy to check")
         async with self.busy:
             state = [0, 1]
+            failure: OSError | None = None
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(report_progress, send, state)
-                mismatches = await array.scrub(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
-                nursery.cancel_scope.cancel()
+                try:
+                    mismatches = await array.scrub(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
+                except OSError as exc:  # a member failed under the check: a finding, said in one line
+                    failure = exc
+                finally:
+                    nursery.cancel_scope.cancel()
+            if failure is not None:
+                raise LabError(failure.strerror or str(failure),
+                               hint=f"see `raidlab status {self.spec.name}`")
             await send({"progress": state})
             return {"mismatches": mismatches, "checked_bytes": state[1]}

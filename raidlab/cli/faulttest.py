@@ -1,0 +1,63 @@
+"""`raidlab faulttest ARCH`: a member goes bad under fio --verify, then rebuild and scrub
+(raidlab.faulttest). Parsing and printing only."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from raidlab.units import parse_size
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+@click.command()
+@click.argument("arch")
+@click.option("--disks", type=click.IntRange(2, 64), default=4, show_default=True, help="member disks")
+@click.option("--disk-size", default="64M", show_default=True)
+@click.option("--chunk", default="64K", show_default=True)
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["vanish", "read-eio", "write-eio", "slow"]),
+              help="fault modes to try (repeatable; default: all four)")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the fio jobs")
+@click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
+def faulttest(arch, disks, disk_size, chunk, modes, seed, options, home, as_json):
+    """Fault-test engine layout ARCH: member 1 vanishes, fails its reads, fails its writes or
+    turns 100x slow while fio writes and verifies; then replace under load and scrub. Exit 1
+    if a mode fails."""
+    from raidlab.cli.array import _parse_options
+    from raidlab.faulttest import MODES, run_faulttest
+
+    def done(result):
+        mark = "[green]ok[/]" if result.ok else "[red]FAILED[/]"
+        _err.print(f"{arch} {result.mode}: {mark} (fio during the fault {'verified' if result.during_ok else f'error {result.during_errno}'}, "
+                   f"member failed {result.member_failed}, rebuilt {result.rebuilt}, mismatches {result.mismatches}, "
+                   f"leaks {len(result.leaks)}{', ' + result.error if result.error else ''})")
+
+    with _err.status(f"faulttest {arch}") as spinner:
+        summary = run_faulttest(arch, disks=disks, options=_parse_options(options),
+                                disk_size=parse_size(disk_size, "--disk-size"), chunk=parse_size(chunk, "--chunk"),
+                                modes=list(modes) or list(MODES), seed=seed, home=home,
+                                status=lambda m: spinner.update(f"faulttest {arch}: {m}"), done=done)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        table = Table(title=f"fault test: {arch}, {disks} disks")
+        for col in ("mode", "fio during the fault", "member failed", "rebuilt under load", "read back",
+                    "mismatches", "leaks", "verdict"):
+            table.add_column(col)
+        for r in summary["results"]:
+            table.add_row(r["mode"], "verified" if r["during_ok"] else f"error {r['during_errno']}",
+                          str(r["member_failed"]), str(r["rebuilt"]), str(r["reread_ok"]), str(r["mismatches"]),
+                          str(len(r["leaks"])), "ok" if r["ok"] else "[red]FAILED[/]")
+        _out.print(table)
+    return 1 if summary["failed"] else 0
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(faulttest)

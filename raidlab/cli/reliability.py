@@ -1,0 +1,80 @@
+"""`raidlab reliability`: the crash and fault campaigns, and docs/reliability.md from them
+(raidlab.reliability). Parsing and printing only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+_err = Console(stderr=True, highlight=False)
+
+
+def _revision() -> str:
+    """The commit of the code running (and whether it has uncommitted changes)."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=True, cwd=here).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=here).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "an unknown commit"
+    return commit + (" (with uncommitted changes)" if dirty else "")
+
+
+@click.command()
+@click.option("--points", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="crash points per crash-test target")
+@click.option("--crash", "crash_targets", multiple=True,
+              help="crash-test targets (repeatable; default: every preset of `raidlab crashtest`)")
+@click.option("--fault", "fault_archs", multiple=True,
+              help="layouts for the fault campaign (repeatable; default: raid1 raid5 raid10 chained raidx raid0 sa3)")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
+              help="write the document there (docs/reliability.md)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+def reliability(points, crash_targets, fault_archs, seed, out, home):
+    """Run the crash campaign (every crashtest preset) and the fault campaign (the engine's
+    layouts) and write what they found as docs/reliability.md. Exit 1 if anything failed."""
+    from raidlab.crashtest import PRESETS, config_for, run_crashtest
+    from raidlab.faulttest import MODES, run_faulttest
+    from raidlab.outputs import writable_file
+    from raidlab.reliability import FAULT_ARCHS, TITLE, document
+    from raidlab.units import parse_size
+
+    if out is not None:
+        writable_file(out, "--write", marker=TITLE.encode())
+    commit = _revision()  # the code that runs, not what the tree holds afterwards
+    targets = list(crash_targets) or list(PRESETS)
+    archs = list(fault_archs) or list(FAULT_ARCHS)
+    configs = [config_for(t, disks=None, options={}, disk_model="none", disk_size=parse_size("64M", "size"),
+                          chunk=64 << 10, files=120) for t in targets]
+    crash, faults = [], []
+    with _err.status("reliability") as spinner:
+        for config in configs:
+            summary = run_crashtest(config, points=points, seed=seed, home=home,
+                                    phase=lambda k, s, n=config.name: spinner.update(f"crash {n} point {k}: {s}"[:90]))
+            _err.print(f"crash {config.name}: {summary['passed']}/{summary['points']} passed, "
+                       f"{summary['fsynced_files_lost']} fsync'ed files lost, {summary['leaks']} leaks")
+            crash.append(summary)
+        for arch in archs:
+            summary = run_faulttest(arch, disks=FAULT_ARCHS.get(arch, 4), options={}, disk_size=64 << 20,
+                                    chunk=64 << 10, modes=list(MODES), seed=seed, home=home,
+                                    status=lambda s, a=arch: spinner.update(f"faults {a}: {s}"[:90]))
+            _err.print(f"faults {arch}: {summary['passed']}/{summary['modes']} passed, {summary['leaks']} leaks")
+            faults.append(summary)
+    if out is not None:
+        text = document(crash, faults, command=" ".join(["raidlab", *sys.argv[1:]]), commit=commit,
+                        when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        Path(out).write_text(text)
+        _err.print(f"wrote {out}")
+    return 1 if any(s["failed"] for s in crash + faults) else 0
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(reliability)

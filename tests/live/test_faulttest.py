@@ -1,0 +1,71 @@
+"""`raidlab faulttest` and `raidlab reliability`: a member that vanishes, fails its reads or
+its writes, or turns 100x slow while fio writes and verifies. A redundant layout keeps every
+byte fio wrote, loses the member (found by its own requests, or by a scrub when fio's reads
+went to the other copy), rebuilds under load and scrubs clean; raid0 hands fio an EIO, never
+wrong data; nothing is left behind. And the document `raidlab reliability` writes holds the
+runs it reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from lab_leftovers import leftovers
+
+pytestmark = [pytest.mark.root, pytest.mark.live]
+
+
+def run(raidlab_cmd, home, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAIDLAB_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run([*raidlab_cmd, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("arch, disks", [("raid5", 4), ("raid1", 2), pytest.param("raidx", 4, marks=pytest.mark.slow),
+                                         pytest.param("raid10", 4, marks=pytest.mark.slow),
+                                         pytest.param("chained", 4, marks=pytest.mark.slow)])
+def test_a_redundant_layout_keeps_the_data_and_rebuilds_under_load(raidlab_cmd, tmp_path, arch, disks):
+    proc = run(raidlab_cmd, tmp_path / "home", "faulttest", arch, "--disks", str(disks), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    by_mode = {r["mode"]: r for r in summary["results"]}
+    assert set(by_mode) == {"vanish", "read-eio", "write-eio", "slow"} and summary["passed"] == 4
+    for mode in ("vanish", "read-eio", "write-eio"):
+        r = by_mode[mode]
+        assert r["during_ok"] and r["member_failed"] and r["rebuilt"] and r["rebuild_load_ok"] and r["reread_ok"], r
+        assert r["mismatches"] == 0 and r["leaks"] == [] and r["error"] is None, r
+    slow = by_mode["slow"]
+    assert slow["during_ok"] and not slow["member_failed"] and slow["mismatches"] == 0, slow
+    assert leftovers(tmp_path / "home" / "labs" / f"faulttest-{arch}", f"faulttest-{arch}") == {}
+
+
+def test_without_redundancy_the_fault_reaches_fio_as_eio(raidlab_cmd, tmp_path):
+    proc = run(raidlab_cmd, tmp_path / "home", "faulttest", "raid0", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = {r["mode"]: r for r in json.loads(proc.stdout)["results"]}
+    for mode in ("vanish", "read-eio", "write-eio"):
+        assert not results[mode]["during_ok"] and results[mode]["during_errno"] == 5, results[mode]
+    assert results["slow"]["during_ok"]
+    assert all(r["leaks"] == [] for r in results.values())
+
+
+def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
+    doc = tmp_path / "reliability.md"
+    proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "2", "--crash", "raid5",
+               "--fault", "raid0", "--write", str(doc))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = doc.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| raid5 | raid5 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:6] == ["raid5", "raid5", "-", "4", "2", "2"] and cells[7:11] == ["0", "0", "0", "0"]
+    fault_rows = [line for line in text.splitlines() if line.startswith("| raid0 | 4 |")]
+    assert len(fault_rows) == 4 and all("| passed |" in line for line in fault_rows)
+    assert "2 of 2 points passed." in text and "4 of 4 fault runs passed." in text
+    # written again over its own earlier self
+    proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "1", "--crash", "raid5",
+               "--fault", "raid0", "--write", str(doc))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 of 1 points passed." in doc.read_text()
