@@ -34,11 +34,16 @@ def _revision() -> str:
               help="crash-test targets (repeatable; default: every preset of `raidlab crashtest`)")
 @click.option("--fault", "fault_archs", multiple=True,
               help="layouts for the fault campaign (repeatable; default: raid1 raid5 raid10 chained raidx raid0 sa3)")
+@click.option("--interrupt-points", type=click.IntRange(0, 1000), default=5, show_default=True,
+              help="interrupt points per command and signal (0: no interrupt campaign)")
+@click.option("--interrupt", "interrupt_commands", multiple=True,
+              type=click.Choice(["create", "destroy", "crashtest", "run"]),
+              help="commands for the interrupt campaign (repeatable; default: all four)")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
               help="write the document there (docs/reliability.md)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
-def reliability(points, crash_targets, fault_archs, seed, out, home):
+def reliability(points, crash_targets, fault_archs, interrupt_points, interrupt_commands, seed, out, home):
     """Run the crash campaign (every crashtest preset) and the fault campaign (the engine's
     layouts) and write what they found as docs/reliability.md. Exit 1 if anything failed."""
     from raidlab.crashtest import PRESETS, config_for, run_crashtest
@@ -68,12 +73,26 @@ def reliability(points, crash_targets, fault_archs, seed, out, home):
                                     status=lambda s, a=arch: spinner.update(f"faults {a}: {s}"[:90]))
             _err.print(f"faults {arch}: {summary['passed']}/{summary['modes']} passed, {summary['leaks']} leaks")
             faults.append(summary)
+        interrupts = None
+        if interrupt_points:
+            import tempfile
+
+            from raidlab.interrupttest import run_campaign
+
+            base = Path(home) if home else Path("run")
+            base.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix="interrupttest-", dir=base) as scratch:
+                interrupts = run_campaign(
+                    points=interrupt_points, seed=seed, scratch=Path(scratch),
+                    repo=Path(__file__).resolve().parents[2], commands=list(interrupt_commands) or None,
+                    done=lambda p: spinner.update(f"interrupts: {p.command} {p.signal} after {p.delay_s} s"))
+            _err.print(f"interrupts: {interrupts['passed']}/{interrupts['points']} passed")
     if out is not None:
-        text = document(crash, faults, command=" ".join(["raidlab", *sys.argv[1:]]), commit=commit,
+        text = document(crash, faults, interrupts, command=" ".join(["raidlab", *sys.argv[1:]]), commit=commit,
                         when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         Path(out).write_text(text)
         _err.print(f"wrote {out}")
-    return 1 if any(s["failed"] for s in crash + faults) else 0
+    return 1 if any(s["failed"] for s in crash + faults) or (interrupts and interrupts["failed"]) else 0
 
 
 def register(cli: click.Group) -> None:

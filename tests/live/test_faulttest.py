@@ -3,7 +3,7 @@ its writes, or turns 100x slow while fio writes and verifies. A redundant layout
 byte fio wrote, loses the member (found by its own requests, or by a scrub when fio's reads
 went to the other copy), rebuilds under load and scrubs clean; raid0 hands fio an EIO, never
 wrong data; nothing is left behind. And the document `raidlab reliability` writes holds the
-runs it reports.
+runs it reports, the interrupt campaign's among them.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def test_without_redundancy_the_fault_reaches_fio_as_eio(raidlab_cmd, tmp_path):
 def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
     doc = tmp_path / "reliability.md"
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "2", "--crash", "raid5",
-               "--fault", "raid0", "--write", str(doc))
+               "--fault", "raid0", "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest",
+               "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = doc.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| raid5 | raid5 |"))
@@ -64,8 +65,11 @@ def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
     fault_rows = [line for line in text.splitlines() if line.startswith("| raid0 | 4 |")]
     assert len(fault_rows) == 4 and all("| passed |" in line for line in fault_rows)
     assert "2 of 2 points passed." in text and "4 of 4 fault runs passed." in text
+    rows = [line for line in text.splitlines() if line.startswith(("| create | SIG", "| crashtest | SIG"))]
+    assert len(rows) == 6 and "6 of 6 points passed" in text
+    assert not (tmp_path / "home" / "labs").exists() or not any((tmp_path / "home" / "labs").iterdir())
     # written again over its own earlier self
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "1", "--crash", "raid5",
-               "--fault", "raid0", "--write", str(doc))
+               "--fault", "raid0", "--interrupt-points", "0", "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 of 1 points passed." in doc.read_text()
