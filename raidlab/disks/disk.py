@@ -443,8 +443,9 @@ class EmulatedDisk:
             now = trio.current_time()
             end = now + max(end - now, 0.0) * SLOW_FACTOR
         if self.bus is not None and req.op in (READ, WRITE) and req.length:
-            end = self.bus.book(trio.current_time(), plan.end, req.length)
-            self._bus_wait += end - plan.end
+            ready = end
+            end = self.bus.book(trio.current_time(), ready, req.length)
+            self._bus_wait += end - ready
         try:
             if self.io_in_thread:
                 box: dict[str, Any] = {}

@@ -19,8 +19,8 @@ from pathlib import Path
 import trio
 
 from raidlab import archs
-from raidlab.errors import LabError, UsageError
 from raidlab.disks.disk import FAULTS
+from raidlab.errors import LabError, UsageError
 from raidlab.export import BlockExportFS
 from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
 from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
