@@ -37,8 +37,7 @@ PROBE_TIMEOUT = 20.0  # seconds for one host to list its exports
 
 def probe(address: str, port: int) -> list[dict[str, Any]] | str:
     """The exports a host serves ([{"name", "size"}]) or, when it cannot be listed, why."""
-    where = address if port == nbd.NBD_PORT else f"{address}:{port}"
-    argv = nbd.list_exports_argv(f"nbd://{where}", executable=require("nbdinfo"))
+    argv = nbd.list_exports_argv(nbd.nbd_uri(address, "", port).rstrip("/"), executable=require("nbdinfo"))
     try:
         proc = run(argv, check=False, timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:

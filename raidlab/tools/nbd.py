@@ -51,8 +51,10 @@ def nbdfuse_argv(mount_file: str, uri: str, *, pidfile: str, executable: str = "
 
 
 def nbd_uri(address: str, export: str, port: int = NBD_PORT) -> str:
-    """The NBD URI of an export (the port left out when it is NBD's own)."""
-    where = address if port == NBD_PORT else f"{address}:{port}"
+    """The NBD URI of an export (the port left out when it is NBD's own; an IPv6 address in
+    brackets, as URIs write it)."""
+    host = f"[{address}]" if ":" in address else address
+    where = host if port == NBD_PORT else f"{host}:{port}"
     return f"nbd://{where}/{export}"
 
 

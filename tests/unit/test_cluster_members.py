@@ -123,3 +123,9 @@ def test_a_serving_host_is_one_node_on_its_address_with_no_namespace():
     assert [d.uri for d in node.disks] == ["nbd://10.1.2.3:10900/d0", "nbd://10.1.2.3:10900/d1"]
     with pytest.raises(UsageError, match="neither an IP address nor a host name"):
         ClusterSpec("h", 1, kind=plan.SERVE, address="a b").check()
+
+
+def test_an_ipv6_host_is_written_in_brackets_in_its_uri():
+    assert nbd.nbd_uri("fd00::2", "d0") == "nbd://[fd00::2]/d0"
+    assert nbd.nbd_uri("fd00::2", "d1", 10900) == "nbd://[fd00::2]:10900/d1"
+    assert nbd.nbd_uri("10.0.0.1", "d0", 10900) == "nbd://10.0.0.1:10900/d0"
