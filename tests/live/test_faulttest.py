@@ -24,8 +24,7 @@ def run(raidlab_cmd, home, *args: str, timeout: float = 1200) -> subprocess.Comp
     return subprocess.run([*raidlab_cmd, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
-@pytest.mark.parametrize("arch, disks", [("raid5", 4), pytest.param("raid1", 2, marks=pytest.mark.slow),
-                                         pytest.param("raidx", 4, marks=pytest.mark.slow),
+@pytest.mark.parametrize("arch, disks", [("raid5", 4), ("raid1", 2), pytest.param("raidx", 4, marks=pytest.mark.slow),
                                          pytest.param("raid10", 4, marks=pytest.mark.slow),
                                          pytest.param("chained", 4, marks=pytest.mark.slow)])
 def test_a_redundant_layout_keeps_the_data_and_rebuilds_under_load(raidlab_cmd, tmp_path, arch, disks):
