@@ -2,8 +2,9 @@
 must keep serving correct data, rebuild onto a fresh member while the workload goes on, and
 scrub clean; a layout without redundancy must fail cleanly (fio sees EIO, never wrong data).
 
-One independent run per fault mode, each on an array of its own (raidlab.disks.disk, "Fault
-injection"):
+The engine's layouts, and VC-RAID, whose raid5 member takes the fault behind the RAM buffer
+and the log. One independent run per fault mode, each on an array of its own
+(raidlab.disks.disk, "Fault injection"):
 
     create -> fio A writes and verifies region A (member 1 healthy)
     -> fio B writes and verifies region B; half a second in, member 1 gets the fault:
@@ -53,6 +54,7 @@ class FaultResult:
     redundant: bool
     during_ok: bool = False          # fio B (the fault struck during it): ran clean and verified
     during_errno: int = 0            # fio B's error when it did not (EIO expected without redundancy)
+    during_message: str = ""         # and the end of what fio said then
     member_failed: bool = False
     found_by_scrub: str | None = None    # the scrub failed the member (fio never met the fault)
     state: str = ""
@@ -97,7 +99,7 @@ class FaultRun:
 
     def _failed(self) -> bool:
         status = control.request(self.lab, "status")
-        return FAULTY in status.get("statistics", status).get("failed_members", [])
+        return FAULTY in status.get("failed_members", status.get("statistics", {}).get("failed_members", []))
 
     def _teardown(self) -> None:
         control.stop_daemon(self.lab)
@@ -134,6 +136,8 @@ class FaultRun:
             during = box["run"]
             result.during_ok = during.ok
             result.during_errno = next((j.error for j in during.jobs if j.error), 0) or (0 if during.ok else -1)
+            if not during.ok:
+                result.during_message = " ".join(during.stderr.split())[-300:]
             result.member_failed = self._failed()
             if redundant and not result.member_failed:
                 # A fault fio's requests did not meet (a mirror read elsewhere) is the scrub's
@@ -145,7 +149,7 @@ class FaultRun:
                     result.found_by_scrub = str(exc)
                 result.member_failed = self._failed()
             status = control.request(self.lab, "status")
-            result.state = status.get("statistics", status).get("state", "")
+            result.state = str(status.get("state") or status.get("statistics", {}).get("state", ""))
             if redundant and result.member_failed:
                 self.status(f"{mode}: replace member {FAULTY} while fio writes region C")
                 load: dict[str, fio.FioRun] = {}
@@ -183,9 +187,10 @@ def run_faulttest(arch: str, *, disks: int, options: dict[str, Any], disk_size: 
     for mode in modes:
         if mode not in MODES:
             raise UsageError(f"unknown fault mode {mode!r}", hint=f"one of {', '.join(MODES)}")
-    if archs.get(arch).family != "engine":
-        raise UsageError(f"faulttest runs the engine's layouts; {arch} is of the {archs.get(arch).family} family",
-                         hint="use raid1, raid5, raid10, chained, raidx, raid0 or sa3")
+    if archs.get(arch).family != "engine" and arch != "vcraid":
+        raise UsageError(f"faulttest runs the engine's layouts and VC-RAID; {arch} is of the "
+                         f"{archs.get(arch).family} family", hint="use raid1, raid5, raid10, chained, raidx, raid0, "
+                                                                  "sa3 or vcraid")
     archs.validate(arch, disks, disk_size, chunk, options)
     if disk_size < 4 * REGION:
         raise UsageError(f"--disk-size must hold the three fio regions: at least {4 * REGION >> 20} MiB")

@@ -27,9 +27,9 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
 def faulttest(arch, disks, disk_size, chunk, modes, seed, options, home, as_json):
-    """Fault-test engine layout ARCH: member 1 vanishes, fails its reads, fails its writes or
-    turns 100x slow while fio writes and verifies; then replace under load and scrub. Exit 1
-    if a mode fails."""
+    """Fault-test ARCH (an engine layout, or vcraid: a raid5 member): member 1 vanishes, fails
+    its reads, fails its writes or turns 100x slow while fio writes and verifies; then replace
+    under load and scrub. Exit 1 if a mode fails."""
     from raidlab.cli.array import _parse_options
     from raidlab.faulttest import MODES, run_faulttest
 

@@ -33,7 +33,8 @@ def _revision() -> str:
 @click.option("--crash", "crash_targets", multiple=True,
               help="crash-test targets (repeatable; default: every preset of `raidlab crashtest`)")
 @click.option("--fault", "fault_archs", multiple=True,
-              help="layouts for the fault campaign (repeatable; default: raid1 raid5 raid10 chained raidx raid0 sa3)")
+              help="layouts for the fault campaign (repeatable; default: raid1 raid5 raid10 chained raidx vcraid "
+                   "raid0 sa3)")
 @click.option("--interrupt-points", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="interrupt points per command and signal (0: no interrupt campaign)")
 @click.option("--interrupt", "interrupt_commands", multiple=True,
@@ -68,7 +69,8 @@ def reliability(points, crash_targets, fault_archs, interrupt_points, interrupt_
                        f"{summary['fsynced_files_lost']} fsync'ed files lost, {summary['leaks']} leaks")
             crash.append(summary)
         for arch in archs:
-            summary = run_faulttest(arch, disks=FAULT_ARCHS.get(arch, 4), options={}, disk_size=64 << 20,
+            disks, options = FAULT_ARCHS.get(arch, (4, {}))
+            summary = run_faulttest(arch, disks=disks, options=dict(options), disk_size=64 << 20,
                                     chunk=64 << 10, modes=list(MODES), seed=seed, home=home,
                                     status=lambda s, a=arch: spinner.update(f"faults {a}: {s}"[:90]))
             _err.print(f"faults {arch}: {summary['passed']}/{summary['modes']} passed, {summary['leaks']} leaks")

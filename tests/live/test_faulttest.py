@@ -42,6 +42,16 @@ def test_a_redundant_layout_keeps_the_data_and_rebuilds_under_load(raidlab_cmd, 
     assert leftovers(tmp_path / "home" / "labs" / f"faulttest-{arch}", f"faulttest-{arch}") == {}
 
 
+@pytest.mark.parametrize("mode", ["read-eio", pytest.param("write-eio", marks=pytest.mark.slow),
+                                  pytest.param("vanish", marks=pytest.mark.slow)])
+def test_vcraid_loses_a_raid5_member_behind_its_cache_and_rebuilds_it(raidlab_cmd, tmp_path, mode):
+    proc = run(raidlab_cmd, tmp_path / "home", "faulttest", "vcraid", "--disks", "4", "--mode", mode,
+               "-o", "config=scd", "-o", "cache_size=8M", "-o", "ram_buffer=1M", "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (r,) = json.loads(proc.stdout)["results"]
+    assert r["during_ok"] and r["member_failed"] and r["rebuilt"] and r["reread_ok"] and r["mismatches"] == 0, r
+
+
 def test_without_redundancy_the_fault_reaches_fio_as_eio(raidlab_cmd, tmp_path):
     proc = run(raidlab_cmd, tmp_path / "home", "faulttest", "raid0", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
