@@ -97,9 +97,12 @@ class FaultRun:
         self.disk_size, self.chunk, self.home, self.status = disk_size, chunk, home, status
         self.lab = Lab(f"faulttest-{arch}", home=home, create=True)
 
-    def _failed(self) -> bool:
+    def _member_state(self) -> tuple[bool, str]:
+        """(whether member FAULTY is failed, the array's state): an engine array says both in its
+        statistics, a cache architecture at the top of its status."""
         status = control.request(self.lab, "status")
-        return FAULTY in status.get("failed_members", status.get("statistics", {}).get("failed_members", []))
+        where = status if "failed_members" in status else status.get("statistics", {})
+        return FAULTY in where.get("failed_members", []), str(status.get("state") or where.get("state", ""))
 
     def _teardown(self) -> None:
         control.stop_daemon(self.lab)
@@ -138,7 +141,7 @@ class FaultRun:
             result.during_errno = next((j.error for j in during.jobs if j.error), 0) or (0 if during.ok else -1)
             if not during.ok:
                 result.during_message = " ".join(during.stderr.split())[-300:]
-            result.member_failed = self._failed()
+            result.member_failed, result.state = self._member_state()
             if redundant and not result.member_failed:
                 # A fault fio's requests did not meet (a mirror read elsewhere) is the scrub's
                 # to find: it reads every member.
@@ -147,9 +150,7 @@ class FaultRun:
                     result.mismatches = len(control.request(self.lab, "check", timeout=600)["mismatches"])
                 except RaidlabError as exc:
                     result.found_by_scrub = str(exc)
-                result.member_failed = self._failed()
-            status = control.request(self.lab, "status")
-            result.state = str(status.get("state") or status.get("statistics", {}).get("state", ""))
+                result.member_failed, result.state = self._member_state()
             if redundant and result.member_failed:
                 self.status(f"{mode}: replace member {FAULTY} while fio writes region C")
                 load: dict[str, fio.FioRun] = {}

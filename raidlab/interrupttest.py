@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from raidlab.lab import held_under
+from raidlab.lab import Lab, held_under
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 COMMANDS = ("create", "destroy", "crashtest", "run")
@@ -107,9 +107,7 @@ def run_point(command: str, signame: str, rng: random.Random, scratch: Path, rep
             subprocess.run([*_raidlab(), "lab", "cleanup", name], env=env, cwd=repo, capture_output=True,
                            timeout=300)
         point.leaks = held_under(home) + held_under(scratch / "results")
-        point.labs_left = [p.name for p in (home / "labs").glob("*")
-                           if (p / "state.json").exists() and "resources" in (p / "state.json").read_text()
-                           and '"resources": []' not in (p / "state.json").read_text()]
+        point.labs_left = [p.name for p in (home / "labs").glob("*") if Lab(p.name, home=str(home)).resources()]
     except (OSError, subprocess.SubprocessError) as exc:
         point.error = f"{type(exc).__name__}: {exc}"
     finally:

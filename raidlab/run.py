@@ -62,7 +62,8 @@ def results_dir(root: Path, scenario: Scenario) -> Path:
 # --- environment record -----------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)  # once, when the run starts: the code that ran
-def _git_revision() -> dict[str, Any]:
+def git_revision() -> dict[str, Any]:
+    """The commit of the code running and whether the tree has uncommitted changes."""
     repo = Path(__file__).resolve().parent.parent
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo, timeout=10)
@@ -141,7 +142,7 @@ def write_manifest(out: Path, scenario: Scenario, *, runner: str, quick: bool, p
         "command_line": command_line,
         "planned_runs": [p.run_id for p in planned],
         "raidlab": __version__,
-        "git": _git_revision(),
+        "git": git_revision(),
         "kernel": platform.release(),
         "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                  "memory_bytes": _memory_bytes()},
@@ -285,7 +286,7 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
         _scenario, previous, _planned, done = resume_plan(out)
         started = previous.get("started")
         resumed = list(previous.get("resumed", [])) + [{
-            "at": dt.datetime.now().isoformat(timespec="seconds"), "git": _git_revision(),
+            "at": dt.datetime.now().isoformat(timespec="seconds"), "git": git_revision(),
             "previous_git": previous.get("git"), "previous_status": previous.get("status"),
             "kept": sorted(done), "command_line": argv}]
         argv = previous.get("command_line", argv)

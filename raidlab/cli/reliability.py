@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,19 +11,6 @@ import click
 from rich.console import Console
 
 _err = Console(stderr=True, highlight=False)
-
-
-def _revision() -> str:
-    """The commit of the code running (and whether it has uncommitted changes)."""
-    here = Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=True, cwd=here).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=here).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "an unknown commit"
-    return commit + (" (with uncommitted changes)" if dirty else "")
 
 
 @click.command()
@@ -55,7 +41,11 @@ def reliability(points, crash_targets, fault_archs, interrupt_points, interrupt_
 
     if out is not None:
         writable_file(out, "--write", marker=TITLE.encode())
-    commit = _revision()  # the code that runs, not what the tree holds afterwards
+    from raidlab.run import git_revision
+
+    git = git_revision()  # the code that runs, not what the tree holds afterwards
+    commit = ((git["revision"] or "an unknown commit")[:7]
+              + (" (with uncommitted changes)" if git.get("dirty") else ""))
     targets = list(crash_targets) or list(PRESETS)
     archs = list(fault_archs) or list(FAULT_ARCHS)
     configs = [config_for(t, disks=None, options={}, disk_model="none", disk_size=parse_size("64M", "size"),

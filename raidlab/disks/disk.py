@@ -298,7 +298,8 @@ class EmulatedDisk:
         if op in (READ, WRITE, TRIM):
             check_aligned(offset, length, owner.size)
         offset += base
-        if owner_failed or self.failed or _faulted(owner.fault or self.fault, op):
+        fault = owner.fault or self.fault
+        if owner_failed or self.failed or (fault is not None and _faulted(fault, op)):
             owner._counters.errors += 1
             await trio.lowlevel.checkpoint()
             raise _eio(owner.name)

@@ -13,12 +13,12 @@ import json
 import os
 import random
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+import test_dcd_vcraid_live
 from lab_leftovers import leftovers
 
 pytestmark = [pytest.mark.root, pytest.mark.live]
@@ -26,17 +26,7 @@ pytestmark = [pytest.mark.root, pytest.mark.live]
 SLOT = 4096  # raidlab.engine.metadata.SLOT_SIZE: two superblock slots at the start of a member
 
 
-class Raidlab:
-    def __init__(self, cmd, home: Path):
-        self.cmd, self.home = cmd, home
-        self.env = {**os.environ, "RAIDLAB_HOME": str(home), "COLUMNS": "300"}
-
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*self.cmd, *args], capture_output=True, text=True, env=self.env, timeout=300)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"raidlab {' '.join(args)} -> {proc.returncode}\n{proc.stderr}")
-        return proc
-
+class Raidlab(test_dcd_vcraid_live.Raidlab):
     def refused(self, *args: str) -> str:
         """Exit 2 and one error line, the last (status lines of a daemon that started and
         stopped may come before it), and no traceback."""
