@@ -141,15 +141,25 @@ def detach(device: str, *, timeout: float = 60) -> None:
         raise
 
 
-def detach_and_wait(device: str, *, timeout: float = 20.0) -> bool:
+def detach_and_wait(device: str, *, timeout: float = 20.0, grace: float = 5.0) -> bool:
     """Detach `device`; return True once the kernel released it, False if it stays in use
-    (then the kernel's autoclear releases it at its last close)."""
+    (then the kernel's autoclear releases it at its last close).
+
+    A device still open when detached is only marked for autoclear. The opener is often
+    transient (udev's probe of a device attached a moment ago, another tool's scan), so a
+    pending autoclear is given `grace` seconds to complete before the device counts as held.
+    """
     detach(device, timeout=timeout)
     deadline = time.monotonic() + timeout
+    pending_since = None
     while time.monotonic() < deadline:
-        if not sysfs_state(device):
+        state = sysfs_state(device)
+        if not state:
             return True
-        if sysfs_state(device).get("autoclear") == "1":
-            return False
+        if state.get("autoclear") == "1":
+            if pending_since is None:
+                pending_since = time.monotonic()
+            elif time.monotonic() - pending_since >= grace:
+                return False
         time.sleep(0.01)
     return not sysfs_state(device)

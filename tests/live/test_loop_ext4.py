@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import time
 
 import pytest
 
@@ -140,3 +141,35 @@ def test_a_benchmark_ext4_writes_nothing_while_idle_after_mount(tmp_path, lazy_i
         assert written > 0, written
     else:
         assert written == 0
+
+
+@pytest.mark.parametrize("held_for", [0.5, None], ids=["transient opener", "held"])
+def test_detach_waits_out_a_transient_opener(tmp_path, held_for):
+    """A device detached while something has it open (udev probing a device attached a
+    moment ago) is only marked for autoclear; a short-lived opener must not make the device
+    count as held, one that keeps it open must."""
+    import threading
+
+    from raidlab.tools import losetup
+
+    image = tmp_path / "d.img"
+    with open(image, "wb") as fh:
+        fh.truncate(16 << 20)
+    loop = losetup.attach(image, direct_io=False)
+    fd = os.open(loop.device, os.O_RDONLY)
+    closer = threading.Timer(held_for, os.close, (fd,)) if held_for else None
+    try:
+        if closer:
+            closer.start()
+        released = losetup.detach_and_wait(loop.device, grace=2.0)
+        assert released is (held_for is not None)
+        assert bool(losetup.sysfs_state(loop.device)) is (held_for is None)
+    finally:
+        if closer:
+            closer.join()
+        else:
+            os.close(fd)
+        deadline = time.monotonic() + 5
+        while losetup.sysfs_state(loop.device) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert not losetup.sysfs_state(loop.device)
