@@ -19,7 +19,7 @@ from raidlab.engine.virtual import run_virtual
 KiB, MiB = 1024, 1 << 20
 
 
-async def make(kind: str, nursery):
+async def make(kind: str, nursery, drives: dict | None = None):
     if kind == "vcraid":
         members = [EmulatedDisk(f"d{i}", "none", MemoryBackend(8 * MiB)) for i in range(4)]
         cache = EmulatedDisk("cache", "none", MemoryBackend(1 * MiB))
@@ -33,6 +33,8 @@ async def make(kind: str, nursery):
         for d in (cache, data):
             d.start(nursery)
         target = await create_dcd("t", cache, data, ram_buffer=64 * KiB, idle_threshold=0.05)
+    if drives is not None:
+        drives["cache"] = cache
     return target
 
 
@@ -74,3 +76,42 @@ def test_a_failed_background_task_fails_requests_instead_of_hanging(kind, caplog
         assert isinstance(exc, OSError) and exc.errno == errno.EIO, (name, exc)
         assert "injected destage failure" in str(exc)
     assert any("background task" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+
+@pytest.mark.parametrize("kind", ["vcraid", "dcd"])
+def test_a_drive_failing_under_a_background_task_fails_the_cache_not_its_owner(kind, caplog):
+    """A drive's EIO is not a bug: the cache has failed (requests get EIO, `failure` says why)
+    and the nursery its owner serves in goes on, so the daemon still answers and stops."""
+    seen: dict[str, object] = {}
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            drives: dict = {}
+            target = await make(kind, nursery, drives)
+            target.start(nursery)
+            await target.write(0, b"a" * 4096)
+            await target.flush()
+            drives["cache"].fault = "write-eio"
+            try:  # more than the RAM buffer: the log must be written, and the write may meet the failure
+                await target.write(65536, b"b" * (256 * KiB))
+            except OSError as exc:
+                seen["write"] = exc
+            with trio.move_on_after(10):
+                while target.failure is None:
+                    await trio.sleep(0.05)
+            seen["failure"] = target.failure
+            try:
+                await target.read(0, 4096)
+            except OSError as exc:
+                seen["read"] = exc
+            nursery.cancel_scope.cancel()
+        seen["nursery"] = "ended by its owner"
+
+    with caplog.at_level(logging.ERROR, logger="raidlab.engine.caches.activity"):
+        run_virtual(main)
+    assert seen["nursery"] == "ended by its owner"
+    assert seen["failure"] == "emulated disk cache has failed", seen
+    assert seen.get("write") is None or seen["write"].errno == errno.EIO
+    assert isinstance(seen["read"], OSError) and seen["read"].errno == errno.EIO
+    assert any("met a failed drive" in r.getMessage() for r in caplog.records)

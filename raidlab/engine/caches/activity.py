@@ -11,7 +11,11 @@ the idle detector while it runs.
 
 It also starts their background tasks (log writers, destage): a task that fails is logged
 at once and fails the cache, so requests and flushes that wait on it get EIO instead of
-waiting for ever (a stop's final flush among them); the exception still reaches the nursery.
+waiting for ever (a stop's final flush among them). A drive's EIO (a cache disk, a DCD's
+data disk, a raid5 the cache destages into that cannot serve) ends the task there: the
+cache is failed, says why in `failure`, and every later request gets EIO, while its owner
+keeps answering (status, destroy) as md does for an array that lost a member it needed. Any
+other exception is a bug and still reaches the nursery.
 What waits on the background tasks (a full RAM buffer, a flush, a synchronous write, the
 tasks themselves) waits on `_changed`, which `_notify()` pulses: a background task pulses it
 when it made progress, and a failure pulses it so the waiters see the failure.
@@ -109,12 +113,31 @@ class RequestActivity:
     async def _guarded(self, fn: Callable[..., Awaitable[Any]], args: tuple) -> None:
         try:
             await fn(*args)
-        except Exception as exc:
-            if self._failure is None:
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                self._fail(fn, exc)
+                raise
+            if self._failure is None:  # a drive failed: the cache has failed, its owner lives on
                 self._failure = exc
-                log.exception("%s %s: background task %s failed", self.kind, self.name, fn.__name__)
+                log.error("%s %s: background task %s met a failed drive: %s; the %s has failed",
+                          self.kind, self.name, fn.__name__, exc.strerror or exc, self.kind)
             self._notify()
+        except Exception as exc:
+            self._fail(fn, exc)
             raise
+
+    def _fail(self, fn: Callable[..., Awaitable[Any]], exc: Exception) -> None:
+        if self._failure is None:
+            self._failure = exc
+            log.exception("%s %s: background task %s failed", self.kind, self.name, fn.__name__)
+        self._notify()
+
+    @property
+    def failure(self) -> str | None:
+        """Why the cache has failed (a background task's error), or None."""
+        if self._failure is None:
+            return None
+        return getattr(self._failure, "strerror", None) or str(self._failure) or repr(self._failure)
 
     def _check_alive(self) -> None:
         """OSError(EIO) once a background task failed (the writes it was to make never will)."""

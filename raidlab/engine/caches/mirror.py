@@ -145,7 +145,7 @@ class MirroredCacheDisk:
         header = slice(MIRROR_HEADER_OFFSET, MIRROR_HEADER_OFFSET + SECTOR)
         for offset in range(0, self.size, segment):
             n = min(segment, self.size - offset)
-            a, b = bytearray(await self.sides[0].read(offset, n)), bytearray(await self.sides[1].read(offset, n))
+            a, b = bytearray(await self._compared(0, offset, n)), bytearray(await self._compared(1, offset, n))
             if offset <= MIRROR_HEADER_OFFSET < offset + n:
                 at = slice(header.start - offset, header.stop - offset)
                 a[at] = b[at] = bytes(SECTOR)
@@ -154,6 +154,17 @@ class MirroredCacheDisk:
             if progress is not None:
                 progress(offset + n, self.size)
         return out
+
+    async def _compared(self, side: int, offset: int, length: int) -> bytes:
+        """A side's bytes for `compare`; a side that fails the read is dropped (the other
+        carries on) and the comparison ends there, said as an EIO naming the side."""
+        try:
+            return await self.sides[side].read(offset, length)
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            await self.fail_side(side)
+            raise OSError(errno.EIO, f"{self.name}: side {side} failed under the check") from None
 
     async def fail_side(self, side: int) -> None:
         """Drop `side`: record it on the survivor first (FUA), then stop using it."""

@@ -586,7 +586,10 @@ class TSSDevice:
             out: list[bytes] = [b""] * len(columns)
 
             async def one(i: int, column: int) -> None:
-                out[i] = await self._mread(column, g.unit_offset(ps), g.unit)
+                try:
+                    out[i] = await self._mread(column, g.unit_offset(ps), g.unit)
+                except _Missing:  # the read failed the column: the check ends, the device serves degraded
+                    raise OSError(errno.EIO, f"{self.name}: column {column} failed under the check") from None
 
             await _in_order([(one, i, column) for i, column in enumerate(columns)])
             checked += len(columns) * g.unit

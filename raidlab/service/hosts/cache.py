@@ -104,6 +104,9 @@ class CacheHost:
         self.mirror, self.recovered = parts["mirror"], parts["recovered"]
 
     def _state(self) -> str:
+        failure = getattr(self.target, "failure", None)
+        if failure is not None:  # a drive it needed failed under a background task
+            return f"failed: {failure}"
         if self.spec.arch == "vcraid":
             if self.mirror is not None and self.mirror.failed:
                 return f"{self.target.array.state}, cache mirror degraded"
@@ -160,50 +163,53 @@ class CacheHost:
         }
 
     async def op_fail(self, request, send) -> dict:
-        """Make drive dK fail (EIO from now on). Refused (unless forced) when data would be
-        lost: a DCD drive, an unmirrored cache disk, a raid5 member the array cannot lose."""
+        """Make drive dK fail: gone (`vanish`: EIO from now on, the array is told) or a partial
+        fault (raidlab.disks.disk, "Fault injection": failed reads, failed writes, or 100x
+        slow) that the drive's user finds from its own requests: a raid5 member the raid5,
+        a side of the mirrored cache disk the mirror, a log's cache disk or a DCD's drive the
+        mechanism, which then fails the requests that need it. Refused (unless forced) when
+        data would be lost: a DCD drive, an unmirrored cache disk, a raid5 member the array
+        cannot lose. A slow drive loses nothing and needs no force."""
         index, force = int(request["disk"]), bool(request.get("force"))
         name, arch = self.spec.name, self.spec.arch
         mode = request.get("mode") or "vanish"
+        if mode not in ("vanish", *FAULTS):
+            raise UsageError(f"--mode {mode}: one of vanish, {', '.join(FAULTS)}")
         if not 0 <= index < len(self.drives):
             raise UsageError(f"no drive {index}: {name} has drives 0..{len(self.drives) - 1}")
         drive = self.drives[index]
         if drive.failed or index in self._failed_drives():
             raise UsageError(f"drive {index} of {name} has already failed")
         n = self.spec.disks
-        if mode != "vanish":
-            # A partial fault (raidlab.disks.disk, "Fault injection") in a raid5 member, which
-            # the raid5 finds from its own requests; the log and cache disks take whole failures.
-            if not (arch == "vcraid" and index < n and mode in FAULTS):
-                raise UsageError(f"--mode {mode}: partial faults go into VC-RAID's raid5 members only",
-                                 hint="use --mode vanish")
-            drive.fault = mode
-            return {"fault": mode, "failed_members": self._failed_drives(), "state": self._state()}
-        if self.mirror is not None and index in (n, n + 1):
-            drive.failed = True
-            await self.mirror.fail_side(index - n)
-            return {"failed_drive": index, "mirror_failed_sides": sorted(self.mirror.failed),
-                    "failed_members": self._failed_drives(), "state": self._state()}
         if arch == "vcraid" and self.options["config"] in PER_DISK:
             raise UsageError(f"failure injection is not built for VC-RAID {self.options['config']}",
                              hint="use config=scd or mcd")
-        if arch == "vcraid" and index < n:
+        mirror_side = self.mirror is not None and index in (n, n + 1)
+        raid5_member = arch == "vcraid" and index < n
+        if raid5_member:
             array = self.target.array
             holds_cache = (self.options["config"] == "mcd" and self.options["cache_models"] is None
                            and index < self.options["cache_disks"])
-            if (not array.layout.survives(array.failed | {index}) or holds_cache) and not force:
+            if (not array.layout.survives(array.failed | {index}) or holds_cache) and not force and mode != "slow":
                 why = "holds a cache partition" if holds_cache else "is one the raid5 cannot lose"
                 raise UsageError(f"drive {index} of {name} {why}: failing it would lose data",
                                  hint="use --force to inject the failure anyway")
-            drive.failed = True
-            await array.fail_member(index)
-            return {"failed_drive": index, "raid5_failed_members": sorted(array.failed),
-                    "failed_members": self._failed_drives(), "state": self._state()}
-        if not force:
+        elif not mirror_side and not force and mode != "slow":
             what = "a DCD has no redundancy" if arch == "dcd" else "its cache disk is not mirrored"
             raise UsageError(f"{name}: {what}: failing drive {index} would lose data",
                              hint="use --force to inject the failure anyway (or -o mirrored_cache=on)")
+        if mode != "vanish":
+            drive.fault = mode
+            return {"fault": mode, "failed_members": self._failed_drives(), "state": self._state()}
         drive.failed = True
+        if mirror_side:
+            await self.mirror.fail_side(index - n)
+            return {"failed_drive": index, "mirror_failed_sides": sorted(self.mirror.failed),
+                    "failed_members": self._failed_drives(), "state": self._state()}
+        if raid5_member:
+            await self.target.array.fail_member(index)
+            return {"failed_drive": index, "raid5_failed_members": sorted(self.target.array.failed),
+                    "failed_members": self._failed_drives(), "state": self._state()}
         return {"failed_drive": index, "failed_members": self._failed_drives(), "state": self._state()}
 
     async def op_replace(self, request, send) -> dict:
@@ -302,10 +308,12 @@ class CacheHost:
 
     def _failed_drives(self) -> list[int]:
         """Drives (images dK) failed in this run, by `raidlab fail` or (a raid5 member) by the
-        raid5 on its own requests' errors; reported as members."""
+        raid5 or the mirror on its own requests' errors; reported as members."""
         array = getattr(self.target, "array", None)
-        by_array = set(array.failed) if array is not None else set()
-        return [i for i, d in enumerate(self.drives) if d.failed or i in by_array]
+        found = set(array.failed) if array is not None else set()
+        if self.mirror is not None:  # a side the mirror dropped on its own requests' errors
+            found |= {self.spec.disks + side for side in self.mirror.failed}
+        return [i for i, d in enumerate(self.drives) if d.failed or i in found]
 
     async def op_bypass(self, request, send) -> dict:
         """DCD §3.1: turn the DCD into a plain disk (after draining) or back into a DCD."""

@@ -33,10 +33,11 @@ import trio
 
 from raidlab import archs
 from raidlab.disks import EmulatedDisk, ImageBackend
+from raidlab.disks.disk import FAULTS
 from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
-from raidlab.errors import UsageError
+from raidlab.errors import LabError, UsageError
 from raidlab.service.hosts.status import write_cache_note
 from raidlab.service.hosts.volume import arch_config, make_drives, report_progress, serve_volume
 
@@ -120,7 +121,8 @@ class TSSHost:
                  m.get("bytes_read", 0) >> 10, m.get("bytes_written", 0) >> 10, f"{m.get('busy_time', 0):.3f}"]
                 for m in stats["members"]]
         report.append(f"columns: {write_cache_note(stats['members'])}")
-        return {"kind": "tss", "report": report, "statistics": stats, "counts": counts,
+        return {"kind": "tss", "state": self._state(), "failed_members": sorted(device.failed),
+                "report": report, "statistics": stats, "counts": counts,
                 "tables": [{"title": "columns", "columns": ["drive", "model", "reads", "writes", "KiB read",
                                                             "KiB written", "busy s"], "rows": rows}]}
 
@@ -148,9 +150,17 @@ class TSSHost:
         if index in device.failed:
             raise UsageError(f"column {index} of {name} is already failed",
                              hint=f"replace it with `raidlab replace {name} --disk {index}`")
-        if device.failed and not request.get("force"):
+        mode = request.get("mode") or "vanish"
+        if mode not in ("vanish", *FAULTS):
+            raise UsageError(f"--mode {mode}: one of vanish, {', '.join(FAULTS)}")
+        if device.failed and not request.get("force") and mode != "slow":
             raise UsageError(f"{name} already runs without column {sorted(device.failed)[0]}: failing column {index} "
                              "would lose data", hint="use --force to inject the failure anyway")
+        if mode != "vanish":
+            # A partial fault (raidlab.disks.disk, "Fault injection"): the column's drive keeps
+            # answering, wrongly or slowly; an EIO on the device's own request fails the column.
+            self.drives[index].fault = mode
+            return {"failed_members": sorted(device.failed), "state": self._state(), "fault": mode}
         self.drives[index].failed = True
         try:
             await device.fail(index)
@@ -194,12 +204,19 @@ class TSSHost:
     async def op_check(self, request, send) -> dict:
         async with self.busy:
             state = [0, 1]
+            failure: OSError | None = None
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(report_progress, send, state)
                 stripe = self.device.geometry.data_bytes
-                mismatches, checked = await self.device.scrub(
-                    progress=lambda d, t: state.__setitem__(slice(0, 2), [d * stripe, t * stripe]))
-                nursery.cancel_scope.cancel()
+                try:
+                    mismatches, checked = await self.device.scrub(
+                        progress=lambda d, t: state.__setitem__(slice(0, 2), [d * stripe, t * stripe]))
+                except OSError as exc:  # a column failed under the check: a finding, said in one line
+                    failure = exc
+                finally:
+                    nursery.cancel_scope.cancel()
+            if failure is not None:
+                raise LabError(failure.strerror or str(failure), hint=f"see `raidlab status {self.spec.name}`")
             await send({"progress": state})
             return {"mismatches": mismatches, "checked_bytes": checked}
 
