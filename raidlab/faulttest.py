@@ -1,26 +1,29 @@
-"""`raidlab faulttest ARCH`: a member goes bad while fio writes and verifies, and the array
-must keep serving correct data, rebuild onto a fresh member while the workload goes on, and
-scrub clean; a layout without redundancy must fail cleanly (fio sees EIO, never wrong data).
+"""`raidlab faulttest ARCH`: a drive goes bad while fio writes and verifies, and the array
+must keep serving correct data, rebuild onto a fresh drive while the workload goes on, and
+scrub clean; where the drive has no copy, the array must fail cleanly (fio sees EIO, never
+wrong data).
 
-The engine's layouts, and VC-RAID, whose raid5 member takes the fault behind the RAM buffer
-and the log. One independent run per fault mode, each on an array of its own
-(raidlab.disks.disk, "Fault injection"):
+The drive is one of the engine's layouts' members, a TSS column, a VC-RAID raid5 member
+(behind the RAM buffer and the log), a VC-RAID cache disk (a side of the mirrored cache disk
+with mirrored_cache=on, else the only copy of the log), or a DCD's data disk or cache disk.
+One independent run per fault mode, each on an array of its own (raidlab.disks.disk, "Fault
+injection"):
 
-    create -> fio A writes and verifies region A (member 1 healthy)
-    -> fio B writes and verifies region B; half a second in, member 1 gets the fault:
+    create -> fio A writes and verifies region A (the drive healthy)
+    -> fio B writes and verifies region B; half a second in, the drive gets the fault:
        vanish (gone, the array is told), read-eio, write-eio (the array finds out from its own
        requests), slow (100x: nothing fails, everything waits)
-    -> status: is member 1 failed? If not, a scrub reads every member and may find the
+    -> status: has the drive failed? If not, a scrub reads every copy and may find the
        fault fio did not meet (a mirror whose reads went to the other copy)
-    -> if member 1 failed and the layout survives it: replace it while fio C writes and
+    -> if the drive failed and the array survives it: replace it while fio C writes and
        verifies region C; then fio reads A and B back (verify only)
     -> check (scrub): mismatches -> destroy -> the host is searched for what the run left.
 
-Verdicts. A redundant layout passes when every fio job verifies, a member with an EIO fault
-(or gone) ends failed and rebuilt, and the scrub finds no mismatch. A layout without
-redundancy passes when the fault surfaces as an error to fio (an EIO, never a verify
+Verdicts. Where the drive has a copy, a run passes when every fio job verifies, a drive with
+an EIO fault (or gone) ends failed and rebuilt, and the scrub finds no mismatch. Where it
+has none, a run passes when the fault surfaces as an error to fio (an EIO, never a verify
 mismatch: wrong data is the failure that matters) and the daemon still answers and is
-destroyed without leaks; a slow member must change nothing but the time.
+destroyed without leaks; a slow drive must change nothing but the time.
 """
 
 from __future__ import annotations
@@ -42,16 +45,45 @@ from raidlab.tools import fio
 from raidlab.tools.base import require
 
 MODES = ("vanish", "read-eio", "write-eio", "slow")
-FAULTY = 1                  # the member that goes bad
+FAULTY = 1                  # the drive that goes bad unless told otherwise
 REGION = 8 << 20            # bytes each fio job writes and verifies
 INJECT_AFTER = 0.5          # seconds into fio B
 NON_REDUNDANT = ("raid0", "sa1", "sa2", "sa3", "saz")
+FAMILIES = ("engine", "tss", "cache")
+OPTIMAL = ("optimal", "active")  # an engine array's and VC-RAID's state with nothing failed; TSS's
+
+
+def drives_of(arch: str, disks: int, disk_size: int, chunk: int, options: dict[str, Any]) -> list[str]:
+    """The names of the drives `raidlab create` makes for this configuration (d0, d1, ...)."""
+    from raidlab.archs.base import LIVE, Config
+
+    return [d.name for d in archs.get(arch).plan(Config(arch, disks, disk_size, chunk, dict(options)), LIVE)]
+
+
+def drive_role(arch: str, disks: int, options: dict[str, Any], disk: int) -> tuple[str, bool]:
+    """What drive `disk` is to the array, and whether the array keeps its data without it."""
+    if archs.get(arch).family == "engine":
+        return "member", arch not in NON_REDUNDANT
+    if arch == "tss":
+        return "column", True
+    if arch == "dcd":
+        return ("data disk", False) if disk == 0 else ("cache disk", False)
+    if disk < disks:  # VC-RAID: a raid5 member, unless mcd keeps cache partitions on it
+        holds_cache = (options.get("config") == "mcd" and not options.get("cache_models")
+                       and disk < int(options.get("cache_disks", 2)))
+        return ("raid5 member holding a cache partition", False) if holds_cache else ("raid5 member", True)
+    mirrored = str(options.get("mirrored_cache", "off")) in ("on", "True", "true")
+    if mirrored and disk in (disks, disks + 1):
+        return ("cache disk" if disk == disks else "backup cache disk") + " (mirrored)", True
+    return "cache disk", False
 
 
 @dataclasses.dataclass
 class FaultResult:
     mode: str
     redundant: bool
+    disk: int = FAULTY
+    role: str = "member"
     during_ok: bool = False          # fio B (the fault struck during it): ran clean and verified
     during_errno: int = 0            # fio B's error when it did not (EIO expected without redundancy)
     during_message: str = ""         # and the end of what fio said then
@@ -60,7 +92,9 @@ class FaultResult:
     state: str = ""
     rebuilt: bool = False
     rebuild_load_ok: bool | None = None  # fio C during the rebuild
-    reread_ok: bool | None = None        # regions A and B read back after the rebuild
+    reread_ok: bool | None = None        # regions A and B read back (after the rebuild, or the fault)
+    reread_errno: int = 0                # their error without a copy to rebuild from (EIO, never 84)
+    read_errno: int | None = None        # without a copy: a read of the whole volume afterwards
     mismatches: int | None = None
     error: str | None = None
     leaks: list[str] = dataclasses.field(default_factory=list)
@@ -72,8 +106,13 @@ class FaultResult:
             return False
         if self.mode == "slow":
             return self.during_ok and not self.member_failed and self.mismatches in (0, None)
-        if not self.redundant:  # the fault must surface as an error, never as wrong data
-            return not self.during_ok and self.during_errno == errno.EIO
+        if not self.redundant:
+            # Never wrong data: what fio read verified or failed with EIO. And the fault must
+            # surface as EIO: during fio B, in the read-back, or (a drive only some reads need,
+            # as a DCD's data disk behind its log) in the read of the whole volume.
+            never_wrong = self.during_errno in (0, errno.EIO) and self.reread_errno in (0, errno.EIO)
+            met = errno.EIO in (self.during_errno, self.reread_errno, self.read_errno)
+            return never_wrong and met
         return (self.during_ok and self.member_failed and self.rebuilt and bool(self.rebuild_load_ok)
                 and bool(self.reread_ok) and self.mismatches == 0)
 
@@ -90,19 +129,26 @@ def _fio(job: fio.FioJob) -> fio.FioRun:
     return fio.run_job(job, check=False, timeout=900)
 
 
+def _errno(run: fio.FioRun) -> int:
+    """A failed fio run's error: its first job's errno (EIO, EILSEQ on a verify mismatch), -1
+    when fio failed without one."""
+    return next((j.error for j in run.jobs if j.error), 0) or -1
+
+
 class FaultRun:
     def __init__(self, arch: str, disks: int, options: dict[str, Any], disk_size: int, chunk: int,
-                 home: str | None, status: Callable[[str], None]):
-        self.arch, self.disks, self.options = arch, disks, options
+                 home: str | None, status: Callable[[str], None], disk: int = FAULTY):
+        self.arch, self.disks, self.options, self.disk = arch, disks, options, disk
         self.disk_size, self.chunk, self.home, self.status = disk_size, chunk, home, status
+        self.role, self.redundant = drive_role(arch, disks, options, disk)
         self.lab = Lab(f"faulttest-{arch}", home=home, create=True)
 
     def _member_state(self) -> tuple[bool, str]:
-        """(whether member FAULTY is failed, the array's state): an engine array says both in its
-        statistics, a cache architecture at the top of its status."""
+        """(whether the faulty drive has failed, the array's state): an engine array says both
+        in its statistics, TSS and the cache architectures at the top of their status."""
         status = control.request(self.lab, "status")
         where = status if "failed_members" in status else status.get("statistics", {})
-        return FAULTY in where.get("failed_members", []), str(status.get("state") or where.get("state", ""))
+        return self.disk in where.get("failed_members", []), str(status.get("state") or where.get("state", ""))
 
     def _teardown(self) -> None:
         control.stop_daemon(self.lab)
@@ -117,8 +163,8 @@ class FaultRun:
 
     def run_mode(self, mode: str, seed: int) -> FaultResult:
         started = time.monotonic()
-        redundant = self.arch not in NON_REDUNDANT
-        result = FaultResult(mode, redundant)
+        redundant, disk = self.redundant, self.disk
+        result = FaultResult(mode, redundant, disk, self.role)
         try:
             self._teardown()
             self.status(f"{mode}: create")
@@ -129,16 +175,16 @@ class FaultRun:
             before = _fio(_job(device, "a", 0, seed))
             if not before.ok:
                 raise RaidlabError(f"fio failed on a healthy array: {before.jobs[0].error if before.jobs else before.returncode}")
-            self.status(f"{mode}: fio writes region B; member {FAULTY} goes bad")
+            self.status(f"{mode}: fio writes region B; drive {disk} ({self.role}) goes bad")
             box: dict[str, fio.FioRun] = {}
             writer = threading.Thread(target=lambda: box.setdefault("run", _fio(_job(device, "b", 1, seed + 1))))
             writer.start()
             time.sleep(INJECT_AFTER)
-            control.request(self.lab, "fail", disk=FAULTY, mode=mode, force=True)
+            control.request(self.lab, "fail", disk=disk, mode=mode, force=True)
             writer.join()
             during = box["run"]
             result.during_ok = during.ok
-            result.during_errno = next((j.error for j in during.jobs if j.error), 0) or (0 if during.ok else -1)
+            result.during_errno = 0 if during.ok else _errno(during)
             if not during.ok:
                 result.during_message = " ".join(during.stderr.split())[-300:]
             result.member_failed, result.state = self._member_state()
@@ -152,13 +198,14 @@ class FaultRun:
                     result.found_by_scrub = str(exc)
                 result.member_failed, result.state = self._member_state()
             if redundant and result.member_failed:
-                self.status(f"{mode}: replace member {FAULTY} while fio writes region C")
+                self.status(f"{mode}: replace drive {disk} while fio writes region C")
                 load: dict[str, fio.FioRun] = {}
                 worker = threading.Thread(target=lambda: load.setdefault("run", _fio(_job(device, "c", 2, seed + 2))))
                 worker.start()
-                replaced = control.request(self.lab, "replace", disk=FAULTY)
+                control.request(self.lab, "replace", disk=disk)
                 worker.join()
-                result.rebuilt = replaced.get("state") == "optimal"
+                failed, result.state = self._member_state()
+                result.rebuilt = not failed and result.state in OPTIMAL
                 result.rebuild_load_ok = load["run"].ok
                 self.status(f"{mode}: read regions A and B back")
                 result.reread_ok = all(_fio(_job(device, name, region, seed + region, verify_only="1")).ok
@@ -167,7 +214,17 @@ class FaultRun:
                 self.status(f"{mode}: scrub")
                 result.mismatches = len(control.request(self.lab, "check", timeout=600)["mismatches"])
             elif not redundant:
-                control.request(self.lab, "status")  # the daemon still answers
+                result.member_failed, result.state = self._member_state()  # the daemon still answers
+                if mode != "slow":
+                    self.status(f"{mode}: read regions A and B back, then the whole volume")
+                    reread = [_fio(_job(device, name, region, seed + region, verify_only="1"))
+                              for name, region in (("a", 0), ("b", 1))]
+                    result.reread_ok = all(r.ok for r in reread)
+                    result.reread_errno = next((_errno(r) for r in reread if not r.ok), 0)
+                    whole = _fio(fio.FioJob(name="all", filename=device, rw="read", bs="1M", size="100%",
+                                            iodepth=4))
+                    result.read_errno = 0 if whole.ok else _errno(whole)
+                    result.member_failed, result.state = self._member_state()
         except KeyboardInterrupt:
             raise
         except (RaidlabError, OSError) as exc:
@@ -181,23 +238,29 @@ class FaultRun:
 
 
 def run_faulttest(arch: str, *, disks: int, options: dict[str, Any], disk_size: int, chunk: int,
-                  modes: list[str], seed: int, home: str | None,
+                  modes: list[str], seed: int, home: str | None, disk: int = FAULTY,
                   status: Callable[[str], None] = lambda s: None,
                   done: Callable[[FaultResult], None] = lambda r: None) -> dict[str, Any]:
-    """Every fault mode on `arch` (module doc); the summary document."""
+    """Every fault mode on drive `disk` of `arch` (module doc); the summary document."""
     for mode in modes:
         if mode not in MODES:
             raise UsageError(f"unknown fault mode {mode!r}", hint=f"one of {', '.join(MODES)}")
-    if archs.get(arch).family != "engine" and arch != "vcraid":
-        raise UsageError(f"faulttest runs the engine's layouts and VC-RAID; {arch} is of the "
-                         f"{archs.get(arch).family} family", hint="use raid1, raid5, raid10, chained, raidx, raid0, "
-                                                                  "sa3 or vcraid")
+    family = archs.get(arch).family
+    if family not in FAMILIES:
+        raise UsageError(f"faulttest runs the engine's layouts, tss, dcd and vcraid; {arch} is of the "
+                         f"{family} family", hint="use raid1, raid5, raid10, chained, raidx, raid0, sa3, tss, "
+                                                  "dcd or vcraid")
     archs.validate(arch, disks, disk_size, chunk, options)
+    names = drives_of(arch, disks, disk_size, chunk, options)
+    if not 0 <= disk < len(names):
+        raise UsageError(f"--disk {disk}: {arch} with these options has drives 0..{len(names) - 1}")
+    if arch == "vcraid" and str(options.get("config", "scd")) in ("1c", "1d"):
+        raise UsageError("faulttest: failure injection is not built for VC-RAID 1c and 1d", hint="use config=scd or mcd")
     if disk_size < 4 * REGION:
         raise UsageError(f"--disk-size must hold the three fio regions: at least {4 * REGION >> 20} MiB")
     check_live_prerequisites("raidlab faulttest")
     require("fio")
-    run = FaultRun(arch, disks, options, disk_size, chunk, home, status)
+    run = FaultRun(arch, disks, options, disk_size, chunk, home, status, disk)
     started = time.monotonic()
     results = []
     try:
@@ -206,7 +269,8 @@ def run_faulttest(arch: str, *, disks: int, options: dict[str, Any], disk_size: 
             done(results[-1])
     finally:
         run.close()
-    return {"arch": arch, "disks": disks, "options": options, "seed": seed, "modes": len(results),
+    return {"arch": arch, "disks": disks, "options": options, "disk": disk, "role": run.role,
+            "redundant": run.redundant, "seed": seed, "modes": len(results),
             "passed": sum(r.ok for r in results), "failed": sum(not r.ok for r in results),
             "leaks": sum(len(r.leaks) for r in results), "seconds": round(time.monotonic() - started, 1),
             "results": [r.as_json() for r in results]}

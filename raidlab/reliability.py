@@ -3,8 +3,9 @@ by one command (`raidlab reliability --write docs/reliability.md`).
 
 Two campaigns feed it: the crash campaign (raidlab.crashtest: the array's daemon killed
 during an untar, recovery, fsck, every fsync'ed file checked) over every preset, and the
-fault campaign (raidlab.faulttest: a member vanishes, fails its reads or writes, or turns
-slow under fio --verify; rebuild under load; scrub) over the engine's layouts. This module
+fault campaign (raidlab.faulttest: a drive vanishes, fails its reads or writes, or turns
+slow under fio --verify; rebuild under load; scrub) over every architecture with a live
+array (FAULT_CELLS), and the interrupt campaign (raidlab.interrupttest). This module
 turns their summaries into the document (pure); raidlab.cli.reliability runs them.
 """
 
@@ -14,18 +15,19 @@ from typing import Any
 
 TITLE = "# Reliability: what raidlab's arrays survive"  # the document's first line (its marker)
 
-# The fault campaign's layouts: (members, options). VC-RAID's faults go into its raid5's
-# member 1, behind the RAM buffer and the log (the crash presets' small cache).
-FAULT_ARCHS = {"raid1": (2, {}), "raid5": (4, {}), "raid10": (4, {}), "chained": (4, {}), "raidx": (4, {}),
-               "vcraid": (4, {"config": "scd", "cache_size": "8M", "ram_buffer": "1M"}), "raid0": (4, {}),
-               "sa3": (4, {})}
+# The fault campaign's cells: label -> (arch, members, options, the drive that goes bad).
+# VC-RAID's small cache is the crash presets'; its cache disk is d4 after four raid5 members,
+# a DCD's d1 after its data disk d0.
+_VC = {"config": "scd", "cache_size": "8M", "ram_buffer": "1M"}
+FAULT_CELLS: dict[str, tuple[str, int, dict[str, Any], int]] = {
+    "raid1": ("raid1", 2, {}, 1), "raid5": ("raid5", 4, {}, 1), "raid10": ("raid10", 4, {}, 1),
+    "chained": ("chained", 4, {}, 1), "raidx": ("raidx", 4, {}, 1), "tss": ("tss", 4, {}, 1),
+    "vcraid": ("vcraid", 4, _VC, 1), "vcraid-mirrored-cache": ("vcraid", 4, {**_VC, "mirrored_cache": "on"}, 4),
+    "vcraid-cache": ("vcraid", 4, _VC, 4), "dcd-data": ("dcd", 1, {}, 0), "dcd-cache": ("dcd", 1, {}, 1),
+    "raid0": ("raid0", 4, {}, 1), "sa3": ("sa3", 4, {}, 1),
+}
 
 NOT_YET = [
-    "* Faults in TSS's columns, DCD's drives and VC-RAID's cache disks: `raidlab fail` fails",
-    "  them whole (tested in the suite), but the partial faults (read-eio, write-eio, slow) and",
-    "  this campaign cover the engine's layouts and VC-RAID's raid5 members only.",
-    "* Interrupts of `report`: it holds no kernel object, so there is nothing for a signal to",
-    "  leave behind but a half-written file.",
     "* Power loss (drives losing their volatile write caches): the crash above keeps every write",
     "  that reached a member image.",
     "* Bad input (generated scenario files, trace lines, option values) and damaged state (a",
@@ -73,34 +75,43 @@ def crash_section(summaries: list[dict[str, Any]]) -> list[str]:
 
 def fault_section(summaries: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "## Faults: a member goes bad under fio --verify",
+        "## Faults: a drive goes bad under fio --verify",
         "",
-        "Per layout and fault mode, one array (untimed 64 MiB members; VC-RAID scd with the fault",
-        "in a raid5 member behind its RAM buffer and log): fio writes and verifies a",
-        "region; a second fio job writes and verifies another, and half a second in member 1",
+        "Per cell and fault mode, one array (untimed 64 MiB members): fio writes and verifies a",
+        "region; a second fio job writes and verifies another, and half a second in the drive",
         "vanishes (the array is told), fails its reads, fails its writes (the array finds out from",
-        "its own requests), or turns 100x slow; a scrub reads every member when fio did not meet",
-        "the fault; a failed member is replaced while a third fio job writes and verifies, the",
-        "first two regions are read back, and a scrub counts mismatches (raidlab.faulttest).",
-        "Without redundancy (raid0, sa3) a pass is the fault reaching fio as EIO, never as wrong",
-        "data. Replay: `raidlab faulttest ARCH --disks N --mode MODE --seed S`.",
+        "its own requests), or turns 100x slow. Where the drive has a copy (a redundant layout's",
+        "member, a TSS column, a VC-RAID raid5 member behind its RAM buffer and log, a side of",
+        "VC-RAID's mirrored cache disk), a scrub reads every copy when fio did not meet the fault;",
+        "the failed drive is replaced while a third fio job writes and verifies, the first two",
+        "regions are read back, and a scrub counts mismatches. Where it has none (raid0, sa3, a",
+        "DCD's data disk or cache disk, VC-RAID's unmirrored cache disk), a pass is the fault",
+        "reaching fio as EIO (during the second job, in the read-back of the first two regions,",
+        "or in a read of the whole volume), never as wrong data; the array then answers with its",
+        "failed state. A cache that acknowledged writes from RAM (DCD's immediate report) loses",
+        "them with its cache disk: they come back as EIO, not as old data (raidlab.faulttest).",
+        "Replay: `raidlab faulttest ARCH --disks N --disk K --mode MODE --seed S [-o ...]`.",
         "",
-        "| arch | disks | mode | fio during the fault | member failed | found by | rebuilt under load | read back | mismatches | leaks | verdict | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| cell | arch | disks | drive | mode | fio during the fault | drive failed | found by | rebuilt under load | read back | whole volume | mismatches | state after | leaks | verdict | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         for r in s["results"]:
             found = "-" if not r["member_failed"] else ("the scrub" if r["found_by_scrub"] else
                                                          "told" if r["mode"] == "vanish" else "fio's requests")
             during = "verified" if r["during_ok"] else f"error (errno {r['during_errno']})"
+            reread = _yes(r["reread_ok"]) if r["reread_ok"] is not False or not r.get("reread_errno") else \
+                f"errno {r['reread_errno']}"
+            whole = "-" if r.get("read_errno") is None else ("read" if r["read_errno"] == 0 else f"errno {r['read_errno']}")
             verdict = "passed" if r["ok"] else "FAILED" + (f": {r['error']}" if r["error"] else
                                                           f": fio said {r['during_message'][-160:]!r}"
                                                           if r.get("during_message") else "")
-            lines.append(f"| {s['arch']} | {s['disks']} | {r['mode']} | {during} | {'yes' if r['member_failed'] else 'no'} | "
-                         f"{found} | {_yes(r['rebuilt'], r['rebuild_load_ok']) if r['rebuild_load_ok'] is not None else '-'} | "
-                         f"{_yes(r['reread_ok'])} | "
-                         f"{'-' if r['mismatches'] is None else r['mismatches']} | {len(r['leaks'])} | {verdict} | "
-                         f"{r['seconds']:.0f} |")
+            lines.append(f"| {s.get('cell', s['arch'])} | {s['arch']} | {s['disks']} | "
+                         f"d{s.get('disk', 1)} ({s.get('role', 'member')}) | {r['mode']} | {during} | "
+                         f"{'yes' if r['member_failed'] else 'no'} | {found} | "
+                         f"{_yes(r['rebuilt'], r['rebuild_load_ok']) if r['rebuild_load_ok'] is not None else '-'} | "
+                         f"{reread} | {whole} | {'-' if r['mismatches'] is None else r['mismatches']} | "
+                         f"{r['state'] or '-'} | {len(r['leaks'])} | {verdict} | {r['seconds']:.0f} |")
     lines += ["", f"{sum(s['passed'] for s in summaries)} of {sum(s['modes'] for s in summaries)} fault runs passed."]
     return lines
 
@@ -115,22 +126,25 @@ def interrupt_section(summary: dict[str, Any]) -> list[str]:
         "run for every lab it made (the remedy after a SIGKILL), and the host",
         "is searched without raidlab's records for loop devices, mounts and processes naming the",
         "home, and the labs for records still held. The commands: create",
-        "(raid5, 3 x 32 MiB), destroy (of one just created), crashtest (raid5, one point), and run",
-        "(`scenarios/raidx-fig7-andrew-phases.toml --quick`, live). *Interrupted* counts the",
-        "points where the command was still running when the signal came.",
+        "(raid5, 3 x 32 MiB), destroy (of one just created), crashtest (raid5, one point), run",
+        "(`scenarios/raidx-fig7-andrew-phases.toml --quick`, live), and report (of a copy of",
+        "`results/raidx-fig7-andrew-phases`: every report file left must be byte for byte what an",
+        "uninterrupted report writes, no partial file may stay, and after SIGKILL the report run",
+        "again must be whole). *Interrupted* counts the points where the command was still",
+        "running when the signal came.",
         "",
-        "| command | signal | points | interrupted | passed | leaks | labs left holding |",
-        "|---|---|---|---|---|---|---|",
+        "| command | signal | points | interrupted | passed | leaks | labs left holding | damaged files |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in summary["rows"]:
         lines.append(f"| {row['command']} | {row['signal']} | {row['points']} | {row['interrupted']} | "
-                     f"{row['passed']} | {row['leaks']} | {row['labs_left']} |")
+                     f"{row['passed']} | {row['leaks']} | {row['labs_left']} | {row.get('damaged_files', 0)} |")
     lines += ["", f"{summary['passed']} of {summary['points']} points passed (seed {summary['seed']})."]
     failed = [r for r in summary["results"] if not r["ok"]]
     if failed:
         lines += ["", "Failed points:", ""]
         lines += [f"* {r['command']} {r['signal']} after {r['delay_s']} s: "
-                  f"{r['error'] or r['leaks'][:3] or r['labs_left']}" for r in failed]
+                  f"{r['error'] or r['leaks'][:3] or r['labs_left'] or r.get('damage', [])[:3]}" for r in failed]
     return lines
 
 
@@ -154,4 +168,4 @@ def document(crash: list[dict[str, Any]], faults: list[dict[str, Any]], interrup
     return "\n".join(lines)
 
 
-__all__ = ["FAULT_ARCHS", "TITLE", "crash_section", "document", "fault_section", "interrupt_section"]
+__all__ = ["FAULT_CELLS", "TITLE", "crash_section", "document", "fault_section", "interrupt_section"]

@@ -17,7 +17,9 @@ _err = Console(stderr=True, highlight=False)
 
 @click.command()
 @click.argument("arch")
-@click.option("--disks", type=click.IntRange(2, 64), default=4, show_default=True, help="member disks")
+@click.option("--disks", type=click.IntRange(1, 64), default=4, show_default=True, help="member disks")
+@click.option("--disk", "disk", type=click.IntRange(0, 127), default=1, show_default=True,
+              help="the drive that goes bad (dK; a cache architecture's cache disks follow its members)")
 @click.option("--disk-size", default="64M", show_default=True)
 @click.option("--chunk", default="64K", show_default=True)
 @click.option("--mode", "modes", multiple=True, type=click.Choice(["vanish", "read-eio", "write-eio", "slow"]),
@@ -26,29 +28,30 @@ _err = Console(stderr=True, highlight=False)
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
-def faulttest(arch, disks, disk_size, chunk, modes, seed, options, home, as_json):
-    """Fault-test ARCH (an engine layout, or vcraid: a raid5 member): member 1 vanishes, fails
-    its reads, fails its writes or turns 100x slow while fio writes and verifies; then replace
-    under load and scrub. Exit 1 if a mode fails."""
+def faulttest(arch, disks, disk, disk_size, chunk, modes, seed, options, home, as_json):
+    """Fault-test ARCH (an engine layout, tss, dcd or vcraid): drive --disk vanishes, fails its
+    reads, fails its writes or turns 100x slow while fio writes and verifies; then replace
+    under load and scrub where the drive has a copy, or an EIO to fio where it has none.
+    Exit 1 if a mode fails."""
     from raidlab.cli.array import _parse_options
     from raidlab.faulttest import MODES, run_faulttest
 
     def done(result):
         mark = "[green]ok[/]" if result.ok else "[red]FAILED[/]"
         _err.print(f"{arch} {result.mode}: {mark} (fio during the fault {'verified' if result.during_ok else f'error {result.during_errno}'}, "
-                   f"member failed {result.member_failed}, rebuilt {result.rebuilt}, mismatches {result.mismatches}, "
+                   f"drive failed {result.member_failed}, rebuilt {result.rebuilt}, mismatches {result.mismatches}, "
                    f"leaks {len(result.leaks)}{', ' + result.error if result.error else ''})")
 
     with _err.status(f"faulttest {arch}") as spinner:
         summary = run_faulttest(arch, disks=disks, options=_parse_options(options),
                                 disk_size=parse_size(disk_size, "--disk-size"), chunk=parse_size(chunk, "--chunk"),
-                                modes=list(modes) or list(MODES), seed=seed, home=home,
+                                modes=list(modes) or list(MODES), seed=seed, home=home, disk=disk,
                                 status=lambda m: spinner.update(f"faulttest {arch}: {m}"), done=done)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
-        table = Table(title=f"fault test: {arch}, {disks} disks")
-        for col in ("mode", "fio during the fault", "member failed", "rebuilt under load", "read back",
+        table = Table(title=f"fault test: {arch}, {disks} disks, drive {disk} ({summary['role']})")
+        for col in ("mode", "fio during the fault", "drive failed", "rebuilt under load", "read back",
                     "mismatches", "leaks", "verdict"):
             table.add_column(col)
         for r in summary["results"]:

@@ -18,25 +18,28 @@ _err = Console(stderr=True, highlight=False)
               help="crash points per crash-test target")
 @click.option("--crash", "crash_targets", multiple=True,
               help="crash-test targets (repeatable; default: every preset of `raidlab crashtest`)")
-@click.option("--fault", "fault_archs", multiple=True,
-              help="layouts for the fault campaign (repeatable; default: raid1 raid5 raid10 chained raidx vcraid "
-                   "raid0 sa3)")
+@click.option("--fault", "fault_cells", multiple=True,
+              help="cells of the fault campaign (repeatable; default: all of raidlab.reliability.FAULT_CELLS: "
+                   "raid1 raid5 raid10 chained raidx tss vcraid vcraid-mirrored-cache vcraid-cache dcd-data "
+                   "dcd-cache raid0 sa3)")
 @click.option("--interrupt-points", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="interrupt points per command and signal (0: no interrupt campaign)")
 @click.option("--interrupt", "interrupt_commands", multiple=True,
-              type=click.Choice(["create", "destroy", "crashtest", "run"]),
-              help="commands for the interrupt campaign (repeatable; default: all four)")
+              type=click.Choice(["create", "destroy", "crashtest", "run", "report"]),
+              help="commands for the interrupt campaign (repeatable; default: all five)")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
               help="write the document there (docs/reliability.md)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
-def reliability(points, crash_targets, fault_archs, interrupt_points, interrupt_commands, seed, out, home):
-    """Run the crash campaign (every crashtest preset) and the fault campaign (the engine's
-    layouts) and write what they found as docs/reliability.md. Exit 1 if anything failed."""
+def reliability(points, crash_targets, fault_cells, interrupt_points, interrupt_commands, seed, out, home):
+    """Run the crash campaign (every crashtest preset), the fault campaign (a drive of every
+    architecture with a live array) and the interrupt campaign, and write what they found as
+    docs/reliability.md. Exit 1 if anything failed."""
     from raidlab.crashtest import PRESETS, config_for, run_crashtest
     from raidlab.faulttest import MODES, run_faulttest
-    from raidlab.outputs import writable_file
-    from raidlab.reliability import FAULT_ARCHS, TITLE, document
+    from raidlab.outputs import writable_file, write_whole
+    from raidlab.errors import UsageError
+    from raidlab.reliability import FAULT_CELLS, TITLE, document
     from raidlab.units import parse_size
 
     if out is not None:
@@ -47,7 +50,10 @@ def reliability(points, crash_targets, fault_archs, interrupt_points, interrupt_
     commit = ((git["revision"] or "an unknown commit")[:7]
               + (" (with uncommitted changes)" if git.get("dirty") else ""))
     targets = list(crash_targets) or list(PRESETS)
-    archs = list(fault_archs) or list(FAULT_ARCHS)
+    cells = list(fault_cells) or list(FAULT_CELLS)
+    unknown = [c for c in cells if c not in FAULT_CELLS]
+    if unknown:
+        raise UsageError(f"--fault {unknown[0]}: no such cell", hint=f"one of {', '.join(FAULT_CELLS)}")
     configs = [config_for(t, disks=None, options={}, disk_model="none", disk_size=parse_size("64M", "size"),
                           chunk=64 << 10, files=120) for t in targets]
     crash, faults = [], []
@@ -58,12 +64,13 @@ def reliability(points, crash_targets, fault_archs, interrupt_points, interrupt_
             _err.print(f"crash {config.name}: {summary['passed']}/{summary['points']} passed, "
                        f"{summary['fsynced_files_lost']} fsync'ed files lost, {summary['leaks']} leaks")
             crash.append(summary)
-        for arch in archs:
-            disks, options = FAULT_ARCHS.get(arch, (4, {}))
+        for cell in cells:
+            arch, disks, options, disk = FAULT_CELLS[cell]
             summary = run_faulttest(arch, disks=disks, options=dict(options), disk_size=64 << 20,
-                                    chunk=64 << 10, modes=list(MODES), seed=seed, home=home,
-                                    status=lambda s, a=arch: spinner.update(f"faults {a}: {s}"[:90]))
-            _err.print(f"faults {arch}: {summary['passed']}/{summary['modes']} passed, {summary['leaks']} leaks")
+                                    chunk=64 << 10, modes=list(MODES), seed=seed, home=home, disk=disk,
+                                    status=lambda s, c=cell: spinner.update(f"faults {c}: {s}"[:90]))
+            summary["cell"] = cell
+            _err.print(f"faults {cell}: {summary['passed']}/{summary['modes']} passed, {summary['leaks']} leaks")
             faults.append(summary)
         interrupts = None
         if interrupt_points:
@@ -82,7 +89,7 @@ def reliability(points, crash_targets, fault_archs, interrupt_points, interrupt_
     if out is not None:
         text = document(crash, faults, interrupts, command=" ".join(["raidlab", *sys.argv[1:]]), commit=commit,
                         when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-        Path(out).write_text(text)
+        write_whole(out, lambda partial: partial.write_text(text))
         _err.print(f"wrote {out}")
     return 1 if any(s["failed"] for s in crash + faults) or (interrupts and interrupts["failed"]) else 0
 

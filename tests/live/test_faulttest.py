@@ -52,6 +52,51 @@ def test_vcraid_loses_a_raid5_member_behind_its_cache_and_rebuilds_it(raidlab_cm
     assert r["during_ok"] and r["member_failed"] and r["rebuilt"] and r["reread_ok"] and r["mismatches"] == 0, r
 
 
+@pytest.mark.parametrize("mode", ["read-eio", pytest.param("write-eio", marks=pytest.mark.slow),
+                                  pytest.param("vanish", marks=pytest.mark.slow)])
+def test_tss_loses_a_column_and_rebuilds_it(raidlab_cmd, tmp_path, mode):
+    proc = run(raidlab_cmd, tmp_path / "home", "faulttest", "tss", "--disks", "4", "--mode", mode, "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (r,) = json.loads(proc.stdout)["results"]
+    assert r["during_ok"] and r["member_failed"] and r["rebuilt"] and r["reread_ok"] and r["mismatches"] == 0, r
+    assert r["state"] == "active" and r["leaks"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["read-eio", "write-eio"])
+def test_vcraid_loses_a_side_of_its_mirrored_cache_disk_and_refills_it(raidlab_cmd, tmp_path, mode):
+    proc = run(raidlab_cmd, tmp_path / "home", "faulttest", "vcraid", "--disks", "4", "--disk", "4", "--mode", mode,
+               "-o", "config=scd", "-o", "cache_size=8M", "-o", "ram_buffer=1M", "-o", "mirrored_cache=on", "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    (r,) = summary["results"]
+    assert summary["redundant"] and summary["role"] == "cache disk (mirrored)"
+    assert r["during_ok"] and r["member_failed"] and r["rebuilt"] and r["reread_ok"] and r["mismatches"] == 0, r
+
+
+@pytest.mark.parametrize("arch, disks, disk, mode, options", [
+    ("dcd", 1, 0, "read-eio", []),      # behind the log: the read-back or the whole volume meets it
+    ("dcd", 1, 1, "write-eio", []),     # immediate report: acknowledged from RAM, then the log fails
+    pytest.param("vcraid", 4, 4, "write-eio", ["-o", "config=scd", "-o", "cache_size=8M", "-o", "ram_buffer=1M"],
+                 marks=pytest.mark.slow),
+])
+def test_a_cache_drive_without_a_copy_fails_the_array_cleanly(raidlab_cmd, tmp_path, arch, disks, disk, mode, options):
+    """No wrong data ever: what fio reads verifies or fails with EIO; the fault reaches fio as
+    EIO somewhere; the daemon survives the failed drive, says so in its state, and is destroyed
+    without leaks."""
+    proc = run(raidlab_cmd, tmp_path / "home", "faulttest", arch, "--disks", str(disks), "--disk", str(disk),
+               "--mode", mode, *options, "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    (r,) = summary["results"]
+    assert not summary["redundant"] and r["error"] is None and r["leaks"] == [], r
+    assert r["during_errno"] in (0, 5) and r["reread_errno"] in (0, 5), r
+    assert 5 in (r["during_errno"], r["reread_errno"], r["read_errno"]), r
+    if mode == "write-eio":  # the cache's own writes met it: the cache has failed and says so
+        assert r["state"] == f"failed: emulated disk d{disk} has failed", r
+    assert leftovers(tmp_path / "home" / "labs" / f"faulttest-{arch}", f"faulttest-{arch}") == {}
+
+
 def test_without_redundancy_the_fault_reaches_fio_as_eio(raidlab_cmd, tmp_path):
     proc = run(raidlab_cmd, tmp_path / "home", "faulttest", "raid0", "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -65,18 +110,19 @@ def test_without_redundancy_the_fault_reaches_fio_as_eio(raidlab_cmd, tmp_path):
 def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
     doc = tmp_path / "reliability.md"
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "2", "--crash", "raid5",
-               "--fault", "raid0", "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest",
+               "--fault", "raid0", "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest", "--interrupt", "report",
                "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = doc.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| raid5 | raid5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:6] == ["raid5", "raid5", "-", "4", "2", "2"] and cells[7:11] == ["0", "0", "0", "0"]
-    fault_rows = [line for line in text.splitlines() if line.startswith("| raid0 | 4 |")]
+    fault_rows = [line for line in text.splitlines() if line.startswith("| raid0 | raid0 | 4 | d1 (member) |")]
     assert len(fault_rows) == 4 and all("| passed |" in line for line in fault_rows)
     assert "2 of 2 points passed." in text and "4 of 4 fault runs passed." in text
-    rows = [line for line in text.splitlines() if line.startswith(("| create | SIG", "| crashtest | SIG"))]
-    assert len(rows) == 6 and "6 of 6 points passed" in text
+    rows = [line for line in text.splitlines() if line.startswith(("| create | SIG", "| crashtest | SIG",
+                                                                    "| report | SIG"))]
+    assert len(rows) == 9 and "9 of 9 points passed" in text
     assert not (tmp_path / "home" / "labs").exists() or not any((tmp_path / "home" / "labs").iterdir())
     # written again over its own earlier self
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "1", "--crash", "raid5",
