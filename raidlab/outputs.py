@@ -14,12 +14,18 @@ So every output path a command takes is checked before anything is written:
 
 Devices, FIFOs, sockets and links are refused whatever they point at. Each refusal is one
 line with the path and what to do (UsageError, exit 2).
+
+A file is written whole or not at all (`write_whole`): into a hidden partial file beside it,
+then renamed over it, so an interrupted command leaves the earlier file or none, never half
+of one. What a killed writer's partial file leaves is removed by the next write into that
+directory (`remove_partials`).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from raidlab.errors import UsageError
@@ -93,4 +99,32 @@ def regular_or_absent(path: str | os.PathLike, option: str) -> Path:
     return path
 
 
-__all__ = ["new_file", "output_dir", "regular_or_absent", "writable_file"]
+PARTIAL = ".raidlab-partial-"  # in the name of a file being written (write_whole)
+
+
+def write_whole(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
+    """Call `write(partial)` to write the file's bytes into a hidden partial file in the same
+    directory (its suffix kept: a figure's format follows it), then rename it over `path`."""
+    path = Path(path)
+    partial = path.with_name(f".{path.stem}{PARTIAL}{os.getpid()}{path.suffix}")
+    try:
+        write(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def remove_partials(directory: str | os.PathLike) -> list[Path]:
+    """Remove the partial files a killed `write_whole` left in `directory`; return them."""
+    gone = []
+    for partial in Path(directory).glob(f".*{PARTIAL}*"):
+        st = _lstat(partial)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            partial.unlink(missing_ok=True)
+            gone.append(partial)
+    return gone
+
+
+__all__ = ["PARTIAL", "new_file", "output_dir", "regular_or_absent", "remove_partials", "writable_file",
+           "write_whole"]

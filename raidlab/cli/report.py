@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import click
@@ -35,10 +36,20 @@ def report(results, formats, scenario_file, out_dir, left_out):
     for path in results:
         if not path.exists():
             raise UsageError(f"{path}: no such results directory", hint="see results/<scenario>/")
-    for path in write_report(list(results), formats=chosen or FORMATS, scenario_file=scenario_file,
-                             out_dir=out_dir, left_out=list(left_out)):
+    # SIGTERM ends the report as Ctrl-C does: through its cleanup, so no partial file stays.
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        written = write_report(list(results), formats=chosen or FORMATS, scenario_file=scenario_file,
+                               out_dir=out_dir, left_out=list(left_out))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for path in written:
         click.echo(str(path))
     return 0
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 def register(cli: click.Group) -> None:

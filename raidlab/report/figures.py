@@ -24,7 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from raidlab.outputs import regular_or_absent  # noqa: E402
+from raidlab.outputs import regular_or_absent, write_whole  # noqa: E402
 from raidlab.report.results import Results, Stat, metric_value  # noqa: E402
 from raidlab.scenarios import ARCH_X_FIELDS, pattern_x, x_value  # noqa: E402
 
@@ -92,7 +92,7 @@ def grouped_bars(results: Results, stats: dict, metric: str, out: Path) -> Path 
     _finish(fig, list(axes[0]), results, f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)",
             suptitle=True)
     path = out / f"{metric}.png"
-    fig.savefig(regular_or_absent(path, "report figure"), dpi=110)
+    write_whole(regular_or_absent(path, "report figure"), lambda partial: fig.savefig(partial, dpi=110))
     plt.close(fig)
     return path
 
@@ -134,7 +134,7 @@ def bars(results: Results, stats: dict, metric: str, out: Path) -> Path | None:
     ax.grid(axis="y", alpha=0.3)
     _finish(fig, [ax], results, f"{scn.source or scn.id}: {metric} ({better} is better)")
     path = out / f"{metric}.png"
-    fig.savefig(regular_or_absent(path, "report figure"), dpi=110)
+    write_whole(regular_or_absent(path, "report figure"), lambda partial: fig.savefig(partial, dpi=110))
     plt.close(fig)
     return path
 
@@ -274,7 +274,7 @@ def lines(results: Results, metric: str, out: Path) -> Path | None:
     _finish(fig, list(axes[0]), results, f"{scn.source or scn.id}: {metric} ({scn.better(metric)} is better)",
             suptitle=True)
     path = out / figure_name(metric, scn.report.x)
-    fig.savefig(regular_or_absent(path, "report figure"), dpi=110)
+    write_whole(regular_or_absent(path, "report figure"), lambda partial: fig.savefig(partial, dpi=110))
     plt.close(fig)
     return path
 

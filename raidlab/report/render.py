@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from raidlab.errors import UsageError
-from raidlab.outputs import output_dir, regular_or_absent
+from raidlab.outputs import output_dir, regular_or_absent, remove_partials, write_whole
 from raidlab.report import claims as claimsmod
 from raidlab.report import control as controlmod
 from raidlab.report import figures, timing
@@ -303,11 +303,12 @@ def write_report(results_path: Path | list[Path], *, formats: tuple[str, ...] = 
         regular_or_absent(out / f"report.{fmt}", "report")
     output_dir(out / "figures", "report figures")
     out.mkdir(parents=True, exist_ok=True)
+    for directory in (out, out / "figures"):
+        if directory.is_dir():
+            remove_partials(directory)
     blocks = build_blocks(results, out / "figures")
     written = []
     for fmt in formats:
         text = to_markdown(blocks, out) if fmt == "md" else to_html(blocks, out)
-        path = out / f"report.{fmt}"
-        path.write_text(text)
-        written.append(path)
+        written.append(write_whole(out / f"report.{fmt}", lambda partial, t=text: partial.write_text(t)))
     return written
