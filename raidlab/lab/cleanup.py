@@ -10,6 +10,13 @@ lab's mount, mounts under the lab directory, and processes whose environment car
 dead run's RAIDLAB_LAB_RUN token. Each step keeps going when one release fails, so one
 stuck object does not keep the others alive. Last come a cluster's network objects (links,
 then namespaces), each released only if it is still the object that was recorded.
+
+A state file is only a file: damaged or forged, it could name any process, device, mount,
+file or link of the host. So a record is acted on only if it names what raidlab makes for
+this lab (`foreign`): a process whose environment carries the lab's directory (every child
+a session starts does), a loop device, mount or image under the lab's directory, a link or
+namespace with a cluster's prefix. Anything else is left alone, said as a failure, and its
+record dropped.
 """
 
 from __future__ import annotations
@@ -25,18 +32,23 @@ from typing import Any
 
 from raidlab.errors import LabError, RaidlabError
 from raidlab.lab.fuse_control import abort_connection, is_fuse_fstype
-from raidlab.lab.proc import (process_start_time, process_state, processes_with_env, same_process,
-                              signal_group_or_pid)
-from raidlab.lab.state import (LAB_NAME_RE, RUN_TOKEN_ENV, TERMINATE_GRACE_SECONDS, Lab,
+from raidlab.lab.proc import (_stat_fields, parse_environ, process_start_time, process_state,
+                              processes_with_env, same_process, signal_group_or_pid)
+from raidlab.lab.state import (LAB_DIR_ENV, LAB_NAME_RE, RUN_TOKEN_ENV, TERMINATE_GRACE_SECONDS, Lab,
                                Resource, labs_dir)
 from raidlab.tools import ip as ip_tool
 from raidlab.tools import losetup
 from raidlab.tools import mount as mount_tool
 
 
-def release_process(fields: dict[str, Any], *, grace: float = TERMINATE_GRACE_SECONDS) -> str:
-    """Terminate a recorded child process group (blocking; used by stale cleanup)."""
+def release_process(fields: dict[str, Any], *, grace: float = TERMINATE_GRACE_SECONDS,
+                    lab_dir: str | None = None) -> str:
+    """Terminate a recorded child process group (blocking; used by stale cleanup). With
+    `lab_dir`, only processes whose environment names that lab directory are signalled: a
+    group whose leader is gone, or a record that names someone else's process, is not."""
     pid, pgid, start = fields["pid"], fields.get("pgid"), fields.get("start_time")
+    if lab_dir is not None:
+        return _release_lab_group(pid, pgid, start, lab_dir, grace)
     if not same_process(pid, start):
         # Leader gone; its group may still have members (children of a shell).
         if pgid:
@@ -48,6 +60,73 @@ def release_process(fields: dict[str, Any], *, grace: float = TERMINATE_GRACE_SE
         time.sleep(0.05)
     signal_group_or_pid(pid, pgid, signal.SIGKILL)
     return "terminated"
+
+
+def _release_lab_group(pid: int, pgid: int | None, start: int | None, lab_dir: str, grace: float) -> str:
+    leader = same_process(pid, start) and _names_lab(pid, lab_dir)
+    members = [p for p in group_members(pgid) if _names_lab(p, lab_dir)] if pgid else []
+    targets = sorted(set(members) | ({pid} if leader else set()))
+    starts = {p: process_start_time(p) for p in targets}
+    for p in targets:
+        signal_group_or_pid(p, None, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(same_process(p, starts[p]) for p in targets):
+        time.sleep(0.05)
+    for p in targets:
+        if same_process(p, starts[p]):
+            signal_group_or_pid(p, None, signal.SIGKILL)
+    return "terminated" if leader else "already exited" + (f"; killed {len(members)} of its group" if members else "")
+
+
+def _names_lab(pid: int, lab_dir: str) -> bool:
+    try:
+        env = parse_environ(Path(f"/proc/{pid}/environ").read_bytes())
+    except OSError:
+        return False
+    named = env.get(LAB_DIR_ENV)
+    return named is not None and os.path.realpath(named) == os.path.realpath(lab_dir)
+
+
+def group_members(pgid: int) -> list[int]:
+    """The pids of process group `pgid` (ours excluded)."""
+    out, me = [], os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            fields = _stat_fields(Path(f"/proc/{entry}/stat").read_text())
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            out.append(int(entry))
+    return out
+
+
+CLUSTER_PREFIXES = ("rlx-", "rlv-")  # raidlab.cluster.plan's names of bridges, namespaces, ports
+
+
+def foreign(lab: Lab, res: Resource) -> str | None:
+    """Why record `res` names nothing raidlab makes for `lab` (module doc), or None."""
+    roots = {os.path.abspath(lab.path), os.path.realpath(lab.path)}
+
+    def inside(path: Any) -> bool:
+        return isinstance(path, str) and any(os.path.abspath(path).startswith(root + "/") for root in roots)
+
+    f = res.fields
+    if res.kind == "loop" and not inside(f.get("backing_file")):
+        return f"its backing file {f.get('backing_file')} is outside the lab"
+    if res.kind == "mount" and not inside(f.get("target")):
+        return f"{f.get('target')} is outside the lab"
+    if res.kind in ("fuse_mount", "image") and not inside(f.get("path")):
+        return f"{f.get('path')} is outside the lab"
+    if res.kind in ("link", "netns") and not str(f.get("name", "")).startswith(CLUSTER_PREFIXES):
+        return f"{f.get('name')} is not a name raidlab gives"
+    if res.kind == "process":
+        if f.get("pgid") not in (None, f.get("pid")):
+            return f"its group {f.get('pgid')} is not its own"
+        if same_process(f.get("pid"), f.get("start_time")) and not _names_lab(f["pid"], str(lab.path)):
+            return f"pid {f['pid']} runs, but its environment does not name the lab"
+    return None
 
 
 def kill_tagged_processes(run_id: str, *, grace: float = TERMINATE_GRACE_SECONDS) -> list[int]:
@@ -201,7 +280,14 @@ def cleanup_stale(lab: Lab) -> StaleReport:
         raise LabError(f"cleanup of lab {lab.name!r} needs its lock")
     report = StaleReport()
     state = lab.read_state()
-    resources = lab.resources()
+    resources = []
+    for res in lab.resources():
+        why = foreign(lab, res)
+        if why is None:
+            resources.append(res)
+        else:
+            report.failed.append(f"{res.describe()}: not this lab's ({why}): left alone, record dropped")
+            lab.forget(res)
 
     def attempt(what: str, fn: Callable[[], str], resource: Resource | None = None) -> None:
         try:
@@ -215,7 +301,7 @@ def cleanup_stale(lab: Lab) -> StaleReport:
 
     # 1. processes: recorded ones, then anything carrying the dead run's token
     for res in reversed([r for r in resources if r.kind == "process"]):
-        attempt(res.describe(), lambda f=res.fields: release_process(f, grace=2.0), res)
+        attempt(res.describe(), lambda f=res.fields: release_process(f, grace=2.0, lab_dir=str(lab.path)), res)
     run_id = state.get("owner", {}).get("run_id")
     if run_id:
         pids = kill_tagged_processes(run_id, grace=2.0)

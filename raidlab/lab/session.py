@@ -33,7 +33,7 @@ import trio
 from raidlab.errors import LabError, LabInterrupted, UsageError
 from raidlab.lab.cleanup import cleanup_stale, kill_tagged_processes
 from raidlab.lab.proc import process_start_time, signal_group_or_pid
-from raidlab.lab.state import RUN_TOKEN_ENV, TERMINATE_GRACE_SECONDS, Lab, Resource
+from raidlab.lab.state import LAB_DIR_ENV, RUN_TOKEN_ENV, TERMINATE_GRACE_SECONDS, Lab, Resource
 
 FAIL_AT_ENV = "RAIDLAB_FAIL_AT"
 PAUSE_AT_ENV = "RAIDLAB_PAUSE_AT"
@@ -141,7 +141,7 @@ class LabSession:
         env.update(extra)
         env[RUN_TOKEN_ENV] = self.lab.run_id or ""
         env["RAIDLAB_LAB"] = self.lab.name
-        env["RAIDLAB_LAB_DIR"] = str(self.lab.path)
+        env[LAB_DIR_ENV] = str(self.lab.path)
         env.pop(FAIL_AT_ENV, None)
         env.pop(PAUSE_AT_ENV, None)
         return env

@@ -31,6 +31,7 @@ from raidlab.lab.proc import process_start_time
 STATE_VERSION = 1
 # The environment variable that tags every process of a run with the run's id.
 RUN_TOKEN_ENV = "RAIDLAB_LAB_RUN"
+LAB_DIR_ENV = "RAIDLAB_LAB_DIR"  # in every child a session starts: the lab directory it serves
 LAB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # How long a child process group gets between SIGTERM and SIGKILL.
 TERMINATE_GRACE_SECONDS = 5.0

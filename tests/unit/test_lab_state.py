@@ -74,13 +74,15 @@ def test_lock_of_a_killed_owner_is_free(tmp_path):
 def test_stale_cleanup_kills_a_recorded_process_and_removes_images(tmp_path):
     lab = Lab("s", home=tmp_path, create=True)
     lab.begin_run()
-    image = tmp_path / "d0.img"
+    lab.images_dir.mkdir(parents=True, exist_ok=True)
+    image = lab.images_dir / "d0.img"
     image.write_bytes(b"x")
-    kept = tmp_path / "d1.img"
+    kept = lab.images_dir / "d1.img"
     kept.write_bytes(b"y")
     lab.record("image", path=str(image), keep=False)
     lab.record("image", path=str(kept), keep=True)
-    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True,
+                             env={**os.environ, "RAIDLAB_LAB_DIR": str(lab.path)})
     lab.record("process", pid=child.pid, pgid=child.pid, argv=["sleep", "60"],
                start_time=process_start_time(child.pid))
     # a recorded pid that is now some other process must be left alone
@@ -93,6 +95,37 @@ def test_stale_cleanup_kills_a_recorded_process_and_removes_images(tmp_path):
     assert report.failed == []
     assert lab.resources() == []
     assert list_labs(tmp_path)[0]["status"] == "idle"
+
+
+def test_stale_cleanup_leaves_alone_what_a_forged_state_file_names(tmp_path):
+    """A state file is only a file: records naming a process not started for the lab, a file
+    or loop backing file outside it, a foreign link or another process group are refused,
+    said as failures, and their records dropped; the things they name are untouched."""
+    lab = Lab("f", home=tmp_path, create=True)
+    lab.begin_run()
+    outside = tmp_path / "precious.img"
+    outside.write_bytes(b"keep me")
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)  # no lab in its environment
+    try:
+        lab.record("image", path=str(outside), keep=False)
+        lab.record("image", path=str(lab.path / ".." / ".." / "precious.img"), keep=False)
+        lab.record("loop", device="/dev/loop99", backing_file=str(outside))
+        lab.record("fuse_mount", path="/")
+        lab.record("link", name="eth0", link_kind="veth")
+        lab.record("netns", name="somebody-else")
+        lab.record("process", pid=stranger.pid, pgid=stranger.pid, argv=["sleep", "60"],
+                   start_time=process_start_time(stranger.pid))
+        lab.record("process", pid=stranger.pid, pgid=1, argv=["sleep"], start_time=process_start_time(stranger.pid))
+        with lab.owned():
+            report = cleanup_stale(lab)
+        assert stranger.poll() is None and outside.read_bytes() == b"keep me"
+        assert len(report.failed) == 8, report.failed
+        assert all("not this lab's" in line for line in report.failed), report.failed
+        assert any("does not name the lab" in line for line in report.failed), report.failed
+        assert lab.resources() == []
+    finally:
+        stranger.kill()
+        stranger.wait()
 
 
 def _run(async_fn):
