@@ -17,8 +17,10 @@ raidlab.engine.caches.log.DEFAULT_LOG_START), naming its side and whether its pe
 failed. The survivor's header is rewritten (FUA) *before* the write that found the failure
 is acknowledged, so `assemble` never trusts a side that missed an acknowledged write.
 
-Departures: a failed side is not rebuilt (no `replace` for cache disks yet); the paper does
-not say how a stale backup is brought back either.
+A failed side is put back by `raidlab replace` (`replace_side`: the new drive is written by
+every write from then on and filled from the survivor segment by segment); the paper does
+not say how a stale backup is brought back. `compare` (the array's check) reads both sides;
+a side that fails a read there is dropped as one that fails a request is.
 """
 
 from __future__ import annotations
