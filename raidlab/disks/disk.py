@@ -51,8 +51,12 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   the untimed `none` model the I/O's own time, stretched).
 
 Data is written to the backend when a write is serviced, also when the modelled drive
-reports it from its write cache: the emulation does not lose acknowledged writes on a
-crash of the drive model (a crash of the *engine* is a different matter, tested there).
+reports it from its write cache, so the image is what the drive shows while it has power.
+What a power cut would take from it is kept apart, when asked for
+(`enable_volatile_cache`): an undo log beside the image holds the pre-image of every write
+the drive holds in its write cache until a FLUSH, a FUA write or the model's own write-back
+makes it durable (raidlab.disks.volatile). The untimed `none` drive then has a write cache
+of UNTIMED_CACHE_BYTES written back oldest first, unless its write cache is set off.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ import collections
 import errno
 import itertools
 import math
+import os
 from collections.abc import Sequence
 from typing import Any, Callable
 
@@ -73,6 +78,7 @@ from raidlab.disks.bus import Bus
 from raidlab.disks.geometry import DriveSpec
 from raidlab.disks.mechanisms import Plan, make_mechanism
 from raidlab.disks.scheduler import DISCIPLINES, make_discipline
+from raidlab.disks.volatile import UNTIMED_CACHE_BYTES, VolatileCache
 from raidlab.errors import UsageError
 
 READ, WRITE, FLUSH, TRIM = "read", "write", "flush", "trim"
@@ -223,6 +229,8 @@ class EmulatedDisk:
         self.io_in_thread = io_in_thread
         self.failed = False
         self.fault: str | None = None  # module doc, "Fault injection"
+        self.volatile: VolatileCache | None = None  # enable_volatile_cache
+        self._write_cache_setting = write_cache
         self.bus = bus
         self._bus_wait = 0.0
         try:
@@ -290,7 +298,41 @@ class EmulatedDisk:
         return Partition(self, start, size, name or f"{self.name}p@{start}")
 
     def close(self) -> None:
+        """Release the backend; a clean stop keeps power, so nothing cached is lost."""
+        if self.volatile is not None:
+            self.volatile.close(clean=True)
         self.backend.close()
+
+    def enable_volatile_cache(self, log: str | os.PathLike | None) -> VolatileCache:
+        """Keep what a power cut would lose in an undo log at `log` (None: in memory) (module
+        doc). Before the first request."""
+        if self._started and self._counters.writes:
+            raise RuntimeError(f"disk {self.name}: the volatile cache must be enabled before it is written")
+        untimed = self.model.kind == "none"
+        capacity = UNTIMED_CACHE_BYTES if untimed else None
+        self.volatile = VolatileCache(log, capacity)
+        return self.volatile
+
+    def _caches(self, length: int, fua: bool) -> bool:
+        """Whether the drive holds this write in its write cache (reports it before it is
+        durable): what the timing model does, or the untimed drive's emulated cache."""
+        if fua:
+            return False
+        if self.model.kind == "none":
+            return self._write_cache_setting is not False
+        return self.mechanism.write_cache_enabled and length <= self.model.write_cache_bytes
+
+    def _volatile_write(self, offset: int, data: bytes, fua: bool) -> None:
+        dirty = getattr(self.mechanism, "dirty", None)
+        if dirty is not None and self.mechanism.write_cache_enabled:
+            self.volatile.retire_unless_dirty(list(dirty))
+        self.volatile.write(self.backend, offset, data, cached=self._caches(len(data), fua))
+        if fua:
+            self.backend.flush()
+
+    def _volatile_flush(self) -> None:
+        self.backend.flush()
+        self.volatile.flushed()
 
     # -- submission -------------------------------------------------------------------
 
@@ -341,6 +383,12 @@ class EmulatedDisk:
         b = self.backend
         if op == READ:
             return lambda: b.pread(offset, length)
+        if self.volatile is not None:
+            if op == WRITE:
+                return lambda: self._volatile_write(offset, data, fua)
+            if op == FLUSH:
+                return self._volatile_flush
+            return lambda: self.volatile.trim(b, offset, length)
         if op == WRITE:
             if fua:
                 def write_through():
@@ -513,6 +561,8 @@ class EmulatedDisk:
             "destage_time": self.mechanism.destage_time,
             "dirty_bytes": self.mechanism.dirty_bytes,
         }
+        if self.volatile is not None:
+            stats["volatile_cache"] = self.volatile.statistics()
         if self.bus is not None:
             stats["bus"] = self.bus.name
             stats["bus_wait_s"] = self._bus_wait
