@@ -26,6 +26,14 @@ point the host is searched, without the lab's records, for loop devices, mounts 
 processes that still name the lab: a point that leaves one fails.
 Everything a point starts (daemon, writer, mounts, loop devices, lab) is released on
 success, failure, Ctrl-C and SIGTERM.
+
+Modes. `kill` is the crash above: the member images keep every write that reached them.
+The power modes also cut the drives' power at the kill: the array is created with its
+drives' write caches volatile (raidlab.disks.volatile: every drive keeps an undo log of the
+writes its cache holds), and before `assemble` each image loses what its drive would have
+lost: `power` every write not made durable by a FLUSH or FUA, `power-model` what the drive's
+model had not written back yet, `power-random` a random subset of those, each drive on its
+own (the seed of the point). A point's result says how many writes each drive lost.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from typing import Any
 
 from raidlab import archs
 from raidlab.disks import catalog
+from raidlab.disks.volatile import power_cut_images
 from raidlab.errors import RaidlabError, UsageError
 from raidlab.export.serve import check_live_prerequisites
 from raidlab.lab import Lab, held_under
@@ -87,6 +96,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "raid10": dict(arch="raid10", disks=4, options=dict()),
     "chained": dict(arch="chained", disks=4, options=dict()),
 }
+MODES = {"kill": None, "power": "all", "power-model": "model", "power-random": "random"}  # -> power_cut's mode
 FILE_SIZES = (700, 3000, 4096, 12_000, 40_000, 100_000, 250_000)
 SYNC_EVERY = 4  # every 4th file of the tree is fsync'ed
 
@@ -102,11 +112,14 @@ class CrashConfig:
     chunk: int = 64 * KiB
     files: int = 120
     commit_interval: int = 1  # ext4 commit= seconds: journal commits during the untar too
+    mode: str = "kill"        # MODES: the daemon killed, or the power cut too
 
 
 def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_model: str,
-               disk_size: int, chunk: int, files: int) -> CrashConfig:
+               disk_size: int, chunk: int, files: int, mode: str = "kill") -> CrashConfig:
     """A preset (options merged over its own) or any arch id; validated, nothing started."""
+    if mode not in MODES:
+        raise UsageError(f"unknown crash mode {mode!r}", hint=f"one of {', '.join(MODES)}")
     if name in PRESETS:
         preset = PRESETS[name]
         arch, n, opts = preset["arch"], disks or preset["disks"], {**preset["options"], **options}
@@ -119,7 +132,7 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
         raise UsageError(f"a tree of {files} files is too small for a crash test", hint="use --files 8 or more")
     catalog.member_models(disk_model, n)  # one model, or one per member
     archs.validate(arch, n, disk_size, chunk, opts, disk_model=disk_model)
-    return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files)
+    return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files, mode=mode)
 
 
 # ---------------------------------------------------------------------- the file tree (pure)
@@ -199,6 +212,7 @@ class PointResult:
     fsck_clean: bool | None = None
     fsck_output: str = ""
     recovered: dict[str, Any] = dataclasses.field(default_factory=dict)
+    power_cut: dict[str, Any] = dataclasses.field(default_factory=dict)  # per image: writes kept and lost
     error: str | None = None
     seconds: float = 0.0
     leaks: list[str] = dataclasses.field(default_factory=list)  # what the point left on the host
@@ -239,7 +253,7 @@ class CrashRun:
         c = self.config
         if mode == "create":
             ArraySpec(self.lab_name, c.arch, c.disks, c.disk_model, c.disk_size, c.chunk, "fifo",
-                      dict(c.options), "native").save(self.lab.path)
+                      dict(c.options), "native", power_loss=MODES[c.mode] is not None).save(self.lab.path)
         return control.start_daemon(self.lab, mode, home=self.home, on_status=lambda m: self.phase(m))
 
     def _mounted(self) -> bool:
@@ -324,6 +338,10 @@ class CrashRun:
             self.phase("release the killed daemon's leftovers")
             self._unmount()
             control.release_leftovers(self.lab)
+            if MODES[c.mode] is not None:
+                self.phase(f"power cut ({c.mode})")
+                result.power_cut = power_cut_images(sorted(self.lab.images_dir.glob("*.img")), MODES[c.mode],
+                                                    point_seed)
             self.phase("assemble (crash recovery)")
             ready = self._start("assemble")
             result.recovered = ready.get("recovered") or {}
@@ -415,7 +433,8 @@ def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | No
         finally:
             signal.signal(signal.SIGTERM, previous)
     return {
-        "target": config.name, "arch": config.arch, "disks": config.disks, "options": config.options,
+        "target": config.name, "mode": config.mode, "arch": config.arch, "disks": config.disks,
+        "options": config.options,
         "disk_model": config.disk_model, "disk_size": config.disk_size, "files": config.files,
         "seed": seed, "points": len(results),
         "passed": sum(r.ok for r in results), "failed": sum(not r.ok for r in results),
@@ -424,6 +443,7 @@ def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | No
         "fsck_unclean": sum(r.fsck_clean is False for r in results),
         "errors": sum(r.error is not None for r in results),
         "leaks": sum(len(r.leaks) for r in results),
+        "writes_lost_to_power_cuts": sum(d["writes_lost"] for r in results for d in r.power_cut.values()),
         "seconds": round(time.monotonic() - started, 1),
         "results": [r.as_json() for r in results],
     }

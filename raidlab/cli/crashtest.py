@@ -30,9 +30,13 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--files", type=click.IntRange(8, 100000), default=120, show_default=True,
               help="files in the untarred tree (every 4th is fsync'ed)")
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE (over the preset's)")
+@click.option("--mode", type=click.Choice(["kill", "power", "power-model", "power-random"]), default="kill",
+              show_default=True, help="kill the daemon only, or also cut the drives' power: lose every "
+                                       "unflushed write, what the drive model had not written back, or a random "
+                                       "subset of them")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
-def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, home, as_json):
+def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, mode, home, as_json):
     """Crash-test TARGET: a preset (dcd-immediate, dcd-after-complete, vcraid-scd,
     vcraid-mcd, vcraid-1c, vcraid-1d, tss, tss-log-sync, tss-log-async, raidx,
     raidx-memory, sa3, raid1, raid5, raid10, chained), `all` (every preset), or any
@@ -43,7 +47,7 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
     names = list(PRESETS) if target == "all" else [target]
     opts = _parse_options(options)
     configs = [config_for(name, disks=disks, options=opts, disk_model=disk_model, disk_size=parse_size(disk_size, "--disk-size"),
-                          chunk=parse_size(chunk, "--chunk"), files=files) for name in names]
+                          chunk=parse_size(chunk, "--chunk"), files=files, mode=mode) for name in names]
     summaries = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[phase]}"), console=_err, transient=False) as progress:
@@ -66,15 +70,16 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
     if as_json:
         click.echo(json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=2))
     else:
-        table = Table(title="crash test")
+        table = Table(title=f"crash test ({mode})")
         for col in ("target", "points", "passed", "failed", "fsync'ed files checked", "lost", "leaks",
-                    "files written (mean)", "seconds"):
+                    "files written (mean)", "writes lost to the power cut", "seconds"):
             table.add_column(col)
         for s in summaries:
             written = sum(r["files_written"] for r in s["results"]) / max(len(s["results"]), 1)
             table.add_row(s["target"], str(s["points"]), str(s["passed"]),
                           f"[red]{s['failed']}[/]" if s["failed"] else "0", str(s["fsynced_files_checked"]),
-                          str(s["fsynced_files_lost"]), str(s["leaks"]), f"{written:.1f}", f"{s['seconds']:.1f}")
+                          str(s["fsynced_files_lost"]), str(s["leaks"]), f"{written:.1f}",
+                          str(s["writes_lost_to_power_cuts"]), f"{s['seconds']:.1f}")
         _out.print(table)
     return 1 if any(s["failed"] for s in summaries) else 0
 

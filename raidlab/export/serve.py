@@ -73,6 +73,9 @@ class ServeRequest:
     # Where every drive's image lies on the modelled drive: "full" (spread over the whole
     # stroke, the default) or "start" (the drive's first bytes, a partition at its start).
     span: str | None = None
+    # Power-loss emulation: every drive keeps an undo log of the writes its write cache holds
+    # (raidlab.disks.volatile), so a power cut after a crash can take them back.
+    power_loss: bool = False
 
     def member_specs(self) -> list[tuple[str, int]]:
         if self.members is not None:
@@ -115,6 +118,7 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
     arm. With `req.bus`, every drive books its transfers on one shared Bus; every drive
     has the write cache `req.write_cache` says (the model's default, or on or off for all)."""
     from raidlab.disks.bus import Bus, parse_bus
+    from raidlab.disks.volatile import log_path as volatile_log_path
 
     lab = session.lab
     lab.images_dir.mkdir(parents=True, exist_ok=True)
@@ -130,6 +134,8 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
         # A lab's drive sits behind a block layer, whoever uses it (md over its loop device,
         # an engine array, a command): queued contiguous requests are merged.
         disk.merge_queued_requests()
+        if req.power_loss:
+            disk.enable_volatile_cache(volatile_log_path(image))
         disk.start(session.nursery)
 
         def release(disk=disk, image=image):

@@ -47,6 +47,9 @@ class ArraySpec:
     # cluster), on its own node, that never writes the array's metadata (raidlab create
     # --join; raidlab.engine.build.assemble_array join=True).
     joins: str | None = None
+    # Power-loss emulation (raidlab.disks.volatile): the drives log what their write caches
+    # hold, so a power cut can be applied to the images after the daemon dies.
+    power_loss: bool = False
 
     def save(self, lab_path: Path) -> None:
         tmp = lab_path / (SPEC_FILE + ".tmp")

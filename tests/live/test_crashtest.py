@@ -128,6 +128,24 @@ def test_sigterm_during_a_point_releases_everything(raidlab_cmd, tmp_path):
     assert not any(str(home) in line for line in Path("/proc/mounts").read_text().splitlines())
 
 
+@pytest.mark.parametrize("preset, mode", [("raid5", "power"), ("vcraid-scd", "power-random"),
+                                          pytest.param("dcd-immediate", "power", marks=pytest.mark.slow),
+                                          pytest.param("tss-log-async", "power-model", marks=pytest.mark.slow),
+                                          pytest.param("raidx", "power-random", marks=pytest.mark.slow)])
+def test_a_power_cut_keeps_every_fsynced_file(raidlab_cmd, tmp_path, preset, mode):
+    """The drives' write caches are volatile and the cut takes what they held: every image
+    went through the cut (its undo log read), and still every fsync'ed file is intact."""
+    home = tmp_path / "home"
+    proc, summary = crashtest(raidlab_cmd, home, preset, "--points", "3", "--seed", "5", "--mode", mode)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary["mode"] == mode
+    for r in summary["results"]:
+        assert r["error"] is None and r["fsck_clean"] and r["damaged"] == [] and r["intact"] == r["fsynced"], r
+        assert r["power_cut"] and all(name.endswith(".img") for name in r["power_cut"]), r["power_cut"]
+    assert summary["fsynced_files_checked"] > 0 and summary["leaks"] == 0
+    assert leftovers(home / "labs" / f"crashtest-{preset}", f"crashtest-{preset}") == {}
+
+
 def test_unknown_target_is_one_line_exit_two(raidlab_cmd, tmp_path):
     proc, _ = crashtest(raidlab_cmd, tmp_path / "home", "dcd-sometimes")
     assert proc.returncode == 2 and "unknown crash-test target" in proc.stderr

@@ -108,7 +108,8 @@ class MdHost:
         fs = BlockExportFS()
         req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
                            discipline=spec.discipline, keep_images=True, home=self.daemon.home,
-                           partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache)
+                           partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache,
+                           power_loss=spec.power_loss)
         made = await build_disks(session, fs, req)
         self.disks = [disk for _relpath, disk, _image in made]
         export = await mount_export(session, fs)

@@ -34,6 +34,7 @@ import trio
 from raidlab import archs
 from raidlab.disks import EmulatedDisk, ImageBackend
 from raidlab.disks.disk import FAULTS
+from raidlab.disks.volatile import log_path as volatile_log_path
 from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
@@ -186,6 +187,8 @@ class TSSHost:
             disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size),
                                 discipline=self.spec.discipline, io_in_thread=True,
                                 span=old.span, write_cache=old.write_cache, bus=old.bus)
+            if old.volatile is not None:
+                disk.enable_volatile_cache(volatile_log_path(new_image))
             disk.start(self.session.nursery)
             state = [0, 1]
             stripe = device.geometry.data_bytes  # progress in the bytes of the stripes looked at
@@ -197,6 +200,9 @@ class TSSHost:
             await send({"progress": [state[1], state[1]]})
             old.close()
             os.replace(new_image, images / f"d{index}.img")  # the replacement takes the old name
+            if disk.volatile is not None:  # and its undo log
+                os.replace(disk.volatile.path, volatile_log_path(images / f"d{index}.img"))
+                disk.volatile.path = volatile_log_path(images / f"d{index}.img")
             self.drives[index] = disk
             return {"rebuilt_stripes": rebuilt, "rebuilt_bytes": rebuilt * device.geometry.unit,
                     "failed_members": sorted(device.failed), "state": self._state()}

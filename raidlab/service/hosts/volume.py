@@ -19,6 +19,7 @@ import trio
 
 from raidlab import archs
 from raidlab.disks import EmulatedDisk, ImageBackend
+from raidlab.disks.volatile import log_path as volatile_log_path
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.lab import LabSession
@@ -41,7 +42,8 @@ async def make_drives(session: LabSession, daemon: Any,
     req = ServeRequest(disks=len(drives), model=spec.disk_model, size=spec.disk_size, name=spec.name,
                        discipline=spec.discipline, keep_images=True, home=daemon.home,
                        members=[(drive.model, drive.size) for drive in drives],
-                       partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache, span=spec.span)
+                       partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache, span=spec.span,
+                       power_loss=spec.power_loss)
     return fs, await build_disks(session, fs, req)
 
 
@@ -70,6 +72,8 @@ async def replace_drive(session: LabSession, spec: Any, old: EmulatedDisk, index
     disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size), discipline=spec.discipline,
                         io_in_thread=True, span=old.span, write_cache=old.write_cache, bus=old.bus)
     disk.merge_queued_requests()
+    if old.volatile is not None:
+        disk.enable_volatile_cache(volatile_log_path(new_image))
     disk.start(session.nursery)
     session.push_sync(f"disk {old.name} (replacement)", lambda: disk.close() or "closed")
     state = [0, old.size]
@@ -80,6 +84,9 @@ async def replace_drive(session: LabSession, spec: Any, old: EmulatedDisk, index
     await send({"progress": [state[1], state[1]]})
     old.close()
     os.replace(new_image, images / f"d{index}.img")
+    if disk.volatile is not None:  # its undo log follows the image's name
+        os.replace(disk.volatile.path, volatile_log_path(images / f"d{index}.img"))
+        disk.volatile.path = volatile_log_path(images / f"d{index}.img")
     return disk
 
 
