@@ -215,6 +215,9 @@ def _status_updates(name: str, status):
 @click.option("--write-cache", type=click.Choice(["model", "on", "off"]), default="model", show_default=True,
               help="every drive's write cache (members, cache disks, md's drives): each model's default, or on "
                    "or off for all")
+@click.option("--power-loss", is_flag=True,
+              help="the drives' write caches are volatile: each drive logs what its cache holds, so "
+                   "`raidlab power-cut` can cut the power (raidlab.disks.volatile)")
 @click.option("--span", type=click.Choice(["full", "start"]), default=None,
               help="where every drive's image lies on the modelled drive: spread over its whole stroke (full, "
                    "the default) or its first bytes (start: a partition at the start, as md's smallest member)")
@@ -232,14 +235,17 @@ def _status_updates(name: str, status):
                    "--node, for a client there; it never writes ARRAY's metadata (docs/cluster.md)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, span, chunk, discipline, options,
-           runner, cluster, node, joins, home, as_json):
+def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, power_loss, span, chunk, discipline,
+           options, runner, cluster, node, joins, home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.service.spec import ArraySpec
     from raidlab.export.serve import check_live_prerequisites
 
     _refuse_a_cluster_name(name, home)
+    if power_loss and (joins is not None or cluster is not None):
+        raise UsageError("--power-loss is for an array over the lab's own drives, not a cluster's",
+                         hint="leave out --cluster, or --power-loss")
     if joins is not None:
         if cluster is None or node is None:
             raise UsageError("--join needs --cluster and --node", hint="name the cluster and the client's node")
@@ -268,7 +274,8 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cach
     lab = _new_lab(name, home)
     _warn_if_images_may_not_fit(lab, arch, disks, size, chunk_bytes, opts, disk_model, partitions)
     _start_new(lab, ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner,
-                              partitions=partitions, bus=bus, write_cache=write_cache, span=span), home, as_json)
+                              partitions=partitions, bus=bus, write_cache=write_cache, span=span,
+                              power_loss=power_loss), home, as_json)
 
 
 def _new_lab(name: str, home: str | None):
@@ -662,6 +669,53 @@ def fail(name, disk, force, mode, home):
     _err.print(f"{name}: member {disk} failed; state {result['state']}, failed members {result['failed_members']}")
 
 
+@click.command(name="power-cut")
+@click.argument("name")
+@click.option("--mode", type=click.Choice(["all", "model", "random"]), default="all", show_default=True,
+              help="what the drives lose: every write not flushed, what their model had not written back, "
+                   "or a random subset (each drive apart)")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of --mode random")
+@click.option("--only", default=None, metavar="dK,...",
+              help="only these drives lose their caches (the others had written theirs back)")
+@click.option("--home", envvar="RAIDLAB_HOME")
+def power_cut(name, mode, seed, only, home):
+    """Cut the power of array NAME: its daemon dies as in a crash, and every drive's image
+    loses what the drive's volatile write cache held (an array created with --power-loss).
+    Bring it back with `raidlab assemble NAME`."""
+    from raidlab.disks.volatile import log_path, power_cut_images
+    from raidlab.service import control
+    from raidlab.service.spec import SPEC_FILE, ArraySpec
+
+    lab = _lab(name, home)
+    _need_root("raidlab power-cut")
+    if not (lab.path / SPEC_FILE).exists():
+        raise UsageError(f"no array {name!r} in {lab.path}", hint="see `raidlab list`")
+    if not ArraySpec.load(lab.path).power_loss:
+        raise UsageError(f"{name}'s drives keep no record of their write caches",
+                         hint="create the array with --power-loss")
+    images = sorted(lab.images_dir.glob("*.img"))
+    if only is not None:
+        wanted = {f"{label.strip()}.img" for label in only.split(",") if label.strip()}
+        unknown = sorted(wanted - {image.name for image in images})
+        if unknown:
+            raise UsageError(f"--only: {name} has no drive {unknown[0][:-4]}",
+                             hint=f"its drives: {', '.join(image.name[:-4] for image in images)}")
+    killed = control.kill_daemon(lab)
+    for line in control.release_leftovers(lab):
+        _err.print(f"released: {line}")
+    cut = [image for image in images if only is None or image.name in wanted]
+    for image in images:
+        if image not in cut:
+            log_path(image).unlink(missing_ok=True)  # its cache was written back: it keeps everything
+    report = power_cut_images(cut, mode, seed)
+    for image in cut:
+        r = report.get(image.name, {"writes_lost": 0, "bytes_lost": 0, "writes_kept": 0})
+        _err.print(f"{image.name[:-4]}: lost {r['writes_lost']} write(s), {r['bytes_lost']} bytes; "
+                   f"kept {r['writes_kept']} unflushed")
+    _err.print(f"{name}: power cut ({mode}){'' if killed else ', its daemon was not running'}; "
+               f"`raidlab assemble {name}` brings it back")
+
+
 @click.command()
 @click.argument("name")
 @click.option("--disk", "disk", type=int, required=True, help="member index")
@@ -699,5 +753,5 @@ def check(name, home, as_json):
 
 
 def register(cli: click.Group) -> None:
-    for command in (create, assemble, list_cmd, status, destroy, fail, replace, check):
+    for command in (create, assemble, list_cmd, status, destroy, fail, power_cut, replace, check):
         cli.add_command(command)

@@ -18,6 +18,9 @@ _err = Console(stderr=True, highlight=False)
               help="crash points per crash-test target")
 @click.option("--crash", "crash_targets", multiple=True,
               help="crash-test targets (repeatable; default: every preset of `raidlab crashtest`)")
+@click.option("--crash-mode", "crash_modes", multiple=True,
+              type=click.Choice(["kill", "power", "power-model", "power-random"]),
+              help="crash modes per target (repeatable; default: kill, power, power-random)")
 @click.option("--fault", "fault_cells", multiple=True,
               help="cells of the fault campaign (repeatable; default: all of raidlab.reliability.FAULT_CELLS: "
                    "raid1 raid5 raid10 chained raidx tss vcraid vcraid-mirrored-cache vcraid-cache dcd-data "
@@ -31,10 +34,10 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
               help="write the document there (docs/reliability.md)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
-def reliability(points, crash_targets, fault_cells, interrupt_points, interrupt_commands, seed, out, home):
-    """Run the crash campaign (every crashtest preset), the fault campaign (a drive of every
-    architecture with a live array) and the interrupt campaign, and write what they found as
-    docs/reliability.md. Exit 1 if anything failed."""
+def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_points, interrupt_commands, seed, out, home):
+    """Run the crash campaign (every crashtest preset, killed and with the power cut), the
+    fault campaign (a drive of every architecture with a live array) and the interrupt
+    campaign, and write what they found as docs/reliability.md. Exit 1 if anything failed."""
     from raidlab.crashtest import PRESETS, config_for, run_crashtest
     from raidlab.faulttest import MODES, run_faulttest
     from raidlab.outputs import writable_file, write_whole
@@ -54,14 +57,15 @@ def reliability(points, crash_targets, fault_cells, interrupt_points, interrupt_
     unknown = [c for c in cells if c not in FAULT_CELLS]
     if unknown:
         raise UsageError(f"--fault {unknown[0]}: no such cell", hint=f"one of {', '.join(FAULT_CELLS)}")
+    modes = list(crash_modes) or ["kill", "power", "power-random"]
     configs = [config_for(t, disks=None, options={}, disk_model="none", disk_size=parse_size("64M", "size"),
-                          chunk=64 << 10, files=120) for t in targets]
+                          chunk=64 << 10, files=120, mode=mode) for t in targets for mode in modes]
     crash, faults = [], []
     with _err.status("reliability") as spinner:
         for config in configs:
             summary = run_crashtest(config, points=points, seed=seed, home=home,
-                                    phase=lambda k, s, n=config.name: spinner.update(f"crash {n} point {k}: {s}"[:90]))
-            _err.print(f"crash {config.name}: {summary['passed']}/{summary['points']} passed, "
+                                    phase=lambda k, s, n=f"{config.name} ({config.mode})": spinner.update(f"crash {n} point {k}: {s}"[:90]))
+            _err.print(f"crash {config.name} ({config.mode}): {summary['passed']}/{summary['points']} passed, "
                        f"{summary['fsynced_files_lost']} fsync'ed files lost, {summary['leaks']} leaks")
             crash.append(summary)
         for cell in cells:

@@ -5,6 +5,7 @@ Blocking code on purpose: the CLI is a short-lived client; the daemon is the tri
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -162,6 +163,26 @@ def stop_daemon(lab: Lab, *, timeout: float = STOP_TIMEOUT) -> bool:
             raise LabError(f"array {lab.name!r} (pid {pid}) did not stop within {timeout:.0f} s",
                            hint=f"see {lab.path / 'daemon.log'}")
         time.sleep(0.05)
+    return True
+
+
+def kill_daemon(lab: Lab, *, timeout: float = STOP_TIMEOUT) -> bool:
+    """SIGKILL the running daemon, as a crash would, and wait until it is gone and the lab
+    unlocked (its leftovers stay: `release_leftovers`). False if none ran."""
+    pid = daemon_pid(lab)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while lab.in_use() or _alive(pid):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # a daemon this process started: reap it
+        if time.monotonic() > deadline:
+            raise LabError(f"array {lab.name!r} (pid {pid}) was still there {timeout:.0f} s after SIGKILL")
+        time.sleep(0.02)
     return True
 
 
