@@ -733,17 +733,23 @@ def replace(name, disk, home):
 
 @click.command()
 @click.argument("name")
+@click.option("--repair", is_flag=True,
+              help="when mismatches are found, resync (rewrite every stripe from its data: parity "
+                   "recomputed, copies made equal, as md's repair) and check again")
 @click.option("--home", envvar="RAIDLAB_HOME")
 @click.option("--json", "as_json", is_flag=True)
-def check(name, home, as_json):
-    """Scrub NAME: compare mirrors and parity; report mismatches (exit 1 if any)."""
+def check(name, repair, home, as_json):
+    """Scrub NAME: compare mirrors and parity; report mismatches (exit 1 if any are left)."""
     from raidlab.service import control
 
     with _ProgressOnFirstReport("checking") as progress:
-        result = control.request(_lab(name, home), "check", on_progress=progress)
+        result = control.request(_lab(name, home), "check", on_progress=progress, repair=repair)
     if as_json:
         click.echo(json.dumps(result))
     else:
+        if "found" in result:
+            _err.print(f"{name}: {len(result['found'])} mismatching ranges found; resync rewrote "
+                       f"{result['repaired_bytes'] >> 20} MiB")
         found = result["mismatches"]
         _err.print(f"{name}: checked {result['checked_bytes'] >> 20} MiB, "
                    + ("no mismatch" if not found else f"{len(found)} mismatching ranges"))

@@ -54,7 +54,7 @@ from typing import Any, Protocol
 
 import trio
 
-from raidlab.blockdev import check_aligned
+from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.disks.disk import as_block_layer
 from raidlab.engine.layouts.base import DataUnavailableError, DiskRange, Layout, WritePlan
 from raidlab.engine.ordered import start_in_order
@@ -170,6 +170,7 @@ class Array:
         # through _write_gate, alternating with the rebuild's segment copies (see rebuild).
         self._rebuild: _RebuildState | None = None
         self._write_gate = trio.Lock()
+        self._resyncing = False  # resync(): writes pass the gate as during a rebuild
         self._ungated_writes = 0
         self._ungated_drained = trio.Event()
         self._parity = bool(getattr(layout.redundancy, "parity", False))
@@ -231,7 +232,7 @@ class Array:
         check_aligned(offset, length, self.size)
         if length == 0:
             return
-        if self._rebuild is not None:
+        if self._rebuild is not None or self._resyncing:
             async with self._write_gate:
                 await self._write(offset, data, fua)
                 if self._rebuild is not None:  # it may have finished while we waited
@@ -549,6 +550,38 @@ class Array:
                     await self.on_failure(self.failed)
         finally:
             self._rebuild = None
+            self._images_buffered()
+
+    async def resync(self, *, segment: int = 1 << 20,
+                     progress: Callable[[int, int], None] | None = None) -> int:
+        """Make every stripe consistent again, as md's resync after an unclean shutdown and
+        its `repair` do: each segment of the array is read through the normal read path
+        (the data members; a mirror's chosen copy) and written back whole, so parity is
+        recomputed from the data and every copy gets the one that was read. Writes wait
+        between segments, as during a rebuild. Needs every member. Returns bytes rewritten."""
+        if self.failed:
+            raise OSError(errno.EIO, f"{self.name}: cannot resync with failed members {sorted(self.failed)}")
+        stripe = self.layout.parity_stripe_bytes or SECTOR
+        step = max(stripe, segment - segment % stripe)
+        self._resyncing = True
+        try:
+            if self._ungated_writes:
+                self._ungated_drained = trio.Event()
+                await self._ungated_drained.wait()
+            await self._images_home()
+            pos = 0
+            while pos < self.size:
+                n = min(step, self.size - pos)
+                async with self._write_gate:
+                    await self._write(pos, await self.read(pos, n), False)
+                pos += n
+                if progress is not None:
+                    progress(pos, self.size)
+            await self.flush()
+            self.counters["resyncs"] = self.counters.get("resyncs", 0) + 1
+            return self.size
+        finally:
+            self._resyncing = False
             self._images_buffered()
 
     async def _images_home(self) -> None:

@@ -262,6 +262,9 @@ class CacheHost:
         compare the two sides of a mirrored cache disk. A DCD has only its mirrored cache disk
         to compare; without one there is nothing to check, refused before any work."""
         name = self.spec.name
+        if request.get("repair"):
+            raise UsageError(f"{name} ({self.spec.arch}): --repair is for the engine's layouts",
+                             hint=f"`raidlab check {name}` reports mismatches")
         array = getattr(self.target, "array", None)
         if array is None and self.mirror is None:
             raise UsageError(f"{name} ({self.spec.arch}) has no redundancy to check",

@@ -14,6 +14,7 @@ only builds the array and answers for it (see raidlab.service.hosts for the inte
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 from pathlib import Path
 
 import trio
@@ -217,23 +218,36 @@ class EngineHost:
                     "state": array.state, "member": member_label(member)}
 
     async def op_check(self, request, send) -> dict:
+        """Scrub; with "repair", a scrub that found mismatches is followed by a resync (every
+        stripe rewritten from its data, md's repair) and a second scrub, whose mismatches
+        are then the answer's, beside the first scrub's as "found"."""
         self._refuse_if_joined("check")
         array = self.array
         if array.layout.redundancy.any_failures == 0 and array.layout.redundancy.copies < 2:
             raise UsageError(f"{self.spec.name} ({array.layout.name}) has no redundancy to check")
         async with self.busy:
-            state = [0, 1]
-            failure: OSError | None = None
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(report_progress, send, state)
-                try:
-                    mismatches = await array.scrub(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
-                except OSError as exc:  # a member failed under the check: a finding, said in one line
-                    failure = exc
-                finally:
-                    nursery.cancel_scope.cancel()
-            if failure is not None:
-                raise LabError(failure.strerror or str(failure),
-                               hint=f"see `raidlab status {self.spec.name}`")
-            await send({"progress": state})
-            return {"mismatches": mismatches, "checked_bytes": state[1]}
+            mismatches, checked = await self._with_progress(send, array.scrub)
+            if not (request.get("repair") and mismatches):
+                return {"mismatches": mismatches, "checked_bytes": checked}
+            repaired, _ = await self._with_progress(send, array.resync)
+            after, _ = await self._with_progress(send, array.scrub)
+            return {"mismatches": after, "found": mismatches, "repaired_bytes": repaired, "checked_bytes": checked}
+
+    async def _with_progress(self, send, work) -> tuple[Any, int]:
+        """`await work(progress=...)` with progress lines to the client; a member failing
+        under it is said in one line. Returns (its result, the total it reported)."""
+        state = [0, 1]
+        failure: OSError | None = None
+        result = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(report_progress, send, state)
+            try:
+                result = await work(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
+            except OSError as exc:  # a member failed under it: a finding, said in one line
+                failure = exc
+            finally:
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise LabError(failure.strerror or str(failure), hint=f"see `raidlab status {self.spec.name}`")
+        await send({"progress": state})
+        return result, state[1]

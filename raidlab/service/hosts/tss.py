@@ -208,6 +208,9 @@ class TSSHost:
                     "failed_members": sorted(device.failed), "state": self._state()}
 
     async def op_check(self, request, send) -> dict:
+        if request.get("repair"):
+            raise UsageError(f"{self.spec.name} (tss): --repair is for the engine's layouts",
+                             hint=f"`raidlab check {self.spec.name}` reports mismatches")
         async with self.busy:
             state = [0, 1]
             failure: OSError | None = None
