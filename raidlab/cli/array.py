@@ -400,10 +400,15 @@ def _check_cluster_unchanged(spec, home: str | None) -> None:
 
 @click.command()
 @click.argument("name")
+@click.option("--no-resync", is_flag=True,
+              help="after an unclean stop, do not resync (leave inconsistent stripes for `raidlab check` "
+                   "to find, as md's sync_action frozen)")
 @click.option("--home", envvar="RAIDLAB_HOME")
 @click.option("--json", "as_json", is_flag=True)
-def assemble(name, home, as_json):
-    """Bring array NAME back from its member images (refuses foreign or misordered members)."""
+def assemble(name, no_resync, home, as_json):
+    """Bring array NAME back from its member images (refuses foreign or misordered members).
+    An array of the engine's redundant layouts that was not stopped cleanly is resynced in
+    the background while it serves, as md does."""
     from raidlab.service import control
     from raidlab.service.spec import SPEC_FILE
 
@@ -422,7 +427,8 @@ def assemble(name, home, as_json):
         _err.print(f"released leftover of a killed run: {line}")
     mode = "join" if spec.joins else "assemble"  # an instance of another array joins it again
     with _err.status(f"assembling {name}") as status:
-        ready = control.start_daemon(lab, mode, home=home, on_status=_status_updates(name, status))
+        ready = control.start_daemon(lab, mode, home=home, on_status=_status_updates(name, status),
+                                     env={"RAIDLAB_NO_RESYNC": "1"} if no_resync else None)
     _print_ready(ready, as_json)
 
 
@@ -431,7 +437,8 @@ def _print_ready(ready: dict, as_json: bool) -> None:
         click.echo(json.dumps(ready))
         return
     _err.print(f"{ready['arch']}: {ready['capacity'] / 2**20:.1f} MiB, {ready['state']}, daemon pid {ready['pid']}"
-               + (f", in the lab VM as {ready['guest_device']}" if ready.get("guest_device") else ""))
+               + (f", in the lab VM as {ready['guest_device']}" if ready.get("guest_device") else "")
+               + (", resyncing after an unclean stop" if ready.get("resync") else ""))
     click.echo(ready["device"] or ready.get("guest_device") or ready.get("volume"))
 
 
@@ -496,7 +503,8 @@ def status(name, home, as_json):
     _out.print(f"[bold]{name}[/]: {geo['arch']} over {_over([m.get('model', '?') for m in stats['members']])}, "
                f"chunk {geo['chunk_bytes'] >> 10} KiB, capacity {stats['capacity'] / 2**20:.1f} MiB, "
                f"device {_device_of(result)}, state [bold]{stats['state']}[/]"
-               + (" (rebuilding)" if result["rebuilding"] else ""))
+               + (" (rebuilding)" if result["rebuilding"] else "")
+               + (" (resyncing after an unclean stop)" if result.get("resyncing") else ""))
     _out.print(f"redundancy: {result['redundancy']['rule'] or 'none'}; superblock generation {result['generation']}")
     _out.print(f"array: {stats['reads']} reads ({stats['bytes_read'] >> 10} KiB), {stats['writes']} writes "
                f"({stats['bytes_written'] >> 10} KiB) -> member reads {stats['member_reads']}, member writes "
@@ -505,8 +513,10 @@ def status(name, home, as_json):
     members = stats["members"]
     models = {m.get("model") for m in members}
     on_drives = any("disk" in m for m in members)  # members are partitions of drives
+    volatile = any("volatile_cache" in m for m in members)  # created with --power-loss
     columns = ["#", *(["model"] if len(models) > 1 else []), *(["on drive"] if on_drives else []),
-               "state", "reads", "writes", "KiB read", "KiB written", "busy s", "queue max"]
+               "state", "reads", "writes", "KiB read", "KiB written", "busy s", "queue max",
+               *(["unflushed writes"] if volatile else [])]
     from raidlab.service.hosts.status import write_cache_note
 
     table = Table(title=f"members ({write_cache_note(members)})" if members else "members")
@@ -521,6 +531,8 @@ def status(name, home, as_json):
         row += ["[red]failed[/]" if m["failed"] else "ok", str(m.get("reads", "")), str(m.get("writes", "")),
                 str(m.get("bytes_read", 0) >> 10), str(m.get("bytes_written", 0) >> 10),
                 f"{m.get('busy_time', 0):.3f}", str(m.get("max_queue_length", ""))]
+        if volatile:
+            row.append(str(m.get("volatile_cache", {}).get("pending_writes", "")))
         table.add_row(*row)
     _out.print(table)
     for line in _arch_lines(result):

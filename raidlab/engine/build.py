@@ -135,6 +135,7 @@ async def assemble_array(
     authority = metadata.check_assembly(found, labels=list(labels) if labels else None)
     layout = layout_from_geometry(authority.geometry)
     keeper = MetadataKeeper(members, authority, readonly=join)
+    keeper.stopped_cleanly = authority.state == "clean"
     if not join:
         # Back to "active" with a new generation: a later crash is then told from a clean stop.
         reopened = dataclasses.replace(authority, generation=authority.generation + 1, state="active")
@@ -174,6 +175,9 @@ class MetadataKeeper:
         self.members = members
         self.superblock = sb
         self.readonly = readonly
+        # Whether the array's last run ended with mark_clean (assemble_array sets it from
+        # the superblock it found; a new array has had no run to end badly).
+        self.stopped_cleanly = True
 
     async def on_failure(self, failed: frozenset[int]) -> None:
         new = dataclasses.replace(self.superblock, generation=self.superblock.generation + 1,

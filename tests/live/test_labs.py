@@ -145,3 +145,19 @@ def test_lab_06_raidx_cluster(tmp_path):
     bw = {m.group(1): float(m.group(2)) for m in re.finditer(r"ok: (\S+)--r1 \([^)]*\): aggregate_mb_s ([\d.]+)", out[4])}
     assert bw["raidx-mem--sw-c1"] > 1.2 * bw["chained--sw-c1"] > bw["raidx-log--sw-c1"]  # W against 2W
     assert 0.9 < bw["raidx-mem--lw-c16"] / bw["chained--lw-c16"] < 1.1              # processor-bound
+
+
+def test_lab_07_power_loss_and_the_write_hole(tmp_path):
+    out = run_lab(LABS / "07-power-loss-and-the-write-hole.md", tmp_path / "home", timeout=900)
+
+    def unflushed(text: str) -> list[int]:  # the members table's last column, one row per member
+        rows = re.findall(r"^│ (\d) .*│ (\d+)\s+│$", text, re.M)
+        return [int(n) for _member, n in rows]
+
+    assert unflushed(out[0]) == [0, 0, 0, 0], out[0][-1500:]          # step 0: the fsync emptied the caches
+    assert unflushed(out[1]) == [1, 0, 0, 1], out[1][-1500:]          # step 1: data on 0, parity on 3
+    sums = re.findall(r"^([0-9a-f]{64})  -$", out[2], re.M)
+    assert len(sums) == 2 and sums[0] != sums[1], out[2]               # step 2: the write hole
+    assert "check found mismatches" in out[3] and "no mismatch" in out[3], out[3][-1500:]  # step 3
+    assert "resync rewrote" in out[3]
+    assert number(r"│ raid5\s+│ 3\s+│ (\d+)", out[4]) == 3, out[4][-1500:]  # step 4: 3 of 3 points passed

@@ -104,9 +104,9 @@ def test_power_cut_refuses_an_array_without_volatile_caches(raidlab_cmd, tmp_pat
 
 def test_stale_parity_after_a_power_cut_is_found_by_check_and_repaired_by_resync(raidlab_cmd, tmp_path):
     """All four members in service: partial-stripe writes reach data members' caches and the
-    parity drive's; the cut takes the parity drive's alone. `check` finds the stale parity,
-    `check --repair` rewrites every stripe from its data and checks again: clean, and the
-    data reads back as it was (the writes the cut kept)."""
+    parity drive's; the cut takes the parity drive's alone. Assembled without its resync,
+    `check` finds the stale parity, `check --repair` rewrites every stripe from its data and
+    checks again: clean, and the data reads back as it was (the writes the cut kept)."""
     rl = Raidlab(raidlab_cmd, tmp_path / "home")
     device = rl("create", "s", "--arch", "raid5", "--disks", "4", "--disk-size", "32M", "--chunk", "64K",
                 "--power-loss").stdout.strip()
@@ -117,7 +117,7 @@ def test_stale_parity_after_a_power_cut_is_found_by_check_and_repaired_by_resync
         pending = sorted(p.name[:-len(".img.volatile")] for p in images.glob("*.img.volatile") if p.stat().st_size)
         parity = next(name for name in pending if name != "d0")
         rl("power-cut", "s", "--only", parity)
-        device = rl("assemble", "s").stdout.strip()
+        device = rl("assemble", "s", "--no-resync").stdout.strip()
         before = direct_read(device, 0, 8 * 3 * CHUNK)
         found = rl("check", "s", "--json", check=False)
         assert found.returncode == 1 and json.loads(found.stdout)["mismatches"], found.stdout[-500:]
@@ -128,3 +128,28 @@ def test_stale_parity_after_a_power_cut_is_found_by_check_and_repaired_by_resync
     finally:
         rl("destroy", "s", check=False)
     assert leftovers(tmp_path / "home" / "labs" / "s", "s") == {}
+
+
+def test_an_array_assembled_after_an_unclean_stop_resyncs_itself(raidlab_cmd, tmp_path):
+    """As md does: the superblock says the last run did not end cleanly, so assembly starts a
+    resync while the array serves; once it is done the check finds nothing, and a clean
+    stop is followed by an assembly without one."""
+    rl = Raidlab(raidlab_cmd, tmp_path / "home")
+    device = rl("create", "u", "--arch", "raid5", "--disks", "4", "--disk-size", "32M", "--chunk", "64K",
+                "--power-loss").stdout.strip()
+    try:
+        direct_write(device, 0, bytes(random.Random(5).randbytes(8 * 3 * CHUNK)), sync=True)
+        direct_write(device, 0, b"U" * 4096, sync=False)
+        images = tmp_path / "home" / "labs" / "u" / "images"
+        pending = sorted(p.name[:-len(".img.volatile")] for p in images.glob("*.img.volatile") if p.stat().st_size)
+        rl("power-cut", "u", "--only", next(name for name in pending if name != "d0"))
+        ready = json.loads(rl("assemble", "u", "--json").stdout)
+        assert ready.get("resync") == "started", ready
+        assert rl("check", "u").returncode == 0  # the check waits for the resync, then finds nothing
+        assert json.loads(rl("status", "u", "--json").stdout)["resyncing"] is False
+        rl("destroy", "u", "--keep-images")
+        ready = json.loads(rl("assemble", "u", "--json").stdout)
+        assert "resync" not in ready, ready  # stopped cleanly this time
+    finally:
+        rl("destroy", "u", check=False)
+    assert leftovers(tmp_path / "home" / "labs" / "u", "u") == {}

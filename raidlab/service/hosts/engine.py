@@ -14,8 +14,9 @@ only builds the array and answers for it (see raidlab.service.hosts for the inte
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import os
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -26,6 +27,11 @@ from raidlab.export import BlockExportFS
 from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
 from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
                                           stripe_cache_bytes)
+
+
+# `raidlab assemble --no-resync`: leave the stripes of an uncleanly stopped array as they are
+# (to look at them with `check` first, as md's sync_action "frozen" does).
+NO_RESYNC_ENV = "RAIDLAB_NO_RESYNC"
 
 
 class EngineHost:
@@ -43,7 +49,8 @@ class EngineHost:
         self.volume_path: Path | None = None
         self.loop_device: str | None = None  # the loop device over `volume` (native runner)
         self.fs = None  # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
-        self.busy = trio.Lock()  # one repair operation (replace, check) at a time
+        self.busy = trio.Lock()  # one repair operation (replace, check, resync) at a time
+        self.resync_pending = False  # assembled after an unclean stop, resync not finished
 
     async def open(self, session, mode: str) -> dict:
         spec, status = self.spec, self.daemon.status
@@ -78,21 +85,50 @@ class EngineHost:
         self.fs = fs
 
         async def mark_clean():
+            if self.resync_pending:
+                # md keeps an array whose resync did not finish dirty, so the next assembly
+                # resyncs again; its failure set is on the members already (on_failure).
+                return "left active: the resync after an unclean stop did not finish"
             if self.array.image_buffer is not None:  # RAID-x: write pending images home first
                 await self.array.image_buffer.drain()
             await self.keeper.mark_clean(self.array.failed)
             return f"generation {self.keeper.superblock.generation}, state clean"
 
         session.push("array metadata", mark_clean)
+        if self._needs_resync(mode):
+            self.resync_pending = True
+            status("the array was not stopped cleanly: resync started (every stripe made consistent from its "
+                   "data, as md does; the array serves meanwhile)")
+            session.nursery.start_soon(self._resync_after_unclean_stop)
         # Natively the array is a loop device over `volume`; the lab VM gets the file itself.
         self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
         ready = {"device": self.loop_device if spec.runner == "native" else None,
                  "volume": str(self.volume_path), "capacity": self.array.size,
-                 "state": self.array.state}
+                 "state": self.array.state, **({"resync": "started"} if self.resync_pending else {})}
         if self.array.image_buffer is not None and self.array.image_buffer.persistent:
             # RAID-x's pending images an unclean stop left in the logs, rewritten at assembly
             ready["recovered"] = {"images": self.array.image_buffer.stats["recovered"]}
         return ready
+
+    def _needs_resync(self, mode: str) -> bool:
+        """After an unclean stop a redundant array's stripes may disagree (a crash between a
+        stripe's data and parity writes, or a power cut that took one of them): md resyncs
+        such an array when it assembles it. Not a joined instance (the owner resyncs), not
+        with a member missing (there is nothing to make consistent against)."""
+        r = self.array.layout.redundancy
+        return (mode == "assemble" and not self.keeper.stopped_cleanly and not self.spec.joins
+                and not self.array.failed and (r.any_failures > 0 or r.copies > 1)
+                and os.environ.get(NO_RESYNC_ENV) != "1")
+
+    async def _resync_after_unclean_stop(self) -> None:
+        async with self.busy:
+            try:
+                await self.array.resync()
+            except OSError as exc:  # a member failed meanwhile: the resync ends, the array serves degraded
+                self.daemon.status(f"resync stopped: {exc.strerror or exc}")
+                return
+            self.resync_pending = False
+            self.daemon.status("resync after the unclean stop finished")
 
     def vm_disks(self) -> list[Path]:
         return [Path(self.volume_path)]
@@ -112,6 +148,7 @@ class EngineHost:
             "generation": self.keeper.superblock.generation,
             "arch_state": self.keeper.superblock.arch_state,
             "rebuilding": array._rebuild is not None,
+            "resyncing": self.resync_pending,
             "statistics": array.statistics(),
             **({"cluster": {"name": self.spec.cluster, "node": self.spec.node, "joins": self.spec.joins}}
                if self.spec.cluster else {}),

@@ -105,12 +105,15 @@ def disks_table(drives: list) -> dict[str, Any]:
     stats = [d.statistics() for d in drives]
     models = list(dict.fromkeys(st["model"] for st in stats))
     mixed = len(models) > 1
+    volatile = any("volatile_cache" in st for st in stats)  # created with --power-loss
     rows = []
     for d, st in zip(drives, stats):
         state = "failed" if getattr(d, "failed", False) or st.get("failed") else "ok"
         rows.append([st["name"], *([st["model"]] if mixed else []), state, st["size"] >> 20, st["reads"],
                      st["writes"], st["flushes"], st["bytes_read"] >> 10, st["bytes_written"] >> 10,
-                     f"{st['busy_time']:.3f}"])
+                     f"{st['busy_time']:.3f}",
+                     *([st.get("volatile_cache", {}).get("pending_writes", "")] if volatile else [])])
     return {"title": "drives" + ("" if mixed or not models else f" ({models[0]})"),
             "columns": ["drive", *(["model"] if mixed else []), "state", "MiB", "reads", "writes", "flushes",
-                        "KiB read", "KiB written", "busy s"], "rows": rows}
+                        "KiB read", "KiB written", "busy s", *(["unflushed writes"] if volatile else [])],
+            "rows": rows}
