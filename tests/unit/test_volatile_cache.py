@@ -190,3 +190,73 @@ def test_the_raid5_write_hole_a_torn_partial_stripe_write_corrupts_a_block_nobod
     assert outcome(keep_data=False, keep_parity=False)
     assert not outcome(keep_data=True, keep_parity=False)   # the hole
     assert not outcome(keep_data=False, keep_parity=True)   # and its mirror image
+
+
+@pytest.mark.parametrize("parity_kept", [False, True], ids=["parity lost", "parity kept"])
+def test_vcraid_s_log_keeps_the_write_but_not_the_degraded_raid5_s_parity(parity_kept):
+    """VC-RAID over a degraded raid5: a 4 KiB write is logged (FUA) and acknowledged, then
+    destaged; the power fails after the destage wrote data and parity to the members' caches
+    and before it flushed them, and takes the parity. The log still holds the block, and
+    assembly destages it again, but as a small write, by read-modify-write against the stale
+    parity: the block comes back as written, member 1's chunk of the stripe (never written)
+    does not. The log keeps acknowledged writes; it does not close the raid5's write hole."""
+    from raidlab.engine.caches import assemble_vcraid, create_vcraid
+
+    chunk = 64 * KiB
+    members = [EmulatedDisk(f"d{i}", "none", MemoryBackend(8 * MiB)) for i in range(4)]
+    cache = EmulatedDisk("cache", "none", MemoryBackend(4 * MiB))
+    for disk in [*members, cache]:
+        disk.enable_volatile_cache(None)
+    box = {}
+
+    async def body():
+        async with trio.open_nursery() as nursery:
+            for disk in [*members, cache]:
+                disk.start(nursery)
+            vc = await create_vcraid("v", members, [cache], ram_buffer=64 * KiB, idle_threshold=3600.0, chunk=chunk)
+            vc.start(nursery)
+            stripe = bytes(random.Random(7).randbytes(3 * chunk))
+            await vc.write(0, stripe)
+            await vc.flush()
+            await vc.drain()                       # on the raid5, flushed
+            await vc.array.fail_member(1)
+            await vc.write(0, b"V" * 4096)
+            await vc.flush()                       # in the log, durable (FUA)
+
+            async def cut_before_flush():          # the destage's member flush never comes
+                await trio.sleep_forever()
+
+            for m in members:
+                m.flush = cut_before_flush
+            with trio.move_on_after(5):
+                await vc.drain()
+            box["stripe"] = stripe
+            box["logs"] = [d.volatile.log_bytes() for d in [*members, cache]]
+            box["pending"] = [d.volatile.statistics()["pending_writes"] for d in members]
+            nursery.cancel_scope.cancel()
+
+    run_virtual(body)
+    touched = [i for i, n in enumerate(box["pending"]) if n]
+    assert len(touched) == 2 and 0 in touched and 1 not in touched, box["pending"]
+    parity_i = next(i for i in touched if i != 0)
+    power_cut(box["logs"][0], members[0].backend, "random", Choices([True]))         # the data reached the media
+    power_cut(box["logs"][parity_i], members[parity_i].backend, "random", Choices([parity_kept]))
+    power_cut(box["logs"][4], cache.backend, "all", random.Random(0))                 # the log was durable
+    fresh = [EmulatedDisk(f"d{i}", "none", m.backend) for i, m in enumerate(members)]
+    fresh_cache = EmulatedDisk("cache", "none", cache.backend)
+
+    async def read_back():
+        async with trio.open_nursery() as nursery:
+            for disk in [*fresh, fresh_cache]:
+                disk.start(nursery)
+            vc = await assemble_vcraid(fresh, [fresh_cache])
+            vc.start(nursery)
+            out = (vc.counters["recovered_blocks"], 1 in vc.array.failed, await vc.read(0, 3 * chunk))
+            nursery.cancel_scope.cancel()
+            return out
+
+    recovered, degraded, got = run_virtual(read_back)
+    assert recovered > 0 and degraded                          # the log's block was destaged again
+    assert got[:4096] == b"V" * 4096                           # the acknowledged write is kept
+    # Member 1's chunk: wrong when the parity was lost (the hole), right when it was kept.
+    assert (got[chunk:2 * chunk] == box["stripe"][chunk:2 * chunk]) is parity_kept
