@@ -185,6 +185,9 @@ class Array:
         # The image hook (module doc): RAID-x's persistent buffer of pending images, attached
         # by raidlab.engine.build; None: images are written like mirrors.
         self.image_buffer: ImageHook | None = None
+        # A parity layout's write journal (raidlab.engine.journal), attached by
+        # raidlab.archs.layouts with the journal option; None: member writes go straight out.
+        self.journal: Any = None
         self.counters = {
             "reads": 0, "writes": 0, "flushes": 0, "trims": 0,
             "bytes_read": 0, "bytes_written": 0,
@@ -399,7 +402,15 @@ class Array:
                          for w, p in zip(writes, payloads) if w.role == "image"], fua)
                     kept = [(w, p) for w, p in zip(writes, payloads) if w.role != "image"]
                     writes, payloads = [w for w, _ in kept], [p for _, p in kept]
-                await self._write_extents(writes, payloads, fua)
+                record = None
+                if self.journal is not None:  # data and parity into the journal first (raidlab.engine.journal)
+                    record = await self.journal.log(
+                        [(w.disk, w.disk_offset, p) for w, p in zip(writes, payloads)], self._flush_members)
+                try:
+                    await self._write_extents(writes, payloads, fua)
+                finally:
+                    if record is not None:
+                        self.journal.completed(record)
                 if cache is not None:
                     for write, payload in zip(writes, payloads):
                         cache.put(write.disk, write.disk_offset, payload)
@@ -436,6 +447,12 @@ class Array:
 
     async def flush(self) -> None:
         self.counters["flushes"] += 1
+        durable = self.journal.durable_candidate() if self.journal is not None else None
+        await self._flush_members()
+        if self.journal is not None:  # the journal's records up to `durable` need no replay now
+            await self.journal.checkpoint(durable)
+
+    async def _flush_members(self) -> None:
         calls = [
             (self.member_call, index, member.flush)
             for index, member in enumerate(self.members)
@@ -477,6 +494,8 @@ class Array:
             stats["image_buffer"] = self.image_buffer.statistics()
         if self.stripe_cache is not None:
             stats["stripe_cache"] = self.stripe_cache.statistics()
+        if self.journal is not None:
+            stats["journal"] = self.journal.statistics()
         stats["members"] = [
             {"index": i, "failed": i in self.failed, **member.statistics()}
             for i, member in enumerate(self.members)

@@ -152,6 +152,33 @@ async def assemble_array(
     return array, keeper
 
 
+async def attach_journal(array: Array, target: Any, array_uuid: str, *, create: bool,
+                         status: Callable[[str], None] | None = None) -> int:
+    """Give a parity array its write journal on `target` (raidlab.engine.journal): a new one,
+    or the existing one, whose records after the checkpoint are first written to the members
+    in service, in order, and made durable (what the crash left half done). Returns the
+    records replayed."""
+    from raidlab.engine.journal import StripeJournal
+
+    if create:
+        array.journal = await StripeJournal.create(target, array_uuid)
+        return 0
+    journal, records = await StripeJournal.open(target, array_uuid)
+    for writes in records:
+        async with trio.open_nursery() as nursery:
+            for disk, offset, payload in writes:
+                if disk not in array.failed:
+                    nursery.start_soon(array.members[disk].write, offset, payload)
+    if records:
+        await array._flush_members()
+        if status:
+            status(f"replayed {len(records)} journal record(s) onto the members")
+    await journal.checkpoint(journal.seq)  # everything replayed is durable: the journal starts over
+    journal.counters["replayed_records"] = len(records)
+    array.journal = journal
+    return len(records)
+
+
 async def attach_image_buffer(array: Array, array_uuid: str, nursery, delay: float | None):
     """A layout that buffers its images (RAID-x) gets its persistent buffer of pending images
     as the array's image hook, with the background writer started in `nursery` (without one,

@@ -59,11 +59,14 @@ def direct_read(device: str, offset: int, length: int) -> bytes:
     return bytes(buf)
 
 
-@pytest.mark.parametrize("parity_only", [True, False], ids=["parity lost, data kept", "both lost"])
-def test_the_write_hole_of_a_degraded_raid5(raidlab_cmd, tmp_path, parity_only):
+@pytest.mark.parametrize("parity_only, journal", [(True, False), (False, False), (True, True)],
+                         ids=["parity lost, data kept", "both lost", "parity lost, with a write journal"])
+def test_the_write_hole_of_a_degraded_raid5(raidlab_cmd, tmp_path, parity_only, journal):
+    """... and with a write journal (-o journal=4M, md's --write-journal) assembly writes the
+    journalled data and parity again: member 1's chunk comes back right."""
     rl = Raidlab(raidlab_cmd, tmp_path / "home")
     device = rl("create", "w", "--arch", "raid5", "--disks", "4", "--disk-size", "32M", "--chunk", "64K",
-                "--power-loss").stdout.strip()
+                "--power-loss", *(["-o", "journal=4M"] if journal else [])).stdout.strip()
     try:
         stripes = bytes(random.Random(3).randbytes(4 * 3 * CHUNK))
         direct_write(device, 0, stripes, sync=True)  # on the media: the flush emptied every cache
@@ -80,7 +83,10 @@ def test_the_write_hole_of_a_degraded_raid5(raidlab_cmd, tmp_path, parity_only):
         assert 1 in status["statistics"]["failed_members"], status["statistics"]
         chunk1 = direct_read(device, CHUNK, CHUNK)  # member 1's chunk of stripe 0: nobody wrote it
         head = direct_read(device, 0, 4096)
-        if parity_only:
+        if journal:
+            assert chunk1 == stripes[CHUNK:2 * CHUNK]  # closed: data and parity written again from the journal
+            assert head == b"N" * 4096 and status["statistics"]["journal"]["replayed_records"] > 0
+        elif parity_only:
             assert chunk1 != stripes[CHUNK:2 * CHUNK]  # the hole: wrong data where nothing was written
             assert head == b"N" * 4096
         else:

@@ -260,3 +260,51 @@ def test_vcraid_s_log_keeps_the_write_but_not_the_degraded_raid5_s_parity(parity
     assert got[:4096] == b"V" * 4096                           # the acknowledged write is kept
     # Member 1's chunk: wrong when the parity was lost (the hole), right when it was kept.
     assert (got[chunk:2 * chunk] == box["stripe"][chunk:2 * chunk]) is parity_kept
+
+
+@pytest.mark.parametrize("journal", [False, True], ids=["no journal", "write journal"])
+def test_a_write_journal_closes_the_raid5_write_hole(journal):
+    """The torn stripe of the write-hole test, once more: with a write journal (md's
+    --write-journal), the data and the new parity were journalled (FUA) before the members
+    were written, and assembly writes both again: member 1's chunk comes back right."""
+    chunk = 64 * KiB
+    members = [EmulatedDisk(f"d{i}", "none", MemoryBackend(8 * MiB)) for i in range(4)]
+    jdisk = EmulatedDisk("j", "none", MemoryBackend(2 * MiB))
+    for disk in [*members, jdisk]:
+        disk.enable_volatile_cache(None)
+    box = {}
+
+    async def body():
+        array, keeper = await build.create_array("w", "raid5", members, chunk=chunk)
+        if journal:
+            await build.attach_journal(array, jdisk, keeper.superblock.array_uuid, create=True)
+        stripe = bytes(random.Random(1).randbytes(3 * chunk))
+        await array.write(0, stripe)
+        await array.flush()
+        await array.fail_member(1)
+        await array.write(0, b"J" * 4096)
+        box["stripe"] = stripe
+        box["logs"] = [m.volatile.log_bytes() for m in members]
+        box["uuid"] = keeper.superblock.array_uuid
+        box["journal"] = array.journal.statistics() if journal else None
+
+    run_on([*members, jdisk], body)
+    if journal:
+        assert box["journal"]["records"] >= 2 and box["journal"]["checkpoint"] >= 1, box["journal"]
+    touched = [i for i, log in enumerate(box["logs"]) if log]
+    data_i = next(i for i in touched if b"J" * 64 in members[i].backend.pread(0, 8 * MiB))
+    parity_i = next(i for i in touched if i != data_i)
+    power_cut(box["logs"][data_i], members[data_i].backend, "random", Choices([True]))
+    power_cut(box["logs"][parity_i], members[parity_i].backend, "all", random.Random(0))
+    fresh = [EmulatedDisk(f"d{i}", "none", m.backend) for i, m in enumerate(members)]
+    fresh_j = EmulatedDisk("j", "none", jdisk.backend)
+
+    async def read_back():
+        again, _ = await build.assemble_array(fresh)
+        replayed = await build.attach_journal(again, fresh_j, box["uuid"], create=False) if journal else 0
+        return replayed, await again.read(0, 3 * chunk)
+
+    replayed, got = run_on([*fresh, fresh_j], read_back)
+    assert got[:4096] == b"J" * 4096
+    assert (got[chunk:2 * chunk] == box["stripe"][chunk:2 * chunk]) is journal  # closed only with the journal
+    assert (replayed > 0) is journal

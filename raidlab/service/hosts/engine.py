@@ -114,9 +114,11 @@ class EngineHost:
         """After an unclean stop a redundant array's stripes may disagree (a crash between a
         stripe's data and parity writes, or a power cut that took one of them): md resyncs
         such an array when it assembles it. Not a joined instance (the owner resyncs), not
-        with a member missing (there is nothing to make consistent against)."""
+        with a member missing (there is nothing to make consistent against), not with a
+        write journal (its replay made every journalled stripe whole, as md's does)."""
         r = self.array.layout.redundancy
         return (mode == "assemble" and not self.keeper.stopped_cleanly and not self.spec.joins
+                and self.array.journal is None
                 and not self.array.failed and (r.any_failures > 0 or r.copies > 1)
                 and os.environ.get(NO_RESYNC_ENV) != "1")
 

@@ -1,0 +1,203 @@
+"""A write journal for a parity array: md's raid5-cache in write-through mode, which closes
+the RAID 5 write hole.
+
+Why: a stripe update writes a data chunk and the parity chunk to two members; a crash (or a
+power cut that takes one drive's cache) between the two leaves the stripe inconsistent, and
+once a member is missing, the chunk computed for it from the others is wrong although
+nobody wrote it (tests/unit/test_volatile_cache.py shows it). Replaying the data alone does
+not help: a read-modify-write of the same data against the stale parity leaves it stale.
+md's answer (`mdadm --write-journal`, drivers/md/raid5-cache.c) is to write every member
+write of a stripe update, the data *and* the new parity, to a journal device first, durably,
+and only then to the members; after a crash the journal's records are written to the
+members again, so each stripe ends as its last journalled update made it, data and parity
+together, degraded or not.
+
+Here: each plan's member writes (raidlab.engine.array, `_write_piece`) are one record
+appended with FUA before any of them is issued. A flush of the array flushes the members,
+then checkpoints (FUA) the records whose member writes had all completed before it: those
+are on the members' media and need no replay. The journal is a plain log from its start;
+when every record is checkpointed it starts over, and when a record does not fit, the
+journal waits for the writes in flight, flushes the members and starts over. Assembly
+replays every record after the checkpoint, in order, to the members that are in service,
+flushes them and checkpoints. Records are self-checking (a CRC over header and payloads);
+the first record that is torn, foreign or not newer than the last ends the replay.
+
+Departures: md also caches in write-back mode and keeps the journal on an SSD; the journal
+drive here is one more emulated drive of the lab, and a journal drive's failure is not
+handled (md turns the array read-only).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+BLOCK = 4096
+HEADER_MAGIC = b"RLJOURN1"
+RECORD_MAGIC = b"RLJREC01"
+_HEADER = struct.Struct("<8s16sQI")        # magic, array uuid (16 bytes), checkpoint seq, crc
+_RECORD = struct.Struct("<8s16sQII")        # magic, array uuid, seq, extents, crc of the rest
+_EXTENT = struct.Struct("<IQI")             # member, member offset, length
+
+
+class JournalError(Exception):
+    """The journal cannot take a record (one plan's writes larger than the whole journal)."""
+
+
+def _uuid_bytes(uuid: str) -> bytes:
+    return bytes.fromhex(uuid.replace("-", ""))[:16].ljust(16, b"\0")
+
+
+def _pad(n: int) -> int:
+    return -(-n // BLOCK) * BLOCK
+
+
+class StripeJournal:
+    """The journal of one array on `target` (a BlockTarget). Build with `create` or `open`."""
+
+    def __init__(self, target: Any, array_uuid: str):
+        self.target = target
+        self.uuid = _uuid_bytes(array_uuid)
+        self.size = target.size - target.size % BLOCK
+        self.position = BLOCK              # where the next record goes
+        self.seq = 0                       # the last record's
+        self.checkpoint_seq = 0            # records up to this one are on the members' media
+        self._lock = trio.Lock()           # appends, one at a time, in seq order
+        self._done: set[int] = set()       # records whose member writes completed
+        self._in_flight: set[int] = set()  # records whose member writes are under way
+        self._drained = trio.Event()
+        self.counters = {"records": 0, "journal_bytes": 0, "checkpoints": 0, "restarts": 0,
+                         "forced_flushes": 0, "replayed_records": 0}
+
+    # -- format --------------------------------------------------------------------------
+
+    @classmethod
+    async def create(cls, target: Any, array_uuid: str) -> StripeJournal:
+        journal = cls(target, array_uuid)
+        await journal._write_header()
+        return journal
+
+    async def _write_header(self) -> None:
+        body = _HEADER.pack(HEADER_MAGIC, self.uuid, self.checkpoint_seq, 0)[:-4]
+        header = body + struct.pack("<I", zlib.crc32(body))
+        await self.target.write(0, header.ljust(BLOCK, b"\0"), fua=True)
+
+    # -- the write path ------------------------------------------------------------------
+
+    async def log(self, writes: Sequence[tuple[int, int, bytes | memoryview]], flush_members) -> int:
+        """Append one record of member writes [(member, offset, payload)] durably; returns its
+        seq, to give to `completed` once every one of those member writes is done.
+        `flush_members` (async) is called when the journal must start over while records
+        are live."""
+        extents = b"".join(_EXTENT.pack(disk, offset, len(payload)) for disk, offset, payload in writes)
+        payload = b"".join(bytes(p) for _d, _o, p in writes)
+        length = _pad(_RECORD.size + len(extents) + len(payload))
+        if BLOCK + length > self.size:
+            raise JournalError(f"a plan of {len(payload)} bytes does not fit the {self.size}-byte journal")
+        async with self._lock:
+            if self.position + length > self.size:
+                await self._start_over(flush_members)
+            self.seq += 1
+            seq = self.seq
+            crc = zlib.crc32(extents + payload, zlib.crc32(struct.pack("<8s16sQI", RECORD_MAGIC, self.uuid, seq,
+                                                                      len(writes))))
+            record = _RECORD.pack(RECORD_MAGIC, self.uuid, seq, len(writes), crc) + extents + payload
+            await self.target.write(self.position, record.ljust(length, b"\0"), fua=True)
+            self.position += length
+            self._in_flight.add(seq)
+            self.counters["records"] += 1
+            self.counters["journal_bytes"] += length
+            return seq
+
+    def completed(self, seq: int) -> None:
+        """The member writes of record `seq` are done (on the members, maybe in their caches)."""
+        self._in_flight.discard(seq)
+        self._done.add(seq)
+        if not self._in_flight:
+            self._drained.set()
+
+    async def checkpoint(self, upto: int) -> None:
+        """Records up to `upto` are on the members' media (the caller flushed the members
+        after they completed): record it durably; the journal starts over when nothing is
+        live any more."""
+        if upto <= self.checkpoint_seq:
+            return
+        self.checkpoint_seq = upto
+        self._done = {s for s in self._done if s > upto}
+        await self._write_header()
+        self.counters["checkpoints"] += 1
+        if self.seq == upto and not self._in_flight:
+            self.position = BLOCK
+
+    def durable_candidate(self) -> int:
+        """The newest seq whose record and every older one have completed: what a member
+        flush started now makes durable."""
+        if self._in_flight:
+            return min(self._in_flight) - 1
+        return self.seq
+
+    async def _start_over(self, flush_members) -> None:
+        """The journal is full: wait for the member writes in flight, flush the members,
+        checkpoint everything and write from the start again (lock held)."""
+        while self._in_flight:
+            self._drained = trio.Event()
+            await self._drained.wait()
+        self.counters["forced_flushes"] += 1
+        await flush_members()
+        await self.checkpoint(self.seq)
+        self.position = BLOCK
+        self.counters["restarts"] += 1
+
+    # -- recovery ------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, target: Any, array_uuid: str) -> tuple[StripeJournal, list[list[tuple[int, int, bytes]]]]:
+        """The journal on `target` and the records to replay (newest last), each a list of
+        (member, offset, payload). A target without this array's journal header is refused."""
+        journal = cls(target, array_uuid)
+        raw = await target.read(0, BLOCK)
+        magic, uuid, checkpoint, crc = _HEADER.unpack_from(raw)
+        if magic != HEADER_MAGIC or uuid != journal.uuid or zlib.crc32(raw[:_HEADER.size - 4]) != crc:
+            raise JournalError("the journal drive does not hold this array's journal")
+        journal.checkpoint_seq = journal.seq = checkpoint
+        records: list[list[tuple[int, int, bytes]]] = []
+        position, last = BLOCK, checkpoint
+        while position + BLOCK <= journal.size:
+            head = await target.read(position, BLOCK)
+            magic, uuid, seq, count, crc = _RECORD.unpack_from(head)
+            if magic != RECORD_MAGIC or uuid != journal.uuid or seq <= last:
+                break
+            extents_len = count * _EXTENT.size
+            if _RECORD.size + extents_len > BLOCK * 16:
+                break
+            first = head if _RECORD.size + extents_len <= BLOCK else await target.read(
+                position, _pad(_RECORD.size + extents_len))
+            extents = [_EXTENT.unpack_from(first, _RECORD.size + k * _EXTENT.size) for k in range(count)]
+            length = _pad(_RECORD.size + extents_len + sum(n for _d, _o, n in extents))
+            if position + length > journal.size:
+                break
+            whole = await target.read(position, length)
+            body = whole[_RECORD.size:_RECORD.size + extents_len + sum(n for _d, _o, n in extents)]
+            expect = zlib.crc32(body, zlib.crc32(struct.pack("<8s16sQI", RECORD_MAGIC, journal.uuid, seq, count)))
+            if expect != crc:
+                break  # torn: the crash came while it was written; its member writes never began
+            at, writes = extents_len, []
+            for disk, offset, n in extents:
+                writes.append((disk, offset, bytes(body[at:at + n])))
+                at += n
+            records.append(writes)
+            last = seq
+            position += length
+        journal.seq = last
+        return journal, records
+
+    def statistics(self) -> dict[str, Any]:
+        return {"size": self.size, "position": self.position, "seq": self.seq,
+                "checkpoint": self.checkpoint_seq, "in_flight": len(self._in_flight), **self.counters}
+
+
+__all__ = ["BLOCK", "JournalError", "StripeJournal"]
