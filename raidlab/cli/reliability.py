@@ -30,14 +30,19 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--interrupt", "interrupt_commands", multiple=True,
               type=click.Choice(["create", "destroy", "crashtest", "run", "report"]),
               help="commands for the interrupt campaign (repeatable; default: all five)")
+@click.option("--write-hole-trials", type=click.IntRange(0, 1000), default=10, show_default=True,
+              help="trials of the write-hole campaign per case (raid5, raid5 with a journal; 0: none)")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
               help="write the document there (docs/reliability.md)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
-def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_points, interrupt_commands, seed, out, home):
+def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_points, interrupt_commands,
+                write_hole_trials, seed, out, home):
     """Run the crash campaign (every crashtest preset, killed and with the power cut), the
-    fault campaign (a drive of every architecture with a live array) and the interrupt
-    campaign, and write what they found as docs/reliability.md. Exit 1 if anything failed."""
+    write-hole campaign (a degraded raid5 cut without and with a journal), the fault campaign
+    (a drive of every architecture with a live array) and the interrupt campaign, and write
+    what they found as docs/reliability.md. Exit 1 if anything failed (a write hole without a
+    journal is what the campaign shows, not a failure)."""
     from raidlab.crashtest import PRESETS, config_for, run_crashtest
     from raidlab.faulttest import MODES, run_faulttest
     from raidlab.outputs import writable_file, write_whole
@@ -68,6 +73,15 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
             _err.print(f"crash {config.name} ({config.mode}): {summary['passed']}/{summary['points']} passed, "
                        f"{summary['fsynced_files_lost']} fsync'ed files lost, {summary['leaks']} leaks")
             crash.append(summary)
+        writehole = None
+        if write_hole_trials:
+            from raidlab.writehole import run_campaign as run_writehole
+
+            writehole = run_writehole(trials=write_hole_trials, stripes=16, seed=seed, home=home,
+                                      done=lambda t: spinner.update(f"write hole {t.case} seed {t.seed}"))
+            for row in writehole["rows"]:
+                _err.print(f"write hole {row['case']}: {row['stripes_wrong']} of {row['stripes_written']} stripes "
+                           f"wrong, {row['errors']} errors, {row['leaks']} leaks")
         for cell in cells:
             arch, disks, options, disk = FAULT_CELLS[cell]
             summary = run_faulttest(arch, disks=disks, options=dict(options), disk_size=64 << 20,
@@ -92,10 +106,13 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
             _err.print(f"interrupts: {interrupts['passed']}/{interrupts['points']} passed")
     if out is not None:
         text = document(crash, faults, interrupts, command=" ".join(["raidlab", *sys.argv[1:]]), commit=commit,
-                        when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+                        when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), writehole=writehole)
         write_whole(out, lambda partial: partial.write_text(text))
         _err.print(f"wrote {out}")
-    return 1 if any(s["failed"] for s in crash + faults) or (interrupts and interrupts["failed"]) else 0
+    hole_failed = writehole is not None and any(
+        row["errors"] or row["leaks"] or row["writes_garbled"] or (row["case"] == "raid5-journal" and row["stripes_wrong"])
+        for row in writehole["rows"])
+    return 1 if any(s["failed"] for s in crash + faults) or (interrupts and interrupts["failed"]) or hole_failed else 0
 
 
 def register(cli: click.Group) -> None:

@@ -110,22 +110,32 @@ def test_without_redundancy_the_fault_reaches_fio_as_eio(raidlab_cmd, tmp_path):
 def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
     doc = tmp_path / "reliability.md"
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "2", "--crash", "raid5",
-               "--fault", "raid0", "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest", "--interrupt", "report",
-               "--write", str(doc))
+               "--crash-mode", "kill", "--crash-mode", "power", "--write-hole-trials", "1",
+               "--fault", "raid0", "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest",
+               "--interrupt", "report", "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = doc.read_text()
-    row = next(line for line in text.splitlines() if line.startswith("| raid5 | raid5 |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:6] == ["raid5", "raid5", "-", "4", "2", "2"] and cells[7:11] == ["0", "0", "0", "0"]
+    for mode in ("kill", "power"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| raid5 | {mode} | raid5 |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[:7] == ["raid5", mode, "raid5", "-", "4", "2", "2"] and cells[8] == "0", cells
+        assert cells[10:13] == ["0", "0", "0"], cells
+    # case | options | trials | written | cut | stripes wrong | garbled | replayed | errors | leaks
+    hole = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+            for line in text.splitlines() if line.startswith(("| raid5 | - | 1 |", "| raid5-journal |"))}
+    assert hole["raid5-journal"][5] == "0" and int(hole["raid5-journal"][7]) > 0, hole  # closed: replayed
+    for case in ("raid5", "raid5-journal"):
+        assert hole[case][3] == "16" and hole[case][6] == hole[case][8] == hole[case][9] == "0", hole
     fault_rows = [line for line in text.splitlines() if line.startswith("| raid0 | raid0 | 4 | d1 (member) |")]
     assert len(fault_rows) == 4 and all("| passed |" in line for line in fault_rows)
-    assert "2 of 2 points passed." in text and "4 of 4 fault runs passed." in text
+    assert "4 of 4 points passed." in text and "4 of 4 fault runs passed." in text
     rows = [line for line in text.splitlines() if line.startswith(("| create | SIG", "| crashtest | SIG",
                                                                     "| report | SIG"))]
     assert len(rows) == 9 and "9 of 9 points passed" in text
     assert not (tmp_path / "home" / "labs").exists() or not any((tmp_path / "home" / "labs").iterdir())
     # written again over its own earlier self
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "1", "--crash", "raid5",
+               "--crash-mode", "kill", "--write-hole-trials", "0",
                "--fault", "raid0", "--interrupt-points", "0", "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 of 1 points passed." in doc.read_text()
