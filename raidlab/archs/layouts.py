@@ -30,7 +30,7 @@ GEOMETRY_FIELDS = ("n_disks", "disk_size", "chunk_bytes", "data_offset", "member
 DEFAULT_DISKS = 4  # virtual time, when --disks is not given
 DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY = 1 << 30  # drive models with no capacity (none, ssd)
 JOURNALLED = ("raid5",)  # layouts with a `journal` option (raidlab.engine.journal)
-JOURNAL_MIN = 1 << 20
+JOURNAL_MIN = 4 << 20  # at least twice the largest plan: a 1 MiB request and its parity
 
 
 

@@ -29,6 +29,7 @@ handled (md turns the array read-only).
 
 from __future__ import annotations
 
+import errno
 import struct
 import zlib
 from collections.abc import Sequence
@@ -44,8 +45,13 @@ _RECORD = struct.Struct("<8s16sQII")        # magic, array uuid, seq, extents, c
 _EXTENT = struct.Struct("<IQI")             # member, member offset, length
 
 
-class JournalError(Exception):
-    """The journal cannot take a record (one plan's writes larger than the whole journal)."""
+class JournalError(OSError):
+    """The journal cannot serve: one plan's writes larger than the whole journal (the write
+    fails with EIO, never goes out unjournalled), or a drive that holds no journal of this
+    array."""
+
+    def __init__(self, message: str):
+        super().__init__(errno.EIO, message)
 
 
 def _uuid_bytes(uuid: str) -> bytes:

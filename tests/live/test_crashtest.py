@@ -128,7 +128,8 @@ def test_sigterm_during_a_point_releases_everything(raidlab_cmd, tmp_path):
     assert not any(str(home) in line for line in Path("/proc/mounts").read_text().splitlines())
 
 
-@pytest.mark.parametrize("preset, mode", [("raid5", "power"), ("vcraid-scd", "power-random"),
+@pytest.mark.parametrize("preset, mode", [("raid5", "power"),
+                                          pytest.param("vcraid-scd", "power-random", marks=pytest.mark.slow),
                                           pytest.param("dcd-immediate", "power", marks=pytest.mark.slow),
                                           pytest.param("tss-log-async", "power-model", marks=pytest.mark.slow),
                                           pytest.param("raidx", "power-random", marks=pytest.mark.slow)])

@@ -59,7 +59,8 @@ def direct_read(device: str, offset: int, length: int) -> bytes:
     return bytes(buf)
 
 
-@pytest.mark.parametrize("parity_only, journal", [(True, False), (False, False), (True, True)],
+@pytest.mark.parametrize("parity_only, journal", [(True, False), pytest.param(False, False, marks=pytest.mark.slow),
+                                                  (True, True)],
                          ids=["parity lost, data kept", "both lost", "parity lost, with a write journal"])
 def test_the_write_hole_of_a_degraded_raid5(raidlab_cmd, tmp_path, parity_only, journal):
     """... and with a write journal (-o journal=4M, md's --write-journal) assembly writes the

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import trio
 
+from raidlab import archs
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
 from raidlab.engine.journal import BLOCK, StripeJournal
 from raidlab.engine.virtual import run_virtual
+from raidlab.errors import UsageError
 
 KiB, MiB = 1024, 1 << 20
 
@@ -87,3 +90,16 @@ def test_a_flush_checkpoints_and_a_torn_record_ends_the_replay():
     assert flushed["checkpoint"] == flushed["seq"] and flushed["position"] == BLOCK  # nothing live after a flush
     assert whole == 2 and torn == 1
     assert any(payload == b"c" * 4096 for _disk, _offset, payload in last)
+
+
+@pytest.mark.parametrize("options, words", [({"journal": "1M"}, "too small"), ({"journal": "big"}, "not a size")])
+def test_a_bad_journal_option_is_refused_before_anything_starts(options, words):
+    with pytest.raises(UsageError, match=words):
+        archs.validate("raid5", 4, 32 * MiB, 64 * KiB, options)
+
+
+def test_only_raid5_takes_a_journal_and_it_is_a_drive_after_the_members():
+    with pytest.raises(UsageError, match="no option 'journal'"):
+        archs.validate("raid1", 2, 32 * MiB, 64 * KiB, {"journal": "8M"})
+    drives = archs.get("raid5").plan(archs.Config("raid5", 4, 32 * MiB, 64 * KiB, {"journal": "8M"}), archs.LIVE)
+    assert [d.name for d in drives] == ["d0", "d1", "d2", "d3", "d4"] and drives[-1].size == 8 * MiB
