@@ -62,8 +62,9 @@ def results_dir(root: Path, scenario: Scenario) -> Path:
 # --- environment record -----------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)  # once, when the run starts: the code that ran
-def git_revision() -> dict[str, Any]:
-    """The commit of the code running and whether the tree has uncommitted changes."""
+def git_revision(ignore: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The commit of the code running and whether the tree has uncommitted changes, not
+    counting `ignore` (a tracked file the command itself is about to write over)."""
     repo = Path(__file__).resolve().parent.parent
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo, timeout=10)
@@ -71,7 +72,9 @@ def git_revision() -> dict[str, Any]:
                                text=True, cwd=repo, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return {"revision": None}
-    return {"revision": rev.stdout.strip() or None, "dirty": bool(dirty.stdout.strip())}
+    skip = os.path.relpath(os.path.abspath(ignore), repo) if ignore is not None else None
+    changed = [line for line in dirty.stdout.splitlines() if line[3:].strip() != skip]
+    return {"revision": rev.stdout.strip() or None, "dirty": bool(changed)}
 
 
 def _tool_versions(scenario: Scenario, runner: str) -> dict[str, str | None]:

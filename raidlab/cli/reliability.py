@@ -54,7 +54,7 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
         writable_file(out, "--write", marker=TITLE.encode())
     from raidlab.run import git_revision
 
-    git = git_revision()  # the code that runs, not what the tree holds afterwards
+    git = git_revision(ignore=out)  # the code that runs, not what the tree holds afterwards
     commit = ((git["revision"] or "an unknown commit")[:7]
               + (" (with uncommitted changes)" if git.get("dirty") else ""))
     targets = list(crash_targets) or list(PRESETS)
