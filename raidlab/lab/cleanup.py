@@ -65,16 +65,7 @@ def release_process(fields: dict[str, Any], *, grace: float = TERMINATE_GRACE_SE
 def _release_lab_group(pid: int, pgid: int | None, start: int | None, lab_dir: str, grace: float) -> str:
     leader = same_process(pid, start) and _names_lab(pid, lab_dir)
     members = [p for p in group_members(pgid) if _names_lab(p, lab_dir)] if pgid else []
-    targets = sorted(set(members) | ({pid} if leader else set()))
-    starts = {p: process_start_time(p) for p in targets}
-    for p in targets:
-        signal_group_or_pid(p, None, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(same_process(p, starts[p]) for p in targets):
-        time.sleep(0.05)
-    for p in targets:
-        if same_process(p, starts[p]):
-            signal_group_or_pid(p, None, signal.SIGKILL)
+    terminate_pids(sorted(set(members) | ({pid} if leader else set())), grace)
     return "terminated" if leader else "already exited" + (f"; killed {len(members)} of its group" if members else "")
 
 
@@ -132,6 +123,13 @@ def foreign(lab: Lab, res: Resource) -> str | None:
 def kill_tagged_processes(run_id: str, *, grace: float = TERMINATE_GRACE_SECONDS) -> list[int]:
     """SIGTERM, then SIGKILL, every process carrying RAIDLAB_LAB_RUN=run_id (blocking)."""
     pids = processes_with_env(RUN_TOKEN_ENV, run_id)
+    terminate_pids(pids, grace)
+    return pids
+
+
+def terminate_pids(pids: list[int], grace: float) -> None:
+    """SIGTERM each of `pids`, wait up to `grace` seconds, SIGKILL those still there (each
+    checked by start time, so a reused pid is never hit). Blocking."""
     starts = {pid: process_start_time(pid) for pid in pids}
     for pid in pids:
         signal_group_or_pid(pid, None, signal.SIGTERM)
@@ -141,7 +139,6 @@ def kill_tagged_processes(run_id: str, *, grace: float = TERMINATE_GRACE_SECONDS
     for pid in pids:
         if same_process(pid, starts[pid]):
             signal_group_or_pid(pid, None, signal.SIGKILL)
-    return pids
 
 
 def unmount_users_of(device: str) -> list[str]:

@@ -148,40 +148,32 @@ def daemon_pid(lab: Lab) -> int | None:
 
 def stop_daemon(lab: Lab, *, timeout: float = STOP_TIMEOUT) -> bool:
     """SIGTERM the running daemon and wait until it released the lab. False if none ran."""
-    pid = daemon_pid(lab)
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + timeout
-    # The daemon releases the lab (its lock) as its last cleanup step, then exits: wait for
-    # both, so nothing of the lab is still running when destroy returns.
-    while lab.in_use() or _alive(pid):
-        if time.monotonic() > deadline:
-            raise LabError(f"array {lab.name!r} (pid {pid}) did not stop within {timeout:.0f} s",
-                           hint=f"see {lab.path / 'daemon.log'}")
-        time.sleep(0.05)
-    return True
+    return _signal_daemon(lab, signal.SIGTERM, timeout, "did not stop within {timeout:.0f} s")
 
 
 def kill_daemon(lab: Lab, *, timeout: float = STOP_TIMEOUT) -> bool:
     """SIGKILL the running daemon, as a crash would, and wait until it is gone and the lab
     unlocked (its leftovers stay: `release_leftovers`). False if none ran."""
+    return _signal_daemon(lab, signal.SIGKILL, timeout, "was still there {timeout:.0f} s after SIGKILL")
+
+
+def _signal_daemon(lab: Lab, sig: int, timeout: float, late: str) -> bool:
     pid = daemon_pid(lab)
     if pid is None:
         return False
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + timeout
+    # The daemon releases the lab (its lock) as its last cleanup step, then exits: wait for
+    # both, so nothing of the lab is still running when the caller goes on.
     while lab.in_use() or _alive(pid):
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # a daemon this process started: reap it
         if time.monotonic() > deadline:
-            raise LabError(f"array {lab.name!r} (pid {pid}) was still there {timeout:.0f} s after SIGKILL")
+            raise LabError(f"array {lab.name!r} (pid {pid}) " + late.format(timeout=timeout),
+                           hint=f"see {lab.path / 'daemon.log'}")
         time.sleep(0.02)
     return True
 
