@@ -16,16 +16,16 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
 
 import trio
 
 from raidlab import archs
 from raidlab.disks.disk import FAULTS
-from raidlab.errors import LabError, UsageError
+from raidlab.errors import UsageError
 from raidlab.export import BlockExportFS
 from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
-from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
+from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, run_with_progress,
+                                          serve_volume,
                                           stripe_cache_bytes)
 
 
@@ -265,28 +265,10 @@ class EngineHost:
         if array.layout.redundancy.any_failures == 0 and array.layout.redundancy.copies < 2:
             raise UsageError(f"{self.spec.name} ({array.layout.name}) has no redundancy to check")
         async with self.busy:
-            mismatches, checked = await self._with_progress(send, array.scrub)
+            mismatches, checked = await run_with_progress(send, self.spec.name, array.scrub)
             if not (request.get("repair") and mismatches):
                 return {"mismatches": mismatches, "checked_bytes": checked}
-            repaired, _ = await self._with_progress(send, array.resync)
-            after, _ = await self._with_progress(send, array.scrub)
+            repaired, _ = await run_with_progress(send, self.spec.name, array.resync)
+            after, _ = await run_with_progress(send, self.spec.name, array.scrub)
             return {"mismatches": after, "found": mismatches, "repaired_bytes": repaired, "checked_bytes": checked}
 
-    async def _with_progress(self, send, work) -> tuple[Any, int]:
-        """`await work(progress=...)` with progress lines to the client; a member failing
-        under it is said in one line. Returns (its result, the total it reported)."""
-        state = [0, 1]
-        failure: OSError | None = None
-        result = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(report_progress, send, state)
-            try:
-                result = await work(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
-            except OSError as exc:  # a member failed under it: a finding, said in one line
-                failure = exc
-            finally:
-                nursery.cancel_scope.cancel()
-        if failure is not None:
-            raise LabError(failure.strerror or str(failure), hint=f"see `raidlab status {self.spec.name}`")
-        await send({"progress": state})
-        return result, state[1]

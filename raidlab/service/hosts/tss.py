@@ -38,9 +38,9 @@ from raidlab.disks.volatile import log_path as volatile_log_path
 from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
-from raidlab.errors import LabError, UsageError
+from raidlab.errors import UsageError
 from raidlab.service.hosts.status import write_cache_note
-from raidlab.service.hosts.volume import arch_config, make_drives, report_progress, serve_volume
+from raidlab.service.hosts.volume import arch_config, make_drives, report_progress, run_with_progress, serve_volume
 
 
 class TSSHost:
@@ -212,21 +212,12 @@ class TSSHost:
             raise UsageError(f"{self.spec.name} (tss): --repair is for the engine's layouts",
                              hint=f"`raidlab check {self.spec.name}` reports mismatches")
         async with self.busy:
-            state = [0, 1]
-            failure: OSError | None = None
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(report_progress, send, state)
-                stripe = self.device.geometry.data_bytes
-                try:
-                    mismatches, checked = await self.device.scrub(
-                        progress=lambda d, t: state.__setitem__(slice(0, 2), [d * stripe, t * stripe]))
-                except OSError as exc:  # a column failed under the check: a finding, said in one line
-                    failure = exc
-                finally:
-                    nursery.cancel_scope.cancel()
-            if failure is not None:
-                raise LabError(failure.strerror or str(failure), hint=f"see `raidlab status {self.spec.name}`")
-            await send({"progress": state})
+            stripe = self.device.geometry.data_bytes
+
+            async def scrub(progress):
+                return await self.device.scrub(progress=lambda d, t: progress(d * stripe, t * stripe))
+
+            (mismatches, checked), _ = await run_with_progress(send, self.spec.name, scrub)
             return {"mismatches": mismatches, "checked_bytes": checked}
 
     def _state(self) -> str:

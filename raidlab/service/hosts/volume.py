@@ -20,6 +20,7 @@ import trio
 from raidlab import archs
 from raidlab.disks import EmulatedDisk, ImageBackend
 from raidlab.disks.volatile import log_path as volatile_log_path
+from raidlab.errors import LabError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.lab import LabSession
@@ -95,3 +96,24 @@ async def report_progress(send, state) -> None:
     while True:
         await trio.sleep(0.5)
         await send({"progress": list(state)})
+
+
+async def run_with_progress(send, name: str, work) -> tuple[Any, int]:
+    """`await work(progress=...)` (a scrub, a resync) with {"progress"} lines to the client; a
+    drive failing under it is said in one line (LabError). Returns (its result, the total
+    it reported)."""
+    state = [0, 1]
+    failure: OSError | None = None
+    result = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(report_progress, send, state)
+        try:
+            result = await work(progress=lambda d, t: state.__setitem__(slice(0, 2), [d, t]))
+        except OSError as exc:  # a drive failed under it: a finding, said in one line
+            failure = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise LabError(failure.strerror or str(failure), hint=f"see `raidlab status {name}`")
+    await send({"progress": state})
+    return result, state[1]
