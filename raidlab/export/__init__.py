@@ -40,7 +40,8 @@ from raidlab.export.fuse import BlockExportFS, FuseExport, tune_connection
 from raidlab.export.loop import attach_and_wait
 from raidlab.export.passthrough import ImageFileTarget, create_sparse_image
 from raidlab.lab import LabSession, detach_loops_under, release_fuse_mount, unmount_users_of
-from raidlab.tools.losetup import LoopDevice, detach_and_wait
+from raidlab.lab.cleanup import recorded_backing_names
+from raidlab.tools.losetup import LoopDevice, detach_and_wait, serves
 
 __all__ = ["BlockExportFS", "FuseExport", "ImageFileTarget", "LoopDevice", "attach_loop",
            "create_sparse_image", "mount_export"]
@@ -89,8 +90,11 @@ async def attach_loop(session: LabSession, export: FuseExport, relpath: str) -> 
                    f"{'on' if device.direct_io else 'OFF'}")
 
     def release():
+        names = recorded_backing_names(resource.fields)
+        if not serves(device.device, names):   # released already; the number may be another's now
+            return "already detached"
         unmounted = unmount_users_of(device.device)
-        released = detach_and_wait(device.device)
+        released = detach_and_wait(device.device, backing=names)
         note = f"unmounted {', '.join(unmounted)}; " if unmounted else ""
         if not released:
             raise RuntimeError(f"{device.device} is still open (autoclear pending)")

@@ -162,8 +162,9 @@ def release_loop(fields: dict[str, Any]) -> str:
     backing = losetup.strip_deleted(state.get("backing_file", ""))
     if fields.get("backing_file") and backing not in recorded_backing_names(fields):
         return f"now serves {backing}: left alone"
+    names = recorded_backing_names(fields) if fields.get("backing_file") else backing
     unmounted = unmount_users_of(device)
-    released = losetup.detach_and_wait(device)
+    released = losetup.detach_and_wait(device, backing=names)
     note = f"unmounted {', '.join(unmounted)}; " if unmounted else ""
     return note + ("detached" if released else "detach pending (still open: autoclear)")
 
@@ -184,8 +185,10 @@ def detach_loops_under(directory: str | os.PathLike) -> list[str]:
     COMMAND attached itself to the lab's FUSE files). Blocking; returns what it did."""
     done = []
     for dev in losetup.devices_backed_under(directory):
+        if not losetup.serves(dev.device, losetup.strip_deleted(dev.backing_file)):
+            continue   # released between the listing and now
         unmount_users_of(dev.device)
-        released = losetup.detach_and_wait(dev.device)
+        released = losetup.detach_and_wait(dev.device, backing=losetup.strip_deleted(dev.backing_file))
         done.append(f"{dev.device} {'detached' if released else 'autoclear pending'}")
     return done
 

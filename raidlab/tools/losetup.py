@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,9 +130,21 @@ def attach(path: str | os.PathLike, *, direct_io: bool = True, read_only: bool =
     )
 
 
-def detach(device: str, *, timeout: float = 60) -> None:
+def serves(device: str, backing: str | Collection[str]) -> bool:
+    """Whether `device` is configured and its backing file is `backing` (or one of several
+    names the kernel may give it). A loop device is known only by its number, and a number
+    freed by its owner is handed to the next `losetup --find`: check before acting on one."""
+    names = {backing} if isinstance(backing, str) else set(backing)
+    state = sysfs_state(device)
+    return bool(state) and strip_deleted(state.get("backing_file", "")) in names
+
+
+def detach(device: str, *, backing: str | Collection[str] | None = None, timeout: float = 60) -> None:
     """Detach a loop device. A device still in use (mounted) is marked autoclear by the
-    kernel and goes away when its last user closes it."""
+    kernel and goes away when its last user closes it. With `backing`, a device that no
+    longer serves that file (released, its number taken by someone else) is left alone."""
+    if backing is not None and not serves(device, backing):
+        return
     try:
         run(["losetup", "--detach", device], timeout=timeout)
     except ToolFailedError as exc:
@@ -141,20 +154,22 @@ def detach(device: str, *, timeout: float = 60) -> None:
         raise
 
 
-def detach_and_wait(device: str, *, timeout: float = 20.0, grace: float = 5.0) -> bool:
+def detach_and_wait(device: str, *, backing: str | Collection[str] | None = None,
+                    timeout: float = 20.0, grace: float = 5.0) -> bool:
     """Detach `device`; return True once the kernel released it, False if it stays in use
     (then the kernel's autoclear releases it at its last close).
 
     A device still open when detached is only marked for autoclear. The opener is often
     transient (udev's probe of a device attached a moment ago, another tool's scan), so a
     pending autoclear is given `grace` seconds to complete before the device counts as held.
+    With `backing`, a device that serves another file is not ours (any more): released.
     """
-    detach(device, timeout=timeout)
+    detach(device, backing=backing, timeout=timeout)
     deadline = time.monotonic() + timeout
     pending_since = None
     while time.monotonic() < deadline:
         state = sysfs_state(device)
-        if not state:
+        if not state or (backing is not None and not serves(device, backing)):
             return True
         if state.get("autoclear") == "1":
             if pending_since is None:

@@ -134,7 +134,7 @@ def test_a_benchmark_ext4_writes_nothing_while_idle_after_mount(tmp_path, lazy_i
         finally:
             mount_tool.umount(mnt)
     finally:
-        losetup.detach(loop.device)
+        losetup.detach_and_wait(loop.device, backing=str(image))
     if lazy_init:
         # the kernel's ext4lazyinit zeroes inode tables (MiBs when the machine is idle; it
         # paces itself, so less under load): something is written while nothing runs
@@ -173,3 +173,24 @@ def test_detach_waits_out_a_transient_opener(tmp_path, held_for):
         while losetup.sysfs_state(loop.device) and time.monotonic() < deadline:
             time.sleep(0.01)
     assert not losetup.sysfs_state(loop.device)
+
+
+def test_a_loop_number_taken_by_another_file_is_left_alone(tmp_path):
+    """A loop device is known by its number, and a freed number goes to the next attach:
+    detaching by number with the file it should serve leaves another's device attached."""
+    from raidlab.tools import losetup
+
+    ours, theirs = tmp_path / "ours.img", tmp_path / "theirs.img"
+    for image in (ours, theirs):
+        with open(image, "wb") as fh:
+            fh.truncate(16 << 20)
+    loop = losetup.attach(ours, direct_io=False)
+    assert losetup.detach_and_wait(loop.device, backing=str(ours))
+    other = losetup.attach(theirs, direct_io=False)   # may reuse the number
+    try:
+        assert losetup.serves(other.device, str(theirs)) and not losetup.serves(other.device, str(ours))
+        assert losetup.detach_and_wait(other.device, backing=str(ours))   # not ours: released for us
+        assert losetup.serves(other.device, str(theirs))                  # and still theirs
+    finally:
+        losetup.detach_and_wait(other.device, backing=str(theirs))
+    assert not losetup.serves(other.device, str(theirs))

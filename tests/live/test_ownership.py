@@ -63,7 +63,12 @@ def foreign(tmp_path):
     try:
         yield device, path
     finally:
-        subprocess.run(["losetup", "-d", device], capture_output=True)
+        try:
+            backing = Path(f"/sys/block/{Path(device).name}/loop/backing_file").read_text().strip()
+        except OSError:
+            backing = ""
+        if backing == str(path):   # only while still ours: a freed number is the next test's
+            subprocess.run(["losetup", "-d", device], capture_output=True)
 
 
 @pytest.mark.parametrize("template", COMMANDS, ids=[c.split(" {")[0].split(" -")[0] for c in COMMANDS])

@@ -35,7 +35,7 @@ def loop_device(tmp_path: Path, size: int = 384 * MiB):
     try:
         yield loop.device
     finally:
-        losetup.detach(loop.device)
+        losetup.detach_and_wait(loop.device, backing=str(image))
 
 
 @contextlib.contextmanager

@@ -103,7 +103,7 @@ def loop_device(tmp_path):
     try:
         yield dev.device, image
     finally:
-        losetup.detach(dev.device)
+        losetup.detach_and_wait(dev.device, backing=str(image))
 
 
 def _write_md_superblock(path):
