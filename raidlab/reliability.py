@@ -164,19 +164,24 @@ def writehole_section(summary: dict[str, Any]) -> list[str]:
         f"64 stripes, fsync, member 1 fails, one 4 KiB O_DIRECT write without fsync into each of {summary['stripes']}",
         "random stripes, a power cut that loses or keeps each unflushed drive write at random",
         "(each drive apart), assemble, and every written stripe read back (raidlab.writehole).",
-        "*Stripes wrong* counts written stripes whose unwritten bytes came back changed: member 1's",
-        "chunk computed from new data and old parity, or the reverse. *Replayed* counts the write",
-        "journal's records written again at assembly. VC-RAID's log does not close the hole of its",
-        "raid5: tests/unit/test_volatile_cache.py shows a destage cut before its member flush",
-        "(virtual time).",
+        "The engine's raid5 runs on this host, md's in the lab VM over the same emulated drives.",
+        "*Refused* counts assemblies that would not start the dirty degraded array without",
+        "`--force` (md: \"not enough devices to start the array while not clean\"; the engine",
+        "refuses it the same way); the trial then goes on forced. *Stripes wrong* counts written",
+        "stripes whose unwritten bytes came back changed: member 1's chunk computed from new data",
+        "and old parity, or the reverse. *Replayed* counts what the write journal wrote again at",
+        "assembly (the engine: records; md: stripes, from its kernel log). VC-RAID's log does not",
+        "close the hole of its raid5: tests/unit/test_volatile_cache.py shows a destage cut before",
+        "its member flush (virtual time).",
         "",
-        "| case | options | trials | stripes written | drive writes cut | stripes wrong | written blocks garbled | replayed | errors | leaks |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| case | runner | options | trials | stripes written | drive writes cut | refused | stripes wrong | "
+        "written blocks garbled | replayed | errors | leaks |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in summary["rows"]:
-        lines.append(f"| {row['case']} | {_options(row['options'])} | {row['trials']} | {row['stripes_written']} | "
-                     f"{row['writes_lost']} | {row['stripes_wrong']} | {row['writes_garbled']} | {row['replayed']} | "
-                     f"{row['errors']} | {row['leaks']} |")
+        lines.append(f"| {row['case']} | {row['runner']} | {_options(row['options'])} | {row['trials']} | "
+                     f"{row['stripes_written']} | {row['writes_lost']} | {row['refused']} | {row['stripes_wrong']} | "
+                     f"{row['writes_garbled']} | {row['replayed']} | {row['errors']} | {row['leaks']} |")
     lines += ["", f"Seed {summary['seed']}; trial k of a case replays as seed {summary['seed']} x 1000 + k."]
     return lines
 

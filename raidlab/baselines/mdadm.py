@@ -21,7 +21,7 @@ MIN_DISKS = {0: 2, 1: 2, 5: 3, 10: 2}
 RAID5_LAYOUTS = ("left-asymmetric", "left-symmetric", "right-asymmetric", "right-symmetric",
                  "parity-first", "parity-last")
 RAID10_LAYOUT = re.compile(r"^[nof]([2-9])$")
-OPTIONS = ("layout", "assume_clean")
+OPTIONS = ("layout", "assume_clean", "journal")
 
 
 def kernel_has_md() -> bool:
@@ -57,11 +57,15 @@ def check_md_config(arch: str, disks: int, chunk: int, options: dict) -> None:
             raise UsageError(f"{arch} takes no layout option")
     if options.get("assume_clean") not in (None, True, False):
         raise UsageError("assume_clean is true or false")
+    if options.get("journal") not in (None, "off", False) and level != 5:
+        raise UsageError(f"{arch} takes no journal option", hint="md's write journal is raid5's (md-raid5)")
 
 
 def create_argv(arch: str, md_device: str, members: list[str], chunk: int, options: dict,
-                name: str | None = None) -> list[str]:
-    """`mdadm --create` for the baseline; defaults left to mdadm (see the header)."""
+                name: str | None = None, journal: str | None = None) -> list[str]:
+    """`mdadm --create` for the baseline; defaults left to mdadm (see the header). With
+    `journal`, that device is md raid5's write journal (--write-journal: raid5-cache in its
+    default write-through mode, every stripe's data and parity logged before the members)."""
     level = LEVELS[arch]
     argv = ["mdadm", "--create", md_device, "--run", f"--level={level}", f"--raid-devices={len(members)}"]
     if level != 1 and chunk != MD_DEFAULT_CHUNK:
@@ -72,11 +76,15 @@ def create_argv(arch: str, md_device: str, members: list[str], chunk: int, optio
         argv.append("--assume-clean")
     if name:
         argv.append(f"--name={name}")
+    if journal:
+        argv += ["--write-journal", journal]
     return argv + list(members)
 
 
-def assemble_argv(md_device: str, members: list[str]) -> list[str]:
-    return ["mdadm", "--assemble", "--run", md_device, *members]
+def assemble_argv(md_device: str, members: list[str], *, force: bool = False) -> list[str]:
+    """`mdadm --assemble`; `force` starts what md refuses alone (a dirty degraded raid5: its
+    parity may not match its data) and marks it clean, as `mdadm --assemble --force` does."""
+    return ["mdadm", "--assemble", "--run", *(["--force"] if force else []), md_device, *members]
 
 
 def stop_argv(md_device: str) -> list[str]:

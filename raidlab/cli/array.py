@@ -403,14 +403,18 @@ def _check_cluster_unchanged(spec, home: str | None) -> None:
 @click.option("--no-resync", is_flag=True,
               help="after an unclean stop, do not resync (leave inconsistent stripes for `raidlab check` "
                    "to find, as md's sync_action frozen)")
+@click.option("--force", is_flag=True,
+              help="start a parity array that was not stopped cleanly with a member failed (refused "
+                   "otherwise: its parity may not match its data), as mdadm --assemble --force")
 @click.option("--home", envvar="RAIDLAB_HOME")
 @click.option("--json", "as_json", is_flag=True)
-def assemble(name, no_resync, home, as_json):
+def assemble(name, no_resync, force, home, as_json):
     """Bring array NAME back from its member images (refuses foreign or misordered members).
     An array of the engine's redundant layouts that was not stopped cleanly is resynced in
-    the background while it serves, as md does."""
+    the background while it serves, as md does; one that is also degraded is not started
+    without --force, as md's is not."""
     from raidlab.service import control
-    from raidlab.service.spec import SPEC_FILE
+    from raidlab.service.spec import FORCE_ENV, NO_RESYNC_ENV, SPEC_FILE
 
     _need_root("raidlab assemble")
     lab = _lab(name, home)
@@ -427,8 +431,9 @@ def assemble(name, no_resync, home, as_json):
         _err.print(f"released leftover of a killed run: {line}")
     mode = "join" if spec.joins else "assemble"  # an instance of another array joins it again
     with _err.status(f"assembling {name}") as status:
+        env = {**({NO_RESYNC_ENV: "1"} if no_resync else {}), **({FORCE_ENV: "1"} if force else {})}
         ready = control.start_daemon(lab, mode, home=home, on_status=_status_updates(name, status),
-                                     env={"RAIDLAB_NO_RESYNC": "1"} if no_resync else None)
+                                     env=env or None)
     _print_ready(ready, as_json)
 
 

@@ -31,13 +31,16 @@ _err = Console(stderr=True, highlight=False)
               type=click.Choice(["create", "destroy", "crashtest", "run", "report"]),
               help="commands for the interrupt campaign (repeatable; default: all five)")
 @click.option("--write-hole-trials", type=click.IntRange(0, 1000), default=10, show_default=True,
-              help="trials of the write-hole campaign per case (raid5, raid5 with a journal; 0: none)")
+              help="trials of the write-hole campaign per case (0: none)")
+@click.option("--write-hole-case", "write_hole_cases", multiple=True,
+              type=click.Choice(["raid5", "raid5-journal", "md-raid5", "md-raid5-journal"]),
+              help="cases of the write-hole campaign (repeatable; default: all four; md's run in the lab VM)")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
               help="write the document there (docs/reliability.md)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_points, interrupt_commands,
-                write_hole_trials, seed, out, home):
+                write_hole_trials, write_hole_cases, seed, out, home):
     """Run the crash campaign (every crashtest preset, killed and with the power cut), the
     write-hole campaign (a degraded raid5 cut without and with a journal), the fault campaign
     (a drive of every architecture with a live array) and the interrupt campaign, and write
@@ -48,6 +51,7 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
     from raidlab.outputs import writable_file, write_whole
     from raidlab.errors import UsageError
     from raidlab.reliability import FAULT_CELLS, TITLE, document
+    from raidlab.writehole import failed_rows
     from raidlab.units import parse_size
 
     if out is not None:
@@ -78,10 +82,12 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
             from raidlab.writehole import run_campaign as run_writehole
 
             writehole = run_writehole(trials=write_hole_trials, stripes=16, seed=seed, home=home,
+                                      cases=list(write_hole_cases) or None,
                                       done=lambda t: spinner.update(f"write hole {t.case} seed {t.seed}"))
             for row in writehole["rows"]:
-                _err.print(f"write hole {row['case']}: {row['stripes_wrong']} of {row['stripes_written']} stripes "
-                           f"wrong, {row['errors']} errors, {row['leaks']} leaks")
+                _err.print(f"write hole {row['case']}: refused without --force {row['refused']} of {row['trials']}, "
+                           f"{row['stripes_wrong']} of {row['stripes_written']} stripes wrong, "
+                           f"{row['errors']} errors, {row['leaks']} leaks")
         for cell in cells:
             arch, disks, options, disk = FAULT_CELLS[cell]
             summary = run_faulttest(arch, disks=disks, options=dict(options), disk_size=64 << 20,
@@ -109,9 +115,7 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
                         when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), writehole=writehole)
         write_whole(out, lambda partial: partial.write_text(text))
         _err.print(f"wrote {out}")
-    hole_failed = writehole is not None and any(
-        row["errors"] or row["leaks"] or row["writes_garbled"] or (row["case"] == "raid5-journal" and row["stripes_wrong"])
-        for row in writehole["rows"])
+    hole_failed = writehole is not None and bool(failed_rows(writehole))
     return 1 if any(s["failed"] for s in crash + faults) or (interrupts and interrupts["failed"]) or hole_failed else 0
 
 

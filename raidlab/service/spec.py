@@ -19,6 +19,14 @@ from raidlab.errors import UsageError
 SPEC_FILE = "array.json"
 RUNTIME_FILE = "runtime.json"
 
+# How `raidlab assemble` tells the daemon what its flags asked (the daemon is a program of its
+# own; its environment carries them): --no-resync leaves the stripes of an array that was not
+# stopped cleanly as they are, for `check` to find (md's sync_action "frozen"); --force starts
+# a parity array that is dirty and degraded, which is refused otherwise (its parity may not
+# match its data: the write hole), as `mdadm --assemble --force` does.
+NO_RESYNC_ENV = "RAIDLAB_NO_RESYNC"
+FORCE_ENV = "RAIDLAB_FORCE"
+
 
 @dataclasses.dataclass
 class ArraySpec:

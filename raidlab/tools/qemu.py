@@ -172,7 +172,7 @@ class QemuProcess:
             self._record.seconds = time.monotonic() - self._started
 
 
-def spawn(argv: Sequence[str], *, stderr_path: str) -> QemuProcess:
+def spawn(argv: Sequence[str], *, stderr_path: str, env: dict[str, str] | None = None) -> QemuProcess:
     """Start QEMU in its own session; it gets SIGKILL if the starting thread dies.
 
     The death signal is set only when called from the main thread: Linux delivers it when the
@@ -190,6 +190,7 @@ def spawn(argv: Sequence[str], *, stderr_path: str) -> QemuProcess:
             start_new_session=True,  # a terminal's Ctrl-C reaches raidlab, which then kills QEMU
             preexec_fn=_die_with_parent if in_main else None,
             close_fds=True,
+            env=env,
         )
     record = None
     log = _active_log.get()

@@ -128,8 +128,12 @@ class HostedVM:
         # raidlab.export says why.
         disks = [VMDisk(str(p), serial=f"raidlab-d{i}", cache="none")
                  for i, p in enumerate(self.disk_paths)]
+        # QEMU carries the lab in its environment, as every child of a lab session does: it is
+        # forked from a worker thread, so it outlives a SIGKILLed daemon (a parent-death
+        # signal follows the forking thread), and the next cleanup must know it as the lab's.
         vm = LabVM(image, disks + [VMDisk(str(scratch), serial=SCRATCH_SERIAL)],
-                   memory_mib=memory, console_log=self.session.lab.path / "vm-console.log")
+                   memory_mib=memory, console_log=self.session.lab.path / "vm-console.log",
+                   env=self.session.child_env({}))
         self.vm = vm
         recorded = []  # the lab "process" resource of QEMU, once it runs
 

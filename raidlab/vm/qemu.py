@@ -306,8 +306,10 @@ class LabVM:
         boot_timeout: float = DEFAULT_BOOT_TIMEOUT,
         console_log: str | os.PathLike | None = None,
         kernel_args: str = "",
+        env: dict[str, str] | None = None,
     ) -> None:
         self.image = image
+        self.env = env  # QEMU's environment (a lab's child carries the lab's name in it)
         self.disks = tuple(disks)
         if len(self.disks) > 26:
             raise VMError("the lab VM supports up to 26 disks")
@@ -385,7 +387,7 @@ class LabVM:
         self._sigterm_guarded = _SigtermGuard.enter()
         started = time.monotonic()
         try:
-            self._proc = qemu_tool.spawn(self.argv, stderr_path=str(self._workdir / "qemu.stderr"))
+            self._proc = qemu_tool.spawn(self.argv, stderr_path=str(self._workdir / "qemu.stderr"), env=self.env)
             _live_vms.add(self)
             deadline = started + self.boot_timeout
             self._sock = self._accept(listener, deadline)

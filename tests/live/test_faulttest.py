@@ -111,6 +111,7 @@ def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
     doc = tmp_path / "reliability.md"
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "2", "--crash", "raid5",
                "--crash-mode", "kill", "--crash-mode", "power", "--write-hole-trials", "1",
+               "--write-hole-case", "raid5", "--write-hole-case", "raid5-journal",
                "--fault", "raid0", "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest",
                "--interrupt", "report", "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -120,12 +121,14 @@ def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[:7] == ["raid5", mode, "raid5", "-", "4", "2", "2"] and cells[8] == "0", cells
         assert cells[10:13] == ["0", "0", "0"], cells
-    # case | options | trials | written | cut | stripes wrong | garbled | replayed | errors | leaks
+    # case | runner | options | trials | written | cut | refused | stripes wrong | garbled | replayed | errors | leaks
     hole = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
-            for line in text.splitlines() if line.startswith(("| raid5 | - | 1 |", "| raid5-journal |"))}
-    assert hole["raid5-journal"][5] == "0" and int(hole["raid5-journal"][7]) > 0, hole  # closed: replayed
+            for line in text.splitlines() if line.startswith(("| raid5 | native |", "| raid5-journal |"))}
+    assert hole["raid5"][6] == "1", hole  # the dirty degraded array not started without --force
+    assert hole["raid5-journal"][6] == "0" and hole["raid5-journal"][7] == "0", hole  # closed: started, replayed
+    assert int(hole["raid5-journal"][9]) > 0, hole
     for case in ("raid5", "raid5-journal"):
-        assert hole[case][3] == "16" and hole[case][6] == hole[case][8] == hole[case][9] == "0", hole
+        assert hole[case][4] == "16" and hole[case][8] == hole[case][10] == hole[case][11] == "0", hole
     fault_rows = [line for line in text.splitlines() if line.startswith("| raid0 | raid0 | 4 | d1 (member) |")]
     assert len(fault_rows) == 4 and all("| passed |" in line for line in fault_rows)
     assert "4 of 4 points passed." in text and "4 of 4 fault runs passed." in text

@@ -157,6 +157,7 @@ def test_lab_07_power_loss_and_the_write_hole(tmp_path):
     assert unflushed(out[0]) == [0, 0, 0, 0], out[0][-1500:]          # step 0: the fsync emptied the caches
     assert unflushed(out[1]) == [1, 0, 0, 1], out[1][-1500:]          # step 1: data on 0, parity on 3
     sums = re.findall(r"^([0-9a-f]{64})  -$", out[2], re.M)
+    assert "assemble refused" in out[2] and "--force" in out[2], out[2][-1500:]  # step 2: dirty degraded
     assert len(sums) == 2 and sums[0] != sums[1], out[2]               # step 2: the write hole
     assert "check found mismatches" in out[3] and "no mismatch" in out[3], out[3][-1500:]  # step 3
     assert "resync rewrote" in out[3]

@@ -63,8 +63,10 @@ def direct_read(device: str, offset: int, length: int) -> bytes:
                                                   (True, True)],
                          ids=["parity lost, data kept", "both lost", "parity lost, with a write journal"])
 def test_the_write_hole_of_a_degraded_raid5(raidlab_cmd, tmp_path, parity_only, journal):
-    """... and with a write journal (-o journal=4M, md's --write-journal) assembly writes the
-    journalled data and parity again: member 1's chunk comes back right."""
+    """... The array is dirty and degraded: `assemble` refuses it in one line (md's "cannot
+    start dirty degraded array"), `assemble --force` starts it. With a write journal
+    (-o journal=4M, md's --write-journal) assembly starts it and writes the journalled data
+    and parity again: member 1's chunk comes back right."""
     rl = Raidlab(raidlab_cmd, tmp_path / "home")
     device = rl("create", "w", "--arch", "raid5", "--disks", "4", "--disk-size", "32M", "--chunk", "64K",
                 "--power-loss", *(["-o", "journal=4M"] if journal else [])).stdout.strip()
@@ -79,7 +81,15 @@ def test_the_write_hole_of_a_degraded_raid5(raidlab_cmd, tmp_path, parity_only, 
         parity = next(name for name in pending if name != "d0")
         cut = rl("power-cut", "w", *(["--only", parity] if parity_only else []))
         assert f"{parity}: lost 1 write(s)" in cut.stderr, cut.stderr
-        device = rl("assemble", "w").stdout.strip()
+        if journal:
+            device = rl("assemble", "w").stdout.strip()   # the journal's replay makes it whole: started
+        else:   # dirty and degraded: not started, as md does not start one; --force starts it
+            refused = rl("assemble", "w", check=False)
+            assert refused.returncode == 2 and "not stopped cleanly and is degraded" in refused.stderr, refused.stderr
+            errors = [line for line in refused.stderr.splitlines() if line.startswith("raidlab: error:")]
+            assert len(errors) == 1 and "--force" in errors[0] and "Traceback" not in refused.stderr, refused.stderr
+            assert leftovers(tmp_path / "home" / "labs" / "w", "w") == {}
+            device = rl("assemble", "w", "--force").stdout.strip()
         status = json.loads(rl("status", "w", "--json").stdout)
         assert 1 in status["statistics"]["failed_members"], status["statistics"]
         chunk1 = direct_read(device, CHUNK, CHUNK)  # member 1's chunk of stripe 0: nobody wrote it

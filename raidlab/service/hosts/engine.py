@@ -21,17 +21,14 @@ import trio
 
 from raidlab import archs
 from raidlab.disks.disk import FAULTS
-from raidlab.errors import UsageError
+from raidlab.errors import RaidlabError, UsageError
 from raidlab.export import BlockExportFS
 from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
 from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, run_with_progress,
                                           serve_volume,
                                           stripe_cache_bytes)
+from raidlab.service.spec import FORCE_ENV, NO_RESYNC_ENV
 
-
-# `raidlab assemble --no-resync`: leave the stripes of an uncleanly stopped array as they are
-# (to look at them with `check` first, as md's sync_action "frozen" does).
-NO_RESYNC_ENV = "RAIDLAB_NO_RESYNC"
 
 
 class EngineHost:
@@ -81,6 +78,7 @@ class EngineHost:
             spec.name, config, self.members, mode=mode, clock=archs.LIVE, nursery=session.nursery, status=status,
             labels=labels))
         self.array, self.keeper = built.parts["array"], built.parts["keeper"]
+        self._refuse_dirty_degraded(mode)
         fs.add("volume", self.array)
         self.fs = fs
 
@@ -109,6 +107,23 @@ class EngineHost:
             # RAID-x's pending images an unclean stop left in the logs, rewritten at assembly
             ready["recovered"] = {"images": self.array.image_buffer.stats["recovered"]}
         return ready
+
+    def _refuse_dirty_degraded(self, mode: str) -> None:
+        """A parity array stopped uncleanly with a member failed may hold stripes whose data
+        and parity disagree, and there is no copy left to tell which is right: the missing
+        member's blocks would be computed wrong (the write hole). md refuses to start such an
+        array ("cannot start dirty degraded array") unless forced; so does this. A write
+        journal closes the hole (its replay makes every journalled stripe whole): no refusal."""
+        r = self.array.layout.redundancy
+        if (mode == "assemble" and not self.keeper.stopped_cleanly and self.array.failed
+                and self.array.journal is None and r.copies == 1 and r.any_failures > 0
+                and os.environ.get(FORCE_ENV) != "1"):
+            failed = ", ".join(f"d{i}" for i in sorted(self.array.failed))
+            raise RaidlabError(
+                f"{self.spec.name} was not stopped cleanly and is degraded ({failed} failed): its parity may "
+                f"not match its data, so the blocks of {failed} could be computed wrong; not started",
+                hint=f"`raidlab assemble {self.spec.name} --force` starts it anyway (as mdadm --assemble "
+                     "--force); then replace the member and run `raidlab check`")
 
     def _needs_resync(self, mode: str) -> bool:
         """After an unclean stop a redundant array's stripes may disagree (a crash between a

@@ -27,17 +27,21 @@ RunnerSession: `mdadm /dev/md0 --fail /dev/vdb`).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 from pathlib import Path
 
 import trio
 
+from raidlab.archs.layouts import journal_bytes
 from raidlab.baselines import mdadm
+from raidlab.disks import catalog
 from raidlab.errors import CapabilityError, RaidlabError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.service.hosts.status import disks_table, write_cache_note
+from raidlab.service.spec import FORCE_ENV
 from raidlab.tools.base import require, run
 from raidlab.vm import guest_device
 
@@ -85,8 +89,10 @@ class MdHost:
         self._log(argv, rc, time.monotonic() - started, err)
         if check and rc != 0:
             last = (err.strip() or out.strip()).splitlines()[-1:] or ["(no message)"]
-            raise UsageError(f"mdadm refused {self.spec.arch} over {self.spec.disks} disks: {last[0]}",
-                             hint=f"the command was: {shlex.join(argv)}")
+            hint = f"the command was: {shlex.join(argv)}"
+            if "consider --force" in last[0]:   # a dirty degraded array (see raidlab assemble --force)
+                hint = f"`raidlab assemble {self.spec.name} --force` starts it anyway; {hint}"
+            raise UsageError(f"mdadm refused {self.spec.arch} over {self.spec.disks} disks: {last[0]}", hint=hint)
         return rc, out, err
 
     async def _read(self, path: str) -> str:
@@ -106,10 +112,15 @@ class MdHost:
         if spec.runner == "native":
             require("mdadm")
         fs = BlockExportFS()
-        req = ServeRequest(disks=spec.disks, model=spec.disk_model, size=spec.disk_size, name=spec.name,
-                           discipline=spec.discipline, keep_images=True, home=self.daemon.home,
-                           partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache,
-                           power_loss=spec.power_loss)
+        journal = journal_bytes(spec.options)
+        # md raid5's write journal: one more drive after the members, of the first member's model
+        members = None if journal is None else [
+            *((model, spec.disk_size) for model in catalog.member_models(spec.disk_model, spec.disks)),
+            (catalog.member_models(spec.disk_model, spec.disks)[0], journal)]
+        req = ServeRequest(disks=spec.disks + (journal is not None), model=spec.disk_model, size=spec.disk_size,
+                           name=spec.name, discipline=spec.discipline, keep_images=True, home=self.daemon.home,
+                           members=members, partitions=spec.partitions, bus=spec.bus,
+                           write_cache=spec.write_cache, power_loss=spec.power_loss)
         made = await build_disks(session, fs, req)
         self.disks = [disk for _relpath, disk, _image in made]
         export = await mount_export(session, fs)
@@ -130,17 +141,20 @@ class MdHost:
     async def vm_ready(self, hosted) -> dict:
         self.vm = hosted
         self.md_device = GUEST_MD_DEVICE
-        built = await self._build([guest_device(i) for i in range(self.spec.disks)], self.daemon.mode)
+        built = await self._build([guest_device(i) for i in range(len(self.member_files))], self.daemon.mode)
         built["guest_device"] = built.pop("device")
         return built
 
-    async def _build(self, members: list[str], mode: str) -> dict:
+    async def _build(self, devices: list[str], mode: str) -> dict:
+        """`devices`: the members, then the write journal's drive when there is one."""
         spec, status = self.spec, self.daemon.status
-        self.members = members
+        journal = devices[spec.disks] if len(devices) > spec.disks else None
+        self.members = devices[:spec.disks]
         if mode == "create":
-            argv = mdadm.create_argv(spec.arch, self.md_device, members, spec.chunk, spec.options)
+            argv = mdadm.create_argv(spec.arch, self.md_device, self.members, spec.chunk,
+                                     {k: v for k, v in spec.options.items() if k != "journal"}, journal=journal)
         else:
-            argv = mdadm.assemble_argv(self.md_device, members)
+            argv = mdadm.assemble_argv(self.md_device, devices, force=os.environ.get(FORCE_ENV) == "1")
         status(("creating " if mode == "create" else "assembling ") + f"{spec.arch} with mdadm ({self.where})")
         await self._run(argv, timeout=300)
 
