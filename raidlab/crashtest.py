@@ -20,12 +20,19 @@ Each point is one independent run, so a failure names its seed and kill moment:
 
 The presets are DCD's two report modes, VC-RAID's four configurations, TSS without and with
 its data log (sync and async writes), RAID-x with its image buffer on disk and in memory,
-SA3 with an uneven persisted mapping, and the engine's redundant layouts; any other
+SA3 with an uneven persisted mapping, the engine's redundant layouts, and md's raid1, raid5
+(also with its write journal) and raid10; any other
 architecture id runs with --disks and -o options, so the harness serves it too. After each
 point the host is searched, without the lab's records, for loop devices, mounts and
 processes that still name the lab: a point that leaves one fails.
 Everything a point starts (daemon, writer, mounts, loop devices, lab) is released on
 success, failure, Ctrl-C and SIGTERM.
+
+md runs in the lab VM where the kernel has no md: then the file system is the guest's, the
+writer a busybox script in the guest's background (`sync FILE` is its fsync), read by
+polling its log, and mkfs, the journal replay, e2fsck and the checksums run there; the kill
+and the power cut happen on this host as for every other architecture (the drives are the
+daemon's), and assembly boots a fresh VM.
 
 Modes. `kill` is the crash above: the member images keep every write that reached them.
 The power modes also cut the drives' power at the kill: the array is created with its
@@ -39,6 +46,7 @@ own (the seed of the point). A point's result says how many writes each drive lo
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import io
 import os
@@ -55,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from raidlab import archs
+from raidlab.baselines import mdadm
 from raidlab.disks import catalog
 from raidlab.disks.volatile import power_cut_images
 from raidlab.errors import RaidlabError, UsageError
@@ -63,7 +72,7 @@ from raidlab.lab import Lab, held_under
 from raidlab.service import control
 from raidlab.service.spec import ArraySpec
 from raidlab.tools.base import require
-from raidlab.tools.mkfs import e2fsck, mkfs_ext4
+from raidlab.tools.mkfs import FSCK_OPERATIONAL_ERROR, e2fsck, mkfs_ext4
 from raidlab.tools.mount import is_mount_point, mount, umount
 
 KiB, MiB = 1024, 1 << 20
@@ -95,6 +104,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     "raid5": dict(arch="raid5", disks=4, options=dict()),
     "raid10": dict(arch="raid10", disks=4, options=dict()),
     "chained": dict(arch="chained", disks=4, options=dict()),
+    # md's levels in the lab VM over the same emulated drives: the kernel's own contract.
+    # Fresh images are all zeros, so parity and copies already agree: --assume-clean skips an
+    # initial resync that would change nothing. The journal: mdadm --write-journal.
+    "md-raid1": dict(arch="md-raid1", disks=2, options=dict(assume_clean=True)),
+    "md-raid5": dict(arch="md-raid5", disks=4, options=dict(assume_clean=True)),
+    "md-raid10": dict(arch="md-raid10", disks=4, options=dict(assume_clean=True)),
+    "md-raid5-journal": dict(arch="md-raid5", disks=4, options=dict(assume_clean=True, journal="4M")),
 }
 MODES = {"kill": None, "power": "all", "power-model": "model", "power-random": "random"}  # -> power_cut's mode
 FILE_SIZES = (700, 3000, 4096, 12_000, 40_000, 100_000, 250_000)
@@ -113,6 +129,7 @@ class CrashConfig:
     files: int = 120
     commit_interval: int = 1  # ext4 commit= seconds: journal commits during the untar too
     mode: str = "kill"        # MODES: the daemon killed, or the power cut too
+    runner: str = "native"    # "vm": md's levels, in the lab VM (the file system work there too)
 
 
 def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_model: str,
@@ -123,7 +140,7 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
     if name in PRESETS:
         preset = PRESETS[name]
         arch, n, opts = preset["arch"], disks or preset["disks"], {**preset["options"], **options}
-    elif name in archs.names("native"):
+    elif name in archs.names("native") or name in archs.names("vm"):
         arch, n, opts = name, disks or 3, dict(options)
     else:
         raise UsageError(f"unknown crash-test target {name!r}",
@@ -131,8 +148,10 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
     if files < 2 * SYNC_EVERY:
         raise UsageError(f"a tree of {files} files is too small for a crash test", hint="use --files 8 or more")
     catalog.member_models(disk_model, n)  # one model, or one per member
-    archs.validate(arch, n, disk_size, chunk, opts, disk_model=disk_model)
-    return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files, mode=mode)
+    # md natively where the kernel has it, else in the lab VM
+    runner = "vm" if archs.get(arch).family == "md" and not mdadm.kernel_has_md() else "native"
+    archs.validate(arch, n, disk_size, chunk, opts, disk_model=disk_model, runner=runner)
+    return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files, mode=mode, runner=runner)
 
 
 # ---------------------------------------------------------------------- the file tree (pure)
@@ -253,7 +272,7 @@ class CrashRun:
         c = self.config
         if mode == "create":
             ArraySpec(self.lab_name, c.arch, c.disks, c.disk_model, c.disk_size, c.chunk, "fifo",
-                      dict(c.options), "native", power_loss=MODES[c.mode] is not None).save(self.lab.path)
+                      dict(c.options), c.runner, power_loss=MODES[c.mode] is not None).save(self.lab.path)
         return control.start_daemon(self.lab, mode, home=self.home, on_status=lambda m: self.phase(m))
 
     def _mounted(self) -> bool:
@@ -308,32 +327,22 @@ class CrashRun:
             self._teardown()  # a previous point's or run's leftovers
             self.phase("create")
             ready = self._start("create")
-            device = ready["device"]
+            side = self._side(ready)
             self.phase("mkfs.ext4")
-            mkfs_ext4(device)
-            mount(device, self.mountpoint, options=[f"commit={c.commit_interval}"])
+            side.make_fs(c.commit_interval)
             tar_path = self.scratch / "tree.tar"
             tar_path.write_bytes(make_tree(point_seed, c.files))
             self.phase(f"untar, SIGKILL after file {result.kill_after_files}")
-            self.writer = subprocess.Popen(
-                [sys.executable, "-m", "raidlab.crashtest", "writer", str(tar_path), str(self.mountpoint)],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            side.start_writer(tar_path)
             pid = control.daemon_pid(self.lab)
-            for line in self.writer.stdout:
-                self._take(line, synced, result)
-                if line.startswith("done ") and int(line.split()[1]) >= result.kill_after_files:
-                    break
+            side.read_until(result.kill_after_files, lambda line: self._take(line, synced, result))
             time.sleep(result.kill_delay_ms / 1000)
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
             self._wait_dead(pid)
             # What the writer said before it was stopped still counts: every "synced" line
             # was printed after fsync returned.
-            self.writer.kill()
-            rest, _ = self.writer.communicate()
-            for line in rest.splitlines():
-                self._take(line, synced, result)
-            self.writer = None
+            side.after_kill(lambda line: self._take(line, synced, result))
             result.fsynced = len(synced)
             self.phase("release the killed daemon's leftovers")
             self._unmount()
@@ -345,28 +354,19 @@ class CrashRun:
             self.phase("assemble (crash recovery)")
             ready = self._start("assemble")
             result.recovered = ready.get("recovered") or {}
-            device = ready["device"]
+            side = self._side(ready)
             self.phase("journal replay, e2fsck -fn")
-            mount(device, self.mountpoint)
-            self._unmount()
-            fsck = e2fsck(device)
-            result.fsck_clean = fsck.clean
-            if not fsck.clean:
-                result.fsck_output = fsck.output[-2000:]
+            result.fsck_clean, output = side.check_fs()
+            if not result.fsck_clean:
+                result.fsck_output = output[-2000:]
             self.phase("verify fsync'ed files")
-            mount(device, self.mountpoint, options=["ro"])
-            for rel, digest in sorted(synced.items()):
-                try:
-                    content = (self.mountpoint / rel).read_bytes()
-                except OSError as exc:
-                    result.damaged.append(f"{rel} (unreadable: {exc.strerror})")
-                    continue
-                if hashlib.sha256(content).hexdigest() == digest:
+            for rel, got in side.digests(sorted(synced)).items():
+                if isinstance(got, OSError):
+                    result.damaged.append(f"{rel} (unreadable: {got.strerror})")
+                elif got[0] == synced[rel]:
                     result.intact += 1
                 else:
-                    zeros = content.count(0) * 100 // max(len(content), 1)
-                    result.damaged.append(f"{rel} (different content: {len(content)} bytes, {zeros}% zero bytes)")
-            self._unmount()
+                    result.damaged.append(f"{rel} (different content: {got[1]})")
         except KeyboardInterrupt:
             raise
         except (RaidlabError, OSError, subprocess.SubprocessError) as exc:
@@ -378,6 +378,9 @@ class CrashRun:
             # Checked without the lab's own records: loops, mounts, processes naming it.
             result.leaks = held_under(self.lab.path) + held_under(self.mountpoint)
         return result
+
+    def _side(self, ready: dict[str, Any]) -> "_HostSide | _GuestSide":
+        return _HostSide(self, ready["device"]) if self.config.runner == "native" else _GuestSide(self.lab)
 
     @staticmethod
     def _take(line: str, synced: dict[str, str], result: PointResult) -> None:
@@ -399,6 +402,152 @@ class CrashRun:
             time.sleep(0.02)
         while self.lab.in_use() and time.monotonic() < deadline:
             time.sleep(0.02)
+
+
+class _HostSide:
+    """The file system on this host: the array's loop device, the writer a child process."""
+
+    def __init__(self, run: CrashRun, device: str):
+        self.run, self.device = run, device
+
+    def make_fs(self, commit_interval: int) -> None:
+        mkfs_ext4(self.device)
+        mount(self.device, self.run.mountpoint, options=[f"commit={commit_interval}"])
+
+    def start_writer(self, tar_path: Path) -> None:
+        self.run.writer = subprocess.Popen(
+            [sys.executable, "-m", "raidlab.crashtest", "writer", str(tar_path), str(self.run.mountpoint)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def read_until(self, index: int, take: Callable[[str], None]) -> None:
+        for line in self.run.writer.stdout:
+            take(line)
+            if line.startswith("done ") and int(line.split()[1]) >= index:
+                break
+
+    def after_kill(self, take: Callable[[str], None]) -> None:
+        writer, self.run.writer = self.run.writer, None
+        writer.kill()
+        rest, _ = writer.communicate()
+        for line in rest.splitlines():
+            take(line)
+
+    def check_fs(self) -> tuple[bool, str]:
+        mount(self.device, self.run.mountpoint)  # ext4 replays its journal
+        self.run._unmount()
+        fsck = e2fsck(self.device)
+        return fsck.clean, fsck.output
+
+    def digests(self, rels: list[str]) -> dict[str, tuple[str, str] | OSError]:
+        """rel -> (sha256, what it is) or the OSError reading it."""
+        out: dict[str, tuple[str, str] | OSError] = {}
+        mount(self.device, self.run.mountpoint, options=["ro"])
+        try:
+            for rel in rels:
+                try:
+                    content = (self.run.mountpoint / rel).read_bytes()
+                except OSError as exc:
+                    out[rel] = exc
+                    continue
+                zeros = content.count(0) * 100 // max(len(content), 1)
+                out[rel] = (hashlib.sha256(content).hexdigest(), f"{len(content)} bytes, {zeros}% zero bytes")
+        finally:
+            self.run._unmount()
+        return out
+
+
+# The writer in the lab VM (busybox sh): the tree unpacked to the guest's RAM first, then each
+# file copied onto the array in the archive's order, as writer_main writes it; every
+# SYNC_EVERY-th file fsync'ed with its directories (busybox `sync FILE` is fsync) before its
+# "synced" line.
+GUEST_WRITER = r"""
+set -e
+tar=$1; dest=$2; stage=/tmp/crashtest-tree
+rm -rf $stage; mkdir -p $stage; tar -xf $tar -C $stage
+i=0
+for name in $(tar -tf $tar); do
+  case $name in */) continue;; esac
+  mkdir -p "$(dirname "$dest/$name")"
+  cat "$stage/$name" > "$dest/$name"
+  if [ $((i % SYNC_EVERY)) -eq 0 ]; then
+    sync "$dest/$name"
+    d=$(dirname "$dest/$name")
+    while :; do sync "$d"; [ "$d" = "$dest" ] && break; d=$(dirname "$d"); done
+    echo "synced $name $(sha256sum < "$dest/$name" | cut -d' ' -f1)"
+  fi
+  echo "done $i"
+  i=$((i + 1))
+done
+echo finished
+"""
+GUEST_MOUNT = "/mnt/crashtest"
+GUEST_LOG = "/tmp/crashtest.log"
+POLL_SECONDS = 0.02
+
+
+class _GuestSide:
+    """The file system in the lab VM (md): every step a command of the daemon's runner
+    session. The writer runs in the guest's background and its log is read by polling
+    (about 70 ms a read under TCG), so the kill lands at the first poll that shows the
+    chosen file done; acknowledgements the guest printed after that poll die with it and
+    are not checked (fewer files checked, none wrongly)."""
+
+    def __init__(self, lab: Lab):
+        from raidlab.runners.session import open_session
+
+        self.session = open_session(lab)
+        self.device = self.session.device
+        self.lines_seen = 0
+
+    def _sh(self, script: str, *args: str, timeout: float = 300, stdin: bytes | None = None,
+            check: bool = True):
+        return self.session.exec(["sh", "-c", script, "sh", *args], timeout=timeout, stdin=stdin, check=check)
+
+    def make_fs(self, commit_interval: int) -> None:
+        self._sh(f'mkfs.ext4 -F -q "$1" && mkdir -p {GUEST_MOUNT} && mount -o commit={commit_interval} "$1" '
+                 f'{GUEST_MOUNT}', self.device)
+
+    def start_writer(self, tar_path: Path) -> None:
+        scratch = self.session.scratch
+        self._sh(f'cat > {scratch}/crashtest.tar', stdin=tar_path.read_bytes())
+        self._sh(f'cat > {scratch}/crashtest-writer.sh', stdin=GUEST_WRITER.replace("SYNC_EVERY", str(SYNC_EVERY))
+                 .encode())
+        self._sh(f'sh {scratch}/crashtest-writer.sh {scratch}/crashtest.tar {GUEST_MOUNT} > {GUEST_LOG} 2>&1 '
+                 '< /dev/null &')
+
+    def read_until(self, index: int, take: Callable[[str], None], timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = self._sh(f"cat {GUEST_LOG}").stdout.decode(errors="replace").splitlines()
+            fresh, self.lines_seen = lines[self.lines_seen:], len(lines)
+            for line in fresh:
+                take(line)
+                if (line.startswith("done ") and int(line.split()[1]) >= index) or line == "finished":
+                    return
+            time.sleep(POLL_SECONDS)
+        raise RaidlabError(f"the writer in the lab VM did not reach file {index} in {timeout:.0f} s")
+
+    def after_kill(self, take: Callable[[str], None]) -> None:
+        pass  # the guest died with its daemon: what it printed after the last poll is gone
+
+    def check_fs(self) -> tuple[bool, str]:
+        self._sh(f'mkdir -p {GUEST_MOUNT} && mount "$1" {GUEST_MOUNT} && umount {GUEST_MOUNT}', self.device)
+        fsck = self.session.exec(["e2fsck", "-f", "-n", self.device], timeout=600, check=False)
+        if fsck.rc >= FSCK_OPERATIONAL_ERROR:
+            raise RaidlabError(f"e2fsck in the lab VM failed (exit {fsck.rc}): "
+                               f"{(fsck.stderr or fsck.stdout).decode(errors='replace')[-300:]}")
+        return fsck.rc == 0, (fsck.stdout + fsck.stderr).decode(errors="replace")
+
+    def digests(self, rels: list[str]) -> dict[str, tuple[str, str] | OSError]:
+        script = (f'mount -o ro "$1" {GUEST_MOUNT}; shift; cd {GUEST_MOUNT}; '
+                  'for f in "$@"; do if [ -r "$f" ]; then echo "$(sha256sum < "$f" | cut -d" " -f1) '
+                  '$(stat -c %s "$f") $f"; else echo "- 0 $f"; fi; done; cd /; umount ' + GUEST_MOUNT)
+        out: dict[str, tuple[str, str] | OSError] = {}
+        for line in self._sh(script, self.device, *rels).stdout.decode(errors="replace").splitlines():
+            digest, size, rel = line.split(" ", 2)
+            out[rel] = (OSError(errno.ENOENT, "missing or unreadable") if digest == "-"
+                        else (digest, f"{size} bytes"))
+        return out
 
 
 def _is_zombie(pid: int) -> bool:
