@@ -12,6 +12,9 @@ turns their summaries into the document (pure); raidlab.cli.reliability runs the
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 TITLE = "# Reliability: what raidlab's arrays survive"  # the document's first line (its marker)
@@ -42,6 +45,40 @@ NOT_YET = [
 
 def _options(options: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in options.items()) or "-"
+
+
+class CellStore:
+    """Finished cells of a campaign kept as JSON files in one directory, so a run that was
+    stopped (a session's end, Ctrl-C) goes on where it stopped: a cell is taken from the
+    store only when it was run by the same commit, with a clean tree, with the same
+    parameters; otherwise it is run again and stored over the old one. The document then
+    still names one commit for every cell."""
+
+    def __init__(self, directory: str | Path, *, revision: str | None, dirty: bool, params: dict[str, Any]):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.revision = revision if not dirty else None   # a dirty tree's cells are never reused
+        self.params = params
+
+    def _path(self, key: str) -> Path:
+        return self.directory / (re.sub(r"[^A-Za-z0-9_.-]", "_", key) + ".json")
+
+    def load(self, key: str) -> dict[str, Any] | None:
+        if self.revision is None:
+            return None
+        try:
+            stored = json.loads(self._path(key).read_text())
+        except (OSError, ValueError):
+            return None
+        if stored.get("revision") != self.revision or stored.get("params") != self.params:
+            return None
+        return stored.get("summary")
+
+    def save(self, key: str, summary: dict[str, Any]) -> None:
+        doc = {"revision": self.revision, "params": self.params, "key": key, "summary": summary}
+        partial = self._path(key).with_suffix(".partial")
+        partial.write_text(json.dumps(doc, indent=1))
+        partial.replace(self._path(key))
 
 
 def crash_section(summaries: list[dict[str, Any]]) -> list[str]:
@@ -211,5 +248,5 @@ def document(crash: list[dict[str, Any]], faults: list[dict[str, Any]], interrup
     return "\n".join(lines)
 
 
-__all__ = ["FAULT_CELLS", "TITLE", "crash_section", "document", "fault_section", "interrupt_section",
+__all__ = ["FAULT_CELLS", "TITLE", "CellStore", "crash_section", "document", "fault_section", "interrupt_section",
            "writehole_section"]

@@ -236,6 +236,14 @@ def run_campaign(*, trials: int, stripes: int, seed: int, home: str | None, case
             "results": [dataclasses.asdict(t) for t in results]}
 
 
+def merge(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary from campaigns of the same seed, trials and stripes run case by case."""
+    first = summaries[0]
+    return {"seed": first["seed"], "trials": first["trials"], "stripes": first["stripes"],
+            "rows": [row for s in summaries for row in s["rows"]],
+            "results": [r for s in summaries for r in s["results"]]}
+
+
 def failed_rows(summary: dict[str, Any]) -> list[str]:
     """The cases whose result breaks what the campaign expects: an error, a leak, a written
     block garbled, a journalled case refused or with a wrong stripe, a plain case started
@@ -250,4 +258,4 @@ def failed_rows(summary: dict[str, Any]) -> list[str]:
     return bad
 
 
-__all__ = ["CASES", "JOURNALLED", "Trial", "failed_rows", "run_campaign", "run_trial"]
+__all__ = ["CASES", "JOURNALLED", "Trial", "failed_rows", "merge", "run_campaign", "run_trial"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -38,9 +39,12 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
               help="write the document there (docs/reliability.md)")
+@click.option("--cells", "cells_dir", type=click.Path(file_okay=False), default=None,
+              help="keep each finished cell there and take cells a stopped run of the same commit and "
+                   "parameters finished (a campaign of hours goes on where it stopped)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_points, interrupt_commands,
-                write_hole_trials, write_hole_cases, seed, out, home):
+                write_hole_trials, write_hole_cases, seed, out, cells_dir, home):
     """Run the crash campaign (every crashtest preset, killed and with the power cut), the
     write-hole campaign (a degraded raid5 cut without and with a journal), the fault campaign
     (a drive of every architecture with a live array) and the interrupt campaign, and write
@@ -50,7 +54,7 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
     from raidlab.faulttest import MODES, run_faulttest
     from raidlab.outputs import writable_file, write_whole
     from raidlab.errors import UsageError
-    from raidlab.reliability import FAULT_CELLS, TITLE, document
+    from raidlab.reliability import FAULT_CELLS, TITLE, CellStore, document
     from raidlab.writehole import failed_rows
     from raidlab.units import parse_size
 
@@ -69,30 +73,51 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
     modes = list(crash_modes) or ["kill", "power", "power-random"]
     configs = [config_for(t, disks=None, options={}, disk_model="none", disk_size=parse_size("64M", "size"),
                           chunk=64 << 10, files=120, mode=mode) for t in targets for mode in modes]
+    store = None
+    if cells_dir is not None:
+        store = CellStore(cells_dir, revision=git["revision"], dirty=bool(git.get("dirty")),
+                          params={"points": points, "seed": seed, "write_hole_trials": write_hole_trials,
+                                  "interrupt_points": interrupt_points})
+
+    def kept_or_run(key: str, run: Callable[[], dict]) -> dict:
+        """A cell from the store, or run (and stored)."""
+        kept = store.load(key) if store is not None else None
+        if kept is not None:
+            _err.print(f"{key}: taken from {cells_dir} (same commit and parameters)")
+            return kept
+        summary = run()
+        if store is not None:
+            store.save(key, summary)
+        return summary
+
     crash, faults = [], []
     with _err.status("reliability") as spinner:
         for config in configs:
-            summary = run_crashtest(config, points=points, seed=seed, home=home,
-                                    phase=lambda k, s, n=f"{config.name} ({config.mode})": spinner.update(f"crash {n} point {k}: {s}"[:90]))
+            summary = kept_or_run(f"crash-{config.name}-{config.mode}", lambda config=config: run_crashtest(
+                config, points=points, seed=seed, home=home,
+                phase=lambda k, s, n=f"{config.name} ({config.mode})": spinner.update(f"crash {n} point {k}: {s}"[:90])))
             _err.print(f"crash {config.name} ({config.mode}): {summary['passed']}/{summary['points']} passed, "
                        f"{summary['fsynced_files_lost']} fsync'ed files lost, {summary['leaks']} leaks")
             crash.append(summary)
         writehole = None
         if write_hole_trials:
+            from raidlab.writehole import CASES, merge
             from raidlab.writehole import run_campaign as run_writehole
 
-            writehole = run_writehole(trials=write_hole_trials, stripes=16, seed=seed, home=home,
-                                      cases=list(write_hole_cases) or None,
-                                      done=lambda t: spinner.update(f"write hole {t.case} seed {t.seed}"))
+            writehole = merge([kept_or_run(f"writehole-{case}", lambda case=case: run_writehole(
+                trials=write_hole_trials, stripes=16, seed=seed, home=home, cases=[case],
+                done=lambda t: spinner.update(f"write hole {t.case} seed {t.seed}")))
+                for case in list(write_hole_cases) or list(CASES)])
             for row in writehole["rows"]:
                 _err.print(f"write hole {row['case']}: refused without --force {row['refused']} of {row['trials']}, "
                            f"{row['stripes_wrong']} of {row['stripes_written']} stripes wrong, "
                            f"{row['errors']} errors, {row['leaks']} leaks")
         for cell in cells:
             arch, disks, options, disk = FAULT_CELLS[cell]
-            summary = run_faulttest(arch, disks=disks, options=dict(options), disk_size=64 << 20,
-                                    chunk=64 << 10, modes=list(MODES), seed=seed, home=home, disk=disk,
-                                    status=lambda s, c=cell: spinner.update(f"faults {c}: {s}"[:90]))
+            summary = kept_or_run(f"fault-{cell}", lambda arch=arch, disks=disks, options=options, disk=disk, cell=cell:
+                                  run_faulttest(arch, disks=disks, options=dict(options), disk_size=64 << 20,
+                                                chunk=64 << 10, modes=list(MODES), seed=seed, home=home, disk=disk,
+                                                status=lambda s: spinner.update(f"faults {cell}: {s}"[:90])))
             summary["cell"] = cell
             _err.print(f"faults {cell}: {summary['passed']}/{summary['modes']} passed, {summary['leaks']} leaks")
             faults.append(summary)
@@ -104,11 +129,16 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
 
             base = Path(home) if home else Path("run")
             base.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(prefix="interrupttest-", dir=base) as scratch:
-                interrupts = run_campaign(
-                    points=interrupt_points, seed=seed, scratch=Path(scratch),
-                    repo=Path(__file__).resolve().parents[2], commands=list(interrupt_commands) or None,
-                    done=lambda p: spinner.update(f"interrupts: {p.command} {p.signal} after {p.delay_s} s"))
+
+            def interrupt_campaign() -> dict:
+                with tempfile.TemporaryDirectory(prefix="interrupttest-", dir=base) as scratch:
+                    return run_campaign(
+                        points=interrupt_points, seed=seed, scratch=Path(scratch),
+                        repo=Path(__file__).resolve().parents[2], commands=list(interrupt_commands) or None,
+                        done=lambda p: spinner.update(f"interrupts: {p.command} {p.signal} after {p.delay_s} s"))
+
+            interrupts = kept_or_run("interrupts-" + "-".join(sorted(interrupt_commands) or ["all"]),
+                                     interrupt_campaign)
             _err.print(f"interrupts: {interrupts['passed']}/{interrupts['points']} passed")
     if out is not None:
         text = document(crash, faults, interrupts, command=" ".join(["raidlab", *sys.argv[1:]]), commit=commit,
