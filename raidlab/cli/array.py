@@ -515,6 +515,14 @@ def status(name, home, as_json):
                f"({stats['bytes_written'] >> 10} KiB) -> member reads {stats['member_reads']}, member writes "
                f"{stats['member_writes']}; full-stripe {stats['full_stripe_writes']}, RMW {stats['rmw_stripes']}, "
                f"RCW {stats['rcw_stripes']}, degraded reads {stats['degraded_reads']}")
+    journal = stats.get("journal")
+    if journal:
+        _out.print(f"write journal (drive d{len(stats['members'])}): "
+                   + (f"[red]failed[/] ({journal['failed']}), {journal['writes_refused']} writes refused; "
+                      if journal.get("failed") else "")
+                   + f"{journal['records']} records ({journal['journal_bytes'] >> 10} KiB), "
+                   f"{journal['checkpoints']} checkpoints, {journal['restarts']} restarts, "
+                   f"{journal['replayed_records']} replayed at assembly")
     members = stats["members"]
     models = {m.get("model") for m in members}
     on_drives = any("disk" in m for m in members)  # members are partitions of drives
@@ -679,6 +687,12 @@ def fail(name, disk, force, mode, home):
     from raidlab.service import control
 
     result = control.request(_lab(name, home), "fail", disk=disk, force=force, mode=mode)
+    if "journal" in result:
+        _err.print(f"{name}: the write journal's drive {disk} "
+                   + ("failed: writes are refused from now on, reads go on" if mode == "vanish"
+                      else f"now has fault {mode}: the journal fails at its next write")
+                   + f"; state {result['state']}")
+        return
     if mode != "vanish":
         _err.print(f"{name}: member {disk} now has fault {mode}; state {result['state']}, "
                    f"failed members {result['failed_members']}")

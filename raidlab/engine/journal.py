@@ -22,9 +22,14 @@ replays every record after the checkpoint, in order, to the members that are in 
 flushes them and checkpoints. Records are self-checking (a CRC over header and payloads);
 the first record that is torn, foreign or not newer than the last ends the replay.
 
+A journal drive that fails (a write to it answers an error, or `raidlab fail` names it)
+fails the journal, as md's r5l_log_disk_error does: from then on every write to the array
+is refused with EIO (it can no longer be journalled, and md does not let it out
+unjournalled), reads go on, a flush still flushes the members. The journal's records up to
+the failure stay valid for the next assembly.
+
 Departures: md also caches in write-back mode and keeps the journal on an SSD; the journal
-drive here is one more emulated drive of the lab, and a journal drive's failure is not
-handled (md turns the array read-only).
+drive here is one more emulated drive of the lab.
 """
 
 from __future__ import annotations
@@ -77,7 +82,8 @@ class StripeJournal:
         self._in_flight: set[int] = set()  # records whose member writes are under way
         self._drained = trio.Event()
         self.counters = {"records": 0, "journal_bytes": 0, "checkpoints": 0, "restarts": 0,
-                         "forced_flushes": 0, "replayed_records": 0}
+                         "forced_flushes": 0, "replayed_records": 0, "writes_refused": 0}
+        self.failed: str | None = None     # why the journal drive failed, once it did
 
     # -- format --------------------------------------------------------------------------
 
@@ -90,7 +96,19 @@ class StripeJournal:
     async def _write_header(self) -> None:
         body = _HEADER.pack(HEADER_MAGIC, self.uuid, self.checkpoint_seq, 0)[:-4]
         header = body + struct.pack("<I", zlib.crc32(body))
-        await self.target.write(0, header.ljust(BLOCK, b"\0"), fua=True)
+        await self._write(0, header.ljust(BLOCK, b"\0"))
+
+    async def _write(self, offset: int, data: bytes) -> None:
+        try:
+            await self.target.write(offset, data, fua=True)
+        except OSError as exc:
+            self.fail(f"journal drive write error: {exc.strerror or exc}")
+            raise JournalError(f"the write journal failed ({self.failed}): writes are refused") from exc
+
+    def fail(self, why: str) -> None:
+        """The journal drive is gone: no write goes out any more (see the module doc)."""
+        if self.failed is None:
+            self.failed = why
 
     # -- the write path ------------------------------------------------------------------
 
@@ -99,6 +117,9 @@ class StripeJournal:
         seq, to give to `completed` once every one of those member writes is done.
         `flush_members` (async) is called when the journal must start over while records
         are live."""
+        if self.failed is not None:
+            self.counters["writes_refused"] += 1
+            raise JournalError(f"the write journal failed ({self.failed}): writes are refused, as md's are")
         extents = b"".join(_EXTENT.pack(disk, offset, len(payload)) for disk, offset, payload in writes)
         payload = b"".join(bytes(p) for _d, _o, p in writes)
         length = _pad(_RECORD.size + len(extents) + len(payload))
@@ -112,7 +133,11 @@ class StripeJournal:
             crc = zlib.crc32(extents + payload, zlib.crc32(struct.pack("<8s16sQI", RECORD_MAGIC, self.uuid, seq,
                                                                       len(writes))))
             record = _RECORD.pack(RECORD_MAGIC, self.uuid, seq, len(writes), crc) + extents + payload
-            await self.target.write(self.position, record.ljust(length, b"\0"), fua=True)
+            try:
+                await self._write(self.position, record.ljust(length, b"\0"))
+            except JournalError:
+                self.counters["writes_refused"] += 1   # this one too: it never went out
+                raise
             self.position += length
             self._in_flight.add(seq)
             self.counters["records"] += 1
@@ -130,11 +155,14 @@ class StripeJournal:
         """Records up to `upto` are on the members' media (the caller flushed the members
         after they completed): record it durably; the journal starts over when nothing is
         live any more."""
-        if upto <= self.checkpoint_seq:
-            return
+        if upto <= self.checkpoint_seq or self.failed is not None:
+            return   # a failed journal: the members were flushed all the same
         self.checkpoint_seq = upto
         self._done = {s for s in self._done if s > upto}
-        await self._write_header()
+        try:
+            await self._write_header()
+        except JournalError:
+            return   # the drive failed now (self.failed); the members are flushed all the same
         self.counters["checkpoints"] += 1
         if self.seq == upto and not self._in_flight:
             self.position = BLOCK
@@ -203,7 +231,8 @@ class StripeJournal:
 
     def statistics(self) -> dict[str, Any]:
         return {"size": self.size, "position": self.position, "seq": self.seq,
-                "checkpoint": self.checkpoint_seq, "in_flight": len(self._in_flight), **self.counters}
+                "checkpoint": self.checkpoint_seq, "in_flight": len(self._in_flight), "failed": self.failed,
+                **self.counters}
 
 
 __all__ = ["BLOCK", "JournalError", "StripeJournal"]

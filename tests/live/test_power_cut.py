@@ -10,6 +10,7 @@ back wrong. Lost together, the stripe stays consistent and the chunk reads back 
 
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import os
@@ -170,3 +171,41 @@ def test_an_array_assembled_after_an_unclean_stop_resyncs_itself(raidlab_cmd, tm
     finally:
         rl("destroy", "u", check=False)
     assert leftovers(tmp_path / "home" / "labs" / "u", "u") == {}
+
+
+@pytest.mark.parametrize("mode", ["vanish", "write-eio"])
+def test_a_failed_journal_drive_refuses_writes_as_md_does_and_reads_go_on(raidlab_cmd, tmp_path, mode):
+    """The write journal's drive (d4 after four members) fails: the array refuses every
+    write with EIO from then on (it can no longer be journalled), reads and flushes go on,
+    status says so, the daemon stays; after a restart the journal serves again."""
+    rl = Raidlab(raidlab_cmd, tmp_path / "home")
+    device = rl("create", "j", "--arch", "raid5", "--disks", "4", "--disk-size", "32M", "--chunk", "64K",
+                "-o", "journal=4M").stdout.strip()
+    try:
+        data = bytes(random.Random(5).randbytes(3 * CHUNK))
+        direct_write(device, 0, data, sync=True)
+        said = rl("fail", "j", "--disk", "4", "--mode", mode).stderr
+        assert "write journal's drive 4" in said, said
+        with pytest.raises(OSError) as refused:
+            direct_write(device, 4 * 3 * CHUNK, b"X" * 4096, sync=False)
+        assert refused.value.errno == errno.EIO
+        assert direct_read(device, 0, 3 * CHUNK) == data
+        fd = os.open(device, os.O_RDONLY)
+        try:
+            os.fsync(fd)   # a flush: the members are flushed, the failed journal not checkpointed
+        finally:
+            os.close(fd)
+        status = json.loads(rl("status", "j", "--json").stdout)
+        journal = status["statistics"]["journal"]
+        assert journal["failed"] and journal["writes_refused"] >= 1, journal
+        text = rl("status", "j").stdout
+        assert "write journal (drive d4): failed" in text, text
+        again = rl("fail", "j", "--disk", "4", check=False)
+        assert again.returncode == 2 and "failed already" in again.stderr, again.stderr
+        rl("destroy", "j", "--keep-images")
+        device = rl("assemble", "j").stdout.strip()   # clean stop: the journal drive serves again
+        direct_write(device, 4 * 3 * CHUNK, b"Y" * 4096, sync=True)
+        assert direct_read(device, 0, 3 * CHUNK) == data
+    finally:
+        rl("destroy", "j", check=False)
+    assert leftovers(tmp_path / "home" / "labs" / "j", "j") == {}

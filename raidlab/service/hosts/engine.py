@@ -189,8 +189,11 @@ class EngineHost:
     async def op_fail(self, request, send) -> dict:
         index = int(request["disk"])
         array, name = self.array, self.spec.name
+        if array.journal is not None and index == len(array.members):
+            return self._fail_journal_drive(index, request.get("mode") or "vanish")
         if not 0 <= index < len(array.members):
-            raise UsageError(f"no member {index}: {name} has members 0..{len(array.members) - 1}")
+            raise UsageError(f"no member {index}: {name} has members 0..{len(array.members) - 1}"
+                             + (f" and its write journal's drive {len(array.members)}" if array.journal else ""))
         if index in array.failed:
             raise UsageError(f"member {index} of {name} is already failed",
                              hint=f"replace it with `raidlab replace {name} --disk {index}`")
@@ -213,6 +216,22 @@ class EngineHost:
         self.members[index].failed = True
         await array.fail_member(index)
         return {"failed_members": sorted(array.failed), "state": array.state}
+
+    def _fail_journal_drive(self, index: int, mode: str) -> dict:
+        """The write journal's drive fails (vanishes at once; a partial fault is found by the
+        journal's next write): the array refuses writes from then on, as md's does."""
+        journal, drive = self.array.journal, self.members[index]
+        if journal.failed is not None:
+            raise UsageError(f"the write journal of {self.spec.name} has failed already ({journal.failed})")
+        if mode not in ("vanish", *FAULTS):
+            raise UsageError(f"--mode {mode}: one of vanish, {', '.join(FAULTS)}")
+        if mode == "vanish":
+            drive.failed = True
+            journal.fail("its drive was failed")
+        else:
+            drive.fault = mode
+        return {"failed_members": sorted(self.array.failed), "state": self.array.state,
+                "journal": journal.statistics()}
 
     def _refuse_if_joined(self, what: str) -> None:
         """A joined instance leaves repairs to the instance that owns the array: a rebuild or
