@@ -89,6 +89,10 @@ class BuildContext:
     status: Callable[[str], None] = lambda message: None
     labels: list[str] | None = None
     meter: Callable[[Any], Any] = lambda target: target
+    # Called with (array, keeper) of an engine array that lies under a cache, right after
+    # the builder assembled it and before its recovery writes to it: the service refuses a
+    # dirty degraded raid5 there (raidlab.service.hosts.volume.UncleanStop).
+    assembled: Callable[[Any, Any], None] = lambda array, keeper: None
 
 
 @dataclasses.dataclass

@@ -224,7 +224,7 @@ async def build(ctx: BuildContext) -> Built:
             vc = await create_perdisk(ctx.name, kind, array_members, caches, nursery=ctx.nursery, chunk=chunk, **kw)
         else:
             ctx.status("assembling VC-RAID: writing each cache disk's blocks to its data disk (§3.4)")
-            vc = await assemble_perdisk(array_members, caches, nursery=ctx.nursery)
+            vc = await assemble_perdisk(array_members, caches, nursery=ctx.nursery, assembled=ctx.assembled)
     else:
         cache_disks = caches
         if layout.mirrored:
@@ -236,7 +236,7 @@ async def build(ctx: BuildContext) -> Built:
             vc = await create_vcraid(ctx.name, array_members, cache_disks, config=kind, chunk=chunk, **kw)
         else:
             ctx.status("assembling VC-RAID: writing the cache disks' blocks to the raid5 (§3.4)")
-            vc = await assemble_vcraid(array_members, cache_disks)
+            vc = await assemble_vcraid(array_members, cache_disks, assembled=ctx.assembled)
     recovered: dict[str, Any] = {}
     if not create:
         recovered = {"blocks": vc.statistics()["recovered_blocks"]}

@@ -209,3 +209,36 @@ def test_a_failed_journal_drive_refuses_writes_as_md_does_and_reads_go_on(raidla
     finally:
         rl("destroy", "j", check=False)
     assert leftovers(tmp_path / "home" / "labs" / "j", "j") == {}
+
+
+def test_vcraid_raid5_after_an_unclean_stop_is_resynced_or_refused_degraded(raidlab_cmd, tmp_path):
+    """The raid5 under VC-RAID is treated as md treats its own: after a power cut with every
+    member in service, assembly writes the log to it and resyncs it in the background
+    (`check` afterwards finds nothing); with a member failed, assembly refuses before the
+    log is written to it, and `--force` starts it and writes the log (every synced byte back)."""
+    rl = Raidlab(raidlab_cmd, tmp_path / "home")
+    opts = ["-o", "config=scd", "-o", "cache_size=8M", "-o", "ram_buffer=1M"]
+    device = rl("create", "v", "--arch", "vcraid", "--disks", "3", "--disk-size", "32M", "--chunk", "64K",
+                "--power-loss", *opts).stdout.strip()
+    try:
+        data = bytes(random.Random(6).randbytes(16 * CHUNK))
+        direct_write(device, 0, data, sync=True)
+        rl("power-cut", "v")
+        assembled = rl("assemble", "v")
+        assert "resyncing after an unclean stop" in assembled.stderr, assembled.stderr
+        device = assembled.stdout.strip()
+        checked = json.loads(rl("check", "v", "--json").stdout)   # waits for the resync
+        assert checked["mismatches"] == [] and direct_read(device, 0, len(data)) == data, checked
+        rl("fail", "v", "--disk", "1")
+        more = bytes(random.Random(7).randbytes(4 * CHUNK))
+        direct_write(device, 16 * CHUNK, more, sync=True)   # into the log, the raid5 degraded
+        rl("power-cut", "v")
+        refused = rl("assemble", "v", check=False)
+        assert refused.returncode == 2 and "v's raid5 was not stopped cleanly and is degraded" in refused.stderr, \
+            refused.stderr
+        assert leftovers(tmp_path / "home" / "labs" / "v", "v") == {}
+        device = rl("assemble", "v", "--force").stdout.strip()
+        assert direct_read(device, 0, len(data) + len(more)) == data + more
+    finally:
+        rl("destroy", "v", check=False)
+    assert leftovers(tmp_path / "home" / "labs" / "v", "v") == {}

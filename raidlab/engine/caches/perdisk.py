@@ -42,7 +42,7 @@ Where this departs from the paper, and why:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
@@ -270,9 +270,11 @@ async def create_perdisk(name: str, config: str, data_disks: Sequence[Any], cach
 
 
 async def assemble_perdisk(data_disks: Sequence[Any], cache_disks: Sequence[Any], *,
-                           nursery: trio.Nursery) -> PerDiskVCRAID:
+                           nursery: trio.Nursery,
+                           assembled: Callable[[Any, Any], None] = lambda array, keeper: None) -> PerDiskVCRAID:
     """Bring 1c/1d back: check the cache disks' superblocks, write every cache's logged
-    blocks to its data disk(s) (§3.4), start the caches, then assemble the raid5."""
+    blocks to its data disk(s) (§3.4), start the caches, then assemble the raid5 (which
+    `assembled` sees first, and may refuse)."""
     found = [await metadata.read_superblock(c) for c in cache_disks]
     authority = metadata.check_assembly(found, labels=[getattr(c, "name", str(i)) for i, c in enumerate(cache_disks)])
     config = authority.geometry.get("config")
@@ -293,6 +295,7 @@ async def assemble_perdisk(data_disks: Sequence[Any], cache_disks: Sequence[Any]
         vc.start(nursery)
     members = _members(config, caches, len(data_disks), data_disks[0].size)
     array, keeper = await build.assemble_array(members, labels=[getattr(d, "name", str(i)) for i, d in enumerate(data_disks)])
+    assembled(array, keeper)
     if array.layout.name != "raid5":
         raise metadata.MetadataError(f"the data disks hold a {array.layout.name}, not VC-RAID {name}'s raid5")
     return PerDiskVCRAID(name, config, caches, array, keeper)

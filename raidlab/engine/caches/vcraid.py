@@ -60,7 +60,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
@@ -582,11 +582,14 @@ async def create_vcraid(
     return vc
 
 
-async def assemble_vcraid(array_members: Sequence[Any], cache_disks: Sequence[Any]) -> VCRAID:
-    """Bring a VC-RAID back (§3.4): assemble the raid5 from its superblocks, check the cache
-    disks' superblocks, scan the cache disk headers, write every block not yet destaged to
-    the array, flush it, and start with empty caches. Not yet started."""
+async def assemble_vcraid(array_members: Sequence[Any], cache_disks: Sequence[Any], *,
+                          assembled: Callable[[Any, Any], None] = lambda array, keeper: None) -> VCRAID:
+    """Bring a VC-RAID back (§3.4): assemble the raid5 from its superblocks (`assembled` sees
+    it first, and may refuse it), check the cache disks' superblocks, scan the cache disk
+    headers, write every block not yet destaged to the array, flush it, and start with empty
+    caches. Not yet started."""
     array, keeper = await build.assemble_array(array_members)
+    assembled(array, keeper)
     found = []
     for disk in cache_disks:
         found.append(await metadata.read_superblock(disk))

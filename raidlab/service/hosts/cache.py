@@ -41,8 +41,8 @@ from raidlab.archs.caching import PER_DISK, arch_options, reserved_ram
 from raidlab.disks.disk import FAULTS, Partition
 from raidlab.errors import LabError, UsageError
 from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report, write_cache_note
-from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, serve_volume,
-                                          stripe_cache_bytes)
+from raidlab.service.hosts.volume import (UncleanStop, arch_config, make_drives, replace_drive, report_progress,
+                                          serve_volume, stripe_cache_bytes)
 
 
 class CacheHost:
@@ -62,6 +62,7 @@ class CacheHost:
         self.session = None
         self.fs = None              # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
         self.busy = trio.Lock()     # one repair operation (replace, check) at a time
+        self.unclean = None         # UncleanStop of the raid5 under VC-RAID
 
     # ------------------------------------------------------------------ build / assemble
 
@@ -76,32 +77,42 @@ class CacheHost:
 
         async def drain():
             # A clean stop: the RAM buffer goes to the cache disk(s) (what a flush does), so
-            # `assemble` finds every write; the raid5 under VC-RAID records a clean stop.
+            # `assemble` finds every write; the raid5 under VC-RAID records a clean stop
+            # (unless its resync after an unclean stop did not finish).
             await self.target.flush()
             note = "RAM buffer flushed to the cache disk"
-            if spec.arch == "vcraid":
-                keeper = self.target.keeper
-                await keeper.mark_clean(self.target.array.failed)
-                note += f"; raid5 generation {keeper.superblock.generation}, state clean"
+            if self.unclean is not None:
+                note += "; raid5 " + await self.unclean.mark_clean()
             return note
 
         session.push(f"{spec.arch} RAM buffer", drain)
+        if self.unclean is not None:   # the raid5 under VC-RAID, after its log was written to it
+            self.unclean.start_resync(mode, session.nursery)
         # Natively the array is a loop device over `volume`; the lab VM gets the file itself.
         self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
         return {"device": self.loop_device if spec.runner == "native" else None,
                 "volume": str(self.volume_path), "capacity": self.target.size,
-                "state": self._state(), "recovered": self.recovered}
+                "state": self._state(), "recovered": self.recovered,
+                **({"resync": "started"} if self.unclean is not None and self.unclean.pending else {})}
 
     async def build(self, mode: str) -> None:
         """Create or assemble the architecture over `self.drives` (the member images of its
         plan) with the registry's builder, its background tasks in the session's nursery,
         and keep what the operations need from the parts it returns."""
+        def assembled(array, keeper):
+            # VC-RAID's raid5, before the log is written to it: refused dirty and degraded
+            self.unclean = UncleanStop(self.spec.name, array, keeper, self.daemon.status, self.busy, part="raid5")
+            self.unclean.refuse_if_dirty_degraded(mode)
+
         built = await archs.get(self.spec.arch).build(archs.BuildContext(
             self.spec.name, arch_config(self.spec), self.drives, mode=mode, clock=archs.LIVE, nursery=self.session.nursery,
-            status=self.daemon.status))
+            status=self.daemon.status, assembled=assembled))
         parts = built.parts
         self.target, self.drives, self.caches = parts["mechanism"], parts["drives"], parts["caches"]
         self.mirror, self.recovered = parts["mirror"], parts["recovered"]
+        if self.unclean is None and self.spec.arch == "vcraid":   # created: a clean start
+            self.unclean = UncleanStop(self.spec.name, self.target.array, self.target.keeper, self.daemon.status,
+                                       self.busy, part="raid5")
 
     def _state(self) -> str:
         failure = getattr(self.target, "failure", None)
@@ -146,6 +157,8 @@ class CacheHost:
                               for i, label in enumerate(("primary", "backup")))
             report.append(f"mirrored cache disk (§3.4): {sides}; {m['mirrored_writes']} mirrored writes, "
                           f"{m['reads_from_backup']} reads from the backup")
+        if self.unclean is not None and self.unclean.pending:
+            report.append("raid5: resyncing after an unclean stop (every stripe made consistent from its data)")
         placement = self.cache_placement()
         report.append(placement_line(placement))
         report.append(f"drives: {write_cache_note([d.statistics() for d in self.drives])}")
@@ -155,6 +168,7 @@ class CacheHost:
             "failed_members": self._failed_drives(),
             "options": self.options,
             "recovered_at_assemble": self.recovered,
+            "resyncing": bool(self.unclean is not None and self.unclean.pending),
             "statistics": stats,
             "report": report,
             "cache_placement": placement,

@@ -14,20 +14,17 @@ only builds the array and answers for it (see raidlab.service.hosts for the inte
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import trio
 
 from raidlab import archs
 from raidlab.disks.disk import FAULTS
-from raidlab.errors import RaidlabError, UsageError
+from raidlab.errors import UsageError
 from raidlab.export import BlockExportFS
 from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
-from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, report_progress, run_with_progress,
-                                          serve_volume,
-                                          stripe_cache_bytes)
-from raidlab.service.spec import FORCE_ENV, NO_RESYNC_ENV
+from raidlab.service.hosts.volume import (UncleanStop, arch_config, make_drives, replace_drive, report_progress,
+                                          run_with_progress, serve_volume, stripe_cache_bytes)
 
 
 
@@ -47,7 +44,7 @@ class EngineHost:
         self.loop_device: str | None = None  # the loop device over `volume` (native runner)
         self.fs = None  # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
         self.busy = trio.Lock()  # one repair operation (replace, check, resync) at a time
-        self.resync_pending = False  # assembled after an unclean stop, resync not finished
+        self.unclean = None  # UncleanStop: the refusal and resync after an unclean stop
 
     async def open(self, session, mode: str) -> dict:
         spec, status = self.spec, self.daemon.status
@@ -78,74 +75,27 @@ class EngineHost:
             spec.name, config, self.members, mode=mode, clock=archs.LIVE, nursery=session.nursery, status=status,
             labels=labels))
         self.array, self.keeper = built.parts["array"], built.parts["keeper"]
-        self._refuse_dirty_degraded(mode)
+        self.unclean = UncleanStop(spec.name, self.array, self.keeper, status, self.busy)
+        self.unclean.refuse_if_dirty_degraded(mode)
         fs.add("volume", self.array)
         self.fs = fs
 
         async def mark_clean():
-            if self.resync_pending:
-                # md keeps an array whose resync did not finish dirty, so the next assembly
-                # resyncs again; its failure set is on the members already (on_failure).
-                return "left active: the resync after an unclean stop did not finish"
-            if self.array.image_buffer is not None:  # RAID-x: write pending images home first
-                await self.array.image_buffer.drain()
-            await self.keeper.mark_clean(self.array.failed)
-            return f"generation {self.keeper.superblock.generation}, state clean"
+            if self.array.image_buffer is not None and not self.unclean.pending:
+                await self.array.image_buffer.drain()   # RAID-x: write pending images home first
+            return await self.unclean.mark_clean()
 
         session.push("array metadata", mark_clean)
-        if self._needs_resync(mode):
-            self.resync_pending = True
-            status("the array was not stopped cleanly: resync started (every stripe made consistent from its "
-                   "data, as md does; the array serves meanwhile)")
-            session.nursery.start_soon(self._resync_after_unclean_stop)
+        self.unclean.start_resync(mode, session.nursery, joined=bool(spec.joins))
         # Natively the array is a loop device over `volume`; the lab VM gets the file itself.
         self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
         ready = {"device": self.loop_device if spec.runner == "native" else None,
                  "volume": str(self.volume_path), "capacity": self.array.size,
-                 "state": self.array.state, **({"resync": "started"} if self.resync_pending else {})}
+                 "state": self.array.state, **({"resync": "started"} if self.unclean.pending else {})}
         if self.array.image_buffer is not None and self.array.image_buffer.persistent:
             # RAID-x's pending images an unclean stop left in the logs, rewritten at assembly
             ready["recovered"] = {"images": self.array.image_buffer.stats["recovered"]}
         return ready
-
-    def _refuse_dirty_degraded(self, mode: str) -> None:
-        """A parity array stopped uncleanly with a member failed may hold stripes whose data
-        and parity disagree, and there is no copy left to tell which is right: the missing
-        member's blocks would be computed wrong (the write hole). md refuses to start such an
-        array ("cannot start dirty degraded array") unless forced; so does this. A write
-        journal closes the hole (its replay makes every journalled stripe whole): no refusal."""
-        r = self.array.layout.redundancy
-        if (mode == "assemble" and not self.keeper.stopped_cleanly and self.array.failed
-                and self.array.journal is None and r.copies == 1 and r.any_failures > 0
-                and os.environ.get(FORCE_ENV) != "1"):
-            failed = ", ".join(f"d{i}" for i in sorted(self.array.failed))
-            raise RaidlabError(
-                f"{self.spec.name} was not stopped cleanly and is degraded ({failed} failed): its parity may "
-                f"not match its data, so the blocks of {failed} could be computed wrong; not started",
-                hint=f"`raidlab assemble {self.spec.name} --force` starts it anyway (as mdadm --assemble "
-                     "--force); then replace the member and run `raidlab check`")
-
-    def _needs_resync(self, mode: str) -> bool:
-        """After an unclean stop a redundant array's stripes may disagree (a crash between a
-        stripe's data and parity writes, or a power cut that took one of them): md resyncs
-        such an array when it assembles it. Not a joined instance (the owner resyncs), not
-        with a member missing (there is nothing to make consistent against), not with a
-        write journal (its replay made every journalled stripe whole, as md's does)."""
-        r = self.array.layout.redundancy
-        return (mode == "assemble" and not self.keeper.stopped_cleanly and not self.spec.joins
-                and self.array.journal is None
-                and not self.array.failed and (r.any_failures > 0 or r.copies > 1)
-                and os.environ.get(NO_RESYNC_ENV) != "1")
-
-    async def _resync_after_unclean_stop(self) -> None:
-        async with self.busy:
-            try:
-                await self.array.resync()
-            except OSError as exc:  # a member failed meanwhile: the resync ends, the array serves degraded
-                self.daemon.status(f"resync stopped: {exc.strerror or exc}")
-                return
-            self.resync_pending = False
-            self.daemon.status("resync after the unclean stop finished")
 
     def vm_disks(self) -> list[Path]:
         return [Path(self.volume_path)]
@@ -165,7 +115,7 @@ class EngineHost:
             "generation": self.keeper.superblock.generation,
             "arch_state": self.keeper.superblock.arch_state,
             "rebuilding": array._rebuild is not None,
-            "resyncing": self.resync_pending,
+            "resyncing": self.unclean.pending,
             "statistics": array.statistics(),
             **({"cluster": {"name": self.spec.cluster, "node": self.spec.node, "joins": self.spec.joins}}
                if self.spec.cluster else {}),

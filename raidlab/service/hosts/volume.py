@@ -20,10 +20,11 @@ import trio
 from raidlab import archs
 from raidlab.disks import EmulatedDisk, ImageBackend
 from raidlab.disks.volatile import log_path as volatile_log_path
-from raidlab.errors import LabError
+from raidlab.errors import LabError, RaidlabError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.lab import LabSession
+from raidlab.service.spec import FORCE_ENV, NO_RESYNC_ENV
 
 
 def arch_config(spec: Any) -> archs.Config:
@@ -117,3 +118,70 @@ async def run_with_progress(send, name: str, work) -> tuple[Any, int]:
         raise LabError(failure.strerror or str(failure), hint=f"see `raidlab status {name}`")
     await send({"progress": state})
     return result, state[1]
+
+
+class UncleanStop:
+    """What an engine array (an architecture's own, or the raid5 under VC-RAID) needs when its
+    superblock says its last run did not end cleanly, as md does it at assembly:
+
+    * a parity array with a member failed may hold stripes whose data and parity disagree,
+      with no copy left to tell which is right: the missing member's blocks would be
+      computed wrong (the write hole). md refuses to start such an array ("cannot start
+      dirty degraded array") unless forced; so does `refuse_if_dirty_degraded`, unless
+      `assemble --force` (FORCE_ENV);
+    * a redundant array with every member in service is resynced in the background while it
+      serves (`start_resync`), unless `assemble --no-resync` (NO_RESYNC_ENV); until the
+      resync finishes the array stays dirty (`pending`), so a stop before then resyncs again.
+
+    Neither with a write journal (its replay made every journalled stripe whole, as md's
+    does), nor in a joined instance (the owner resyncs)."""
+
+    def __init__(self, name: str, array: Any, keeper: Any, status, busy: trio.Lock, *, part: str | None = None):
+        self.name, self.array, self.keeper, self.status, self.busy = name, array, keeper, status, busy
+        self.what = f"{name}'s {part}" if part else name   # VC-RAID's raid5: "v's raid5"
+        self.pending = False
+
+    def _dirty(self, mode: str) -> bool:
+        return mode == "assemble" and not self.keeper.stopped_cleanly and self.array.journal is None
+
+    def refuse_if_dirty_degraded(self, mode: str) -> None:
+        r = self.array.layout.redundancy
+        if (self._dirty(mode) and self.array.failed and r.copies == 1 and r.any_failures > 0
+                and os.environ.get(FORCE_ENV) != "1"):
+            failed = ", ".join(f"d{i}" for i in sorted(self.array.failed))
+            raise RaidlabError(
+                f"{self.what} was not stopped cleanly and is degraded ({failed} failed): its parity may "
+                f"not match its data, so the blocks of {failed} could be computed wrong; not started",
+                hint=f"`raidlab assemble {self.name} --force` starts it anyway (as mdadm --assemble "
+                     "--force); then replace the member and run `raidlab check`")
+
+    def start_resync(self, mode: str, nursery, *, joined: bool = False) -> bool:
+        """Start the background resync if this assembly needs one; whether it started."""
+        r = self.array.layout.redundancy
+        if not (self._dirty(mode) and not joined and not self.array.failed and (r.any_failures > 0 or r.copies > 1)
+                and os.environ.get(NO_RESYNC_ENV) != "1"):
+            return False
+        self.pending = True
+        self.status(f"{self.what} was not stopped cleanly: resync started (every stripe made consistent from its "
+                    "data, as md does; the array serves meanwhile)")
+        nursery.start_soon(self._resync)
+        return True
+
+    async def _resync(self) -> None:
+        async with self.busy:
+            try:
+                await self.array.resync()
+            except OSError as exc:  # a member failed meanwhile: the resync ends, the array serves degraded
+                self.status(f"resync stopped: {exc.strerror or exc}")
+                return
+            self.pending = False
+            self.status("resync after the unclean stop finished")
+
+    async def mark_clean(self) -> str:
+        """The clean stop's superblock update, or why the array is left dirty."""
+        if self.pending:
+            # md keeps an array whose resync did not finish dirty, so the next assembly
+            # resyncs again; its failure set is on the members already (on_failure).
+            return "left active: the resync after an unclean stop did not finish"
+        await self.keeper.mark_clean(self.array.failed)
+        return f"generation {self.keeper.superblock.generation}, state clean"
