@@ -167,10 +167,23 @@ class HostedVM:
                 "process", pid=vm.pid, pgid=vm.pid, argv=["qemu-system-x86_64", "(lab VM)"],
                 start_time=process_start_time(vm.pid)))
 
+        booted = False
+
+        async def abort_on_cancel():
+            # The boot waits in a thread, which a cancellation (Ctrl-C, SIGTERM, `destroy`)
+            # cannot interrupt: kill QEMU so the thread returns now, not at the boot timeout.
+            try:
+                await trio.sleep_forever()
+            finally:
+                if not booted:
+                    vm.abort()
+
         async with trio.open_nursery() as nursery:
             nursery.start_soon(record_qemu, nursery.cancel_scope)
+            nursery.start_soon(abort_on_cancel)
             try:
                 await trio.to_thread.run_sync(vm.boot)
+                booted = True
             finally:
                 nursery.cancel_scope.cancel()
         if not recorded and vm.running:

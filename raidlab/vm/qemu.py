@@ -332,6 +332,7 @@ class LabVM:
         self._frames: list[protocol.Frame] = []
         self._next_id = 1
         self._sigterm_guarded = False
+        self._aborted = False  # abort(): a boot under way ends at once
         self.commands_run = 0
 
     # -- lifecycle --
@@ -389,6 +390,8 @@ class LabVM:
         try:
             self._proc = qemu_tool.spawn(self.argv, stderr_path=str(self._workdir / "qemu.stderr"), env=self.env)
             _live_vms.add(self)
+            if self._aborted:
+                self._fail("the boot was stopped (the lab is being released)", console_hint=False)
             deadline = started + self.boot_timeout
             self._sock = self._accept(listener, deadline)
             ready = self._next_frame(deadline, what="the guest to boot")
@@ -424,6 +427,13 @@ class LabVM:
         self.kill()
 
     shutdown = close
+
+    def abort(self) -> None:
+        """From another thread while boot() waits: end the boot now. QEMU is killed (or, not
+        started yet, never starts) and boot() raises VMError, instead of waiting out the boot
+        timeout for a guest that may never answer."""
+        self._aborted = True
+        self.stop_now()
 
     def stop_now(self) -> None:
         """SIGKILL QEMU and nothing else: safe from another thread while a command waits on
@@ -546,6 +556,8 @@ class LabVM:
             if readable:
                 conn, _ = listener.accept()
                 return conn
+            if self._aborted:
+                self._fail("the boot was stopped (the lab is being released)", console_hint=False)
             if self._proc.poll() is not None:
                 self._fail("QEMU exited before connecting its command channel")
 
@@ -575,6 +587,8 @@ class LabVM:
                 self._fail(f"timed out waiting for {what}; the VM was killed",
                            console_hint=not self.guest, timed_out=True)
             readable, _, _ = select.select([self._sock], [], [], min(remaining, 0.5))
+            if self._aborted and not self.guest:
+                self._fail("the boot was stopped (the lab is being released)", console_hint=False)
             if not readable:
                 if self._proc.poll() is not None:
                     self._fail(f"QEMU exited (status {self._proc.poll()}) while waiting for {what}")

@@ -289,6 +289,25 @@ def test_boot_timeout_kills_the_vm(vm_image):
     assert _gone_within(machine._proc.pid, 5)
 
 
+def test_abort_ends_a_boot_that_would_wait_out_its_timeout(vm_image):
+    """A guest that never answers (here a shell on the console instead of the agent) keeps
+    boot() waiting for the boot timeout; abort() from another thread (a lab being released
+    on Ctrl-C or SIGTERM) ends it at once, QEMU killed."""
+    import threading
+
+    machine = LabVM(vm_image, kernel_args="rdinit=/bin/sh", boot_timeout=600)
+    aborter = threading.Timer(3.0, machine.abort)
+    aborter.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(VMError, match="the boot was stopped"):
+            machine.boot()
+    finally:
+        aborter.cancel()
+    assert time.monotonic() - started < 300   # well before the boot timeout
+    assert not machine.running and _gone_within(machine._proc.pid, 5)
+
+
 def _copy_cache_for(user_home: Path, image: VMImage) -> None:
     cache = user_home / "cache" / "raidlab" / "vm"
     kernel_dir = image.kernel.root.parent
