@@ -1,5 +1,5 @@
 """`raidlab crashtest ARCH [--points N] [--seed S]`: SIGKILL the array daemon at random
-moments of an untar onto ext4, recover, fsck, check fsync'ed files (raidlab.crashtest).
+moments of an untar onto ext4, recover, fsck, check fsync'ed files (raidlab.campaigns.crash).
 Parsing and printing only."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
     raidx-memory, sa3, raid1, raid5, raid10, chained), `all` (every preset), or any
     architecture id. Exit 1 if a point fails."""
     from raidlab.cli.array import _parse_options
-    from raidlab.crashtest import PRESETS, config_for, run_crashtest
+    from raidlab.campaigns.crash import PRESETS, config_for, run_crashtest
 
     names = list(PRESETS) if target == "all" else [target]
     opts = _parse_options(options)

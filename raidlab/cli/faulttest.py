@@ -1,5 +1,5 @@
 """`raidlab faulttest ARCH`: a member goes bad under fio --verify, then rebuild and scrub
-(raidlab.faulttest). Parsing and printing only."""
+(raidlab.campaigns.fault). Parsing and printing only."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def faulttest(arch, disks, disk, disk_size, chunk, modes, seed, options, home, a
     under load and scrub where the drive has a copy, or an EIO to fio where it has none.
     Exit 1 if a mode fails."""
     from raidlab.cli.array import _parse_options
-    from raidlab.faulttest import MODES, run_faulttest
+    from raidlab.campaigns.fault import MODES, run_faulttest
 
     def done(result):
         mark = "[green]ok[/]" if result.ok else "[red]FAILED[/]"

@@ -1,5 +1,5 @@
 """`raidlab reliability`: the crash and fault campaigns, and docs/reliability.md from them
-(raidlab.reliability). Parsing and printing only."""
+(raidlab.campaigns.document). Parsing and printing only."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ _err = Console(stderr=True, highlight=False)
               type=click.Choice(["kill", "power", "power-model", "power-random"]),
               help="crash modes per target (repeatable; default: kill, power, power-random)")
 @click.option("--fault", "fault_cells", multiple=True,
-              help="cells of the fault campaign (repeatable; default: all of raidlab.reliability.FAULT_CELLS: "
+              help="cells of the fault campaign (repeatable; default: all of raidlab.campaigns.document.FAULT_CELLS: "
                    "raid1 raid5 raid10 chained raidx tss vcraid vcraid-mirrored-cache vcraid-cache dcd-data "
                    "dcd-cache raid0 sa3)")
 @click.option("--interrupt-points", type=click.IntRange(0, 1000), default=5, show_default=True,
@@ -50,12 +50,12 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
     (a drive of every architecture with a live array) and the interrupt campaign, and write
     what they found as docs/reliability.md. Exit 1 if anything failed (a write hole without a
     journal is what the campaign shows, not a failure)."""
-    from raidlab.crashtest import PRESETS, config_for, run_crashtest
-    from raidlab.faulttest import MODES, run_faulttest
+    from raidlab.campaigns.crash import PRESETS, config_for, run_crashtest
+    from raidlab.campaigns.fault import MODES, run_faulttest
     from raidlab.outputs import writable_file, write_whole
     from raidlab.errors import UsageError
-    from raidlab.reliability import FAULT_CELLS, TITLE, CellStore, document
-    from raidlab.writehole import failed_rows
+    from raidlab.campaigns.document import FAULT_CELLS, TITLE, CellStore, document
+    from raidlab.campaigns.writehole import failed_rows
     from raidlab.units import parse_size
 
     if out is not None:
@@ -101,8 +101,8 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
             crash.append(summary)
         writehole = None
         if write_hole_trials:
-            from raidlab.writehole import CASES, merge
-            from raidlab.writehole import run_campaign as run_writehole
+            from raidlab.campaigns.writehole import CASES, merge
+            from raidlab.campaigns.writehole import run_campaign as run_writehole
 
             writehole = merge([kept_or_run(f"writehole-{case}", lambda case=case: run_writehole(
                 trials=write_hole_trials, stripes=16, seed=seed, home=home, cases=[case],
@@ -125,7 +125,7 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
         if interrupt_points:
             import tempfile
 
-            from raidlab.interrupttest import run_campaign
+            from raidlab.campaigns.interrupt import run_campaign
 
             base = Path(home) if home else Path("run")
             base.mkdir(parents=True, exist_ok=True)

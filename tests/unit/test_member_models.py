@@ -87,7 +87,7 @@ def test_cache_host_members_take_their_own_models():
 
 
 def test_crashtest_config_checks_each_member():
-    from raidlab.crashtest import config_for
+    from raidlab.campaigns.crash import config_for
 
     c = config_for("raid5", disks=3, options={}, disk_model="ssd,none,ssd", disk_size=64 << 20,
                    chunk=64 << 10, files=120)

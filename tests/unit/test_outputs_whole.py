@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from raidlab.interrupttest import _report_damage, _report_files
+from raidlab.campaigns.interrupt import _report_damage, _report_files
 from raidlab.outputs import PARTIAL, remove_partials, write_whole
 
 

@@ -3,8 +3,8 @@ only with cells the same clean commit ran with the same parameters."""
 
 from __future__ import annotations
 
-from raidlab.reliability import CellStore
-from raidlab.writehole import failed_rows, merge
+from raidlab.campaigns.document import CellStore
+from raidlab.campaigns.writehole import failed_rows, merge
 
 PARAMS = {"points": 20, "seed": 1}
 

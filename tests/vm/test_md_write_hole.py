@@ -1,5 +1,5 @@
 """The RAID 5 write hole on md in the lab VM, over the same emulated drives with volatile write
-caches as the engine's raid5 (raidlab.writehole): a degraded md-raid5 cut during partial-stripe
+caches as the engine's raid5 (raidlab.campaigns.writehole): a degraded md-raid5 cut during partial-stripe
 writes is refused by mdadm until forced, and forced returns wrong data for blocks nobody
 wrote; with `--write-journal` md starts it at once, replays its journal, and nothing is wrong.
 """
@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from raidlab.writehole import run_trial
+from raidlab.campaigns.writehole import run_trial
 
 pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md]
 

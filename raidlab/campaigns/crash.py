@@ -416,7 +416,7 @@ class _HostSide:
 
     def start_writer(self, tar_path: Path) -> None:
         self.run.writer = subprocess.Popen(
-            [sys.executable, "-m", "raidlab.crashtest", "writer", str(tar_path), str(self.run.mountpoint)],
+            [sys.executable, "-m", "raidlab.campaigns.crash", "writer", str(tar_path), str(self.run.mountpoint)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def read_until(self, index: int, take: Callable[[str], None]) -> None:
@@ -601,5 +601,5 @@ def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | No
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "writer":
         sys.exit(writer_main(sys.argv[2], sys.argv[3]))
-    print("usage: python -m raidlab.crashtest writer TAR DEST (use `raidlab crashtest`)", file=sys.stderr)
+    print("usage: python -m raidlab.campaigns.crash writer TAR DEST (use `raidlab crashtest`)", file=sys.stderr)
     sys.exit(2)

@@ -1,12 +1,12 @@
 """docs/reliability.md: what raidlab's arrays survive, as measured by its campaigns, written
 by one command (`raidlab reliability --write docs/reliability.md`).
 
-Three campaigns feed it: the crash campaign (raidlab.crashtest: the array's daemon killed
+Three campaigns feed it: the crash campaign (raidlab.campaigns.crash: the array's daemon killed
 during an untar, with or without a power cut of its drives, recovery, fsck, every fsync'ed
 file checked) over every preset, the
-fault campaign (raidlab.faulttest: a drive vanishes, fails its reads or writes, or turns
+fault campaign (raidlab.campaigns.fault: a drive vanishes, fails its reads or writes, or turns
 slow under fio --verify; rebuild under load; scrub) over every architecture with a live
-array (FAULT_CELLS), and the interrupt campaign (raidlab.interrupttest). This module
+array (FAULT_CELLS), and the interrupt campaign (raidlab.campaigns.interrupt). This module
 turns their summaries into the document (pure); raidlab.cli.reliability runs them.
 """
 
@@ -88,7 +88,7 @@ def crash_section(summaries: list[dict[str, Any]]) -> list[str]:
         "Each point is one independent create, untar onto ext4 (every 4th file fsync'ed), SIGKILL",
         "of the array's daemon at a random moment (even points right after an fsync returned),",
         "assemble (crash recovery), journal replay, `e2fsck -fn`, and a check of every fsync'ed",
-        "file (raidlab.crashtest). Mode *kill*: the member images keep every write that reached",
+        "file (raidlab.campaigns.crash). Mode *kill*: the member images keep every write that reached",
         "them. Mode *power*: the drives' write caches are volatile (an untimed drive holds up to",
         "4 MiB, written back oldest first), and at the kill every drive loses every write not",
         "made durable by a flush or FUA; *power-random*: each such write is lost or kept at",
@@ -137,7 +137,7 @@ def fault_section(summaries: list[dict[str, Any]]) -> list[str]:
         "reaching fio as EIO (during the second job, in the read-back of the first two regions,",
         "or in a read of the whole volume), never as wrong data; the array then answers with its",
         "failed state. A cache that acknowledged writes from RAM (DCD's immediate report) loses",
-        "them with its cache disk: they come back as EIO, not as old data (raidlab.faulttest).",
+        "them with its cache disk: they come back as EIO, not as old data (raidlab.campaigns.fault).",
         "Replay: `raidlab faulttest ARCH --disks N --disk K --mode MODE --seed S [-o ...]`.",
         "",
         "| cell | arch | disks | drive | mode | fio during the fault | drive failed | found by | rebuilt under load | read back | whole volume | mismatches | state after | leaks | verdict | seconds |",
@@ -170,7 +170,7 @@ def interrupt_section(summary: dict[str, Any]) -> list[str]:
         "",
         "Each point runs a command as a user would, with a RAIDLAB_HOME of its own, and sends",
         "SIGINT, SIGTERM or SIGKILL after a random delay within about the command's own duration",
-        "(raidlab.interrupttest.DELAYS); after it ends, `raidlab destroy` and `raidlab lab cleanup`",
+        "(raidlab.campaigns.interrupt.DELAYS); after it ends, `raidlab destroy` and `raidlab lab cleanup`",
         "run for every lab it made (the remedy after a SIGKILL), and the host",
         "is searched without raidlab's records for loop devices, mounts and processes naming the",
         "home, and the labs for records still held. The commands: create",
@@ -203,7 +203,7 @@ def writehole_section(summary: dict[str, Any]) -> list[str]:
         "Each trial is a live raid5 of four drives with volatile write caches: random data over",
         f"64 stripes, fsync, member 1 fails, one 4 KiB O_DIRECT write without fsync into each of {summary['stripes']}",
         "random stripes, a power cut that loses or keeps each unflushed drive write at random",
-        "(each drive apart), assemble, and every written stripe read back (raidlab.writehole).",
+        "(each drive apart), assemble, and every written stripe read back (raidlab.campaigns.writehole).",
         "The engine's raid5 runs on this host, md's in the lab VM over the same emulated drives.",
         "*Refused* counts assemblies that would not start the dirty degraded array without",
         "`--force` (md: \"not enough devices to start the array while not clean\"; the engine",
