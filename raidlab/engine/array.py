@@ -94,8 +94,13 @@ def row_keys(plan: WritePlan) -> list[int]:
     stricter than needed, never looser)."""
     if not plan.stripes:
         return []
+    return rows_of((*plan.reads, *plan.writes, *plan.skipped))
+
+
+def rows_of(ranges) -> list[int]:
+    """The rows (see row_keys) member ranges cover, ascending."""
     keys: set[int] = set()
-    for rng in (*plan.reads, *plan.writes, *plan.skipped):
+    for rng in ranges:
         keys.update(range(rng.disk_offset // ROW, (rng.disk_offset + rng.length - 1) // ROW + 1))
     return sorted(keys)
 
@@ -216,10 +221,19 @@ class Array:
             # over them (snapshot before the reads, see raidlab.engine.imagebuffer).
             pending = (self.image_buffer.overlay_snapshot(offset, length)
                        if failed and self.image_buffer is not None else None)
+            # A block of a failed member is computed from its row's other members: under the
+            # row locks, as md computes it in the stripe_head, so that a write to another
+            # block of the row (its data and parity, two member writes) is not seen half done.
+            rows = rows_of(plan.reads) if plan.reconstructs and self._parity else []
+            if rows:
+                await self._stripe_locks.acquire(rows)
             try:
                 buffers = await self._read_ranges(plan.reads)
             except _MemberFailed:
                 continue  # the failure set changed: plan again (raises EIO if unsurvivable)
+            finally:
+                if rows:
+                    self._stripe_locks.release(rows)
             self.counters["reads"] += 1
             self.counters["bytes_read"] += length
             if failed:
