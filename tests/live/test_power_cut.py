@@ -173,7 +173,7 @@ def test_an_array_assembled_after_an_unclean_stop_resyncs_itself(raidlab_cmd, tm
     assert leftovers(tmp_path / "home" / "labs" / "u", "u") == {}
 
 
-@pytest.mark.parametrize("mode", ["vanish", "write-eio"])
+@pytest.mark.parametrize("mode", ["vanish", pytest.param("write-eio", marks=pytest.mark.slow)])
 def test_a_failed_journal_drive_refuses_writes_as_md_does_and_reads_go_on(raidlab_cmd, tmp_path, mode):
     """The write journal's drive (d4 after four members) fails: the array refuses every
     write with EIO from then on (it can no longer be journalled), reads and flushes go on,

@@ -17,7 +17,8 @@ from lab_leftovers import leftovers
 pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md]
 
 
-@pytest.mark.parametrize("target, mode", [("md-raid5", "power-random"), ("md-raid5-journal", "power")])
+@pytest.mark.parametrize("target, mode", [("md-raid5", "power-random"),
+                                          pytest.param("md-raid5-journal", "power", marks=pytest.mark.slow)])
 def test_md_keeps_every_fsynced_file_across_power_cuts(raidlab_cmd, tmp_path, target, mode):
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
