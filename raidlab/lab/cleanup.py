@@ -32,7 +32,7 @@ from typing import Any
 
 from raidlab.errors import LabError, RaidlabError
 from raidlab.lab.fuse_control import abort_connection, is_fuse_fstype
-from raidlab.lab.proc import (_stat_fields, parse_environ, process_start_time, process_state,
+from raidlab.lab.proc import (parse_environ, process_group, process_start_time, process_state,
                               processes_with_env, same_process, signal_group_or_pid)
 from raidlab.lab.state import (LAB_DIR_ENV, LAB_NAME_RE, RUN_TOKEN_ENV, TERMINATE_GRACE_SECONDS, Lab,
                                Resource, labs_dir)
@@ -84,11 +84,7 @@ def group_members(pgid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
-        try:
-            fields = _stat_fields(Path(f"/proc/{entry}/stat").read_text())
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
+        if process_group(int(entry)) == pgid:
             out.append(int(entry))
     return out
 

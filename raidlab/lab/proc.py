@@ -46,6 +46,14 @@ def process_cpu(pid: int | None) -> dict[str, float] | None:
     return {"user_s": round(user / tick, 2), "system_s": round(system / tick, 2)}
 
 
+def process_group(pid: int) -> int | None:
+    """The process group (field 5 of /proc/<pid>/stat), None if no such pid."""
+    try:
+        return int(_stat_fields(Path(f"/proc/{pid}/stat").read_text())[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def process_state(pid: int) -> str | None:
     """The one-letter state of /proc/<pid>/stat (R, S, D, Z, ...), None if no such pid."""
     try:

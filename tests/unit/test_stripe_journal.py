@@ -14,23 +14,11 @@ from raidlab import archs
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
 from raidlab.engine.journal import BLOCK, StripeJournal
-from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
 
+from virtual_disks import run_on
+
 KiB, MiB = 1024, 1 << 20
-
-
-def run_on(disks, body):
-    async def main():
-        out = {}
-        async with trio.open_nursery() as nursery:
-            for d in disks:
-                d.start(nursery)
-            out["result"] = await body()
-            nursery.cancel_scope.cancel()
-        return out["result"]
-
-    return run_virtual(main)
 
 
 def test_a_full_journal_starts_over_and_every_write_reads_back():

@@ -15,6 +15,8 @@ from raidlab.disks.volatile import UNTIMED_CACHE_BYTES, parse, power_cut
 from raidlab.engine import build
 from raidlab.engine.virtual import run_virtual
 
+from virtual_disks import run_on
+
 KiB, MiB = 1024, 1 << 20
 
 
@@ -27,19 +29,6 @@ class Choices(random.Random):
 
     def random(self):
         return self.answers.pop(0)
-
-
-def run_on(disks, body):
-    async def main():
-        out = {}
-        async with trio.open_nursery() as nursery:
-            for d in disks:
-                d.start(nursery)
-            out["result"] = await body()
-            nursery.cancel_scope.cancel()
-        return out["result"]
-
-    return run_virtual(main)
 
 
 def volatile_disk(model="none", size=8 * MiB, write_cache=None):
