@@ -186,10 +186,12 @@ class HostedVM:
                 booted = True
             finally:
                 nursery.cancel_scope.cancel()
-        if not recorded and vm.running:
+        if vm.running and (not recorded or recorded[-1].fields.get("pid") != vm.pid):   # none yet, or a retried boot's
             recorded.append(self.session.lab.record(
                 "process", pid=vm.pid, pgid=vm.pid, argv=["qemu-system-x86_64", "(lab VM)"],
                 start_time=process_start_time(vm.pid)))
+        for why in vm.boot_retries:
+            self.status(f"lab VM booted again after: {why}")
         self.status(f"lab VM up in {vm.boot_seconds:.1f} s ({vm.accel})")
         self.exchange.mkdir(exist_ok=True)
         await self.run_script(f"mkdir -p {GUEST_SCRATCH} && mount -t ext4 /dev/raidlab/{SCRATCH_SERIAL} {GUEST_SCRATCH}",

@@ -54,6 +54,12 @@ from raidlab.tools.base import CommandResult
 ACCEL_ENV = "RAIDLAB_VM_ACCEL"          # auto | tcg | kvm
 KVM_PROBE_SECONDS = 20.0
 DEFAULT_BOOT_TIMEOUT = 180.0
+# A guest whose console says nothing for this long before READY has stalled (a boot takes
+# about 10 s under TCG and writes its console all along); the boot is tried once more then,
+# as after QEMU dying of a signal it did not get from us. Both were seen under TCG on a
+# two-core host running three test workers: before READY the guest has written nothing.
+BOOT_STALL_SECONDS = 60.0
+BOOT_ATTEMPTS = 2
 CONSOLE_TAIL_LINES = 15
 
 
@@ -333,6 +339,7 @@ class LabVM:
         self._next_id = 1
         self._sigterm_guarded = False
         self._aborted = False  # abort(): a boot under way ends at once
+        self.boot_retries: list[str] = []  # why an earlier boot attempt was given up
         self.commands_run = 0
 
     # -- lifecycle --
@@ -360,9 +367,22 @@ class LabVM:
         return self._workdir / "console.log" if self._workdir else None
 
     def boot(self) -> float:
-        """Start QEMU and wait for the guest agent. Returns the boot time in seconds."""
+        """Start QEMU and wait for the guest agent. Returns the boot time in seconds. A boot
+        that stalls, or whose QEMU dies of a signal, is tried once more (BOOT_STALL_SECONDS)."""
         if self._proc is not None:
             raise VMError("this LabVM was already booted")
+        for attempt in range(1, BOOT_ATTEMPTS + 1):
+            try:
+                return self._boot_once()
+            except VMError as exc:
+                if attempt == BOOT_ATTEMPTS or self._aborted or not exc.fields.get("retry"):
+                    raise
+                self.boot_retries.append(str(exc))
+                self._proc, self._sock, self._frames = None, None, []
+                self._reader = protocol.FrameReader()
+        raise AssertionError("unreachable")
+
+    def _boot_once(self) -> float:
         drives = tuple(d.drive(i) for i, d in enumerate(self.disks))
         self.accel, self.accel_reason = choose_accelerator(self.image, self.requested_accel)
         sweep_stale_workdirs()
@@ -581,7 +601,16 @@ class LabVM:
         return frame
 
     def _next_frame(self, deadline: float, what: str) -> protocol.Frame:
+        console_size, console_moved = -1, time.monotonic()
         while not self._frames:
+            if not self.guest and self._workdir is not None:   # booting: is the console still moving?
+                with contextlib.suppress(OSError):
+                    size = (self._workdir / "console.log").stat().st_size
+                    if size != console_size:
+                        console_size, console_moved = size, time.monotonic()
+                if time.monotonic() - console_moved > BOOT_STALL_SECONDS:
+                    self._fail(f"the guest stalled while booting (no console output for {BOOT_STALL_SECONDS:.0f} s)",
+                               retry=True)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._fail(f"timed out waiting for {what}; the VM was killed",
@@ -590,8 +619,10 @@ class LabVM:
             if self._aborted and not self.guest:
                 self._fail("the boot was stopped (the lab is being released)", console_hint=False)
             if not readable:
-                if self._proc.poll() is not None:
-                    self._fail(f"QEMU exited (status {self._proc.poll()}) while waiting for {what}")
+                status = self._proc.poll()
+                if status is not None:   # a signal we did not send, before READY: worth another boot
+                    self._fail(f"QEMU exited (status {status}) while waiting for {what}",
+                               retry=not self.guest and status < 0)
                 continue
             try:
                 data = self._sock.recv(1 << 20)
@@ -602,7 +633,8 @@ class LabVM:
                     self._proc.wait(2)
                 status = self._proc.poll()
                 if status:
-                    self._fail(f"QEMU exited with status {status} while waiting for {what}")
+                    self._fail(f"QEMU exited with status {status} while waiting for {what}",
+                               retry=not self.guest and status < 0)
                 self._fail(f"the lab VM closed its command channel while waiting for {what}"
                            + (" (the guest powered off or panicked)" if status == 0 else ""))
             try:

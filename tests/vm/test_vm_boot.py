@@ -308,6 +308,31 @@ def test_abort_ends_a_boot_that_would_wait_out_its_timeout(vm_image):
     assert not machine.running and _gone_within(machine._proc.pid, 5)
 
 
+def test_a_qemu_that_dies_of_a_signal_while_booting_is_booted_again(vm_image):
+    """QEMU under TCG on a loaded host was seen to die of SIGSEGV, or to stall, before the
+    guest's READY; nothing was written then, so the boot is tried once more."""
+    import threading
+
+    machine = LabVM(vm_image)
+
+    def crash_first_qemu():
+        deadline = time.monotonic() + 60
+        while machine.pid is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        os.kill(machine.pid, signal.SIGSEGV)
+
+    crasher = threading.Thread(target=crash_first_qemu)
+    crasher.start()
+    try:
+        machine.boot()
+        assert len(machine.boot_retries) == 1 and "status -11" in machine.boot_retries[0], machine.boot_retries
+        assert machine.run("true").rc == 0
+    finally:
+        crasher.join()
+        machine.close()
+
+
 def _copy_cache_for(user_home: Path, image: VMImage) -> None:
     cache = user_home / "cache" / "raidlab" / "vm"
     kernel_dir = image.kernel.root.parent
