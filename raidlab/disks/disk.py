@@ -270,6 +270,16 @@ class EmulatedDisk:
         override it was built with; False for a drive that has none)."""
         return self.mechanism.write_cache_enabled
 
+    @property
+    def volatile_writes(self) -> bool:
+        """Whether a write can be reported done before it is durable, so that a flush has
+        something to do: a timed drive with its write cache on, or the untimed drive unless
+        its cache was set off (its writes sit in the host's page cache, or in the emulated
+        volatile cache, until a flush)."""
+        if self.model.kind == "none":
+            return self._write_cache_setting is not False
+        return self.mechanism.write_cache_enabled
+
     def start(self, nursery: trio.Nursery) -> None:
         """Start the disk's service task in `nursery` (the disk lives as long as it)."""
         if self._started:
@@ -316,11 +326,9 @@ class EmulatedDisk:
     def _caches(self, length: int, fua: bool) -> bool:
         """Whether the drive holds this write in its write cache (reports it before it is
         durable): what the timing model does, or the untimed drive's emulated cache."""
-        if fua:
+        if fua or not self.volatile_writes:
             return False
-        if self.model.kind == "none":
-            return self._write_cache_setting is not False
-        return self.mechanism.write_cache_enabled and length <= self.model.write_cache_bytes
+        return self.model.kind == "none" or length <= self.model.write_cache_bytes
 
     def _volatile_write(self, offset: int, data: bytes, fua: bool) -> None:
         dirty = getattr(self.mechanism, "dirty", None)
@@ -610,6 +618,11 @@ class Partition:
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def volatile_writes(self) -> bool:
+        """The drive's (EmulatedDisk.volatile_writes)."""
+        return self.disk.volatile_writes
 
     async def read(self, offset: int, length: int) -> bytes:
         return await self.disk._submit(READ, offset, length, None, False, self, self.failed, self.start)

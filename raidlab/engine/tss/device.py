@@ -217,6 +217,7 @@ class TSSDevice:
             async with self._locks[ls]:
                 record = await self.log.append(ls, start, view[pos:pos + n])
                 await self._write_stripe(ls, start, view[pos:pos + n])
+                await self._durable()
                 await self.log.commit(record)
 
         async def queued(ls: int, start: int, n: int, pos: int) -> None:
@@ -290,6 +291,7 @@ class TSSDevice:
                 await previous.wait()
             async with self._locks[ls]:
                 await self._write_stripe(ls, start, memoryview(data))
+            await self._durable()
             await self.log.commit(record)
             self.counters["async_writes_applied"] += 1
         except Exception as exc:  # noqa: BLE001 - the record stays in the log for recovery
@@ -320,6 +322,7 @@ class TSSDevice:
                 async with self._locks[ls]:
                     await self._write_stripe(ls, start, memoryview(data), reconstruct=True)
                 self.counters["recovered_sectors"] += len(data) // SECTOR
+            await self._durable()
             await self.log.reset()
             replayed = len(records)
             self.counters["recovered_records"] += replayed
@@ -336,20 +339,34 @@ class TSSDevice:
     async def flush(self) -> None:
         """Every write acknowledged before is durable: the columns in service (a failed
         column is skipped; one that fails on the flush is failed) and the log."""
-        async def one(column: int) -> None:
-            if column in self.failed:
-                return
-            try:
-                await self.members[column].flush()
-            except OSError as exc:
-                if exc.errno != errno.EIO:
-                    raise
-                await self._fail_column(column)
-
-        calls = [(one, column) for column in range(len(self.members))]
+        calls = [(self._flush_column, column) for column in range(len(self.members))]
         if self.log is not None:
             calls.append((self.log.device.flush,))
         await _in_order(calls)
+
+    async def _flush_column(self, column: int) -> None:
+        if column in self.failed:
+            return
+        try:
+            await self.members[column].flush()
+        except OSError as exc:
+            if exc.errno != errno.EIO:
+                raise
+            await self._fail_column(column)
+
+    async def _durable(self) -> None:
+        """Make the column writes done so far durable, before a record that depends on them
+        is written: a log commit (the stripe write it commits), a map record (the data at
+        its new location), the reserved stripe's header (the data moved into it). A column
+        whose drive can hold writes in a volatile cache is flushed; one that cannot (its
+        writes are on the media when reported) needs nothing. Without this, a power cut
+        that takes a drive's cache could leave a committed record whose data is lost: the
+        log would not replay it, the map would point at what was never written."""
+        calls = [(self._flush_column, column) for column in range(len(self.members))
+                 if column not in self.failed and getattr(self.members[column], "volatile_writes", True)]
+        if calls:  # nothing to wait for otherwise (and no checkpoint to reorder a seeded replay)
+            await _in_order(calls)
+            self.counters["durability_flushes"] += 1
 
     async def trim(self, offset: int, length: int) -> None:
         """Logical stripes the range covers whole become invalid again and their space is
@@ -931,6 +948,7 @@ class TSSDevice:
             else:
                 entry = Mapping(RAID5, (target,))
             if self.store is not None:  # header first, keeping the old reserved stripe (persist)
+                await self._durable()
                 await self.store.write_header(vacated, target)
                 await self.store.write_entry(ls, entry)
             if old.kind == CRAID5:
@@ -945,6 +963,7 @@ class TSSDevice:
         """Record `entry` durably (raidlab.engine.tss.persist), then make it the map's;
         returns the entry it replaced, whose space the caller releases after this."""
         if self.store is not None:
+            await self._durable()
             await self.store.write_entry(ls, entry)
         return self.table.set(ls, entry)
 
