@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -75,6 +76,27 @@ def git_revision(ignore: str | os.PathLike | None = None) -> dict[str, Any]:
     skip = os.path.relpath(os.path.abspath(ignore), repo) if ignore is not None else None
     changed = [line for line in dirty.stdout.splitlines() if line[3:].strip() != skip]
     return {"revision": rev.stdout.strip() or None, "dirty": bool(changed)}
+
+
+CODE_PATHS = ("raidlab", "scripts", "pyproject.toml")
+
+
+def code_revision() -> dict[str, Any]:
+    """What the code running is, apart from the commit that holds it: a hash of the trees of
+    CODE_PATHS at HEAD (the same for every commit that changes only results or docs), and
+    whether those paths have uncommitted changes. {"code": None} outside a git checkout."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        trees = subprocess.run(["git", "rev-parse", *(f"HEAD:{path}" for path in CODE_PATHS)],
+                               capture_output=True, text=True, cwd=repo, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS],
+                               capture_output=True, text=True, cwd=repo, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {"code": None}
+    if trees.returncode != 0 or dirty.returncode != 0:
+        return {"code": None}
+    code = hashlib.sha1(trees.stdout.encode()).hexdigest()
+    return {"code": code, "dirty": bool(dirty.stdout.strip())}
 
 
 def _tool_versions(scenario: Scenario, runner: str) -> dict[str, str | None]:

@@ -49,10 +49,12 @@ def _options(options: dict[str, Any]) -> str:
 
 class CellStore:
     """Finished cells of a campaign kept as JSON files in one directory, so a run that was
-    stopped (a session's end, Ctrl-C) goes on where it stopped: a cell is taken from the
-    store only when it was run by the same commit, with a clean tree, with the same
-    parameters; otherwise it is run again and stored over the old one. The document then
-    still names one commit for every cell."""
+    stopped (Ctrl-C, a machine's end of day) goes on where it stopped: a cell is taken from
+    the store only when it was run by the same code (`revision`: raidlab.run.code_revision,
+    the code's trees, so a commit of results or docs keeps the cells), without uncommitted
+    changes to it, with the same parameters; otherwise it is run again and stored over the
+    old one. The document then still names one code for every cell. The directory can be
+    committed with the results, so a fresh clone resumes the campaign."""
 
     def __init__(self, directory: str | Path, *, revision: str | None, dirty: bool, params: dict[str, Any]):
         self.directory = Path(directory)

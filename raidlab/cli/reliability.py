@@ -40,8 +40,8 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
               help="write the document there (docs/reliability.md)")
 @click.option("--cells", "cells_dir", type=click.Path(file_okay=False), default=None,
-              help="keep each finished cell there and take cells a stopped run of the same commit and "
-                   "parameters finished (a campaign of hours goes on where it stopped)")
+              help="keep each finished cell there and take cells a stopped run of the same code (raidlab/, "
+                   "scripts/, pyproject.toml) and parameters finished (a campaign of hours goes on where it stopped)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_points, interrupt_commands,
                 write_hole_trials, write_hole_cases, seed, out, cells_dir, home):
@@ -60,9 +60,10 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
 
     if out is not None:
         writable_file(out, "--write", marker=TITLE.encode())
-    from raidlab.run import git_revision
+    from raidlab.run import code_revision, git_revision
 
     git = git_revision(ignore=out)  # the code that runs, not what the tree holds afterwards
+    code = code_revision()
     commit = ((git["revision"] or "an unknown commit")[:7]
               + (" (with uncommitted changes)" if git.get("dirty") else ""))
     targets = list(crash_targets) or list(PRESETS)
@@ -74,8 +75,10 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
     configs = [config_for(t, disks=None, options={}, disk_model="none", disk_size=parse_size("64M", "size"),
                           chunk=64 << 10, files=120, mode=mode) for t in targets for mode in modes]
     store = None
+    if cells_dir is not None and code["code"] is not None and not code.get("dirty"):
+        commit += f", cells kept in {cells_dir} run by the same code ({code['code'][:10]})"
     if cells_dir is not None:
-        store = CellStore(cells_dir, revision=git["revision"], dirty=bool(git.get("dirty")),
+        store = CellStore(cells_dir, revision=code["code"], dirty=bool(code.get("dirty")),
                           params={"points": points, "seed": seed, "write_hole_trials": write_hole_trials,
                                   "interrupt_points": interrupt_points})
 
@@ -83,7 +86,7 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
         """A cell from the store, or run (and stored)."""
         kept = store.load(key) if store is not None else None
         if kept is not None:
-            _err.print(f"{key}: taken from {cells_dir} (same commit and parameters)")
+            _err.print(f"{key}: taken from {cells_dir} (same code and parameters)")
             return kept
         summary = run()
         if store is not None:
