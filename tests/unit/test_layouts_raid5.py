@@ -221,6 +221,19 @@ def test_xor_helpers():
         xor_blocks([])
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda k: st.integers(0, 3000).flatmap(
+    lambda n: st.lists(st.binary(min_size=n, max_size=n), min_size=k, max_size=k))))
+def test_xor_of_any_buffers_and_lengths_is_the_bytewise_xor(blocks):
+    expected = bytearray(len(blocks[0]))
+    for block in blocks:
+        for i, byte in enumerate(block):
+            expected[i] ^= byte
+    kinds = [bytes, bytearray, memoryview]
+    mixed = [kinds[i % 3](block) for i, block in enumerate(blocks)]
+    assert xor_blocks(mixed) == bytes(expected)
+
+
 def test_registry_builds_md_default_chunk():
     layout = create_layout("raid5", n_disks=3, disk_size=8 << 20)
     assert layout.chunk_bytes == 512 * KiB and layout.capacity == 2 * (8 << 20)
