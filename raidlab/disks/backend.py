@@ -3,8 +3,11 @@
 Why synchronous: the design of the two clocks (docs/architecture.md) says that in virtual mode the data
 backend must be synchronous (memory or direct pread/pwrite, never trio.to_thread, which would
 let MockClock jump while a thread works). So backends are plain blocking objects; the disk
-(raidlab.disks.disk) calls them directly in virtual mode and through trio.to_thread in live
-mode, where the real I/O overlaps the modelled mechanical delay.
+(raidlab.disks.disk) calls them directly in virtual mode and, in live mode, directly where
+they cannot block for long and through trio.to_thread otherwise.
+
+Live, a disk does small writes and page-cached reads inline (`pread_cached`: a read that
+cannot block, or None), and the rest in a worker thread (raidlab.disks.disk, "Live I/O").
 
 * MemoryBackend: sparse dict of 64 KiB chunks, for virtual-time runs and unit tests.
 * ImageBackend: a sparse file (the default member disk), pread/pwrite,
@@ -58,6 +61,10 @@ class MemoryBackend:
 
     CHUNK = 64 * 1024
 
+    def pread_cached(self, offset: int, length: int) -> bytes:
+        """Memory never blocks: the bytes (_FileBackend.pread_cached)."""
+        return self.pread(offset, length)
+
     def __init__(self, size: int):
         self.size = check_size(size)
         self._chunks: dict[int, bytearray] = {}
@@ -74,6 +81,11 @@ class MemoryBackend:
                 out[pos - offset:pos - offset + n] = chunk[within:within + n]
             pos += n
         return bytes(out)
+
+    def pread_cached(self, offset: int, length: int) -> bytes | None:
+        """The bytes if the page cache holds all of them, else None (`pread_cached`)."""
+        check_aligned(offset, length, self.size)
+        return pread_cached(self._fd, offset, length)
 
     def pwrite(self, offset: int, data: bytes) -> None:
         check_aligned(offset, len(data), self.size)
@@ -132,6 +144,26 @@ def _punch_hole(fd: int, offset: int, length: int) -> bool:
     raise OSError(err, os.strerror(err))
 
 
+_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0x08)
+# A live write up to this size without FUA is a copy into the page cache: done inline, in
+# the trio thread, rather than handed to a worker thread (raidlab.disks.disk, "Live I/O").
+INLINE_WRITE_BYTES = 256 * 1024
+
+
+def pread_cached(fd: int, offset: int, length: int) -> bytes | None:
+    """`length` bytes at `offset` if the page cache holds all of them (preadv with
+    RWF_NOWAIT, which never waits for the device), else None: the caller then reads them
+    with pread where blocking is allowed (a worker thread)."""
+    buf = bytearray(length)
+    try:
+        n = os.preadv(fd, [buf], offset, _RWF_NOWAIT)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EOPNOTSUPP, errno.EINVAL):
+            return None
+        raise
+    return bytes(buf) if n == length else None
+
+
 class _FileBackend:
     """pread/pwrite on an open file descriptor (image file or block device)."""
 
@@ -145,6 +177,11 @@ class _FileBackend:
         if len(data) < length:  # a file shorter than the disk reads as zeros past its end
             data += bytes(length - len(data))
         return data
+
+    def pread_cached(self, offset: int, length: int) -> bytes | None:
+        """The bytes if the page cache holds all of them, else None (`pread_cached`)."""
+        check_aligned(offset, length, self.size)
+        return pread_cached(self._fd, offset, length)
 
     def pwrite(self, offset: int, data: bytes) -> None:
         check_aligned(offset, len(data), self.size)

@@ -10,8 +10,14 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   real clock (where the last 1.5 ms are waited with checkpoints, see SPIN_WINDOW).
 * Virtual mode (io_in_thread=False): the backend I/O is synchronous and happens when the
   request enters service, so MockClock cannot jump while data moves.
-* Live mode (io_in_thread=True): the real I/O runs in a worker thread (trio.to_thread) while
-  the task waits for the model's end time; the request completes at max(model end, I/O done).
+* Live mode (io_in_thread=True): the real I/O runs while the task waits for the model's end
+  time; the request completes at max(model end, I/O done). "Live I/O": what cannot block
+  for long runs inline, in the trio thread, as virtual mode does: a read the page cache holds
+  whole (preadv with RWF_NOWAIT), a write of at most INLINE_WRITE_BYTES without FUA (a copy
+  into the page cache), anything on a memory backend. The rest (reads that must wait for
+  the device, large writes, FUA writes, flushes, trims) goes to a worker thread
+  (trio.to_thread). A hand-off to a thread and back costs 60-80 µs here against about 6 µs
+  for a 4 KiB pwrite into the page cache, so every member I/O paid ten times its own cost.
   Lateness = actual completion - model completion is recorded per request: the answer to
   "does this host deliver the model's timing" (ublk-disksim's validation question).
 * The model clock of a request starts at max(its arrival, the previous request's *model*
@@ -73,7 +79,7 @@ import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.disks import catalog
-from raidlab.disks.backend import Backend
+from raidlab.disks.backend import INLINE_WRITE_BYTES, Backend
 from raidlab.disks.bus import Bus
 from raidlab.disks.geometry import DriveSpec
 from raidlab.disks.mechanisms import Plan, make_mechanism
@@ -83,6 +89,7 @@ from raidlab.errors import UsageError
 
 READ, WRITE, FLUSH, TRIM = "read", "write", "flush", "trim"
 LATENESS_SAMPLES = 1 << 17  # most recent lateness samples kept per disk
+_NOT_INLINE = object()  # EmulatedDisk._inline_io: leave this I/O to a worker thread
 WRITE_CACHE_SETTINGS = ("model", "on", "off")  # an array's write-cache setting (module doc)
 SPANS = ("full", "start")  # how an image maps onto its drive (raidlab.disks.geometry.Geometry)
 
@@ -374,7 +381,11 @@ class EmulatedDisk:
         io = self._io_function(op, offset, length, data, fua)
         start = trio.current_time()
         if self.io_in_thread:
-            result = await trio.to_thread.run_sync(io)
+            result = self._inline_io(op, offset, length, fua, io)
+            if result is _NOT_INLINE:
+                result = await trio.to_thread.run_sync(io)
+            else:
+                await trio.lowlevel.checkpoint()
         else:
             result = io()
             await trio.lowlevel.checkpoint()
@@ -386,6 +397,17 @@ class EmulatedDisk:
         if owner is not self:
             owner._counters.count(op, length)
         return result
+
+    def _inline_io(self, op, offset, length, fua, io: Callable[[], Any]) -> Any:
+        """Live mode: the result of `io` done inline where it cannot block for long, or
+        _NOT_INLINE for a worker thread to do it (module doc, "Live I/O")."""
+        if op == READ:
+            cached = getattr(self.backend, "pread_cached", None)
+            data = cached(offset, length) if cached is not None else None
+            return _NOT_INLINE if data is None else data
+        if op == WRITE and not fua and length <= INLINE_WRITE_BYTES:
+            return io()
+        return _NOT_INLINE
 
     def _io_function(self, op, offset, length, data, fua) -> Callable[[], Any]:
         b = self.backend
@@ -504,7 +526,11 @@ class EmulatedDisk:
             end = self.bus.book(trio.current_time(), ready, req.length)
             self._bus_wait += end - ready
         try:
-            if self.io_in_thread:
+            inline = self._inline_io(req.op, req.offset, req.length, req.fua, io) if self.io_in_thread else _NOT_INLINE
+            if inline is not _NOT_INLINE:
+                req.result = inline
+                await _sleep_until_precisely(end)
+            elif self.io_in_thread:
                 box: dict[str, Any] = {}
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._thread_io, io, box)

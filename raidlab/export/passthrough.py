@@ -5,10 +5,12 @@ plain POSIX I/O, so a failure in an export test is the export's fault, not a tim
 (2) the engine benchmark (raidlab.service.bench) compares an architecture's `volume` against "a bare
 pass-through FUSE file over one image in the same run" -- this is that file's target.
 
-The blocking system calls (pread/pwrite/fsync/fallocate) run in trio worker threads so the
-trio loop that also serves FUSE keeps answering the kernel while one request waits on the
-host disk. That is the live-clock data path only; virtual-clock code must not use this class
-(trio.to_thread lets the mock clock jump while a thread works).
+System calls that can wait on the host disk (a read the page cache does not hold, a large
+or FUA write, fsync, fallocate) run in trio worker threads so the trio loop that also serves
+FUSE keeps answering the kernel; a page-cached read and a small write run inline, as an
+emulated disk's do live (raidlab.disks.disk, "Live I/O"), so the benchmark's baseline and the
+engine pay for I/O alike. That is the live-clock data path only; virtual-clock code must not
+use this class (trio.to_thread lets the mock clock jump while a thread works).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
+from raidlab.disks.backend import INLINE_WRITE_BYTES, pread_cached
 from raidlab.errors import UsageError
 
 _FALLOC_FL_KEEP_SIZE = 0x01
@@ -65,7 +68,7 @@ def create_sparse_image(path: str | os.PathLike, size: int) -> Path:
 
 
 class ImageFileTarget:
-    """BlockTarget over one image file with pread/pwrite/fsync in worker threads.
+    """BlockTarget over one image file; blocking calls in worker threads (module doc).
 
     Must find: the image exists (create it first with `create_sparse_image`).
     """
@@ -100,7 +103,11 @@ class ImageFileTarget:
         check_aligned(offset, length, self._size)
         self._enter()
         try:
-            data = await trio.to_thread.run_sync(os.pread, self._fd, length, offset)
+            data = pread_cached(self._fd, offset, length)
+            if data is None:
+                data = await trio.to_thread.run_sync(os.pread, self._fd, length, offset)
+            else:
+                await trio.lowlevel.checkpoint()
         finally:
             self._in_flight -= 1
         if len(data) < length:  # a sparse tail the file system reports short: zeros
@@ -113,7 +120,11 @@ class ImageFileTarget:
         check_aligned(offset, len(data), self._size)
         self._enter()
         try:
-            await trio.to_thread.run_sync(self._pwrite_all, data, offset, fua)
+            if fua or len(data) > INLINE_WRITE_BYTES:
+                await trio.to_thread.run_sync(self._pwrite_all, data, offset, fua)
+            else:
+                self._pwrite_all(data, offset, fua)
+                await trio.lowlevel.checkpoint()
         finally:
             self._in_flight -= 1
         self._stats["writes"] += 1

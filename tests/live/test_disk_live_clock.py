@@ -109,3 +109,43 @@ def test_failed_disk_in_live_mode(tmp_path):
         return info.value.errno
 
     assert run_live(scenario, tmp_path, model="none") == errno.EIO
+
+
+@pytest.mark.parametrize("model", ["none", "hdd-7200"])
+def test_small_writes_and_cached_reads_run_inline_the_rest_in_a_worker_thread(tmp_path, monkeypatch, model):
+    """Live I/O (raidlab.disks.disk): a small write and a read the page cache holds are done
+    in the trio thread; a read that would wait for the device, a large write, a FUA write
+    and a flush go to a worker thread. The image holds every write either way."""
+    from raidlab.disks.backend import INLINE_WRITE_BYTES
+
+    handed: list[str] = []
+    real = trio.to_thread.run_sync
+
+    async def counting(fn, *args, **kw):
+        handed.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting)
+    small, large = os.urandom(4096), os.urandom(INLINE_WRITE_BYTES + 4096)
+
+    async def scenario(disk):
+        await disk.write(0, small)
+        assert await disk.read(0, 4096) == small
+        inline = len(handed)
+        await disk.write(MiB, large)
+        after_large = len(handed)
+        await disk.write(4 * MiB, small, fua=True)
+        after_fua = len(handed)
+        await disk.flush()
+        after_flush = len(handed)
+        os.posix_fadvise(disk.backend._fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean now: dropped
+        assert await disk.read(MiB, len(large)) == large
+        return inline, after_large, after_fua, after_flush, len(handed)
+
+    inline, after_large, after_fua, after_flush, after_cold_read = run_live(scenario, tmp_path, model=model)
+    assert inline == 0, handed
+    assert after_large == 1 and after_fua == 2 and after_flush == 3 and after_cold_read == 4, handed
+    with open(tmp_path / "d0.img", "rb") as image:
+        assert image.read(4096) == small
+        image.seek(MiB)
+        assert image.read(len(large)) == large
