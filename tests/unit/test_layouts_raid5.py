@@ -237,3 +237,20 @@ def test_xor_of_any_buffers_and_lengths_is_the_bytewise_xor(blocks):
 def test_registry_builds_md_default_chunk():
     layout = create_layout("raid5", n_disks=3, disk_size=8 << 20)
     assert layout.chunk_bytes == 512 * KiB and layout.capacity == 2 * (8 << 20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(n_disks=st.integers(3, 7), chunk_kib=st.sampled_from([4, 16, 64]), data=st.data())
+def test_the_one_chunk_planner_gives_the_general_planners_plan(n_disks, chunk_kib, data):
+    """A write inside one chunk of a healthy array is planned directly (_one_chunk_plan);
+    its plan must be the general planner's, with and without a stripe cache that holds any
+    set of the members' ranges."""
+    layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024)
+    sectors = layout.chunk_bytes // 512
+    chunk = data.draw(st.integers(0, layout.capacity // layout.chunk_bytes - 1))
+    first = data.draw(st.integers(0, sectors - 1))
+    count = data.draw(st.integers(1, sectors - first))
+    offset, length = chunk * layout.chunk_bytes + first * 512, count * 512
+    held = data.draw(st.frozensets(st.integers(0, n_disks - 1)))
+    for cached in (None, lambda disk, _offset, _length: disk in held):
+        assert layout.write_plan(offset, length, cached=cached) == layout._write_plan(offset, length, frozenset(), cached)

@@ -57,6 +57,7 @@ from typing import ClassVar
 
 from raidlab.engine.layouts.base import (
     DataUnavailableError,
+    DiskRange,
     Extent,
     Layout,
     Location,
@@ -229,6 +230,47 @@ class Raid5Layout(Layout):
         nothing when RMW and RCW are weighed, as md counts only pages not up to date. The
         plan still lists such reads; the caller serves them from its cache."""
         failed_set = self._check_failed(failed)
+        if not failed_set:
+            within = offset % self.chunk_bytes
+            if within + length <= self.chunk_bytes:
+                self.check_range(offset, length)
+                return self._one_chunk_plan(offset, length, within, cached)
+        return self._write_plan(offset, length, failed_set, cached)
+
+    def _one_chunk_plan(self, offset: int, length: int, within: int,
+                        cached: Callable[[int, int, int], bool] | None) -> WritePlan:
+        """write_plan of a write inside one data chunk of a healthy array (most small
+        writes), built directly: the same plan as the general planner's (tests check it),
+        without its per-stripe bookkeeping. RMW reads the old data and parity, RCW the
+        other data chunks, each the written range of one member, so nothing merges."""
+        stripe, index = divmod(offset // self.chunk_bytes, self.data_disks)
+        n_disks = self.n_disks
+        parity = self.data_disks - stripe % n_disks
+        disk = (parity + 1 + index) % n_disks
+        member_offset = self.data_offset + stripe * self.chunk_bytes + within
+        rmw = (disk, parity)
+        rcw = tuple((parity + 1 + d) % n_disks for d in range(self.data_disks) if d != index)
+        if cached is None:
+            rmw_reads, rcw_reads = len(rmw), len(rcw)
+        else:
+            rmw_reads = sum(1 for d in rmw if not cached(d, member_offset, length))
+            rcw_reads = sum(1 for d in rcw if not cached(d, member_offset, length))
+        method = "rmw" if rmw_reads < rcw_reads else "rcw"
+        wants = rmw if method == "rmw" else rcw
+        order = sorted(wants)
+        reads = tuple(DiskRange(d, member_offset, length) for d in order)
+        sources = tuple((order.index(d), 0) for d in wants)
+        writes = (Extent(disk, member_offset, length, offset),
+                  Extent(parity, member_offset, length, None, "parity"))
+        recipes = (None, (ParitySegment(0, length, (offset,), sources),))
+        summary = StripeWrite(stripe=stripe, method=method, reads=len(wants), writes=2,
+                              rmw_reads=rmw_reads, rcw_reads=rcw_reads,
+                              rmw_read_bytes=rmw_reads * length, rcw_read_bytes=rcw_reads * length)
+        return WritePlan(offset, length, writes, reads, (), recipes, (summary,))
+
+    def _write_plan(self, offset: int, length: int, failed_set: frozenset[int],
+                    cached: Callable[[int, int, int], bool] | None) -> WritePlan:
+        """The general planner: any range, any stripes, degraded or not."""
         by_stripe: dict[int, dict[int, tuple[int, int, int]]] = {}
         for stripe, index, within, n, logical in self._pieces(offset, length):
             by_stripe.setdefault(stripe, {})[index] = (within, within + n, logical)
