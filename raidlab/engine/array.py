@@ -114,6 +114,12 @@ class _StripeLocks:
         self.waits = 0
 
     async def acquire(self, stripes: Sequence[int]) -> None:
+        """Take the locks in ascending order, waiting where one is held. A free lock is
+        taken without a scheduling point (a 1 MiB raid5 write takes some 90 rows, and two
+        checkpoints per row cost more than the write's planning); one checkpoint for the
+        whole acquisition keeps it a trio checkpoint."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        waited = False
         for stripe in sorted(set(stripes)):
             lock, users = self._locks.get(stripe, (None, 0))
             if lock is None:
@@ -121,7 +127,12 @@ class _StripeLocks:
             self._locks[stripe] = (lock, users + 1)
             if lock.locked():
                 self.waits += 1
-            await lock.acquire()
+                waited = True
+                await lock.acquire()
+            else:
+                lock.acquire_nowait()
+        if not waited:
+            await trio.lowlevel.cancel_shielded_checkpoint()
 
     def try_acquire(self, stripes: Sequence[int]) -> bool:
         """Take every lock now, or none (False) if one is held."""

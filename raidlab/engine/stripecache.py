@@ -83,20 +83,34 @@ class StripeCache:
         update the cached part of a page it covers partly (a page not cached stays so)."""
         view = memoryview(data).cast("B")
         end = offset + len(view)
-        page = offset // PAGE
-        while page * PAGE < end:
-            lo, hi = page * PAGE, (page + 1) * PAGE
-            a, b = max(lo, offset), min(hi, end)
-            piece = view[a - offset:b - offset]
-            if a == lo and b == hi:
-                self._row(page)[disk] = bytes(piece)
+        first_whole, end_whole = -(-offset // PAGE), end // PAGE   # pages [first_whole, end_whole) whole
+        if first_whole > end_whole:    # inside one page
+            self._update_part(disk, offset // PAGE, offset, view)
+            return
+        if offset % PAGE:
+            self._update_part(disk, first_whole - 1, offset, view[:first_whole * PAGE - offset])
+        rows, row_of = self._rows, self._row
+        at = first_whole * PAGE - offset
+        for page in range(first_whole, end_whole):
+            row = rows.get(page)
+            if row is None:
+                row = row_of(page)
             else:
-                row = self._rows.get(page)
-                if row is not None and disk in row:
-                    old = row[disk]
-                    row[disk] = old[:a - lo] + bytes(piece) + old[b - lo:]
-                    self._rows.move_to_end(page)
-            page += 1
+                rows.move_to_end(page)
+            row[disk] = bytes(view[at:at + PAGE])
+            at += PAGE
+        if end % PAGE and end_whole * PAGE >= offset:
+            self._update_part(disk, end_whole, end_whole * PAGE, view[end_whole * PAGE - offset:])
+
+    def _update_part(self, disk: int, page: int, offset: int, piece: memoryview) -> None:
+        """Part of a page was written: update it where the page is cached (a page not
+        cached stays so)."""
+        row = self._rows.get(page)
+        if row is not None and disk in row:
+            lo = offset - page * PAGE
+            old = row[disk]
+            row[disk] = old[:lo] + bytes(piece) + old[lo + len(piece):]
+            self._rows.move_to_end(page)
 
     def _row(self, page: int) -> dict[int, bytes]:
         row = self._rows.get(page)

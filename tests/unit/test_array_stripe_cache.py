@@ -7,6 +7,8 @@ import random
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import virtual
@@ -53,6 +55,29 @@ def test_cache_keeps_whole_pages_and_updates_cached_ones_in_part():
     cache.put(0, 5 * PAGE, bytes(PAGE))            # a third row evicts the least recently used
     assert not cache.holds(0, 4096, 4096) and cache.holds(0, 5 * PAGE, PAGE)
     assert cache.statistics()["evictions"] == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 63), st.integers(1, 40)), min_size=1, max_size=30),
+       st.integers(2, 64))
+def test_every_cached_page_is_what_the_member_holds_and_whole_pages_are_cached(puts, rows):
+    """Any sequence of sector-aligned writes: a cached page is always the member's bytes
+    there, and the whole pages the last write covered are cached when the cache has room."""
+    cache = StripeCache(rows=rows)
+    members = [bytearray(64 * KiB) for _ in range(2)]
+    rng = random.Random(len(puts))
+    for disk, sector, sectors in puts:
+        offset, length = sector * 512, min(sectors * 512, 64 * KiB - sector * 512)
+        data = rng.randbytes(length)
+        members[disk][offset:offset + length] = data
+        cache.put(disk, offset, data)
+        for page in range(64 * KiB // PAGE):
+            for d in (0, 1):
+                if cache.holds(d, page * PAGE, PAGE):
+                    assert cache.get(d, page * PAGE, PAGE) == bytes(members[d][page * PAGE:(page + 1) * PAGE])
+        whole = range(-(-offset // PAGE), (offset + length) // PAGE)
+        if len(whole) <= rows:
+            assert all(cache.holds(disk, page * PAGE, PAGE) for page in whole)
 
 
 def test_second_write_of_a_stripe_reads_nothing_the_first_read_or_wrote():
