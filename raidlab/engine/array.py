@@ -48,6 +48,7 @@ I/O sits around them):
 
 from __future__ import annotations
 
+import collections
 import errno
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -106,57 +107,67 @@ def rows_of(ranges) -> list[int]:
 
 
 class _StripeLocks:
-    """Per-row trio locks (see row_keys), created on demand and dropped when nobody holds or
-    waits."""
+    """Per-row locks (see row_keys), FIFO per row, taken in ascending order (so two writes
+    never wait for each other crosswise). A held row is a key of `_held`; only a row that
+    somebody waits for gets a queue, and a release hands the row to the first waiter. A
+    1 MiB raid5 write takes some 90 rows: a trio.Lock per row, made and dropped each time,
+    cost more than the write's planning."""
 
     def __init__(self) -> None:
-        self._locks: dict[int, tuple[trio.Lock, int]] = {}
+        self._held: dict[int, collections.deque[trio.Event] | None] = {}
         self.waits = 0
 
     async def acquire(self, stripes: Sequence[int]) -> None:
-        """Take the locks in ascending order, waiting where one is held. A free lock is
-        taken without a scheduling point (a 1 MiB raid5 write takes some 90 rows, and two
-        checkpoints per row cost more than the write's planning); one checkpoint for the
-        whole acquisition keeps it a trio checkpoint."""
+        """Take every row, waiting for held ones in turn; one checkpoint in all when none
+        is held. Cancelled while waiting: the rows taken so far are released."""
         await trio.lowlevel.checkpoint_if_cancelled()
+        taken: list[int] = []
         waited = False
         for stripe in sorted(set(stripes)):
-            lock, users = self._locks.get(stripe, (None, 0))
-            if lock is None:
-                lock = trio.Lock()
-            self._locks[stripe] = (lock, users + 1)
-            if lock.locked():
-                self.waits += 1
-                waited = True
-                await lock.acquire()
-            else:
-                lock.acquire_nowait()
+            if stripe not in self._held:
+                self._held[stripe] = None
+                taken.append(stripe)
+                continue
+            queue = self._held[stripe]
+            if queue is None:
+                queue = self._held[stripe] = collections.deque()
+            handed = trio.Event()
+            queue.append(handed)
+            self.waits += 1
+            waited = True
+            try:
+                await handed.wait()
+            except BaseException:
+                if handed.is_set():    # handed over as we were cancelled: ours, give it on
+                    taken.append(stripe)
+                else:
+                    queue.remove(handed)
+                    if not queue:
+                        self._held[stripe] = None
+                self.release(taken)
+                raise
+            taken.append(stripe)
         if not waited:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
     def try_acquire(self, stripes: Sequence[int]) -> bool:
-        """Take every lock now, or none (False) if one is held."""
-        taken: list[int] = []
-        for stripe in sorted(set(stripes)):
-            lock, users = self._locks.get(stripe, (None, 0))
-            if lock is not None and lock.locked():
-                self.release(taken)
-                return False
-            if lock is None:
-                lock = trio.Lock()
-            self._locks[stripe] = (lock, users + 1)
-            lock.acquire_nowait()
-            taken.append(stripe)
+        """Take every row now, or none (False) if one is held."""
+        keys = sorted(set(stripes))
+        if any(stripe in self._held for stripe in keys):
+            return False
+        for stripe in keys:
+            self._held[stripe] = None
         return True
 
     def release(self, stripes: Sequence[int]) -> None:
         for stripe in sorted(set(stripes)):
-            lock, users = self._locks[stripe]
-            lock.release()
-            if users == 1:
-                del self._locks[stripe]
+            queue = self._held[stripe]
+            if queue:
+                queue.popleft().set()   # the row stays held, by the first waiter now
+                if not queue:
+                    self._held[stripe] = None
             else:
-                self._locks[stripe] = (lock, users - 1)
+                del self._held[stripe]
 
 
 class Array:

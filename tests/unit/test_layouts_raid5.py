@@ -254,3 +254,17 @@ def test_the_one_chunk_planner_gives_the_general_planners_plan(n_disks, chunk_ki
     held = data.draw(st.frozensets(st.integers(0, n_disks - 1)))
     for cached in (None, lambda disk, _offset, _length: disk in held):
         assert layout.write_plan(offset, length, cached=cached) == layout._write_plan(offset, length, frozenset(), cached)
+
+
+@settings(max_examples=200, deadline=None)
+@given(n_disks=st.integers(3, 7), chunk_kib=st.sampled_from([4, 16, 64]), data=st.data())
+def test_the_full_stripes_planner_gives_the_general_planners_plan(n_disks, chunk_kib, data):
+    layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024)
+    stripe_bytes = layout.data_disks * layout.chunk_bytes
+    stripes = layout.capacity // stripe_bytes
+    first = data.draw(st.integers(0, stripes - 1))
+    count = data.draw(st.integers(1, min(8, stripes - first)))
+    offset, length = first * stripe_bytes, count * stripe_bytes
+    held = data.draw(st.frozensets(st.integers(0, n_disks - 1)))
+    for cached in (None, lambda disk, _offset, _length: disk in held):
+        assert layout.write_plan(offset, length, cached=cached) == layout._write_plan(offset, length, frozenset(), cached)

@@ -235,7 +235,41 @@ class Raid5Layout(Layout):
             if within + length <= self.chunk_bytes:
                 self.check_range(offset, length)
                 return self._one_chunk_plan(offset, length, within, cached)
+            stripe_bytes = self.data_disks * self.chunk_bytes
+            if offset % stripe_bytes == 0 and length % stripe_bytes == 0:
+                self.check_range(offset, length)
+                return self._full_stripes_plan(offset, length, cached)
         return self._write_plan(offset, length, failed_set, cached)
+
+    def _full_stripes_plan(self, offset: int, length: int,
+                           cached: Callable[[int, int, int], bool] | None) -> WritePlan:
+        """write_plan of whole stripes of a healthy array (the middle of a large sequential
+        write), built directly: every data chunk, then every parity chunk (the XOR of the
+        stripe's new data), no reads; the same plan as the general planner's (tests check
+        it), which also reports what RMW would have read (RCW reads nothing)."""
+        chunk, k, n_disks = self.chunk_bytes, self.data_disks, self.n_disks
+        writers = frozenset(range(k))   # the general planner's order of a segment's writers
+        data_writes: list[Extent] = []
+        parity_writes: list[Extent] = []
+        recipes: list[tuple[ParitySegment, ...]] = []
+        summaries: list[StripeWrite] = []
+        first = offset // (k * chunk)
+        for stripe in range(first, first + length // (k * chunk)):
+            parity = k - stripe % n_disks
+            member_offset = self.data_offset + stripe * chunk
+            base = stripe * k * chunk
+            for index in range(k):
+                data_writes.append(Extent((parity + 1 + index) % n_disks, member_offset, chunk, base + index * chunk))
+            parity_writes.append(Extent(parity, member_offset, chunk, None, "parity"))
+            recipes.append((ParitySegment(0, chunk, tuple(base + d * chunk for d in writers), ()),))
+            rmw = [(parity + 1 + d) % n_disks for d in range(k)] + [parity]
+            rmw_reads = len(rmw) if cached is None else sum(1 for d in rmw if not cached(d, member_offset, chunk))
+            summaries.append(StripeWrite(stripe=stripe, method="full-stripe", reads=0, writes=k + 1,
+                                         rmw_reads=rmw_reads, rcw_reads=0,
+                                         rmw_read_bytes=rmw_reads * chunk, rcw_read_bytes=0))
+        writes = merge_extents(data_writes)
+        return WritePlan(offset, length, (*writes, *parity_writes), (), (),
+                         (*([None] * len(writes)), *recipes), tuple(summaries))
 
     def _one_chunk_plan(self, offset: int, length: int, within: int,
                         cached: Callable[[int, int, int], bool] | None) -> WritePlan:
