@@ -32,9 +32,6 @@ FAULT_CELLS: dict[str, tuple[str, int, dict[str, Any], int]] = {
 }
 
 NOT_YET = [
-    "* The md baselines under the power cut: their drives take the same volatile caches",
-    "  (`create --power-loss`), but crashtest runs on the native runner, and md runs here in",
-    "  the lab VM only.",
     "* Bad input (generated scenario files, trace lines, option values) and damaged state (a",
     "  member's superblock, an array's spec, a lab's state file) are tests of the suite",
     "  (tests/unit/test_bad_input.py, tests/live/test_damaged_state.py), and ownership (no",

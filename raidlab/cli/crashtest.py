@@ -39,8 +39,9 @@ _err = Console(stderr=True, highlight=False)
 def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, mode, home, as_json):
     """Crash-test TARGET: a preset (dcd-immediate, dcd-after-complete, vcraid-scd,
     vcraid-mcd, vcraid-1c, vcraid-1d, tss, tss-log-sync, tss-log-async, raidx,
-    raidx-memory, sa3, raid1, raid5, raid10, chained), `all` (every preset), or any
-    architecture id. Exit 1 if a point fails."""
+    raidx-memory, sa3, raid1, raid5, raid10, chained; md's md-raid1, md-raid5, md-raid10,
+    md-raid5-journal in the lab VM), `all` (every preset), or any architecture id. Exit 1
+    if a point fails."""
     from raidlab.cli.array import _parse_options
     from raidlab.campaigns.crash import PRESETS, config_for, run_crashtest
 
