@@ -61,10 +61,6 @@ class MemoryBackend:
 
     CHUNK = 64 * 1024
 
-    def pread_cached(self, offset: int, length: int) -> bytes:
-        """Memory never blocks: the bytes (_FileBackend.pread_cached)."""
-        return self.pread(offset, length)
-
     def __init__(self, size: int):
         self.size = check_size(size)
         self._chunks: dict[int, bytearray] = {}
@@ -82,10 +78,9 @@ class MemoryBackend:
             pos += n
         return bytes(out)
 
-    def pread_cached(self, offset: int, length: int) -> bytes | None:
-        """The bytes if the page cache holds all of them, else None (`pread_cached`)."""
-        check_aligned(offset, length, self.size)
-        return pread_cached(self._fd, offset, length)
+    def pread_cached(self, offset: int, length: int) -> bytes:
+        """Memory never blocks: the bytes (_FileBackend.pread_cached)."""
+        return self.pread(offset, length)
 
     def pwrite(self, offset: int, data: bytes) -> None:
         check_aligned(offset, len(data), self.size)

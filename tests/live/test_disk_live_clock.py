@@ -15,7 +15,7 @@ import random
 import pytest
 import trio
 
-from raidlab.disks import EmulatedDisk, ImageBackend
+from raidlab.disks import EmulatedDisk, ImageBackend, MemoryBackend
 
 pytestmark = pytest.mark.live
 MiB = 1 << 20
@@ -149,3 +149,28 @@ def test_small_writes_and_cached_reads_run_inline_the_rest_in_a_worker_thread(tm
         assert image.read(4096) == small
         image.seek(MiB)
         assert image.read(len(large)) == large
+
+
+def test_a_live_disk_over_memory_does_all_its_io_inline(monkeypatch):
+    """A memory backend never blocks: live, its reads and small writes stay in the trio
+    thread as well."""
+    handed: list[str] = []
+    real = trio.to_thread.run_sync
+
+    async def counting(fn, *args, **kw):
+        handed.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting)
+    data = os.urandom(8192)
+
+    async def main():
+        disk = EmulatedDisk("m", "none", MemoryBackend(MiB), io_in_thread=True)
+        async with trio.open_nursery() as nursery:
+            disk.start(nursery)
+            await disk.write(4096, data)
+            got = await disk.read(4096, 8192)
+            nursery.cancel_scope.cancel()
+        return got
+
+    assert trio.run(main) == data and handed == []
