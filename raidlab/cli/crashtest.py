@@ -5,6 +5,7 @@ Parsing and printing only."""
 from __future__ import annotations
 
 import json
+import os
 
 import click
 from rich.console import Console
@@ -81,7 +82,10 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
                           f"[red]{s['failed']}[/]" if s["failed"] else "0", str(s["fsynced_files_checked"]),
                           str(s["fsynced_files_lost"]), str(s["leaks"]), f"{written:.1f}",
                           str(s["writes_lost_to_power_cuts"]), f"{s['seconds']:.1f}")
-        _out.print(table)
+        # Into a pipe or a log (no terminal, no COLUMNS) rich fits a table to 80 columns, which
+        # cuts every name and number of this one short.
+        wide = _out.is_terminal or os.environ.get("COLUMNS")
+        (_out if wide else Console(highlight=False, width=160)).print(table)
     return 1 if any(s["failed"] for s in summaries) else 0
 
 

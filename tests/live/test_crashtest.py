@@ -151,3 +151,11 @@ def test_unknown_target_is_one_line_exit_two(raidlab_cmd, tmp_path):
     proc, _ = crashtest(raidlab_cmd, tmp_path / "home", "dcd-sometimes")
     assert proc.returncode == 2 and "unknown crash-test target" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_the_summary_table_into_a_pipe_keeps_whole_names(raidlab_cmd, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"RAIDLAB_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([*raidlab_cmd, "crashtest", "dcd-after-complete", "--points", "1"], capture_output=True,
+                          text=True, env=env, timeout=3600)
+    assert proc.returncode == 0, proc.stderr
+    assert "dcd-after-complete" in proc.stdout and "writes lost to the power cut" in proc.stdout, proc.stdout
