@@ -10,7 +10,7 @@ One independent run per fault mode, each on an array of its own (raidlab.disks.d
 injection"):
 
     create -> fio A writes and verifies region A (the drive healthy)
-    -> fio B writes and verifies region B; half a second in, the drive gets the fault:
+    -> fio B writes (paced) and verifies region B; half a second in, the drive gets the fault:
        vanish (gone, the array is told), read-eio, write-eio (the array finds out from its own
        requests), slow (100x: nothing fails, everything waits)
     -> status: has the drive failed? If not, a scrub reads every copy and may find the
@@ -48,6 +48,10 @@ MODES = ("vanish", "read-eio", "write-eio", "slow")
 FAULTY = 1                  # the drive that goes bad unless told otherwise
 REGION = 8 << 20            # bytes each fio job writes and verifies
 INJECT_AFTER = 0.5          # seconds into fio B
+# fio B's writes are paced so that they are still going when the fault strikes: unpaced, a
+# fast array wrote all of region B within INJECT_AFTER, and a write-eio fault then met no
+# write at all (2,048 writes at this rate take about 4 s; its verify reads are not paced).
+PACED_WRITE_IOPS = 500
 NON_REDUNDANT = ("raid0", "sa1", "sa2", "sa3", "saz")
 FAMILIES = ("engine", "tss", "cache")
 OPTIMAL = ("optimal", "active")  # an engine array's and VC-RAID's state with nothing failed; TSS's
@@ -177,7 +181,8 @@ class FaultRun:
                 raise RaidlabError(f"fio failed on a healthy array: {before.jobs[0].error if before.jobs else before.returncode}")
             self.status(f"{mode}: fio writes region B; drive {disk} ({self.role}) goes bad")
             box: dict[str, fio.FioRun] = {}
-            writer = threading.Thread(target=lambda: box.setdefault("run", _fio(_job(device, "b", 1, seed + 1))))
+            paced = _job(device, "b", 1, seed + 1, rate_iops=f",{PACED_WRITE_IOPS}")
+            writer = threading.Thread(target=lambda: box.setdefault("run", _fio(paced)))
             writer.start()
             time.sleep(INJECT_AFTER)
             control.request(self.lab, "fail", disk=disk, mode=mode, force=True)
