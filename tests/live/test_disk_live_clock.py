@@ -111,21 +111,27 @@ def test_failed_disk_in_live_mode(tmp_path):
     assert run_live(scenario, tmp_path, model="none") == errno.EIO
 
 
+@pytest.fixture
+def handed(monkeypatch) -> list[str]:
+    """The callables handed to a worker thread (trio.to_thread.run_sync) from now on."""
+    calls: list[str] = []
+    real = trio.to_thread.run_sync
+
+    async def counting(fn, *args, **kw):
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting)
+    return calls
+
+
 @pytest.mark.parametrize("model", ["none", "hdd-7200"])
-def test_small_writes_and_cached_reads_run_inline_the_rest_in_a_worker_thread(tmp_path, monkeypatch, model):
+def test_small_writes_and_cached_reads_run_inline_the_rest_in_a_worker_thread(tmp_path, handed, model):
     """Live I/O (raidlab.disks.disk): a small write and a read the page cache holds are done
     in the trio thread; a read that would wait for the device, a large write, a FUA write
     and a flush go to a worker thread. The image holds every write either way."""
     from raidlab.disks.backend import INLINE_WRITE_BYTES
 
-    handed: list[str] = []
-    real = trio.to_thread.run_sync
-
-    async def counting(fn, *args, **kw):
-        handed.append(getattr(fn, "__name__", repr(fn)))
-        return await real(fn, *args, **kw)
-
-    monkeypatch.setattr(trio.to_thread, "run_sync", counting)
     small, large = os.urandom(4096), os.urandom(INLINE_WRITE_BYTES + 4096)
 
     async def scenario(disk):
@@ -151,17 +157,9 @@ def test_small_writes_and_cached_reads_run_inline_the_rest_in_a_worker_thread(tm
         assert image.read(len(large)) == large
 
 
-def test_a_live_disk_over_memory_does_all_its_io_inline(monkeypatch):
+def test_a_live_disk_over_memory_does_all_its_io_inline(handed):
     """A memory backend never blocks: live, its reads and small writes stay in the trio
     thread as well."""
-    handed: list[str] = []
-    real = trio.to_thread.run_sync
-
-    async def counting(fn, *args, **kw):
-        handed.append(getattr(fn, "__name__", repr(fn)))
-        return await real(fn, *args, **kw)
-
-    monkeypatch.setattr(trio.to_thread, "run_sync", counting)
     data = os.urandom(8192)
 
     async def main():
