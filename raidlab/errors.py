@@ -113,7 +113,7 @@ class LabInterrupted(LabError):
 class Signalled(KeyboardInterrupt):
     """SIGTERM/SIGHUP during a long command: unwinds exactly like Ctrl-C (a KeyboardInterrupt, so code
     that stops a half-started daemon on Ctrl-C, e.g. control.start_daemon, does it here too).
-    raidlab.lab.signals turns the signals into it; the engine's virtual clock
+    raidlab.signals turns the signals into it; the engine's virtual clock
     (raidlab.engine.virtual) raises it after a run it cancelled."""
 
     def __init__(self, signum: int):

@@ -9,7 +9,7 @@ of the host (other load, thermal) spreads over all architectures instead of bias
 
 Robustness rules: a run that fails is recorded with status "failed" and its error, and the
 loop goes on; Ctrl-C or SIGTERM stops after unmounting and destroying the current array
-(cleanup runs with further signals deferred, raidlab.lab.signals), keeps every finished run
+(cleanup runs with further signals deferred, raidlab.signals), keeps every finished run
 file and marks the manifest interrupted. A run killed outright (SIGKILL) leaves its array;
 the next run, or `raidlab lab cleanup`, destroys it (raidlab.runners.live.OWNER_FILE).
 """
@@ -37,7 +37,7 @@ from raidlab.disks import catalog
 from raidlab.errors import LabInterrupted, MissingToolError, RaidlabError, UsageError
 from raidlab.lab import process_start_time, same_process
 from raidlab.lab.proc import boot_id
-from raidlab.lab.signals import Signalled, terminate_as_interrupt
+from raidlab.signals import Signalled, terminate_as_interrupt
 from raidlab.runners import live
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, PlannedRun, Scenario, validate_arch
 from raidlab.tools.base import PACKAGES, require, version_of

@@ -11,13 +11,15 @@ every invocation and makes `raidlab --help` several times slower.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
 from rich.console import Console
 
 from raidlab import __version__
-from raidlab.errors import RaidlabError
+from raidlab.errors import RaidlabError, Signalled
+from raidlab.signals import terminate_as_interrupt
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -56,22 +58,33 @@ for _name in _COMMAND_MODULES:  # a command module that fails to import is an er
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry: run the CLI, turning user errors into one line + exit 2."""
+    """Console-script entry: run the CLI, turning user errors into one line + exit 2.
+
+    SIGTERM and SIGHUP stop a command as Ctrl-C does (raidlab.signals): it releases what it
+    started and exits with 128 + the signal's number."""
     try:
-        rv = cli.main(args=argv, standalone_mode=False)
+        with terminate_as_interrupt():
+            rv = cli.main(args=argv, standalone_mode=False)
     except RaidlabError as exc:
         err_console.print(f"raidlab: error: {exc}", markup=False, soft_wrap=True)
         return exc.exit_code
-    except click.exceptions.Abort:
-        err_console.print("raidlab: interrupted", markup=False)
-        return 130
+    except click.exceptions.Abort as exc:
+        return _interrupted(exc.__cause__)
     except click.ClickException as exc:
         exc.show()
         return 2
-    except KeyboardInterrupt:
-        err_console.print("raidlab: interrupted", markup=False)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     return rv if isinstance(rv, int) else 0
+
+
+def _interrupted(exc: BaseException | None) -> int:
+    if isinstance(exc, Signalled):
+        name = signal.Signals(exc.signum).name
+        err_console.print(f"raidlab: interrupted by {name}", markup=False)
+        return 128 + exc.signum
+    err_console.print("raidlab: interrupted", markup=False)
+    return 130
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from rich.table import Table
 from raidlab.cli.archs import ListsArchitectures
 from raidlab.errors import NeedsRootError, UnknownModelError, UsageError
 from raidlab.units import parse_key_values, parse_size
+from raidlab.signals import deferred_signals
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -299,8 +300,9 @@ def _start_new(lab, spec: ArraySpec, home: str | None, as_json: bool, mode: str 
         with _err.status(f"{'creating' if mode == 'create' else 'joining'} {spec.name}") as status:
             ready = control.start_daemon(lab, mode, home=home, on_status=_status_updates(spec.name, status))
     except BaseException:
-        control.release_leftovers(lab)
-        control.remove_lab(lab, keep_images=False)
+        with deferred_signals():  # a second Ctrl-C or SIGTERM must not cut the release short
+            control.release_leftovers(lab)
+            control.remove_lab(lab, keep_images=False)
         raise
     _print_ready(ready, as_json)
 

@@ -38,7 +38,7 @@ from raidlab.cluster.network import build_network, link_counters
 from raidlab.cluster.plan import NETNS, RUNTIME_FILE, ClusterSpec, bridge_name, plan_nodes
 from raidlab.cluster.serving import build_disks, check_reachable, start_servers
 from raidlab.lab import open_lab, process_cpu
-from raidlab.service.daemonbase import ControlledDaemon, run_daemon
+from raidlab.service.daemonbase import ControlledDaemon, add_start_arguments, run_daemon
 from raidlab.tools import ip as ip_tool
 
 
@@ -48,8 +48,9 @@ class ClusterDaemon(ControlledDaemon):
 
     prog = "raidlab-cluster"
 
-    def __init__(self, spec: ClusterSpec, home: str | None, ready_fd: int | None):
-        super().__init__(home, ready_fd)
+    def __init__(self, spec: ClusterSpec, home: str | None, ready_fd: int | None,
+                 lock_fd: int | None = None):
+        super().__init__(home, ready_fd, lock_fd)
         self.spec = spec
         self.nodes = plan_nodes(spec)
         self.disks: dict = {}
@@ -70,7 +71,7 @@ class ClusterDaemon(ControlledDaemon):
         }
 
     async def run(self) -> None:
-        async with open_lab(self.spec.name, home=self.home, status=self.status) as session:
+        async with open_lab(self.spec.name, home=self.home, status=self.status, lock_fd=self.lock_fd) as session:
             self.session = session
             if self.spec.kind == NETNS:
                 await build_network(session, self.spec, self.nodes)
@@ -82,8 +83,7 @@ class ClusterDaemon(ControlledDaemon):
             runtime = session.lab.path / RUNTIME_FILE
             runtime.write_text(json.dumps(ready))
             session.push_sync("runtime file", lambda: runtime.unlink(missing_ok=True))
-            self.tell(ready=ready)
-            self.close_ready()
+            self.report_ready(ready)
             await trio.sleep_forever()
 
     # -- control socket ----------------------------------------------------------------
@@ -113,10 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raidlab-cluster")
     parser.add_argument("lab_dir")
     parser.add_argument("mode", choices=["up"])
-    parser.add_argument("--ready-fd", type=int)
-    parser.add_argument("--home")
+    add_start_arguments(parser)
     args = parser.parse_args(argv)
-    return run_daemon(ClusterDaemon(ClusterSpec.load(Path(args.lab_dir)), args.home, args.ready_fd))
+    return run_daemon(ClusterDaemon(ClusterSpec.load(Path(args.lab_dir)), args.home, args.ready_fd, args.lock_fd))
 
 
 if __name__ == "__main__":

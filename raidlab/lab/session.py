@@ -285,14 +285,15 @@ def _default_status(message: str) -> None:
 @contextlib.asynccontextmanager
 async def open_lab(name: str, *, home: str | os.PathLike | None = None,
                    status: Callable[[str], None] | None = None,
-                   handle_signals: bool = True) -> AsyncIterator[LabSession]:
-    """Run a lab in this trio run: lock it, release leftovers of a killed run, yield a
-    LabSession, and release everything pushed on its cleanup stack when the block ends --
-    normally, by an exception, or by SIGINT/SIGTERM/SIGHUP (then LabInterrupted is raised
-    after the release)."""
+                   handle_signals: bool = True, lock_fd: int | None = None) -> AsyncIterator[LabSession]:
+    """Run a lab in this trio run: lock it (or take the lock its starter hands over as
+    `lock_fd`, Lab.adopt_lock), release leftovers of a killed run, yield a LabSession, and
+    release everything pushed on its cleanup stack when the block ends -- normally, by an
+    exception, or by SIGINT/SIGTERM/SIGHUP (then LabInterrupted is raised after the
+    release)."""
     status = status or _default_status
-    lab = Lab(name, home=home, create=True)
-    with lab.owned():
+    lab = Lab(name, home=home, create=lock_fd is None)
+    with lab.owned(lock_fd=lock_fd):
         if lab.resources():
             report = await trio.to_thread.run_sync(cleanup_stale, lab)
             for line in report.released:

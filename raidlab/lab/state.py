@@ -120,6 +120,13 @@ class Lab:
 
     # ownership
     @property
+    def lock_fd(self) -> int:
+        """The descriptor through which this object holds the lab's lock (to hand over)."""
+        if self._lock_fd is None:
+            raise LabError(f"lab {self.name!r} is not locked by this process")
+        return self._lock_fd
+
+    @property
     def holds_lock(self) -> bool:
         """True while this object holds the lab's lock."""
         return self._lock_fd is not None
@@ -134,15 +141,37 @@ class Lab:
         self._lock_fd = fd
         return True
 
+    def adopt_lock(self, fd: int) -> None:
+        """Hold the lab's lock through `fd`, an inherited descriptor of the lock file on which
+        the process that started this one holds the flock. The lock passes from starter to
+        daemon without a moment unheld: flock belongs to the open file, which both share, so
+        it stays held while either keeps it open (a starter killed mid-start leaves it with
+        the daemon, and no other command sees the lab free meanwhile)."""
+        try:
+            mine, theirs = os.fstat(fd), os.stat(self.path / "lock")
+        except OSError as exc:
+            raise LabError(f"lab {self.name!r}: the handed-over lock (fd {fd}) is unusable: {exc}") from exc
+        if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+            raise LabError(f"lab {self.name!r}: fd {fd} is not its lock file")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the open file holds it: succeeds
+        except BlockingIOError:
+            raise LabError(f"lab {self.name!r}: the handed-over lock is not held by its starter") from None
+        os.set_inheritable(fd, False)
+        self._lock_fd = fd
+
     def unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None
 
     @contextlib.contextmanager
-    def owned(self) -> Iterator[Lab]:
-        """Hold the lab's lock; LabError if another live process holds it."""
-        if not self.try_lock():
+    def owned(self, *, lock_fd: int | None = None) -> Iterator[Lab]:
+        """Hold the lab's lock; LabError if another live process holds it. With `lock_fd`,
+        the lock handed over by the starting process (`adopt_lock`)."""
+        if lock_fd is not None:
+            self.adopt_lock(lock_fd)
+        elif not self.try_lock():
             owner = self.read_state().get("owner", {}).get("pid")
             raise LabError(f"lab {self.name!r} is in use" + (f" by pid {owner}" if owner else ""),
                            hint="stop that run first, or choose another --name")

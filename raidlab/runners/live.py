@@ -39,7 +39,7 @@ from raidlab import workloads
 from raidlab.errors import RaidlabError
 from raidlab.lab import Lab, labs_dir, process_start_time, same_process
 from raidlab.lab.proc import boot_id
-from raidlab.lab.signals import deferred_signals
+from raidlab.signals import deferred_signals
 from raidlab.runners.session import open_session
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, PlannedRun, Scenario
 from raidlab.service import control

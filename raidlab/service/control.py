@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from raidlab.errors import LabError, RaidlabError
-from raidlab.lab import Lab, cleanup_stale, labs_dir
+from raidlab.lab import Lab, cleanup_stale, labs_dir, same_process
 from raidlab.service.spec import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
 from raidlab.tools.mount import mounts_under
 
@@ -41,17 +41,36 @@ def start_daemon(lab: Lab, mode: str, *, home: str | None,
     speaking the protocol of raidlab.service.daemon's start): an array's by default, or a
     cluster's (raidlab.cluster.daemon, mode up); `what` names it in errors.
 
-    On Ctrl-C while waiting, the daemon is stopped (it releases everything) and
-    KeyboardInterrupt propagates."""
+    The lab's lock is taken here and handed to the daemon (`--lock-fd`, Lab.adopt_lock), so
+    from this call on no other command finds the lab free: a `destroy` while the daemon
+    starts waits for it (stop_daemon), and this command killed at any moment leaves the lock
+    with the daemon, which then stops by itself (raidlab.service.daemonbase). On Ctrl-C (or
+    SIGTERM, raised as Ctrl-C by the CLI) while waiting, the daemon is stopped (it releases
+    everything) and KeyboardInterrupt propagates."""
+    if not lab.try_lock():
+        raise LabError(f"lab {lab.name!r} is in use", hint="stop what runs in it first")
+    try:
+        return _start_locked(lab, mode, home=home, on_status=on_status, env=env, module=module, what=what)
+    finally:
+        lab.unlock()  # the daemon keeps the lock (same open file) while it runs
+
+
+def _start_locked(lab: Lab, mode: str, *, home: str | None, on_status: Callable[[str], None],
+                  env: dict[str, str] | None, module: str, what: str) -> dict[str, Any]:
     read_fd, write_fd = os.pipe()
+    lock_fd = lab.lock_fd
     log = open(lab.path / "daemon.log", "ab")
-    argv = [sys.executable, "-m", module, str(lab.path), mode, "--ready-fd", str(write_fd)]
+    argv = [sys.executable, "-m", module, str(lab.path), mode, "--ready-fd", str(write_fd),
+            "--lock-fd", str(lock_fd)]
     if home:
         argv += ["--home", home]
     try:
-        proc = subprocess.Popen(argv, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen(argv, pass_fds=(write_fd, lock_fd), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=log, start_new_session=True,
                                 env={**os.environ, **env} if env else None)
+    except BaseException:
+        os.close(read_fd)
+        raise
     finally:
         os.close(write_fd)
         log.close()
@@ -142,8 +161,29 @@ def _lines(sock: socket.socket) -> Iterator[dict]:
 
 
 def daemon_pid(lab: Lab) -> int | None:
+    """The pid of the process running the lab, if one runs and has recorded itself."""
     owner = lab.read_state().get("owner", {})
-    return owner.get("pid") if lab.in_use() else None
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or not same_process(pid, owner.get("start_time")):
+        return None
+    return pid if lab.in_use() else None
+
+
+def _wait_for_owner(lab: Lab, timeout: float) -> int | None:
+    """The running daemon's pid, or None if the lab is free. A lab that is locked by no
+    recorded process is a daemon still starting (its starter handed it the lock; it records
+    itself once it has taken over): wait for it, up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not lab.in_use():
+            return None
+        pid = daemon_pid(lab)
+        if pid is not None:
+            return pid
+        if time.monotonic() > deadline:
+            raise LabError(f"lab {lab.name!r} is in use, but by no process its state names",
+                           hint="wait for the command that uses it to end, or see `raidlab lab list`")
+        time.sleep(0.05)
 
 
 def stop_daemon(lab: Lab, *, timeout: float = STOP_TIMEOUT) -> bool:
@@ -158,7 +198,7 @@ def kill_daemon(lab: Lab, *, timeout: float = STOP_TIMEOUT) -> bool:
 
 
 def _signal_daemon(lab: Lab, sig: int, timeout: float, late: str) -> bool:
-    pid = daemon_pid(lab)
+    pid = _wait_for_owner(lab, timeout)
     if pid is None:
         return False
     try:

@@ -37,7 +37,7 @@ import trio
 from raidlab.disks import catalog
 from raidlab.errors import UsageError
 from raidlab.lab import open_lab, process_cpu
-from raidlab.service.daemonbase import ControlledDaemon, run_daemon
+from raidlab.service.daemonbase import ControlledDaemon, add_start_arguments, run_daemon
 from raidlab.service.hosts import host_class
 from raidlab.service.spec import RUNTIME_FILE, ArraySpec
 from raidlab.traces.capture import capture_op
@@ -48,8 +48,9 @@ class Daemon(ControlledDaemon):
     """Owns the lab session and the control socket (raidlab.service.daemonbase); the
     architecture is built and served by a host object of its family (raidlab.service.hosts)."""
 
-    def __init__(self, spec: ArraySpec, mode: str, home: str | None, ready_fd: int | None):
-        super().__init__(home, ready_fd)
+    def __init__(self, spec: ArraySpec, mode: str, home: str | None, ready_fd: int | None,
+                 lock_fd: int | None = None):
+        super().__init__(home, ready_fd, lock_fd)
         self.spec = spec
         self.mode = mode
         self.host = None
@@ -61,7 +62,7 @@ class Daemon(ControlledDaemon):
 
     async def run(self) -> None:
         spec = self.spec
-        async with open_lab(spec.name, home=self.home, status=self.status) as session:
+        async with open_lab(spec.name, home=self.home, status=self.status, lock_fd=self.lock_fd) as session:
             self.session = session
             self.host = host_class(spec.arch)(self)
             opened = await self.host.open(session, self.mode)
@@ -80,8 +81,7 @@ class Daemon(ControlledDaemon):
             runtime = {"pid": os.getpid(), "mode": self.mode, "runner": spec.runner, **opened}
             (session.lab.path / RUNTIME_FILE).write_text(json.dumps(runtime))
             session.push_sync("runtime file", lambda: _unlink(session.lab.path / RUNTIME_FILE))
-            self.tell(ready={**runtime, "arch": spec.arch})
-            self.close_ready()
+            self.report_ready({**runtime, "arch": spec.arch})
             await trio.sleep_forever()
 
     # -- control socket ----------------------------------------------------------------
@@ -152,11 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="raidlab-daemon")
     parser.add_argument("lab_dir")
     parser.add_argument("mode", choices=["create", "assemble", "join"])
-    parser.add_argument("--ready-fd", type=int)
-    parser.add_argument("--home")
+    add_start_arguments(parser)
     args = parser.parse_args(argv)
     spec = ArraySpec.load(Path(args.lab_dir))
-    return run_daemon(Daemon(spec, args.mode, args.home, args.ready_fd))
+    return run_daemon(Daemon(spec, args.mode, args.home, args.ready_fd, args.lock_fd))
 
 
 if __name__ == "__main__":

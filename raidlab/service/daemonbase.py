@@ -5,7 +5,11 @@ An array (raidlab.service.daemon) and a cluster (raidlab.cluster.daemon) are eac
 process holding a lab. Both speak one protocol (raidlab.service.control is the client):
 
 * at start, over an inherited pipe (`--ready-fd`): JSON lines {"status": ...} while it
-  builds, then {"ready": {...}} or {"error": ...};
+  builds, then {"ready": {...}} or {"error": ...}. The starter holds the lab's lock and
+  hands it over (`--lock-fd`, Lab.adopt_lock), so the lab is never free while the daemon
+  starts. A daemon whose starter is gone by the time it is ready (the pipe is broken: the
+  command was killed) stops and releases everything instead of serving a lab nobody was
+  told of;
 * afterwards, over the lab's Unix socket in the abstract namespace: one JSON request per
   connection ({"op": NAME, ...}), answered by JSON lines ({"progress": [done, total]} for
   long operations, then {"ok": true, "result": ...} or {"ok": false, "error": ...}), by the
@@ -19,6 +23,7 @@ already told, 1 a bug, with its traceback in the daemon's log).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -28,7 +33,7 @@ from typing import Any
 
 import trio
 
-from raidlab.errors import LabInterrupted, RaidlabError, leaf_exceptions
+from raidlab.errors import LabError, LabInterrupted, RaidlabError, leaf_exceptions
 from raidlab.service.spec import control_address
 
 
@@ -37,9 +42,11 @@ class ControlledDaemon:
 
     prog = "raidlab-daemon"  # the prefix of its lines in the daemon's log
 
-    def __init__(self, home: str | None, ready_fd: int | None) -> None:
+    def __init__(self, home: str | None, ready_fd: int | None, lock_fd: int | None = None) -> None:
         self.home = home
         self.ready = os.fdopen(ready_fd, "w", buffering=1) if ready_fd is not None else None
+        self.lock_fd = lock_fd
+        self.starter_gone = False  # a write to the starter's pipe failed
         self.session: Any = None
 
     async def run(self) -> None:
@@ -55,9 +62,19 @@ class ControlledDaemon:
                 self.ready.write(line + "\n")
             except OSError:
                 self.ready = None
+                self.starter_gone = True
 
     def status(self, message: str) -> None:
         self.tell(status=message)
+
+    def report_ready(self, ready: dict[str, Any]) -> None:
+        """Tell the starter the daemon is ready and close the pipe; LabError (which ends the
+        daemon, releasing everything) if the starter is gone."""
+        self.tell(ready=ready)
+        if self.starter_gone:
+            raise LabError("the raidlab command that started this daemon is gone (killed before "
+                           "it was ready): stopping")
+        self.close_ready()
 
     def close_ready(self) -> None:
         if self.ready is not None:
@@ -124,6 +141,13 @@ async def _quiet(send, obj) -> None:
         await send(obj)
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass
+
+
+def add_start_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every daemon's command line has (control.start_daemon passes them)."""
+    parser.add_argument("--ready-fd", type=int, help="the pipe to the starter (module doc)")
+    parser.add_argument("--lock-fd", type=int, help="the lab's lock, held by the starter (module doc)")
+    parser.add_argument("--home")
 
 
 def run_daemon(daemon: ControlledDaemon) -> int:

@@ -71,6 +71,46 @@ def test_lock_of_a_killed_owner_is_free(tmp_path):
         holder.kill()
 
 
+def test_a_lock_handed_to_a_child_stays_held_while_either_holds_it(tmp_path):
+    starter = Lab("h", home=tmp_path, create=True)
+    other = Lab("h", home=tmp_path)
+    assert starter.try_lock()
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom raidlab.lab import Lab\n"
+        f"lab = Lab('h', home={str(tmp_path)!r})\nlab.adopt_lock(int(sys.argv[1]))\n"
+        "print('adopted', flush=True)\ntime.sleep(60)\n"), str(starter.lock_fd)],
+        stdout=subprocess.PIPE, text=True, pass_fds=(starter.lock_fd,))
+    try:
+        assert child.stdout.readline().strip() == "adopted"
+        starter.unlock()  # the starter goes (or is killed): the child still holds the lab
+        assert other.in_use()
+        child.kill()
+        child.wait()
+        assert not other.in_use()
+    finally:
+        child.kill()
+
+
+def test_only_the_lab_s_own_lock_file_can_be_adopted(tmp_path):
+    lab = Lab("a", home=tmp_path, create=True)
+    (lab.path / "lock").touch()
+    fd = os.open(tmp_path / "other", os.O_RDWR | os.O_CREAT)
+    try:
+        with pytest.raises(LabError, match="not its lock file"):
+            lab.adopt_lock(fd)
+    finally:
+        os.close(fd)
+    holder = Lab("a", home=tmp_path)
+    assert holder.try_lock()
+    fd = os.open(lab.path / "lock", os.O_RDWR)  # the lock file, but not the open file locked
+    try:
+        with pytest.raises(LabError, match="not held by its starter"):
+            lab.adopt_lock(fd)
+    finally:
+        os.close(fd)
+        holder.unlock()
+
+
 def test_stale_cleanup_kills_a_recorded_process_and_removes_images(tmp_path):
     lab = Lab("s", home=tmp_path, create=True)
     lab.begin_run()

@@ -1,16 +1,20 @@
-"""Signals for a long synchronous command (`raidlab run`, `raidlab demo`): SIGTERM and SIGHUP
-unwind like Ctrl-C, and cleanup holds them off.
+"""Signals for the `raidlab` command: SIGTERM and SIGHUP unwind like Ctrl-C, and cleanup
+holds them off.
 
-Why: a run that is told to stop must still unmount and destroy the array it is using, and a
+Why: a command that is told to stop must still release what it started (a `create` stops
+the daemon it is waiting for, a run unmounts and destroys the array it is using), and a
 second Ctrl-C during that cleanup must not leave the array behind. So SIGTERM/SIGHUP become a
-KeyboardInterrupt (Signalled, with the signal's number), and `deferred_signals` records any
-signal received while cleaning up and re-raises the first one afterwards.
+KeyboardInterrupt (Signalled, with the signal's number) for the whole command
+(raidlab.cli.main), and `deferred_signals` records any signal received while cleaning up and
+re-raises the first one afterwards. Code that runs a trio loop installs its own handlers for
+that time and puts these back after.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 
 from raidlab.errors import Signalled  # defined there so the engine's virtual clock can raise it
@@ -18,7 +22,12 @@ from raidlab.errors import Signalled  # defined there so the engine's virtual cl
 
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise Signalled where the program is, like Ctrl-C."""
+    """While inside, SIGTERM and SIGHUP raise Signalled where the program is, like Ctrl-C.
+    Signal handlers belong to the main thread: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
     def handler(signum, _frame):
         raise Signalled(signum)
 
