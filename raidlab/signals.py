@@ -20,15 +20,29 @@ from collections.abc import Iterator
 from raidlab.errors import Signalled  # defined there so the engine's virtual clock can raise it
 
 
+# The stop signal last handed to a running trio loop as a Ctrl-C (terminate_as_interrupt).
+_forwarded: int | None = None
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP raise Signalled where the program is, like Ctrl-C.
-    Signal handlers belong to the main thread: elsewhere this does nothing."""
+    Signal handlers belong to the main thread: elsewhere this does nothing.
+
+    While a trio loop runs and owns Ctrl-C (its handler is SIGINT's), an exception raised
+    from a signal handler could land inside trio's own scheduler; the signal is handed to
+    trio as a Ctrl-C instead, which trio delivers where a KeyboardInterrupt is safe, and
+    `stop_signal` still names the signal that came."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, _frame):
+        global _forwarded
+        if getattr(signal.getsignal(signal.SIGINT), "__module__", "").startswith("trio."):
+            _forwarded = signum
+            signal.raise_signal(signal.SIGINT)
+            return
         raise Signalled(signum)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -37,6 +51,14 @@ def terminate_as_interrupt() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def stop_signal(exc: BaseException | None) -> int:
+    """The signal that stopped the program with `exc` (a KeyboardInterrupt): SIGINT for a
+    Ctrl-C, else the SIGTERM or SIGHUP that terminate_as_interrupt turned into it."""
+    if isinstance(exc, Signalled):
+        return exc.signum
+    return _forwarded if _forwarded is not None else signal.SIGINT
 
 
 @contextlib.contextmanager

@@ -18,8 +18,8 @@ import click
 from rich.console import Console
 
 from raidlab import __version__
-from raidlab.errors import RaidlabError, Signalled
-from raidlab.signals import terminate_as_interrupt
+from raidlab.errors import RaidlabError
+from raidlab.signals import stop_signal, terminate_as_interrupt
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -79,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interrupted(exc: BaseException | None) -> int:
-    if isinstance(exc, Signalled):
-        name = signal.Signals(exc.signum).name
-        err_console.print(f"raidlab: interrupted by {name}", markup=False)
-        return 128 + exc.signum
-    err_console.print("raidlab: interrupted", markup=False)
-    return 130
+    signum = stop_signal(exc)
+    if signum == signal.SIGINT:
+        err_console.print("raidlab: interrupted", markup=False)
+    else:
+        err_console.print(f"raidlab: interrupted by {signal.Signals(signum).name}", markup=False)
+    return 128 + signum
 
 
 if __name__ == "__main__":
