@@ -655,7 +655,8 @@ def destroy(name, keep_images, home):
         if point not in still:
             _err.print(f"{name}: unmounted {point} (a file system on {device}, the array's device)")
     over_cluster = _cluster_of(lab)
-    control.remove_lab(lab, keep_images=keep_images)
+    with deferred_signals():  # a Ctrl-C or SIGTERM now must not leave half the lab's files
+        control.remove_lab(lab, keep_images=keep_images)
     if over_cluster:
         _err.print(f"{name}: {'stopped' if stopped else 'was not running'}; its members were cluster "
                    f"{over_cluster}'s disks, which keep what it wrote", soft_wrap=True)
