@@ -16,8 +16,8 @@ from rich.table import Table
 
 from raidlab.cli.archs import ListsArchitectures
 from raidlab.errors import NeedsRootError, UnknownModelError, UsageError
-from raidlab.units import parse_key_values, parse_size
 from raidlab.signals import deferred_signals
+from raidlab.units import parse_key_values, parse_size
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
