@@ -34,8 +34,8 @@ import time
 
 from raidlab.errors import UsageError, WorkloadError
 from raidlab.tools.base import require, run as run_on_host
-from raidlab.workloads.base import (Commands, Outcome, Param, Progress, RunnerSession, Workload,
-                                    join, require_empty_target, text)
+from raidlab.workloads.base import (TWIN_NETWORK_PARAMS, Commands, Outcome, Param, Progress, RunnerSession,
+                                    Workload, join, require_empty_target, text)
 
 # bonnie++ 1.98+ CSV columns (format_version "1.98"), in order.
 CSV_COLUMNS = (
@@ -136,11 +136,7 @@ SIM_PARAMS: dict[str, Param] = {
     "file_offset_kb": Param(int, 4096, "where the file starts in the volume, KiB (assumed)", minimum=0),
     "client": Param(int, 0, "the node that runs Bonnie", minimum=0),
     "nodes": Param(int, 0, "nodes of the cluster (0: as many as the disks need)", minimum=0),
-    "disks_per_node": Param(int, 1, "array members on each node, in node order (the paper: 1)", minimum=1),
-    "link_mb_s": Param(float, 12.5, "each direction of a node's switch port, MB/s (the paper: 12.5)", minimum=0.001),
-    "latency_us": Param(float, 20.0, "one hop's latency beyond the frames' own time, µs (assumed)", minimum=0),
-    "cdd_request_us": Param(float, 0.0, "driver processor time per message a node sends or receives, µs", minimum=0),
-    "cdd_mb_s": Param(float, 0.0, "driver copy rate at each end, MB/s (0: free)", minimum=0),
+    **TWIN_NETWORK_PARAMS,
     "seed": Param(int, 0, "seed of trio's scheduling order and of the seeks' places", minimum=0),
 }
 

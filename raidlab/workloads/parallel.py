@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from raidlab.errors import UsageError
-from raidlab.workloads.base import Param
+from raidlab.workloads.base import TWIN_NETWORK_PARAMS, Param
 
 SIM_PARAMS: dict[str, Param] = {
     "clients": Param(int, 1, "clients, one per node, all at once (the paper: 1 to 16)", minimum=1, maximum=1024),
@@ -54,11 +54,7 @@ SIM_PARAMS: dict[str, Param] = {
                          minimum=1),
     "file_offset_kb": Param(int, 4096, "where client 0's file starts in the volume, KiB", minimum=0),
     "nodes": Param(int, 0, "nodes of the cluster (0: as many as clients or disks, whichever is more)", minimum=0),
-    "disks_per_node": Param(int, 1, "array members on each node, in node order (the paper: 1)", minimum=1),
-    "link_mb_s": Param(float, 12.5, "each direction of a node's switch port, MB/s (the paper: 12.5)", minimum=0.001),
-    "latency_us": Param(float, 20.0, "one hop's latency beyond the frames' own time, µs (assumed)", minimum=0),
-    "cdd_request_us": Param(float, 0.0, "driver processor time per message a node sends or receives, µs", minimum=0),
-    "cdd_mb_s": Param(float, 0.0, "driver copy rate at each end, MB/s (0: free)", minimum=0),
+    **TWIN_NETWORK_PARAMS,
     "seed": Param(int, 0, "seed of trio's scheduling order and of the small accesses' places", minimum=0),
 }
 
