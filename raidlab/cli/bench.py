@@ -4,7 +4,7 @@ The `bench` group is shared: other modules may add commands to it, so `register`
 group only if it is missing. This module adds `bench sim`: replay speed of a synthetic
 trace on raid5 and on a single disk, with peak RSS; and
 `bench engine`: an engine architecture's loop device against a bare pass-through FUSE file
-(the measurement itself is raidlab.service.bench).
+and a raw loop device on an image file (the measurement itself is raidlab.service.bench).
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ def _register_engine(bench: click.Group) -> None:
     def engine_bench(arch: str, disks: int, disk_size: str, chunk: str, runtime: float,
                      options: tuple[str, ...], profile_path: Path | None, profile_workload: str,
                      as_json: bool) -> int:
-        """4 KiB random / 1 MiB sequential writes: engine loop device vs bare FUSE file (needs root)."""
+        """4 KiB random / 1 MiB sequential writes: engine loop device vs bare FUSE file vs raw
+        loop device (needs root)."""
         import trio
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -199,6 +200,8 @@ def _register_engine(bench: click.Group) -> None:
             aim = f"aim >= {row['aim']:.1f}x: {'met' if row['meets_aim'] else 'NOT met'}" if row["aim"] else ""
             click.echo(f"{row['workload']:<14} engine {row['engine']:>10,.0f} {unit}   pass-through "
                        f"{row['passthrough']:>10,.0f} {unit}   ratio {row['ratio']:.2f}x   {aim}")
+            click.echo(f"{'':<14} raw loop device {row['raw']:>10,.0f} {unit}: engine {row['of_raw']:.2f}x, "
+                       f"pass-through {row['passthrough'] / row['raw']:.2f}x of it")
         if "profile" in doc:
             p = doc["profile"]
             click.echo(f"profile of {p['workload']} (profiled run: {p['profiled']['iops']:,.0f} IOPS): "

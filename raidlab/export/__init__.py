@@ -34,6 +34,8 @@ trio run serves, so blocking the loop there would deadlock.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import trio
 
 from raidlab.export.fuse import BlockExportFS, FuseExport, tune_connection
@@ -43,7 +45,7 @@ from raidlab.lab import LabSession, detach_loops_under, release_fuse_mount, unmo
 from raidlab.lab.cleanup import recorded_backing_names
 from raidlab.tools.losetup import LoopDevice, detach_and_wait, serves
 
-__all__ = ["BlockExportFS", "FuseExport", "ImageFileTarget", "LoopDevice", "attach_loop",
+__all__ = ["BlockExportFS", "FuseExport", "ImageFileTarget", "LoopDevice", "attach_loop", "attach_loop_file",
            "create_sparse_image", "mount_export"]
 
 
@@ -81,11 +83,17 @@ async def mount_export(session: LabSession, fs: BlockExportFS, *,
 
 async def attach_loop(session: LabSession, export: FuseExport, relpath: str) -> LoopDevice:
     """losetup --direct-io=on the exported file `relpath`; wait until the device is ready."""
-    path = export.mountpoint / relpath
+    return await attach_loop_file(session, export.mountpoint / relpath, relpath, mountpoint=export.mountpoint)
+
+
+async def attach_loop_file(session: LabSession, path: Path, label: str, *,
+                           mountpoint: Path | None = None) -> LoopDevice:
+    """losetup --direct-io=on the file `path` (of the FUSE mount at `mountpoint`, or a plain
+    file of the host), recorded in the lab and released with it; wait until it is ready."""
     device, wait = await trio.to_thread.run_sync(attach_and_wait, path)
     resource = session.lab.record("loop", device=device.device, backing_file=str(path),
-                                  mountpoint=str(export.mountpoint))
-    session.status(f"{device.device} -> {relpath}: ready after {wait.seconds * 1000:.0f} ms "
+                                  **({"mountpoint": str(mountpoint)} if mountpoint is not None else {}))
+    session.status(f"{device.device} -> {label}: ready after {wait.seconds * 1000:.0f} ms "
                    f"({wait.events_seen} {wait.source} event(s)), direct I/O "
                    f"{'on' if device.direct_io else 'OFF'}")
 

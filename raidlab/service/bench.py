@@ -10,6 +10,11 @@ isolates the engine (layout planning, member fan-out, the disks' service path):
     4 KiB random writes, iodepth 32, IOPS        (aim: raid0 >= 0.8x, raid5 >= 0.5x)
     1 MiB sequential writes, iodepth 8, MB/s     (aim: raid5 >= 0.5x, others >= 0.8x)
 
+A third target in the same run is the physical limit: a loop device (direct I/O) straight
+on an image file of the host's file system (`raw`), without FUSE or userspace. The engine
+against it says what the whole userspace path costs; the pass-through against it, what FUSE
+alone costs.
+
 Why this shape:
 * The array is built the way the array daemon builds it (raidlab.service.hosts.engine.EngineHost:
   lab session -> member images -> EmulatedDisks -> create_array -> FUSE -> losetup
@@ -46,7 +51,8 @@ import trio
 from raidlab import archs
 from raidlab.engine import build
 from raidlab.errors import UsageError
-from raidlab.export import BlockExportFS, ImageFileTarget, attach_loop, create_sparse_image, mount_export
+from raidlab.export import (BlockExportFS, ImageFileTarget, attach_loop, attach_loop_file, create_sparse_image,
+                            mount_export)
 from raidlab.export.serve import ServeRequest, build_disks, check_live_prerequisites
 from raidlab.lab import kill_tagged_processes, open_lab, raidlab_home
 from raidlab.tools import fio
@@ -95,16 +101,23 @@ def aim_for(workload: str, arch: str) -> float | None:
     return AIMS.get((workload, arch), AIMS.get((workload, "*")))
 
 
+# The targets, in the order each workload runs on them.
+TARGETS = ("raw", "passthrough", "volume")
+
+
 def ratio_rows(results: dict[str, dict[str, dict[str, float]]], arch: str) -> list[dict[str, Any]]:
-    """Per workload: engine and pass-through figures, their ratio, and the aim (pure)."""
+    """Per workload: the engine's, the pass-through's and (where measured) the raw loop
+    device's figures, the engine against the pass-through (`ratio`, which the aim is for)
+    and against the raw device (`of_raw`) (pure)."""
     rows = []
     for wl in WORKLOADS:
         engine = results["volume"][wl.key][wl.metric]
         bare = results["passthrough"][wl.key][wl.metric]
+        raw = results.get("raw", {}).get(wl.key, {}).get(wl.metric)
         ratio = engine / bare if bare else None
         aim = aim_for(wl.key, arch)
         rows.append({"workload": wl.key, "metric": wl.metric, "engine": engine, "passthrough": bare,
-                     "ratio": ratio, "aim": aim,
+                     "raw": raw, "ratio": ratio, "of_raw": engine / raw if raw else None, "aim": aim,
                      "meets_aim": None if aim is None or ratio is None else ratio >= aim})
     return rows
 
@@ -165,8 +178,11 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
 
             session.push_sync("pass-through image", release_bare)
             fs.add("passthrough", bare)
+            raw_image = create_sparse_image(session.lab.images_dir / "raw.img", array.size)
+            session.push_sync("raw image", lambda: raw_image.unlink(missing_ok=True) or "image removed")
             export = await mount_export(session, fs)
             devices = {rel: (await attach_loop(session, export, rel)).device for rel in ("passthrough", "volume")}
+            devices["raw"] = (await attach_loop_file(session, raw_image, "raw.img")).device
             run_id = session.lab.run_id
             session.push_sync("fio of this run", lambda: f"killed {kill_tagged_processes(run_id)}")
             env = session.child_env({})
@@ -180,14 +196,14 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
                     lambda: fio.run_jobs([job], timeout=seconds * 4 + 300, env=env), abandon_on_cancel=True)
 
             size = array.size
-            for rel in ("passthrough", "volume"):
+            for rel in TARGETS:
                 precondition = fio.FioJob(name=f"fill-{rel}", filename=devices[rel], rw="write", bs="1m",
                                           size=str(size), iodepth=8)
                 await fio_run(precondition, f"filling {rel} ({size // MiB} MiB)", size / (200 * MiB))
-            results: dict[str, dict[str, dict[str, float]]] = {"passthrough": {}, "volume": {}}
+            results: dict[str, dict[str, dict[str, float]]] = {rel: {} for rel in TARGETS}
             raw: dict[str, Any] = {}
             for wl in WORKLOADS:
-                for rel in ("passthrough", "volume"):
+                for rel in TARGETS:
                     job = fio.FioJob(name=f"{wl.key}-{rel}", filename=devices[rel], rw=wl.rw, bs=wl.bs,
                                      size=str(size), iodepth=wl.iodepth, runtime=cfg.runtime, seed=1)
                     run = await fio_run(job, f"{wl.key} on {rel}", cfg.runtime)
@@ -246,4 +262,4 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["AIMS", "WORKLOADS", "BenchConfig", "aim_for", "parse_options", "ratio_rows", "run_bench"]
+__all__ = ["AIMS", "TARGETS", "WORKLOADS", "BenchConfig", "aim_for", "parse_options", "ratio_rows", "run_bench"]

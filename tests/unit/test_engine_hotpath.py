@@ -42,3 +42,8 @@ def test_bench_ratios_and_aims():
     assert aim_for("randwrite_4k", "raid0") == 0.8 and aim_for("randwrite_4k", "raidx") is None
     assert aim_for("seqwrite_1m", "raid0") == 0.8
     assert parse_options(("a=1", "b=x", "c=0.5")) == {"a": 1, "b": "x", "c": 0.5}
+    assert rows["randwrite_4k"]["raw"] is None and rows["randwrite_4k"]["of_raw"] is None
+    results["raw"] = {"randwrite_4k": {"iops": 2000.0}, "seqwrite_1m": {"mb_per_s": 300.0}}
+    rows = {r["workload"]: r for r in ratio_rows(results, "raid5")}
+    assert rows["randwrite_4k"]["of_raw"] == 0.25 and rows["seqwrite_1m"]["of_raw"] == 0.3
+    assert rows["randwrite_4k"]["ratio"] == 0.5  # the aim stays against the pass-through
