@@ -49,6 +49,12 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   is free at the model's own end time.
 * The `none` model bypasses the queue entirely: no service task hop, no sleep, the request
   does its I/O inline (in a thread in live mode). It exists for engine throughput runs.
+* At once (`read_now`, `write_now`): an array that sends several members one request each
+  would otherwise start a task per member I/O to run them side by side, and on the untimed
+  model with inline I/O each of those tasks did its I/O at its first step and ended: the
+  tasks, not the I/O, were the cost. These synchronous calls do the I/O in the caller where
+  `read`/`write` would have done it inline without waiting (the `none` model, nothing
+  injected, an inline-able I/O) and say so; anything else is left to `read`/`write`.
 * Fault injection: `disk.failed = True` makes every request (queued or new) raise
   OSError(EIO), as a dead member does under md. `disk.fault` (on a disk or a partition)
   injects a partial fault the array has to find out for itself: "read-eio" (reads fail,
@@ -307,6 +313,17 @@ class EmulatedDisk:
     async def trim(self, offset: int, length: int) -> None:
         await self._submit(TRIM, offset, length, None, False, self, self.failed)
 
+    def read_now(self, offset: int, length: int) -> bytes | None:
+        """`read` done at once in the caller, without a checkpoint, where it would not wait
+        (module doc, "At once"); None, with nothing done, where it would."""
+        result = self._now(READ, offset, length, None, False, self, self.failed)
+        return None if result is _NOT_INLINE else result
+
+    def write_now(self, offset: int, data: bytes, *, fua: bool = False) -> bool:
+        """`write` done at once in the caller where it would not wait; False, with nothing
+        written, where it would."""
+        return self._now(WRITE, offset, len(data), data, fua, self, self.failed) is not _NOT_INLINE
+
     def partition(self, start: int, size: int, name: str | None = None) -> "Partition":
         """A BlockTarget over bytes [start, start+size) of this disk, sharing its arm."""
         check_aligned(start, size, self.size)
@@ -391,11 +408,36 @@ class EmulatedDisk:
             await trio.lowlevel.checkpoint()
         if (owner.fault or self.fault) == "slow":
             await trio.sleep((trio.current_time() - start) * (SLOW_FACTOR - 1))
+        self._bypass_done(op, length, owner, start)
+        return result
+
+    def _bypass_done(self, op, length, owner, start: float) -> None:
         # The model says "done at once": all the time the request took is lateness.
         (self._flush_lateness if op == FLUSH else self._lateness).append(trio.current_time() - start)
         self._counters.count(op, length)
         if owner is not self:
             owner._counters.count(op, length)
+
+    def _now(self, op, offset, length, data, fua, owner, owner_failed, base=0):
+        """The request done at once, or _NOT_INLINE with nothing done: only the untimed model
+        with nothing injected, and only I/O `_bypass_io` would do inline (module doc, "At
+        once"). Whatever goes wrong is left to the request's own path, which meets it again
+        and reports it as it always does (a read or a write done twice is the same I/O)."""
+        if not self._bypass or not self._started or owner_failed or self.failed or owner.fault or self.fault:
+            return _NOT_INLINE
+        if offset % SECTOR or length % SECTOR or offset < 0 or offset + length > owner.size:
+            return _NOT_INLINE
+        offset += base
+        if op == WRITE and self.volatile is not None:
+            data = bytes(data)  # the volatile cache may keep it
+        io = self._io_function(op, offset, length, data, fua)
+        start = trio.current_time()
+        try:
+            result = self._inline_io(op, offset, length, fua, io) if self.io_in_thread else io()
+        except OSError:
+            return _NOT_INLINE
+        if result is not _NOT_INLINE:
+            self._bypass_done(op, length, owner, start)
         return result
 
     def _inline_io(self, op, offset, length, fua, io: Callable[[], Any]) -> Any:
@@ -652,6 +694,15 @@ class Partition:
 
     async def read(self, offset: int, length: int) -> bytes:
         return await self.disk._submit(READ, offset, length, None, False, self, self.failed, self.start)
+
+    def read_now(self, offset: int, length: int) -> bytes | None:
+        """EmulatedDisk.read_now on this window of the drive."""
+        result = self.disk._now(READ, offset, length, None, False, self, self.failed, self.start)
+        return None if result is _NOT_INLINE else result
+
+    def write_now(self, offset: int, data: bytes, *, fua: bool = False) -> bool:
+        """EmulatedDisk.write_now on this window of the drive."""
+        return self.disk._now(WRITE, offset, len(data), data, fua, self, self.failed, self.start) is not _NOT_INLINE
 
     async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
         await self.disk._submit(WRITE, offset, len(data), bytes(data), fua, self, self.failed, self.start)

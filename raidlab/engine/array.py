@@ -56,11 +56,17 @@ from typing import Any, Protocol
 import trio
 
 from raidlab.blockdev import SECTOR, check_aligned
-from raidlab.disks.disk import as_block_layer
+from raidlab.disks.disk import EmulatedDisk, Partition, as_block_layer
 from raidlab.engine.layouts.base import DataUnavailableError, DiskRange, Layout, WritePlan
 from raidlab.engine.ordered import start_in_order
 from raidlab.engine.stripecache import DEFAULT_ROWS as STRIPE_CACHE_ROWS
 from raidlab.engine.stripecache import StripeCache
+
+
+# Members whose I/O may be done at once (EmulatedDisk.read_now / write_now): these exact
+# types only, since a wrapper or subclass that changes read or write (a capture, a network,
+# a test's slow member) must see every request.
+_AT_ONCE = (EmulatedDisk, Partition)
 
 
 class ImageHook(Protocol):
@@ -745,15 +751,27 @@ class Array:
             return []
         self.counters["member_reads"] += len(ranges)
         self.counters["member_read_bytes"] += sum(r.length for r in ranges)
-        if len(ranges) == 1:
-            rng = ranges[0]
-            return [await self.member_call(rng.disk, self.members[rng.disk].read, rng.disk_offset, rng.length)]
         results: list[bytes | None] = [None] * len(ranges)
+        waiting = []  # the reads that are not done at once (EmulatedDisk.read_now)
+        for i, rng in enumerate(ranges):
+            member = self.members[rng.disk]
+            got = member.read_now(rng.disk_offset, rng.length) if type(member) in _AT_ONCE else None
+            if got is None:
+                waiting.append(i)
+            else:
+                results[i] = got
+        if not waiting:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return results  # type: ignore[return-value]
 
-        async def one(i: int, rng: DiskRange) -> None:
+        async def one(i: int) -> None:
+            rng = ranges[i]
             results[i] = await self.member_call(rng.disk, self.members[rng.disk].read, rng.disk_offset, rng.length)
 
-        await self.gather([(one, i, rng) for i, rng in enumerate(ranges)])
+        if len(waiting) == 1:
+            await one(waiting[0])
+        else:
+            await self.gather([(one, i) for i in waiting])
         return results  # type: ignore[return-value]
 
     async def _write_extents(self, writes: Sequence, payloads: Sequence[bytes | memoryview], fua: bool) -> None:
@@ -763,13 +781,23 @@ class Array:
         self.counters["member_writes"] += len(requests)
         self.counters["member_write_bytes"] += sum(len(payload) for _disk, _offset, payload in requests)
 
+        waiting = []  # the writes that are not done at once (EmulatedDisk.write_now)
+        for request in requests:
+            disk, offset, payload = request
+            member = self.members[disk]
+            if type(member) not in _AT_ONCE or not member.write_now(offset, payload, fua=fua):
+                waiting.append(request)
+        if not waiting:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return
+
         async def one(disk: int, offset: int, payload) -> None:
             await self.member_call(disk, self.members[disk].write, offset, payload, fua=fua)
 
-        if len(requests) == 1:
-            await one(*requests[0])
+        if len(waiting) == 1:
+            await one(*waiting[0])
             return
-        await self.gather([(one, *request) for request in requests])
+        await self.gather([(one, *request) for request in waiting])
 
     async def gather(self, calls) -> None:
         """Run the calls concurrently (each `(fn, *args)`, typically member_call), started in
