@@ -71,6 +71,7 @@ from raidlab.export.serve import check_live_prerequisites
 from raidlab.lab import Lab, held_under
 from raidlab.service import control
 from raidlab.service.spec import ArraySpec
+from raidlab.signals import terminate_as_interrupt
 from raidlab.tools.base import require
 from raidlab.tools.mkfs import FSCK_OPERATIONAL_ERROR, e2fsck, mkfs_ext4
 from raidlab.tools.mount import is_mount_point, mount, umount
@@ -243,10 +244,6 @@ class PointResult:
 
     def as_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "ok": self.ok}
-
-
-def _on_sigterm(signum, frame):
-    raise KeyboardInterrupt
 
 
 class CrashRun:
@@ -565,22 +562,19 @@ def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | No
     check_live_prerequisites("raidlab crashtest")
     for prog in ("mkfs.ext4", "e2fsck"):
         require(prog)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     current = [0]
-    run = CrashRun(config, home=home, seed=seed, phase=lambda s: phase(current[0], s))
     started = time.monotonic()
     results: list[PointResult] = []
-    try:
-        for k in range(points):
-            current[0] = k
-            result = run.run_point(k)
-            results.append(result)
-            done(result)
-    finally:
+    with terminate_as_interrupt():
+        run = CrashRun(config, home=home, seed=seed, phase=lambda s: phase(current[0], s))
         try:
-            run.close()
+            for k in range(points):
+                current[0] = k
+                result = run.run_point(k)
+                results.append(result)
+                done(result)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            run.close()
     return {
         "target": config.name, "mode": config.mode, "arch": config.arch, "disks": config.disks,
         "options": config.options,

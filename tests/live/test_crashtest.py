@@ -122,7 +122,8 @@ def test_sigterm_during_a_point_releases_everything(raidlab_cmd, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode != 0
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "interrupted by SIGTERM" in proc.stderr.read().decode()
     assert leftovers(lab_dir, "crashtest-dcd-immediate") == {}
     assert not lab_dir.exists() and scratch_left(home) == []
     assert not any(str(home) in line for line in Path("/proc/mounts").read_text().splitlines())
