@@ -4,6 +4,8 @@ from the survivor only, even when the failed side is readable again (stale)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import trio
 
@@ -135,3 +137,97 @@ def test_a_replaced_side_is_refilled_while_writes_go_on_and_the_sides_then_agree
     assert after == [{"disk": 1, "offset": 1536 * KiB, "length": 512 * KiB}]
     assert copied == pattern(100, 4 * KiB)
     assert seen[-1] == (2 * MiB, 2 * MiB)
+
+
+@pytest.mark.parametrize("op", ["write", "read"])
+def test_a_side_that_vanishes_under_requests_in_flight_fails_none_of_them(op):
+    """A drive that vanishes fails every request it had in flight, and the array is told of
+    it at the same time (`raidlab fail --mode vanish`): the requests that meet the failure
+    after the side was dropped are served by the survivor, not failed as if it were the last."""
+    _members, primary, backup = disks()
+    failing = primary if op == "read" else backup   # reads come from the primary
+    outcome = {}
+
+    async def body(nursery):
+        mirror = await MirroredCacheDisk.create("m", primary, backup)
+        await mirror.write(128 * KiB, pattern(7, 64 * KiB))
+        errors = []
+
+        async def request(k):
+            try:
+                if op == "write":
+                    await mirror.write(128 * KiB + k * 4 * KiB, pattern(k, 4 * KiB))
+                else:
+                    assert await mirror.read(128 * KiB + k * 4 * KiB, 4 * KiB) == pattern(7, 64 * KiB)[
+                        k * 4 * KiB:(k + 1) * 4 * KiB]
+            except OSError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as inner:
+            for k in range(8):
+                inner.start_soon(request, k)
+            await trio.sleep(0.002)          # the requests are queued on the drive
+            failing.failed = True            # it vanishes: what it has queued fails ...
+            await mirror.fail_side(sides_index := [primary, backup].index(failing))  # ... and the array is told
+        outcome.update(errors=errors, failed=sorted(mirror.failed), side=sides_index,
+                       failures=mirror.counters["side_failures"])
+        if op == "write":
+            survivor = backup if failing is primary else primary
+            outcome["landed"] = [await survivor.read(128 * KiB + k * 4 * KiB, 4 * KiB) == pattern(k, 4 * KiB)
+                                 for k in range(8)]
+
+    run(body, [primary, backup])
+    assert outcome["errors"] == []
+    assert outcome["failed"] == [outcome["side"]] and outcome["failures"] == 1
+    assert all(outcome.get("landed", [True]))
+
+
+def test_a_check_under_writes_sees_no_difference_that_is_not_there():
+    """Writes go on while the sides are compared (VC-RAID destages in the background; a user
+    may check under load), one side slower than the other: a segment is compared with writes
+    held off, so a write landing between its two reads is not taken for a difference."""
+    _members, primary, backup = disks(model="none")
+    slow = SlowSide(primary)  # read first by the comparison
+    outcome = {}
+
+    async def body(nursery):
+        mirror = await MirroredCacheDisk.create("m", slow, backup)
+        stop = trio.Event()
+
+        async def writer(seed):
+            rng = random.Random(seed)
+            k = 0
+            while not stop.is_set():
+                await mirror.write(rng.randrange(1, 31) * 64 * KiB + rng.randrange(16) * 4 * KiB,
+                                   pattern(k, 4 * KiB))
+                k += 1
+                await trio.sleep(rng.random() * 0.002)
+            outcome["writes"] = outcome.get("writes", 0) + k
+
+        for seed in range(4):
+            nursery.start_soon(writer, seed)
+        outcome["mismatches"] = [await mirror.compare(segment=64 * KiB) for _ in range(5)]
+        stop.set()
+        await trio.sleep(1)
+
+    run(body, [primary, backup])
+    assert outcome["writes"] > 10
+    assert outcome["mismatches"] == [[]] * 5
+
+
+class SlowSide:
+    """A side whose reads and writes take 1 ms (the faulttest's slow drive, in small)."""
+
+    def __init__(self, disk):
+        self.disk = disk
+
+    def __getattr__(self, name):
+        return getattr(self.disk, name)
+
+    async def read(self, offset, length):
+        await trio.sleep(0.001)
+        return await self.disk.read(offset, length)
+
+    async def write(self, offset, data, **kwargs):
+        await trio.sleep(0.001)
+        return await self.disk.write(offset, data, **kwargs)

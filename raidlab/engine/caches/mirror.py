@@ -20,7 +20,11 @@ is acknowledged, so `assemble` never trusts a side that missed an acknowledged w
 A failed side is put back by `raidlab replace` (`replace_side`: the new drive is written by
 every write from then on and filled from the survivor segment by segment); the paper does
 not say how a stale backup is brought back. `compare` (the array's check) reads both sides;
-a side that fails a read there is dropped as one that fails a request is.
+a side that fails a read there is dropped as one that fails a request is. Both work a
+segment at a time with writes held off (`_WriteGate`): writes keep coming while they run
+(VC-RAID destages in the background, a user may check under load), and a write that lands
+between a segment's read on one side and its read or copy on the other would make the
+sides differ in the copy, or look different to the comparison when they are not.
 """
 
 from __future__ import annotations
@@ -54,6 +58,55 @@ def decode_header(raw: bytes) -> tuple[int, bool] | None:
     return side, bool(peer_failed)
 
 
+class _WriteGate:
+    """Writes pass side by side; `closed()` waits until those in flight are done and holds
+    new ones off while its block runs (module doc). Writes held off go first when it opens
+    again, so a copy or comparison segment after segment does not starve them."""
+
+    def __init__(self) -> None:
+        self._in_flight = 0
+        self._waiting = 0  # writes held off by a closed gate
+        self._idle = trio.Event()
+        self._idle.set()
+        self._open = trio.Event()
+        self._open.set()
+
+    @contextlib.asynccontextmanager
+    async def passing(self):
+        if not self._open.is_set():
+            self._waiting += 1
+            try:
+                while not self._open.is_set():
+                    await self._open.wait()
+            finally:
+                self._waiting -= 1
+        if self._in_flight == 0:
+            self._idle = trio.Event()
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    @contextlib.asynccontextmanager
+    async def closed(self):
+        while True:
+            if not self._open.is_set():
+                await self._open.wait()
+            elif self._waiting:  # writes the last closing held off: they are runnable, let them in
+                await trio.lowlevel.checkpoint()
+            else:
+                break
+        self._open = trio.Event()
+        try:
+            await self._idle.wait()
+            yield
+        finally:
+            self._open.set()
+
+
 class MirroredCacheDisk:
     """Two equal BlockTargets as one cache disk: writes to both in parallel, reads from the
     primary (side 0) unless it failed. Build with `create` or `assemble`."""
@@ -65,9 +118,7 @@ class MirroredCacheDisk:
         self.sides = [primary, backup]
         self.failed: set[int] = set(failed or ())
         self.counters = {"mirrored_writes": 0, "side_failures": 0, "reads_from_backup": 0, "sides_replaced": 0}
-        # While a replaced side is being filled, a write and the copy of one segment exclude
-        # each other, so no write lands between a segment's read and its copy.
-        self._copying: trio.Lock | None = None
+        self._gate = _WriteGate()  # a segment copied or compared holds writes off
         self._filling: int | None = None  # the side being filled: written to, not read from
 
     @classmethod
@@ -121,11 +172,11 @@ class MirroredCacheDisk:
             raise ValueError(f"replacement of {target.size} bytes for a side of {self.size}")
         survivor = 1 - side
         self.sides[side] = target
-        self._copying, self._filling = trio.Lock(), side
+        self._filling = side
         try:
             for offset in range(0, self.size, segment):
                 n = min(segment, self.size - offset)
-                async with self._copying:
+                async with self._gate.closed():
                     await target.write(offset, await self.sides[survivor].read(offset, n))
                 if progress is not None:
                     progress(offset + n, self.size)
@@ -135,7 +186,7 @@ class MirroredCacheDisk:
             self.failed.discard(side)
             self.counters["sides_replaced"] += 1
         finally:
-            self._copying, self._filling = None, None
+            self._filling = None
 
     async def compare(self, *, segment: int = 1 << 20,
                       progress: Callable[[int, int], None] | None = None) -> list[dict[str, int]]:
@@ -147,7 +198,8 @@ class MirroredCacheDisk:
         header = slice(MIRROR_HEADER_OFFSET, MIRROR_HEADER_OFFSET + SECTOR)
         for offset in range(0, self.size, segment):
             n = min(segment, self.size - offset)
-            a, b = bytearray(await self._compared(0, offset, n)), bytearray(await self._compared(1, offset, n))
+            async with self._gate.closed():
+                a, b = bytearray(await self._compared(0, offset, n)), bytearray(await self._compared(1, offset, n))
             if offset <= MIRROR_HEADER_OFFSET < offset + n:
                 at = slice(header.start - offset, header.stop - offset)
                 a[at] = b[at] = bytes(SECTOR)
@@ -176,8 +228,9 @@ class MirroredCacheDisk:
         if survivor in self.failed:
             raise OSError(errno.EIO, f"{self.name}: both sides of the mirrored cache disk failed")
         await self.sides[survivor].write(MIRROR_HEADER_OFFSET, encode_header(survivor, True), fua=True)
-        self.failed.add(side)
-        self.counters["side_failures"] += 1
+        if side not in self.failed:  # another request may have dropped it meanwhile
+            self.failed.add(side)
+            self.counters["side_failures"] += 1
 
     async def _on_all(self, op: str, *args: Any, **kwargs: Any) -> None:
         errors: dict[int, OSError] = {}
@@ -188,29 +241,35 @@ class MirroredCacheDisk:
             except OSError as exc:
                 errors[side] = exc
 
-        sides = self._alive() + ([self._filling] if self._filling is not None else [])
-        async with self._copying or contextlib.nullcontext():
+        async with self._gate.passing():
+            sides = self._alive() + ([self._filling] if self._filling is not None else [])
             async with trio.open_nursery() as nursery:
                 for side in sides:
                     nursery.start_soon(one, side)
         for side in sorted(errors):
-            if len(self._alive()) == 1:
-                raise errors[side]
-            await self.fail_side(side)
+            await self._side_failed(side, errors[side])
 
     async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
         await self._on_all("write", offset, data, fua=fua)
         self.counters["mirrored_writes"] += 1
+
+    async def _side_failed(self, side: int, error: OSError) -> None:
+        """A request met `error` on `side`: drop the side, or raise `error` if it is the last
+        one. A side another request dropped while this one was in flight is dropped already
+        (a side that vanishes fails every request it had in flight), not the last one."""
+        if side in self.failed:
+            return
+        if self._alive() == [side]:
+            raise error
+        await self.fail_side(side)
 
     async def read(self, offset: int, length: int) -> bytes:
         while True:
             side = self._alive()[0]
             try:
                 data = await self.sides[side].read(offset, length)
-            except OSError:
-                if len(self._alive()) == 1:
-                    raise
-                await self.fail_side(side)
+            except OSError as exc:
+                await self._side_failed(side, exc)
                 continue
             if side == 1:
                 self.counters["reads_from_backup"] += 1
