@@ -53,6 +53,15 @@ def _start_create(raidlab_cmd, home: Path) -> tuple[subprocess.Popen, int]:
     return proc, pid
 
 
+def _killed_create(raidlab_cmd, tmp_path: Path) -> Path:
+    """SIGKILL a create the moment its daemon exists; its RAIDLAB_HOME."""
+    home = tmp_path / "home"
+    proc, _daemon = _start_create(raidlab_cmd, home)
+    proc.kill()
+    proc.wait()
+    return home
+
+
 def _nothing_left(home: Path, timeout: float = 0.0) -> list[str]:
     deadline = time.monotonic() + timeout
     while (held := held_under(home)) and time.monotonic() < deadline:
@@ -78,10 +87,7 @@ def test_a_stopped_create_stops_its_daemon_and_removes_the_array(raidlab_cmd, tm
 
 
 def test_destroy_right_after_a_killed_create_waits_for_the_daemon_and_stops_it(raidlab_cmd, tmp_path):
-    home = tmp_path / "home"
-    proc, _daemon = _start_create(raidlab_cmd, home)
-    proc.kill()
-    proc.wait()
+    home = _killed_create(raidlab_cmd, tmp_path)
     done = _rl(raidlab_cmd, home, "destroy", "i")
     assert done.returncode == 0, done.stderr
     assert _nothing_left(home) == []
@@ -89,10 +95,7 @@ def test_destroy_right_after_a_killed_create_waits_for_the_daemon_and_stops_it(r
 
 
 def test_a_killed_create_leaves_a_daemon_that_stops_by_itself(raidlab_cmd, tmp_path):
-    home = tmp_path / "home"
-    proc, daemon = _start_create(raidlab_cmd, home)
-    proc.kill()
-    proc.wait()
+    home = _killed_create(raidlab_cmd, tmp_path)
     assert _nothing_left(home, timeout=120) == []  # it found nobody waiting for it and released all
     log = (home / "labs" / "i" / "daemon.log").read_text()
     assert "the raidlab command that started this daemon is gone" in log
