@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.cluster.plan import NODE_IFNAME, PEER_RETRIES, ClusterSpec, LinkShape, NodePlan, bridge_name
 from raidlab.lab import LabSession, release_link, release_netns
 from raidlab.tools import ip as ip_tool
 
 
 async def _blocking(fn, *args, **kwargs):
-    return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+    return await sched.to_thread_run_sync(lambda: fn(*args, **kwargs))
 
 
 async def _add_link(session: LabSession, name: str, link_kind: str, create) -> None:

@@ -52,8 +52,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import TargetProxy
 from raidlab.disks.bus import Timeline
 from raidlab.engine.origin import ORIGIN as CLIENT
@@ -132,7 +131,7 @@ class Network:
     async def message(self, src: int, dst: int, nbytes: int) -> None:
         """Move `nbytes` from node src to node dst (module doc); returns when the last frame
         has arrived."""
-        now = trio.current_time()
+        now = sched.current_time()
         sender, receiver = self.nodes[src], self.nodes[dst]
         duration = self.wire_seconds(nbytes)
         first = self.frame_seconds(nbytes)
@@ -148,7 +147,7 @@ class Network:
             key = "send" if side == "sent" else "receive"
             node.counters[f"{key}_busy_s"] += busy
             node.counters[f"{key}_wait_s"] += wait
-        await trio.sleep_until(end)
+        await sched.sleep_until(end)
 
     async def work(self, node: int, nbytes: int) -> None:
         """Driver work for one message of `nbytes` on node's processor."""
@@ -156,12 +155,12 @@ class Network:
         duration = p.cdd_request_us * 1e-6 + (nbytes / (p.cdd_mb_s * 1e6) if p.cdd_mb_s else 0.0)
         if duration <= 0:
             return
-        now = trio.current_time()
+        now = sched.current_time()
         cpu = self.nodes[node]
         start = cpu.cpu.reserve(now, now, duration)
         cpu.counters["cpu_busy_s"] += duration
         cpu.counters["cpu_wait_s"] += start - now
-        await trio.sleep_until(start + duration)
+        await sched.sleep_until(start + duration)
 
     async def compute(self, node: int, seconds: float) -> None:
         """A program's own processor time on `node` (a putc loop, a compiler), on the same
@@ -173,12 +172,12 @@ class Network:
         left = seconds
         while left > 1e-12:
             piece = min(PROGRAM_SLICE_S, left)
-            now = trio.current_time()
+            now = sched.current_time()
             start = cpu.cpu.reserve(now, now, piece)
             cpu.counters["cpu_busy_s"] += piece
             cpu.counters["cpu_wait_s"] += start - now
             cpu.counters["program_cpu_s"] += piece
-            await trio.sleep_until(start + piece)
+            await sched.sleep_until(start + piece)
             left -= piece
 
     def statistics(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
 * One service task per disk takes requests from a queue discipline (raidlab.disks.scheduler)
   and serves exactly one at a time, like a drive with one arm. The mechanism's arithmetic
   (raidlab.disks.mechanisms) says when each request would end on the modelled drive; the task
-  sleeps until then with `trio.sleep_until`, so the same code is a discrete-event simulation
+  sleeps until then with `sched.sleep_until`, so the same code is a discrete-event simulation
   under `trio.testing.MockClock(autojump_threshold=0)` and a real-time emulation under trio's
   real clock (where the last 1.5 ms are waited with checkpoints, see SPIN_WINDOW).
 * Virtual mode (io_in_thread=False): the backend I/O is synchronous and happens when the
@@ -81,8 +81,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Callable
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.disks import catalog
 from raidlab.disks.backend import INLINE_WRITE_BYTES, Backend
@@ -152,7 +151,7 @@ class _Request:
     def __init__(self, op, offset, length, data, fua, cylinder, seq, arrival, owner):
         self.op, self.offset, self.length, self.data, self.fua = op, offset, length, data, fua
         self.cylinder, self.seq, self.arrival, self.owner = cylinder, seq, arrival, owner
-        self.done = trio.Event()
+        self.done = sched.Event()
         self.result: bytes | None = None
         self.error: BaseException | None = None
 
@@ -171,9 +170,9 @@ SPIN_WINDOW = 1.5e-3
 
 
 async def _sleep_until_precisely(deadline: float) -> None:
-    await trio.sleep_until(deadline - SPIN_WINDOW)
-    while trio.current_time() < deadline:
-        await trio.lowlevel.checkpoint()
+    await sched.sleep_until(deadline - SPIN_WINDOW)
+    while sched.current_time() < deadline:
+        await sched.checkpoint()
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -253,7 +252,7 @@ class EmulatedDisk:
         self._bypass = model.kind == "none"
         self._queue = make_discipline(discipline)
         self._seq = itertools.count()
-        self._wake = trio.Event()
+        self._wake = sched.Event()
         self._started = False
         self._in_service = False
         self._model_free_at = float("-inf")
@@ -293,7 +292,7 @@ class EmulatedDisk:
             return self._write_cache_setting is not False
         return self.mechanism.write_cache_enabled
 
-    def start(self, nursery: trio.Nursery) -> None:
+    def start(self, nursery: sched.Nursery) -> None:
         """Start the disk's service task in `nursery` (the disk lives as long as it)."""
         if self._started:
             raise RuntimeError(f"disk {self.name} already started")
@@ -375,14 +374,14 @@ class EmulatedDisk:
         fault = owner.fault or self.fault
         if owner_failed or self.failed or (fault is not None and _faulted(fault, op)):
             owner._counters.errors += 1
-            await trio.lowlevel.checkpoint()
+            await sched.checkpoint()
             raise _eio(owner.name)
         if not self._started:
             raise RuntimeError(f"disk {self.name} is not started (call disk.start(nursery))")
         if self._bypass:
             return await self._bypass_io(op, offset, length, data, fua, owner)
         req = _Request(op, offset, length, data, fua, self.mechanism.cylinder_of(offset),
-                       next(self._seq), trio.current_time(), owner)
+                       next(self._seq), sched.current_time(), owner)
         self._queue.push(req)
         depth = len(self._queue) + self._in_service
         if depth > self._max_queue:
@@ -396,24 +395,24 @@ class EmulatedDisk:
     async def _bypass_io(self, op, offset, length, data, fua, owner):
         """The `none` model: no queue, no delay; the I/O itself is all the cost."""
         io = self._io_function(op, offset, length, data, fua)
-        start = trio.current_time()
+        start = sched.current_time()
         if self.io_in_thread:
             result = self._inline_io(op, offset, length, fua, io)
             if result is _NOT_INLINE:
-                result = await trio.to_thread.run_sync(io)
+                result = await sched.to_thread_run_sync(io)
             else:
-                await trio.lowlevel.checkpoint()
+                await sched.checkpoint()
         else:
             result = io()
-            await trio.lowlevel.checkpoint()
+            await sched.checkpoint()
         if (owner.fault or self.fault) == "slow":
-            await trio.sleep((trio.current_time() - start) * (SLOW_FACTOR - 1))
+            await sched.sleep((sched.current_time() - start) * (SLOW_FACTOR - 1))
         self._bypass_done(op, length, owner, start)
         return result
 
     def _bypass_done(self, op, length, owner, start: float) -> None:
         # The model says "done at once": all the time the request took is lateness.
-        (self._flush_lateness if op == FLUSH else self._lateness).append(trio.current_time() - start)
+        (self._flush_lateness if op == FLUSH else self._lateness).append(sched.current_time() - start)
         self._counters.count(op, length)
         if owner is not self:
             owner._counters.count(op, length)
@@ -431,7 +430,7 @@ class EmulatedDisk:
         if op == WRITE and self.volatile is not None:
             data = bytes(data)  # the volatile cache may keep it
         io = self._io_function(op, offset, length, data, fua)
-        start = trio.current_time()
+        start = sched.current_time()
         try:
             result = self._inline_io(op, offset, length, fua, io) if self.io_in_thread else io()
         except OSError:
@@ -477,7 +476,7 @@ class EmulatedDisk:
     async def _serve(self) -> None:
         while True:
             if not len(self._queue):
-                self._wake = trio.Event()
+                self._wake = sched.Event()
                 await self._wake.wait()
                 continue
             req = self._queue.pop(self.mechanism.cylinder)
@@ -561,11 +560,11 @@ class EmulatedDisk:
             self._cache_hits += 1
         end = plan.end
         if (req.owner.fault or self.fault) == "slow":
-            now = trio.current_time()
+            now = sched.current_time()
             end = now + max(end - now, 0.0) * SLOW_FACTOR
         if self.bus is not None and req.op in (READ, WRITE) and req.length:
             ready = end
-            end = self.bus.book(trio.current_time(), ready, req.length)
+            end = self.bus.book(sched.current_time(), ready, req.length)
             self._bus_wait += end - ready
         try:
             inline = self._inline_io(req.op, req.offset, req.length, req.fua, io) if self.io_in_thread else _NOT_INLINE
@@ -574,7 +573,7 @@ class EmulatedDisk:
                 await _sleep_until_precisely(end)
             elif self.io_in_thread:
                 box: dict[str, Any] = {}
-                async with trio.open_nursery() as nursery:
+                async with sched.open_nursery() as nursery:
                     nursery.start_soon(self._thread_io, io, box)
                     await _sleep_until_precisely(end)
                 if "error" in box:
@@ -582,12 +581,12 @@ class EmulatedDisk:
                 req.result = box.get("result")
             else:
                 req.result = io()
-                await trio.sleep_until(end)
+                await sched.sleep_until(end)
         except OSError as exc:
             req.error = exc
             req.owner._counters.errors += 1
             return
-        late = trio.current_time() - end
+        late = sched.current_time() - end
         (self._flush_lateness if req.op == FLUSH else self._lateness).append(late)
         self._counters.count(req.op, req.length)
         if req.owner is not self:
@@ -596,7 +595,7 @@ class EmulatedDisk:
     @staticmethod
     async def _thread_io(io: Callable[[], Any], box: dict) -> None:
         try:
-            box["result"] = await trio.to_thread.run_sync(io)
+            box["result"] = await sched.to_thread_run_sync(io)
         except OSError as exc:
             box["error"] = exc
 

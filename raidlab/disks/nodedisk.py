@@ -44,8 +44,7 @@ import os
 import threading
 from typing import Any, Callable
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import check_aligned
 from raidlab.errors import LabError
 
@@ -120,7 +119,7 @@ class NodeDisk:
             os.close(fd)
             raise LabError(f"{name} ({path}) holds {found} bytes, not {size}")
         self._fd = _SharedFd(fd)
-        self._limiter = trio.CapacityLimiter(IN_FLIGHT)
+        self._limiter = sched.CapacityLimiter(IN_FLIGHT)
         self._counts = {"reads": 0, "writes": 0, "bytes_read": 0, "bytes_written": 0, "flushes": 0,
                         "trims": 0, "errors": 0, "timeouts": 0}
         self._in_flight = 0
@@ -182,7 +181,7 @@ class NodeDisk:
         if self.failed:
             self._counts["errors"] += 1
             raise OSError(errno.EIO, f"{self.name} has failed")
-        await trio.lowlevel.checkpoint()
+        await sched.checkpoint()
         self._counts["trims"] += 1
 
     def close(self) -> None:
@@ -193,7 +192,7 @@ class NodeDisk:
     async def _call(self, what: str, io: Callable[[int], Any]) -> Any:
         if self.failed:
             self._counts["errors"] += 1
-            await trio.lowlevel.checkpoint()
+            await sched.checkpoint()
             raise OSError(errno.EIO, f"{self.name} has failed")
 
         def borrowed() -> Any:
@@ -203,12 +202,12 @@ class NodeDisk:
             finally:
                 self._fd.give_back()
 
-        started = trio.current_time()
+        started = sched.current_time()
         self._enter(started)
         try:
-            with trio.move_on_after(self.deadline):
+            with sched.move_on_after(self.deadline):
                 try:
-                    return await trio.to_thread.run_sync(borrowed, abandon_on_cancel=True,
+                    return await sched.to_thread_run_sync(borrowed, abandon_on_cancel=True,
                                                          limiter=self._limiter)
                 except OSError as exc:
                     self._counts["errors"] += 1
@@ -230,7 +229,7 @@ class NodeDisk:
         self._max_in_flight = max(self._max_in_flight, self._in_flight)
 
     def _leave(self, started: float) -> None:
-        now = trio.current_time()
+        now = sched.current_time()
         self._in_flight -= 1
         if self._in_flight == 0:
             self._busy += now - self._busy_since

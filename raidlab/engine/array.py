@@ -53,8 +53,7 @@ import errno
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.disks.disk import EmulatedDisk, Partition, as_block_layer
 from raidlab.engine.layouts.base import DataUnavailableError, DiskRange, Layout, WritePlan
@@ -116,17 +115,17 @@ class _StripeLocks:
     """Per-row locks (see row_keys), FIFO per row, taken in ascending order (so two writes
     never wait for each other crosswise). A held row is a key of `_held`; only a row that
     somebody waits for gets a queue, and a release hands the row to the first waiter. A
-    1 MiB raid5 write takes some 90 rows: a trio.Lock per row, made and dropped each time,
+    1 MiB raid5 write takes some 90 rows: a sched.Lock per row, made and dropped each time,
     cost more than the write's planning."""
 
     def __init__(self) -> None:
-        self._held: dict[int, collections.deque[trio.Event] | None] = {}
+        self._held: dict[int, collections.deque[sched.Event] | None] = {}
         self.waits = 0
 
     async def acquire(self, stripes: Sequence[int]) -> None:
         """Take every row, waiting for held ones in turn; one checkpoint in all when none
         is held. Cancelled while waiting: the rows taken so far are released."""
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await sched.checkpoint_if_cancelled()
         taken: list[int] = []
         waited = False
         for stripe in sorted(set(stripes)):
@@ -137,7 +136,7 @@ class _StripeLocks:
             queue = self._held[stripe]
             if queue is None:
                 queue = self._held[stripe] = collections.deque()
-            handed = trio.Event()
+            handed = sched.Event()
             queue.append(handed)
             self.waits += 1
             waited = True
@@ -154,7 +153,7 @@ class _StripeLocks:
                 raise
             taken.append(stripe)
         if not waited:
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            await sched.cancel_shielded_checkpoint()
 
     def try_acquire(self, stripes: Sequence[int]) -> bool:
         """Take every row now, or none (False) if one is held."""
@@ -202,10 +201,10 @@ class Array:
         # Rebuild (replace) state: while a member is rebuilt, writes pass one at a time
         # through _write_gate, alternating with the rebuild's segment copies (see rebuild).
         self._rebuild: _RebuildState | None = None
-        self._write_gate = trio.Lock()
+        self._write_gate = sched.Lock()
         self._resyncing = False  # resync(): writes pass the gate as during a rebuild
         self._ungated_writes = 0
-        self._ungated_drained = trio.Event()
+        self._ungated_drained = sched.Event()
         self._parity = bool(getattr(layout.redundancy, "parity", False))
         # md's stripe cache (raidlab.engine.stripecache), for parity layouts.
         self.stripe_cache: StripeCache | None = (
@@ -302,7 +301,7 @@ class Array:
         if len(parts) == 1:
             await self._write_range(offset, data, fua)
         else:
-            async with trio.open_nursery() as nursery:
+            async with sched.open_nursery() as nursery:
                 for part_offset, part in parts:
                     nursery.start_soon(self._write_range, part_offset, part, fua)
         self.counters["writes"] += 1
@@ -589,7 +588,7 @@ class Array:
         self._rebuild = _RebuildState(index, replacement, others, watermark=start)
         try:
             if self._ungated_writes:
-                self._ungated_drained = trio.Event()
+                self._ungated_drained = sched.Event()
                 await self._ungated_drained.wait()
             await self._images_home()
             pos = start
@@ -627,7 +626,7 @@ class Array:
         self._resyncing = True
         try:
             if self._ungated_writes:
-                self._ungated_drained = trio.Event()
+                self._ungated_drained = sched.Event()
                 await self._ungated_drained.wait()
             await self._images_home()
             pos = 0
@@ -761,7 +760,7 @@ class Array:
             else:
                 results[i] = got
         if not waiting:
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await sched.checkpoint_if_cancelled()
             return results  # type: ignore[return-value]
 
         async def one(i: int) -> None:
@@ -788,7 +787,7 @@ class Array:
             if type(member) not in _AT_ONCE or not member.write_now(offset, payload, fua=fua):
                 waiting.append(request)
         if not waiting:
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await sched.checkpoint_if_cancelled()
             return
 
         async def one(disk: int, offset: int, payload) -> None:
@@ -878,7 +877,7 @@ class _PendingWrite:
         self.data = data
         self.end = offset + len(data)
         self.started = False  # holds its rows
-        self.finished = trio.Event()
+        self.finished = sched.Event()
         self.done: list[tuple[int, int]] = []  # [lo, hi) another write wrote for it
 
     def remaining(self) -> list[tuple[int, bytes]]:

@@ -23,8 +23,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.engine import metadata
 from raidlab.engine.array import Array
@@ -69,7 +68,7 @@ async def create_array(
     options: dict[str, Any] | None = None,
     data_offset: int = metadata.DEFAULT_DATA_OFFSET,
     status: Callable[[str], None] | None = None,
-    nursery: trio.Nursery | None = None,
+    nursery: sched.Nursery | None = None,
     image_delay: float | None = None,
     prepare_options: dict[str, Any] | None = None,
 ) -> tuple[Array, "MetadataKeeper"]:
@@ -88,7 +87,7 @@ async def create_array(
         member_index=0, member_size=member_size, data_offset=data_offset,
         geometry=layout.geometry(), arch_state=arch_state,
     )
-    async with trio.open_nursery() as writers:
+    async with sched.open_nursery() as writers:
         for index, member in enumerate(members):
             writers.start_soon(metadata.write_first_superblock, member, base.for_member(index))
     keeper = MetadataKeeper(members, base)
@@ -106,7 +105,7 @@ async def read_superblocks(members: Sequence[Any]) -> list[metadata.Superblock |
         except OSError:
             found[i] = None
 
-    async with trio.open_nursery() as nursery:
+    async with sched.open_nursery() as nursery:
         for i in range(len(members)):
             nursery.start_soon(one, i)
     return found
@@ -117,7 +116,7 @@ async def assemble_array(
     *,
     labels: Sequence[str] | None = None,
     status: Callable[[str], None] | None = None,
-    nursery: trio.Nursery | None = None,
+    nursery: sched.Nursery | None = None,
     image_delay: float | None = None,
     join: bool = False,
 ) -> tuple[Array, "MetadataKeeper"]:
@@ -165,7 +164,7 @@ async def attach_journal(array: Array, target: Any, array_uuid: str, *, create: 
         return 0
     journal, records = await StripeJournal.open(target, array_uuid)
     for writes in records:
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for disk, offset, payload in writes:
                 if disk not in array.failed:
                     nursery.start_soon(array.members[disk].write, offset, payload)
@@ -228,7 +227,7 @@ class MetadataKeeper:
             except OSError:
                 pass  # that member is failing too; the array notices on its next I/O
 
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for index in range(len(self.members)):
                 if index not in skip:
                     nursery.start_soon(one, index)

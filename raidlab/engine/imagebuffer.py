@@ -65,7 +65,7 @@ How raidlab builds that buffer, and why:
 * Failure of an image disk: its pending entries are dropped (their data copies are
   current); the layout then reads the data copies only.
 
-Everything is trio code that never blocks and takes time from trio.current_time(), so the
+Everything is trio code that never blocks and takes time from sched.current_time(), so the
 buffer runs unchanged under the virtual clock (tests/unit/test_raidx_buffer.py).
 """
 
@@ -78,8 +78,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.engine.origin import ORIGIN
 
@@ -231,10 +230,10 @@ class ImageBuffer:
         self._seq = 0
         self._tail_gen = [0] * layout.n_disks
         self._cleared = [0] * layout.n_disks
-        self._wake = [trio.Event() for _ in range(layout.n_disks)]
-        self._space = [trio.Event() for _ in range(layout.n_disks)]  # set when a disk's ring frees space
-        self._appended = trio.Event()
-        self._writing = [trio.Lock() for _ in range(layout.n_disks)]  # one writer of a disk's homes at a time
+        self._wake = [sched.Event() for _ in range(layout.n_disks)]
+        self._space = [sched.Event() for _ in range(layout.n_disks)]  # set when a disk's ring frees space
+        self._appended = sched.Event()
+        self._writing = [sched.Lock() for _ in range(layout.n_disks)]  # one writer of a disk's homes at a time
         self.running = False  # the background task runs (else log() drains inline when full)
         self.stats = {"logged": 0, "logged_bytes": 0, "written_home": 0, "written_through": 0,
                       "dropped": 0, "recovered": 0, "overlays": 0, "waits_for_space": 0}
@@ -300,7 +299,7 @@ class ImageBuffer:
                     continue
                 self._wake[disk].set()
                 if self._space[disk].is_set():
-                    self._space[disk] = trio.Event()
+                    self._space[disk] = sched.Event()
                 await self._space[disk].wait()
             self._seq += 1
             entry = PendingImage(self._seq, disk, home, logical, bytes(payload), where, origin=ORIGIN.get())
@@ -347,12 +346,12 @@ class ImageBuffer:
 
     # ------------------------------------------------------------------ background
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status=sched.TASK_STATUS_IGNORED) -> None:
         """The background image writers, one per disk (run until cancelled)."""
         self.running = True
         task_status.started()
         try:
-            async with trio.open_nursery() as writers:
+            async with sched.open_nursery() as writers:
                 for disk in range(len(self.rings)):
                     writers.start_soon(self._run, disk)
         finally:
@@ -362,17 +361,17 @@ class ImageBuffer:
         ring = self.rings[disk]
         while True:
             if not any(e.logged for e in ring.entries):
-                self._wake[disk] = trio.Event()
+                self._wake[disk] = sched.Event()
                 await self._wake[disk].wait()
                 continue
             if self.delay > 0:
-                await trio.sleep(self.delay)
+                await sched.sleep(self.delay)
             try:
                 await self._write_disk(disk)
             except Exception as exc:  # keep serving; the entries stay pending (and logged)
                 self.stats["errors"] = self.stats.get("errors", 0) + 1
                 self.last_error = repr(exc)
-                await trio.sleep(max(self.delay, 0.1))
+                await sched.sleep(max(self.delay, 0.1))
 
     async def write_pending(self) -> None:
         """Write every pending image home (FUA), then advance each disk's tail record. The
@@ -464,7 +463,7 @@ class ImageBuffer:
             await self.write_pending()
             return
         if self._appended.is_set():
-            self._appended = trio.Event()
+            self._appended = sched.Event()
         await self._appended.wait()
 
     # ------------------------------------------------------------------ assembly

@@ -40,7 +40,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import trio
+from raidlab import sched
 
 BLOCK = 4096
 HEADER_MAGIC = b"RLJOURN1"
@@ -77,10 +77,10 @@ class StripeJournal:
         self.position = BLOCK              # where the next record goes
         self.seq = 0                       # the last record's
         self.checkpoint_seq = 0            # records up to this one are on the members' media
-        self._lock = trio.Lock()           # appends, one at a time, in seq order
+        self._lock = sched.Lock()           # appends, one at a time, in seq order
         self._done: set[int] = set()       # records whose member writes completed
         self._in_flight: set[int] = set()  # records whose member writes are under way
-        self._drained = trio.Event()
+        self._drained = sched.Event()
         self.counters = {"records": 0, "journal_bytes": 0, "checkpoints": 0, "restarts": 0,
                          "forced_flushes": 0, "replayed_records": 0, "writes_refused": 0}
         self.failed: str | None = None     # why the journal drive failed, once it did
@@ -178,7 +178,7 @@ class StripeJournal:
         """The journal is full: wait for the member writes in flight, flush the members,
         checkpoint everything and write from the start again (lock held)."""
         while self._in_flight:
-            self._drained = trio.Event()
+            self._drained = sched.Event()
             await self._drained.wait()
         self.counters["forced_flushes"] += 1
         await flush_members()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import trio
+from raidlab import sched
 
 
 async def start_in_order(calls: Sequence[tuple], catch: tuple[type[BaseException], ...] = ()) -> list[BaseException]:
@@ -30,7 +30,7 @@ async def start_in_order(calls: Sequence[tuple], catch: tuple[type[BaseException
             caught.append(exc)
         return caught
 
-    async def started_after(previous: trio.Event | None, started: trio.Event, fn, *args) -> None:
+    async def started_after(previous: sched.Event | None, started: sched.Event, fn, *args) -> None:
         if previous is not None:
             await previous.wait()
         started.set()
@@ -39,10 +39,10 @@ async def start_in_order(calls: Sequence[tuple], catch: tuple[type[BaseException
         except catch as exc:
             caught.append(exc)
 
-    async with trio.open_nursery() as nursery:
+    async with sched.open_nursery() as nursery:
         previous = None
         for fn, *args in calls:
-            started = trio.Event()
+            started = sched.Event()
             nursery.start_soon(started_after, previous, started, fn, *args)
             previous = started
     return caught

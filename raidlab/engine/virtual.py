@@ -87,13 +87,15 @@ def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, cloc
 _STOP_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
-def _install(handler: Callable[[int, Any], None]) -> dict[int, Any]:
+def _install(handler: Callable[[int, Any], None], extra: tuple[str, ...] = ()) -> dict[int, Any]:
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {int(getattr(signal, name)): signal.signal(getattr(signal, name), handler) for name in _STOP_SIGNALS}
+    # a signal the process was started ignoring (nohup, a background job's SIGINT) stays ignored
+    return {int(sig): signal.signal(sig, handler) for sig in (getattr(signal, name) for name in (*_STOP_SIGNALS, *extra))
+            if signal.getsignal(sig) is not signal.SIG_IGN}
 
 
 def _restore(old: dict[int, Any]) -> None:

@@ -34,8 +34,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.engine.tss.maptable import CRAID5, RAID1, RAID5
 from raidlab.errors import UsageError
 
@@ -73,13 +72,13 @@ class FiveMinutePolicy:
                 "degrade_factor": self.degrade_factor, "max_moves": self.max_moves}
 
     async def run(self, control, on_check=None) -> None:
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             nursery.start_soon(self._every, control, self.raid1_raid5, self.upper_turn, on_check)
             nursery.start_soon(self._every, control, self.raid5_craid5, self.lower_turn, on_check)
 
     async def _every(self, control, interval: float, turn, on_check) -> None:
         while True:
-            await trio.sleep(interval)
+            await sched.sleep(interval)
             moved = await turn(control)
             if on_check is not None:
                 on_check(moved)

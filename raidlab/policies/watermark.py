@@ -27,8 +27,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.errors import UsageError
 
@@ -70,7 +69,7 @@ class WatermarkPolicy:
 
     async def run(self, control, on_check=None) -> None:
         while True:
-            await trio.sleep(self.period)
+            await sched.sleep(self.period)
             moved = await self.check(control)
             if on_check is not None:
                 on_check(moved)

@@ -22,6 +22,8 @@ Differences from MockClock, and why they do not matter here:
 
 `run_replay` is raidlab.engine.virtual.run_virtual with this clock: the same seeded
 scheduler RNG and deterministic-scheduling switch (see that module for why both are needed).
+It can also run the replay on raidlab's own discrete-event kernel (raidlab.sched), the same
+engine code without trio's run loop.
 """
 
 from __future__ import annotations
@@ -56,7 +58,54 @@ class JumpClock(trio.abc.Clock):
         return 0.0
 
 
-def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0) -> T:
-    """trio.run(fn, *args) on a JumpClock, with trio's scheduling order seeded by `seed` and
-    made independent of memory addresses (as raidlab.engine.virtual.run_virtual)."""
-    return run_virtual(fn, *args, seed=seed, clock=JumpClock())
+SCHEDULERS = ("trio", "kernel")
+
+
+def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, scheduler: str = "trio") -> T:
+    """fn(*args) in virtual time. scheduler "trio": trio.run on a JumpClock, with trio's
+    scheduling order seeded by `seed` and made independent of memory addresses (as
+    raidlab.engine.virtual.run_virtual). scheduler "kernel": raidlab's discrete-event kernel
+    (raidlab.sched.kernel), which has no randomness to seed; tasks woken at the same instant
+    run in the order they were woken, so a replay's numbers can differ from trio's where
+    that order decides a disk's queue. SIGTERM and SIGHUP stop either as
+    raidlab.errors.Signalled."""
+    if scheduler == "trio":
+        return run_virtual(fn, *args, seed=seed, clock=JumpClock())
+    if scheduler != "kernel":
+        raise ValueError(f"unknown replay scheduler {scheduler!r} (one of {', '.join(SCHEDULERS)})")
+    return _run_on_kernel(fn, *args)
+
+
+def _run_on_kernel(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Ctrl-C, SIGTERM and SIGHUP are only noted while the kernel runs; it then cancels every
+    task at its next pass, the tasks unwind through their own cleanup, and the signal comes
+    out after: KeyboardInterrupt for Ctrl-C, raidlab.errors.Signalled for the others. (A
+    KeyboardInterrupt raised wherever Python happened to be could land in the kernel's own
+    loop and leave tasks half-run.)"""
+    import signal
+
+    from raidlab import sched
+    from raidlab.engine.virtual import _install, _restore
+    from raidlab.errors import Signalled
+
+    received: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        if sched.KERNEL is not None:
+            sched.KERNEL.stop_requested.append(signum)
+
+    old = _install(handler, extra=("SIGINT",))
+    try:
+        result = sched.run_kernel(fn, *args)
+    except BaseException:
+        if not received:
+            raise
+        result = None
+    finally:
+        _restore(old)
+    if received:
+        if received[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Signalled(received[0])
+    return result

@@ -49,8 +49,7 @@ from array import array
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab import archs
 from raidlab.archs import Built
 from raidlab.blockdev import SECTOR, TargetProxy
@@ -104,36 +103,36 @@ class MeteredTarget(TargetProxy):
         return self.inner.partition(start, size, name)
 
     async def read(self, offset: int, length: int) -> bytes:
-        start = trio.current_time()
+        start = sched.current_time()
         try:
             return await self.inner.read(offset, length)
         finally:
             self.requests += 1
-            self.response_sum += trio.current_time() - start
+            self.response_sum += sched.current_time() - start
 
     async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
-        start = trio.current_time()
+        start = sched.current_time()
         try:
             await self.inner.write(offset, data, fua=fua)
         finally:
             self.requests += 1
-            self.response_sum += trio.current_time() - start
+            self.response_sum += sched.current_time() - start
 
     async def flush(self) -> None:
-        start = trio.current_time()
+        start = sched.current_time()
         try:
             await self.inner.flush()
         finally:
             self.requests += 1
-            self.response_sum += trio.current_time() - start
+            self.response_sum += sched.current_time() - start
 
     async def trim(self, offset: int, length: int) -> None:
-        start = trio.current_time()
+        start = sched.current_time()
         try:
             await self.inner.trim(offset, length)
         finally:
             self.requests += 1
-            self.response_sum += trio.current_time() - start
+            self.response_sum += sched.current_time() - start
 
 
 @dataclasses.dataclass
@@ -159,6 +158,7 @@ class SimSpec:
     partitions: str | None = None          # members are these partitions of whole drives (raidlab.disks.partitions)
     write_cache: str = "model"             # every drive's write cache: model (its default) | on | off
     span: str | None = None                # every drive's span (full | start); None: as the plan says
+    scheduler: str = "trio"                # who runs virtual time: trio | kernel (raidlab.runners.clock)
 
 
 def _per_block(sums: list) -> float | None:
@@ -237,7 +237,7 @@ def on_drives(planned: list, drives: int) -> list[tuple[int, int]]:
     return [(k % drives, k // drives) for k in range(len(planned))]
 
 
-async def build_virtual(spec: SimSpec, nursery: trio.Nursery,
+async def build_virtual(spec: SimSpec, nursery: sched.Nursery,
                         wrap_members: Callable[[list], list] | None = None) -> Built:
     """The architecture of `spec` from the registry, over drives that keep no data, each
     metered; the same builder `raidlab create` uses, under the virtual clock. With
@@ -326,9 +326,9 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
     other_ops = {FLUSH: 0, TRIM: 0}
     zeros: dict[int, bytes] = {}
     state = {"in_flight": 0, "max_in_flight": 0, "throttled": 0}
-    slot_free = trio.Event()
+    slot_free = sched.Event()
 
-    async with trio.open_nursery() as disks_nursery:
+    async with sched.open_nursery() as disks_nursery:
         built = await build_virtual(spec, disks_nursery)
         target = built.target
         size = target.size
@@ -346,7 +346,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
             disks_nursery.start_soon(policy.run, control)
         payload = Payload(spec.compressibility, spec.seed) if spec.compressibility is not None else None
         limit = spec.outstanding if spec.outstanding is not None else spec.max_in_flight
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         read, write, flush, trim = target.read, target.write, target.flush, target.trim
         compact = spec.compact
         first_time: float | None = None
@@ -368,7 +368,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
             else:
                 await trim(offset, length)
             if op in samples:
-                response = trio.current_time() - issue_at
+                response = sched.current_time() - issue_at
                 samples[op].append(response)
                 kib = length / 1024
                 block_sums[op][0] += response * kib
@@ -379,9 +379,9 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
             state["in_flight"] -= 1
             if state["in_flight"] == limit - 1:
                 slot_free.set()
-                slot_free = trio.Event()
+                slot_free = sched.Event()
 
-        async with trio.open_nursery() as requests_nursery:
+        async with sched.open_nursery() as requests_nursery:
             count = 0
             for request in reader:
                 if first_time is None:
@@ -402,22 +402,22 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
                                          "to skip such lines")
                         continue
                 issue_at = t0 + (request.time - first_time) / compact
-                if issue_at > trio.current_time():
-                    await trio.sleep_until(issue_at)
+                if issue_at > sched.current_time():
+                    await sched.sleep_until(issue_at)
                 while state["in_flight"] >= limit:
                     if spec.outstanding is None:
                         state["throttled"] += 1
                     await slot_free.wait()
                 if spec.outstanding is not None:  # closed loop: timed from when it is issued
-                    issue_at = trio.current_time()
+                    issue_at = sched.current_time()
                 state["in_flight"] += 1
                 if state["in_flight"] > state["max_in_flight"]:
                     state["max_in_flight"] = state["in_flight"]
                 requests_nursery.start_soon(one, op, offset, length, issue_at)
                 count += 1
                 if on_progress is not None and count % PROGRESS_EVERY == 0:
-                    on_progress(count, trio.current_time() - t0)
-        elapsed = trio.current_time() - t0
+                    on_progress(count, sched.current_time() - t0)
+        elapsed = sched.current_time() - t0
         per_disk = []
         for member, base, (base_requests, base_sum) in zip(built.members, baseline, base_members):
             stats = member.statistics()
@@ -467,6 +467,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         "discipline": spec.discipline,
         "compact": spec.compact,
         "seed": spec.seed,
+        "scheduler": spec.scheduler,
         "compressibility": spec.compressibility,
         "policy": ({"name": spec.policy, **policy.describe(), "moves": dict(policy.moves)}
                    if spec.policy is not None else None),
@@ -510,7 +511,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
 def _single_user_error(group: BaseExceptionGroup) -> RaidlabError | None:
     """The RaidlabError inside trio's nested nursery exception groups, if it is the only
     error there (cancellations of the sibling tasks aside): the CLI then prints one line."""
-    found = [e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)]
+    found = [e for e in leaf_exceptions(group) if not isinstance(e, sched.Cancelled)]
     if len(found) == 1 and isinstance(found[0], RaidlabError):
         return found[0]
     return None
@@ -519,13 +520,14 @@ def _single_user_error(group: BaseExceptionGroup) -> RaidlabError | None:
 PROGRESS_EVERY = 10_000  # requests between two on_progress(requests issued, virtual seconds) calls
 
 
-def run_timed(fn: Callable[..., Awaitable[dict[str, Any]]], *args: Any, seed: int) -> dict[str, Any]:
+def run_timed(fn: Callable[..., Awaitable[dict[str, Any]]], *args: Any, seed: int,
+              scheduler: str = "trio") -> dict[str, Any]:
     """`fn(*args)` on the virtual clock (run_replay); its report with "speed" =
     {"wall_seconds"} added (the one entry that is not deterministic). A lone user error
     inside trio's exception groups is raised as itself, so the CLI prints one line."""
     start = wallclock.perf_counter()
     try:
-        report = run_replay(fn, *args, seed=seed)
+        report = run_replay(fn, *args, seed=seed, scheduler=scheduler)
     except BaseExceptionGroup as group:
         # Ctrl-C (trio's KeyboardInterrupt) lands in whichever task runs: it unwinds as
         # itself, so the command stops with "interrupted", not a traceback.
@@ -544,7 +546,7 @@ def replay(spec: SimSpec, reader: TraceReader, *,
            on_progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
     report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
-    report = run_timed(_replay, spec, reader, on_progress, seed=spec.seed)
+    report = run_timed(_replay, spec, reader, on_progress, seed=spec.seed, scheduler=spec.scheduler)
     wall = report["speed"]["wall_seconds"]
     report["speed"].update({
         "virtual_seconds_per_wall_second": report["virtual_seconds"] / wall if wall > 0 else 0.0,

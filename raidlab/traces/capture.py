@@ -8,7 +8,7 @@ in raidlab's format, so a live workload can be replayed in virtual time and the 
   for a CaptureTarget wrapping it and `stop` swaps the original back, so a lab that is not
   capturing runs exactly the code it ran before (zero overhead), and the capture sees the
   requests after the kernel's page cache and block layer, as a disk trace would.
-* Times come from trio.current_time() (the daemon's live clock), rebased to the start; a
+* Times come from sched.current_time() (the daemon's live clock), rebased to the start; a
   request is recorded when it arrives (issue order, so the file is sorted) and its response
   time when it completes. The trace is written in raidlab's format as it goes (4096 lines
   at a time), so memory does not grow with the capture; response times are summed per op
@@ -26,8 +26,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.errors import UsageError
 from raidlab.traces.stats import response_summary
 from raidlab.traces.formats import FLUSH, READ, RAIDLAB_COLUMNS, RAIDLAB_HEADER, TRIM, WRITE
@@ -42,7 +41,7 @@ class CaptureTarget:
         self.inner = inner
         self.name = inner.name
         self.path = Path(path)
-        self.t0 = trio.current_time()
+        self.t0 = sched.current_time()
         self.count = 0
         self.samples = {READ: array("d"), WRITE: array("d"), FLUSH: array("d"), TRIM: array("d")}
         self._lines: list[str] = []
@@ -60,7 +59,7 @@ class CaptureTarget:
         return getattr(self.inner, name)
 
     def _arrive(self, op: str, offset: int, length: int) -> float:
-        now = trio.current_time()
+        now = sched.current_time()
         self._lines.append(f"{now - self.t0:.9f},{op},{offset},{length},")
         self.count += 1
         if len(self._lines) >= FLUSH_LINES:
@@ -77,28 +76,28 @@ class CaptureTarget:
         try:
             return await self.inner.read(offset, length)
         finally:
-            self.samples[READ].append(trio.current_time() - start)
+            self.samples[READ].append(sched.current_time() - start)
 
     async def write(self, offset: int, data: bytes, *, fua: bool = False) -> None:
         start = self._arrive(WRITE, offset, len(data))
         try:
             await self.inner.write(offset, data, fua=fua)
         finally:
-            self.samples[WRITE].append(trio.current_time() - start)
+            self.samples[WRITE].append(sched.current_time() - start)
 
     async def flush(self) -> None:
         start = self._arrive(FLUSH, 0, 0)
         try:
             await self.inner.flush()
         finally:
-            self.samples[FLUSH].append(trio.current_time() - start)
+            self.samples[FLUSH].append(sched.current_time() - start)
 
     async def trim(self, offset: int, length: int) -> None:
         start = self._arrive(TRIM, offset, length)
         try:
             await self.inner.trim(offset, length)
         finally:
-            self.samples[TRIM].append(trio.current_time() - start)
+            self.samples[TRIM].append(sched.current_time() - start)
 
     def close(self) -> dict[str, Any]:
         """Finish the file; return the live response-time summary per op."""
@@ -107,7 +106,7 @@ class CaptureTarget:
         return {
             "path": str(self.path),
             "requests": self.count,
-            "seconds": trio.current_time() - self.t0,
+            "seconds": sched.current_time() - self.t0,
             "response": {op: response_summary(samples) for op, samples in self.samples.items()},
         }
 

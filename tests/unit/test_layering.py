@@ -3,8 +3,9 @@
 Every `import` in raidlab/ counts, at module level or inside a function alike (an import
 moved into a function to dodge a cycle is still a dependency). A package is `raidlab.X`
 (a subpackage, or a top-level module such as raidlab.scenarios). The engine is the
-strictest rule: it is pure trio code over member disks, so it may import only the disks,
-the block-device helpers, the errors and the unit parsers.
+strictest rule: it is code over member disks that gets its time and synchronisation from
+raidlab.sched (trio, or raidlab's kernel in a replay), so it may import only the disks, the
+scheduler facade, the block-device helpers, the errors and the unit parsers.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import raidlab
 ROOT = Path(raidlab.__file__).parent
 
 # What the engine may depend on (besides itself and the standard library / third parties).
-ENGINE_MAY_IMPORT = {"raidlab.engine", "raidlab.disks", "raidlab.blockdev", "raidlab.errors", "raidlab.units"}
+ENGINE_MAY_IMPORT = {"raidlab.engine", "raidlab.disks", "raidlab.blockdev", "raidlab.errors", "raidlab.units",
+                     "raidlab.sched"}
 
 
 def module_name(path: Path) -> str:
@@ -134,6 +136,17 @@ def test_no_package_imports_another_that_imports_it_back():
 
 def test_the_engine_imports_only_disks_blockdev_errors_and_units():
     assert engine_violations(tree_sources()) == []
+
+
+def test_the_scheduler_facade_is_the_bottom_layer():
+    """raidlab.sched answers the engine's and the disks' time and synchronisation: it may
+    import nothing of raidlab but itself."""
+    sources = tree_sources()
+    found = {target for module, (source, is_package) in sources.items()
+             if module == "raidlab.sched" or module.startswith("raidlab.sched.")
+             for target in imports_of(source, module, is_package)
+             if target != "raidlab" and not target.startswith("raidlab.sched")}
+    assert found == set()
 
 
 def test_the_checks_catch_an_engine_module_that_imports_the_service():

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-import trio
+from raidlab import sched
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class RequestActivity:
         self._last_activity = float("-inf")
         self._started = False
         self._failure: Exception | None = None
-        self._changed = trio.Event()
+        self._changed = sched.Event()
         self.counters: collections.Counter[str] = collections.Counter()
         self.timeline: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque(
             maxlen=TIMELINE_EVENTS)
@@ -60,7 +60,7 @@ class RequestActivity:
         if self._started:
             raise RuntimeError(f"{self.kind} {self.name} already started")
         self._started = True
-        self._last_activity = trio.current_time()
+        self._last_activity = sched.current_time()
 
     @contextlib.contextmanager
     def _request(self, count: str, byte_count: str | None = None, nbytes: int = 0) -> Iterator[None]:
@@ -86,27 +86,27 @@ class RequestActivity:
         self._check_alive()
         self._requests += 1
         self._outstanding += 1
-        self._last_activity = trio.current_time()
+        self._last_activity = sched.current_time()
 
     def _end(self) -> None:
         self._outstanding -= 1
-        self._last_activity = trio.current_time()
+        self._last_activity = sched.current_time()
 
     def _note(self, event: str, **detail: Any) -> None:
-        self.timeline.append((trio.current_time(), event, detail))
+        self.timeline.append((sched.current_time(), event, detail))
 
     async def _idle_or_sleep(self, threshold: float) -> bool:
         """True when idle now (nothing outstanding, no request for `threshold` s);
         otherwise sleep until it could be and return False (the caller re-checks)."""
-        now = trio.current_time()
+        now = sched.current_time()
         deadline = self._last_activity + threshold
         if self._outstanding or now < deadline:
-            await trio.sleep_until(deadline if now < deadline else now + threshold)
+            await sched.sleep_until(deadline if now < deadline else now + threshold)
             return False
         return True
 
     # background tasks
-    def _start_background(self, nursery: trio.Nursery, fn: Callable[..., Awaitable[Any]],
+    def _start_background(self, nursery: sched.Nursery, fn: Callable[..., Awaitable[Any]],
                           *args: Any, name: str) -> None:
         nursery.start_soon(self._guarded, fn, args, name=name)
 
@@ -148,4 +148,4 @@ class RequestActivity:
         """Wake every task waiting on `_changed` (it then looks again, and calls
         _check_alive)."""
         self._changed.set()
-        self._changed = trio.Event()
+        self._changed = sched.Event()

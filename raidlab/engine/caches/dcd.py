@@ -59,8 +59,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import metadata
 from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
@@ -157,8 +156,8 @@ class DCD(Destaging):
         self._collecting_since: int | None = None
         self._inflight: list[LogWrite] = []  # the RAM buffer's contents being logged
         self._write_seq = 0
-        self._log_wanted = trio.Event()
-        self._log_nonempty = trio.Event()
+        self._log_wanted = sched.Event()
+        self._log_nonempty = sched.Event()
         self._init_activity()
 
     # ------------------------------------------------------------------ lifecycle
@@ -167,7 +166,7 @@ class DCD(Destaging):
     def size(self) -> int:
         return self.data_disk.size
 
-    def start(self, nursery: trio.Nursery) -> None:
+    def start(self, nursery: sched.Nursery) -> None:
         """Start the log writer and the idle detector / destage task in `nursery`."""
         self._start_activity()
         if self.log.records:
@@ -307,7 +306,7 @@ class DCD(Destaging):
         """Write the whole RAM buffer as one log write whenever the cache-disk is free."""
         while True:
             if not self._collecting:
-                self._log_wanted = trio.Event()
+                self._log_wanted = sched.Event()
                 await self._log_wanted.wait()
                 continue
             async with self.log.lock:
@@ -385,7 +384,7 @@ class DCD(Destaging):
             if len(reads) == 1:
                 await fill(*reads[0])
             elif reads:
-                async with trio.open_nursery() as nursery:
+                async with sched.open_nursery() as nursery:
                     for target, run in reads:
                         nursery.start_soon(fill, target, run)
         for i, (kind, value) in enumerate(plan):
@@ -443,7 +442,7 @@ class DCD(Destaging):
 
     async def _destage_wanted(self) -> bool:
         if self.bypass or not self.log.records:
-            self._log_nonempty = trio.Event()
+            self._log_nonempty = sched.Event()
             if self.bypass or not self.log.records:
                 await self._log_nonempty.wait()
             return False
@@ -538,7 +537,7 @@ class HostLink:
         self.dcd = dcd
         self.mb_s = mb_s
         self.busy = 0.0
-        self._lock = trio.Lock()
+        self._lock = sched.Lock()
         self.read, self.flush, self.trim = dcd.read, dcd.flush, dcd.trim
 
     @property
@@ -554,6 +553,6 @@ class HostLink:
         if self.mb_s and not dcd.bypass and len(data) <= dcd.large_write and len(data) <= dcd.ram_buffer:
             seconds = len(data) / (self.mb_s * 1e6)
             async with self._lock:
-                await trio.sleep(seconds)
+                await sched.sleep(seconds)
             self.busy += seconds
         await dcd.write(offset, data, fua=fua)

@@ -48,8 +48,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.engine.caches.activity import RequestActivity
 from raidlab.engine.caches.log import CacheDiskLog
 from raidlab.errors import UsageError
@@ -183,7 +182,7 @@ class Destaging(RequestActivity):
                         break
                     self.counters["watermark_batches"] += 1
                     await self._destage_top(log, interruptible=False, segment_bytes=self.destage_batch)
-                await trio.lowlevel.checkpoint()  # a waiting log write takes the lock first
+                await sched.checkpoint()  # a waiting log write takes the lock first
 
     async def _make_room_locked(self, log: CacheDiskLog, needed: Callable[[], int], event: str,
                                 **detail: Any) -> None:

@@ -123,8 +123,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 
 MAGIC = b"RLCDLOG1"
@@ -385,11 +384,11 @@ class CacheDiskLog:
         self.block_size = block_size
         self.log_id = log_id
         self.records: list[LogRecord] = []
-        self.lock = trio.Lock()
+        self.lock = sched.Lock()
         self.data_fua = True  # data records written FUA (VC-RAID's durability=paper: plain writes)
         # Byte ranges of this log being read now (`pinned`): a write into one waits.
         self._pins: list[tuple[int, int]] = []
-        self._unpinned = trio.Event()
+        self._unpinned = sched.Event()
         self.pin_waits = 0
         # The tombstone area (LAYOUT_AREA): two halves of `area_half` bytes from `end`;
         # tombstones are appended to the current half at `area_pos`.
@@ -424,7 +423,7 @@ class CacheDiskLog:
             for r in ranges:
                 self._pins.remove(r)
             self._unpinned.set()
-            self._unpinned = trio.Event()
+            self._unpinned = sched.Event()
 
     async def _wait_unpinned(self, start: int, end: int) -> None:
         while any(s < end and start < e for s, e in self._pins):

@@ -36,8 +36,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.engine.metadata import MetadataError
 
@@ -66,9 +65,9 @@ class _WriteGate:
     def __init__(self) -> None:
         self._in_flight = 0
         self._waiting = 0  # writes held off by a closed gate
-        self._idle = trio.Event()
+        self._idle = sched.Event()
         self._idle.set()
-        self._open = trio.Event()
+        self._open = sched.Event()
         self._open.set()
 
     @contextlib.asynccontextmanager
@@ -81,7 +80,7 @@ class _WriteGate:
             finally:
                 self._waiting -= 1
         if self._in_flight == 0:
-            self._idle = trio.Event()
+            self._idle = sched.Event()
         self._in_flight += 1
         try:
             yield
@@ -96,10 +95,10 @@ class _WriteGate:
             if not self._open.is_set():
                 await self._open.wait()
             elif self._waiting:  # writes the last closing held off: they are runnable, let them in
-                await trio.lowlevel.checkpoint()
+                await sched.checkpoint()
             else:
                 break
-        self._open = trio.Event()
+        self._open = sched.Event()
         try:
             await self._idle.wait()
             yield
@@ -243,7 +242,7 @@ class MirroredCacheDisk:
 
         async with self._gate.passing():
             sides = self._alive() + ([self._filling] if self._filling is not None else [])
-            async with trio.open_nursery() as nursery:
+            async with sched.open_nursery() as nursery:
                 for side in sides:
                     nursery.start_soon(one, side)
         for side in sorted(errors):

@@ -45,8 +45,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import check_aligned
 from raidlab.engine import build, metadata
 from raidlab.engine.caches.log import DEFAULT_LOG_START, LOG_GEOMETRY
@@ -98,7 +97,7 @@ class Concat:
             done += n
 
     async def flush(self) -> None:
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for part in self.parts:
                 nursery.start_soon(part.flush)
 
@@ -149,7 +148,7 @@ class PerDiskVCRAID:
     def size(self) -> int:
         return self.array.size
 
-    def start(self, nursery: trio.Nursery) -> None:
+    def start(self, nursery: sched.Nursery) -> None:
         """The caches were started when built (the raid5 writes its superblocks through them)."""
 
     async def read(self, offset: int, length: int) -> bytes:
@@ -237,7 +236,7 @@ def _members(config: str, caches: list[VCRAID], n: int, disk_size: int) -> list[
 
 
 async def create_perdisk(name: str, config: str, data_disks: Sequence[Any], cache_disks: Sequence[Any], *,
-                         nursery: trio.Nursery, block_size: int = DEFAULTS["block_size"],
+                         nursery: sched.Nursery, block_size: int = DEFAULTS["block_size"],
                          ram_buffer: int = DEFAULTS["ram_buffer"], level1_write: int = DEFAULTS["level1_write"],
                          destage_segment: int = DEFAULTS["destage_segment"],
                          idle_threshold: float = DEFAULTS["idle_threshold"], chunk: int = 64 * 1024,
@@ -270,7 +269,7 @@ async def create_perdisk(name: str, config: str, data_disks: Sequence[Any], cach
 
 
 async def assemble_perdisk(data_disks: Sequence[Any], cache_disks: Sequence[Any], *,
-                           nursery: trio.Nursery,
+                           nursery: sched.Nursery,
                            assembled: Callable[[Any, Any], None] = lambda array, keeper: None) -> PerDiskVCRAID:
     """Bring 1c/1d back: check the cache disks' superblocks, write every cache's logged
     blocks to its data disk(s) (§3.4), start the caches, then assemble the raid5 (which

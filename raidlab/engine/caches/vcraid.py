@@ -63,8 +63,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
 from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
@@ -191,7 +190,7 @@ class VCRAID(Destaging):
         # be destaged home while an older one is still being logged.
         self._inflight_lbas: set[int] = set()
         self._turn = 0
-        self._level2_lock = trio.Lock()
+        self._level2_lock = sched.Lock()
         self._write_seq = 0
         self._init_activity()
         self.keeper: build.MetadataKeeper | None = None  # the raid5's superblock keeper
@@ -202,7 +201,7 @@ class VCRAID(Destaging):
     def size(self) -> int:
         return self.array.size
 
-    def start(self, nursery: trio.Nursery) -> None:
+    def start(self, nursery: sched.Nursery) -> None:
         """Start the level-1 writers (one per cache disk) and the level-2 idle detector."""
         self._start_activity()
         for log in self.logs:
@@ -390,7 +389,7 @@ class VCRAID(Destaging):
                 else:
                     await from_array(*data_runs[0])
             elif cache_runs or data_runs:
-                async with trio.open_nursery() as nursery:
+                async with sched.open_nursery() as nursery:
                     for run in cache_runs:
                         nursery.start_soon(from_cache, *run)
                     for run in data_runs:
@@ -488,7 +487,7 @@ class VCRAID(Destaging):
         async def write_home(live: list[tuple[int, bytes]]) -> bool:
             if interruptible and self._requests != start_requests:
                 return False
-            async with trio.open_nursery() as nursery:  # "written to the disk array in parallel"
+            async with sched.open_nursery() as nursery:  # "written to the disk array in parallel"
                 for lba, data in runs_of(live):
                     nursery.start_soon(self.array.write, lba * bs, data)
             await self.array.flush()

@@ -43,7 +43,7 @@ read on the raw device"): each member in turn gets a sequential write of `probe_
 1 MiB requests, a flush, and a sequential read of the same range; bandwidth = 2 x bytes /
 elapsed. The probe runs in the middle of the member's data area by default, where a file
 system will put most of its data; `--probe-at start` measures the first bytes instead. Time
-comes from trio.current_time(), so the probe measures the timing model under both clocks.
+comes from sched.current_time(), so the probe measures the timing model under both clocks.
 It runs from `prepare`, before the layout exists; the layout's methods stay pure.
 
 SA3 exactness: with integer shares s_i summing to 100 and pass starting at 1/s_i, the picks
@@ -66,8 +66,7 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, ClassVar
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.engine.layouts.base import ChunkMappedLayout
 from raidlab.errors import UsageError
@@ -332,18 +331,18 @@ async def probe_bandwidth(member, offset: int, nbytes: int, index: int = 0) -> P
     """Write then read `nbytes` sequentially at `offset` of `member`, timed (SA-RAID §2)."""
     step = MiB
     pattern = bytes(range(256)) * (step // 256)
-    start = trio.current_time()
+    start = sched.current_time()
     pos = offset
     while pos < offset + nbytes:
         n = min(step, offset + nbytes - pos)
         await member.write(pos, pattern[:n])
         pos += n
     await member.flush()
-    written = trio.current_time()
+    written = sched.current_time()
     pos = offset
     while pos < offset + nbytes:
         n = min(step, offset + nbytes - pos)
         await member.read(pos, n)
         pos += n
-    done = trio.current_time()
+    done = sched.current_time()
     return ProbeResult(index, nbytes, written - start, done - written)

@@ -20,8 +20,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.engine import metadata
 from raidlab.engine.build import MetadataKeeper, check_members, read_superblocks
 from raidlab.engine.tss.compression import CpuCost
@@ -115,7 +114,7 @@ async def create_tss(name: str, drives: Sequence[Any], *, unit: int, options: TS
         array_uuid=metadata.new_array_uuid(), name=name, arch="tss", n_members=len(drives), member_index=0,
         member_size=member_size, data_offset=geometry.data_offset,
         geometry={**dataclasses.asdict(options), **geometry.describe(), "logical_stripes": logical})
-    async with trio.open_nursery() as writers:
+    async with sched.open_nursery() as writers:
         for index, drive in enumerate(drives):
             writers.start_soon(metadata.write_superblock, drive, base.for_member(index))
     return _device(name, drives, log, table, options, store, cost, MetadataKeeper(drives, base))

@@ -7,7 +7,7 @@ whose compressed form does not save at least one sub-stripe is stored as it is.
 
 Time: live, compression costs what it costs on this host, inside the request. In virtual
 time the engine's own CPU time does not advance the clock, so a `CpuCost` charges each
-compression and decompression a time per byte of the uncompressed stripe with trio.sleep:
+compression and decompression a time per byte of the uncompressed stripe with sched.sleep:
 `measured_cost()` measures lz4 on this host; the Pentium 75 of the paper's set-up (§5.3) is
 an assumption with its derivation where scenarios use it. The device reports the rates it
 was charged, so a result says which one it used.
@@ -20,7 +20,7 @@ import os
 import time
 
 import lz4.block
-import trio
+from raidlab import sched
 
 
 def compress(data: bytes) -> bytes:
@@ -41,10 +41,10 @@ class CpuCost:
     label: str
 
     async def compressing(self, nbytes: int) -> None:
-        await trio.sleep(nbytes * self.compress_s_per_byte)
+        await sched.sleep(nbytes * self.compress_s_per_byte)
 
     async def decompressing(self, nbytes: int) -> None:
-        await trio.sleep(nbytes * self.decompress_s_per_byte)
+        await sched.sleep(nbytes * self.decompress_s_per_byte)
 
     def describe(self) -> dict:
         return {"label": self.label,

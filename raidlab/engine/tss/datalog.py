@@ -36,8 +36,7 @@ import struct
 import zlib
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 
 MAGIC = b"TSSLOG\x00\x01"
@@ -80,7 +79,7 @@ class DataLog:
         self._next_seq = 1
         self._head = 0                  # next byte to write
         self._records: collections.deque[LogRecord] = collections.deque()  # oldest first, data records
-        self._space = trio.Condition()  # notified when commits free space
+        self._space = sched.Condition()  # notified when commits free space
         self.counters: collections.Counter[str] = collections.Counter()
 
     @property

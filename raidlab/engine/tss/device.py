@@ -90,8 +90,7 @@ import errno
 from collections.abc import Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.disks.disk import as_block_layer
 from raidlab.engine.layouts.xor import xor_blocks
@@ -108,7 +107,7 @@ WRITE_MODES = ("sync", "async", "logged")
 BACKGROUND_MODES = ("async", "logged")
 # Set in a background stripe write of mode async: the event its writer waits for, set when
 # the stripe write issues its first member write (every read and computation done).
-_ISSUED: contextvars.ContextVar[trio.Event | None] = contextvars.ContextVar("tss_issued", default=None)
+_ISSUED: contextvars.ContextVar[sched.Event | None] = contextvars.ContextVar("tss_issued", default=None)
 DEFAULT_MAX_ASYNC = 8  # §4: "A maximum of 8 asynchronous requests avoids this deadlock problem"
 PROMOTE = {CRAID5: RAID5, RAID5: RAID1}
 VICTIMIZE = {RAID1: RAID5, RAID5: CRAID5}
@@ -151,9 +150,9 @@ class TSSDevice:
             as_block_layer(member)
         self.writes = writes
         self.max_async = max_async
-        self._async_slots = trio.Semaphore(max_async)
-        self._chain: dict[int, trio.Event] = {}  # logical stripe -> done-event of its last queued write
-        self._nursery: trio.Nursery | None = None
+        self._async_slots = sched.Semaphore(max_async)
+        self._chain: dict[int, sched.Event] = {}  # logical stripe -> done-event of its last queued write
+        self._nursery: sched.Nursery | None = None
         self.last_async_error: str | None = None
         self.wait_for_async_s = 0.0   # accesses waiting for their stripe's asynchronous writes
         self.wait_for_slot_s = 0.0    # writes waiting for one of the max_async slots
@@ -169,9 +168,9 @@ class TSSDevice:
         self.read_balance = read_balance
         self.store = store
         self.allocate_on_read = allocate_on_read
-        self._locks: dict[int, trio.Lock] = collections.defaultdict(trio.Lock)        # logical stripes
-        self._physical_locks: dict[int, trio.Lock] = collections.defaultdict(trio.Lock)  # shared stripes
-        self._reserved_lock = trio.Lock()  # one move through the reserved stripe at a time
+        self._locks: dict[int, sched.Lock] = collections.defaultdict(sched.Lock)        # logical stripes
+        self._physical_locks: dict[int, sched.Lock] = collections.defaultdict(sched.Lock)  # shared stripes
+        self._reserved_lock = sched.Lock()  # one move through the reserved stripe at a time
         self._column_reads = [0] * self.geometry.columns
         self.counters: collections.Counter[str] = collections.Counter()
 
@@ -231,7 +230,7 @@ class TSSDevice:
             await self.flush()
 
     # -- data log and asynchronous writes (§3.8, §4) -----------------------------------
-    def start(self, nursery: trio.Nursery) -> None:
+    def start(self, nursery: sched.Nursery) -> None:
         """Where the background stripe writes of asynchronous mode run."""
         self._nursery = nursery
 
@@ -242,26 +241,26 @@ class TSSDevice:
         access waited for the stripe's asynchronous writes."""
         pending = self._chain.get(ls)
         if pending is not None:
-            started = trio.current_time()
+            started = sched.current_time()
             await pending.wait()
             self.counters["waits_for_async"] += 1
-            self.wait_for_async_s += trio.current_time() - started
+            self.wait_for_async_s += sched.current_time() - started
 
     async def _write_async(self, ls: int, start: int, data: bytes) -> None:
         """§4: log the stripe write (durable); the stripe write and the commit follow in a
         background task, at most `max_async` at a time, in log order per stripe. Mode async
         acknowledges when that task has issued its member writes (module doc), mode logged
         as soon as the record is on the log."""
-        started = trio.current_time()
+        started = sched.current_time()
         await self._async_slots.acquire()
-        if trio.current_time() > started:
+        if sched.current_time() > started:
             self.counters["waits_for_slot"] += 1
-            self.wait_for_slot_s += trio.current_time() - started
+            self.wait_for_slot_s += sched.current_time() - started
         behind = self.max_async - self._async_slots.value
         if behind > self.counters["async_in_flight_max"]:
             self.counters["async_in_flight_max"] = behind
-        done = trio.Event()
-        previous: list[trio.Event | None] = []
+        done = sched.Event()
+        previous: list[sched.Event | None] = []
 
         def queued(_record) -> None:  # at the record's sequence number: the stripe's order
             previous.append(self._chain.get(ls))
@@ -274,12 +273,12 @@ class TSSDevice:
                 self._finish_chain(ls, done)
             self._async_slots.release()
             raise
-        issued = trio.Event() if self.writes == "async" else None
+        issued = sched.Event() if self.writes == "async" else None
         self._nursery.start_soon(self._apply, ls, start, data, record, previous[0], done, issued)
         if issued is not None:
             await issued.wait()
 
-    def _finish_chain(self, ls: int, done: trio.Event) -> None:
+    def _finish_chain(self, ls: int, done: sched.Event) -> None:
         done.set()
         if self._chain.get(ls) is done:
             del self._chain[ls]

@@ -34,8 +34,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.engine.metadata import SLOT_SIZE
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5, Compressed, MapTable, Mapping
@@ -91,8 +90,8 @@ class MapStore:
         self.members = list(members[:COPIES])
         self.logical_stripes = logical_stripes
         self.on_disk: list[Mapping] = [Mapping()] * logical_stripes
-        self._sector_locks: dict[int, trio.Lock] = collections.defaultdict(trio.Lock)
-        self._header_lock = trio.Lock()
+        self._sector_locks: dict[int, sched.Lock] = collections.defaultdict(sched.Lock)
+        self._header_lock = sched.Lock()
         self.failed: set[int] = set()  # copies that failed to write (a failed column)
         self.counters: collections.Counter[str] = collections.Counter()
 
@@ -107,7 +106,7 @@ class MapStore:
             except OSError:
                 self.failed.add(copy)
 
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for copy in range(COPIES):
                 if copy not in self.failed:
                     nursery.start_soon(one, copy)

@@ -1,0 +1,118 @@
+"""Time and synchronisation for the engine, under either clock.
+
+The engine (raidlab.engine, raidlab.disks, raidlab.archs, the policies and the cluster's
+twin) asks this module, never trio directly, for the time, for sleeps and checkpoints, for
+Event, Lock, Condition, Semaphore, CapacityLimiter, nurseries and cancel scopes. Each call
+is answered by whichever scheduler runs the code:
+
+* trio, under the real clock (a live array, the FUSE export, the daemons) and under the
+  virtual clock of raidlab.engine.virtual.run_virtual (trio's MockClock, seeded);
+* raidlab's discrete-event kernel (raidlab.sched.kernel) while `run_kernel` runs, the
+  scheduler of a trace replay: the same engine code, 30-60x less scheduler cost per
+  virtual instant than trio's run loop (results/bench/sim-scheduler/NOTES.md).
+
+So the engine stays one code path for both clocks; what differs is only who keeps the
+clock and the run queue. The constructors (`Event()`, `Lock()`, ...) return the running
+scheduler's own object, so one made under trio is used under trio, one made in a kernel
+run in that run. `to_thread_run_sync` runs a blocking call in trio's thread pool live and
+inline in a kernel run (virtual time stands still while it runs, which is what a
+simulation wants; a replay's backends are memory anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import trio
+
+T = TypeVar("T")
+
+KERNEL: Any = None  # the running raidlab.sched.kernel.Kernel, or None (trio)
+
+from raidlab.sched import kernel as _k  # noqa: E402  (it reads KERNEL above)
+
+Cancelled = (trio.Cancelled, _k.Cancelled)  # for `except sched.Cancelled` and isinstance
+TASK_STATUS_IGNORED = trio.TASK_STATUS_IGNORED
+Nursery = trio.Nursery  # the type both nurseries offer (start_soon, start, cancel_scope)
+
+
+def current_time() -> float:
+    k = KERNEL
+    return k.now if k is not None else trio.current_time()
+
+
+def sleep(seconds: float) -> Awaitable[None]:
+    return _k.sleep(seconds) if KERNEL is not None else trio.sleep(seconds)
+
+
+def sleep_until(deadline: float) -> Awaitable[None]:
+    return _k.sleep_until(deadline) if KERNEL is not None else trio.sleep_until(deadline)
+
+
+def checkpoint() -> Awaitable[None]:
+    return _k.checkpoint() if KERNEL is not None else trio.lowlevel.checkpoint()
+
+
+def checkpoint_if_cancelled() -> Awaitable[None]:
+    return _k.checkpoint_if_cancelled() if KERNEL is not None else trio.lowlevel.checkpoint_if_cancelled()
+
+
+def cancel_shielded_checkpoint() -> Awaitable[None]:
+    return _k.cancel_shielded_checkpoint() if KERNEL is not None else trio.lowlevel.cancel_shielded_checkpoint()
+
+
+def open_nursery() -> Any:
+    return _k.open_nursery() if KERNEL is not None else trio.open_nursery()
+
+
+def move_on_after(seconds: float) -> Any:
+    return _k.move_on_after(seconds) if KERNEL is not None else trio.move_on_after(seconds)
+
+
+def CancelScope(**kw: Any) -> Any:  # noqa: N802 - a constructor, named as trio's
+    return _k.CancelScope(**kw) if KERNEL is not None else trio.CancelScope(**kw)
+
+
+def Event() -> Any:  # noqa: N802
+    return _k.Event() if KERNEL is not None else trio.Event()
+
+
+def Lock() -> Any:  # noqa: N802
+    return _k.Lock() if KERNEL is not None else trio.Lock()
+
+
+def Condition(lock: Any = None) -> Any:  # noqa: N802
+    return _k.Condition(lock) if KERNEL is not None else trio.Condition(lock)
+
+
+def Semaphore(initial_value: int, **kw: Any) -> Any:  # noqa: N802
+    return _k.Semaphore(initial_value, **kw) if KERNEL is not None else trio.Semaphore(initial_value, **kw)
+
+
+def CapacityLimiter(total_tokens: int) -> Any:  # noqa: N802
+    return _k.CapacityLimiter(total_tokens) if KERNEL is not None else trio.CapacityLimiter(total_tokens)
+
+
+async def to_thread_run_sync(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+    if KERNEL is not None:
+        return fn(*args)
+    return await trio.to_thread.run_sync(fn, *args, **kw)
+
+
+def in_kernel() -> bool:
+    """True while raidlab's kernel runs this code (a replay), False under trio."""
+    return KERNEL is not None
+
+
+def run_kernel(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """fn(*args) to its end on a fresh discrete-event kernel (virtual time from 0)."""
+    global KERNEL
+    if KERNEL is not None:
+        raise RuntimeError("a raidlab kernel already runs in this process")
+    kernel = _k.Kernel()
+    KERNEL = kernel
+    try:
+        return kernel.run(fn, *args)
+    finally:
+        KERNEL = None

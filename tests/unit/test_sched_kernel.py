@@ -1,0 +1,260 @@
+"""raidlab.sched under its two schedulers: each scenario runs under trio's virtual clock
+(raidlab.engine.virtual.run_virtual) and under raidlab's kernel (raidlab.sched.run_kernel)
+and must log the same events at the same virtual times."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raidlab import sched
+from raidlab.engine.virtual import run_virtual
+
+
+def both(fn, *args):
+    """(log under trio, log under the kernel); each entry carries the virtual time."""
+    return run_virtual(fn, *args), sched.run_kernel(fn, *args)
+
+
+def stamp(log, what):
+    log.append((round(sched.current_time(), 9), what))
+
+
+async def sleepers(delays):
+    log = []
+
+    async def sleeper(i, d):
+        await sleep_then(log, i, d)
+
+    async with sched.open_nursery() as n:
+        for i, d in enumerate(delays):
+            n.start_soon(sleeper, i, d)
+    stamp(log, "done")
+    return log
+
+
+async def sleep_then(log, i, d):
+    await sched.sleep(d)
+    stamp(log, i)
+
+
+@given(st.lists(st.integers(0, 50).map(lambda ms: ms / 1000 + 0.0001), min_size=1, max_size=12, unique=True))
+@settings(max_examples=40, deadline=None)
+def test_sleeps_end_at_their_deadlines_in_order(delays):
+    trio_log, kernel_log = both(sleepers, delays)
+    assert trio_log == kernel_log
+    assert [t for t, _ in kernel_log[:-1]] == sorted(round(d, 9) for d in delays)
+
+
+async def lock_queue():
+    log = []
+    lock = sched.Lock()
+
+    async def worker(i):
+        await sched.sleep(i * 0.001)  # arrive in order 0, 1, 2, ...
+        async with lock:
+            stamp(log, f"in {i}")
+            await sched.sleep(0.01)
+            stamp(log, f"out {i}")
+
+    async with sched.open_nursery() as n:
+        for i in range(5):
+            n.start_soon(worker, i)
+    return log
+
+
+def test_lock_is_fifo_and_exclusive():
+    trio_log, kernel_log = both(lock_queue)
+    assert trio_log == kernel_log
+    assert [w for _, w in kernel_log] == [f"{x} {i}" for i in range(5) for x in ("in", "out")]
+    assert kernel_log[-1][0] == pytest.approx(0.05)
+
+
+async def handover():
+    """A release hands the lock to the first waiter: the releaser cannot take it back."""
+    log = []
+    lock = sched.Lock()
+
+    async def greedy():
+        for _ in range(3):
+            async with lock:
+                stamp(log, "greedy")
+                await sched.sleep(0.001)
+
+    async def waiter():
+        await sched.sleep(0.0005)
+        async with lock:
+            stamp(log, "waiter")
+
+    async with sched.open_nursery() as n:
+        n.start_soon(greedy)
+        n.start_soon(waiter)
+    return log
+
+
+def test_lock_hands_over_to_the_waiter():
+    trio_log, kernel_log = both(handover)
+    assert trio_log == kernel_log
+    assert [w for _, w in kernel_log] == ["greedy", "waiter", "greedy", "greedy"]
+
+
+async def event_and_cancel():
+    log = []
+    ev = sched.Event()
+
+    async def waits():
+        await ev.wait()
+        stamp(log, "woken")
+
+    async def forever():
+        try:
+            await sched.sleep(1000)
+        except sched.Cancelled:
+            stamp(log, "cancelled")
+            raise
+
+    async with sched.open_nursery() as n:
+        n.start_soon(waits)
+        n.start_soon(forever)
+        await sched.sleep(0.5)
+        ev.set()
+        await sched.sleep(0.25)
+        n.cancel_scope.cancel()
+    stamp(log, "after")
+    with sched.move_on_after(2) as scope:
+        await sched.sleep(10)
+    stamp(log, ("moved on", scope.cancelled_caught))
+    return log
+
+
+def test_event_wakes_and_cancel_ends_sleepers():
+    trio_log, kernel_log = both(event_and_cancel)
+    assert trio_log == kernel_log
+    assert kernel_log == [(0.5, "woken"), (0.75, "cancelled"), (0.75, "after"), (2.75, ("moved on", True))]
+
+
+class Boom(Exception):
+    pass
+
+
+async def failing_child():
+    log = []
+
+    async def fails():
+        await sched.sleep(0.1)
+        raise Boom("member failed")
+
+    async def victim():
+        try:
+            await sched.sleep(5)
+        finally:
+            stamp(log, "victim unwound")
+
+    try:
+        async with sched.open_nursery() as n:
+            n.start_soon(fails)
+            n.start_soon(victim)
+    except* Boom as group:
+        stamp(log, f"caught {group.exceptions[0]}")
+    return log
+
+
+def test_a_childs_error_cancels_its_siblings_and_comes_in_a_group():
+    trio_log, kernel_log = both(failing_child)
+    assert trio_log == kernel_log == [(0.1, "victim unwound"), (0.1, "caught member failed")]
+
+
+async def two_failures():
+    async def fails(i):
+        raise Boom(i)  # before any checkpoint: the nursery's cancellation cannot stop it
+
+    async with sched.open_nursery() as n:
+        n.start_soon(fails, 1)
+        n.start_soon(fails, 2)
+
+
+def test_two_errors_come_as_a_group():
+    for runner in (run_virtual, sched.run_kernel):
+        with pytest.raises(BaseExceptionGroup) as info:
+            runner(two_failures)
+        assert sorted(e.args[0] for e in info.value.exceptions) == [1, 2]
+
+
+async def condition_and_semaphore():
+    log = []
+    cond = sched.Condition()
+    sem = sched.Semaphore(2)
+    state = {"free": 0}
+
+    async def consumer(i):
+        async with cond:
+            while state["free"] == 0:
+                await cond.wait()
+            state["free"] -= 1
+            stamp(log, f"consumed {i}")
+
+    async def slot(i):
+        async with sem:
+            stamp(log, f"slot {i} value {sem.value}")
+            await sched.sleep(0.1)
+
+    async with sched.open_nursery() as n:
+        for i in range(3):
+            n.start_soon(consumer, i)
+        await sched.sleep(0.2)
+        for _ in range(3):
+            async with cond:
+                state["free"] += 1
+                cond.notify_all()
+            await sched.sleep(0.1)
+    async with sched.open_nursery() as n:
+        for i in range(4):
+            n.start_soon(slot, i)
+            await sched.sleep(0.001)
+    return log
+
+
+def test_condition_and_semaphore():
+    trio_log, kernel_log = both(condition_and_semaphore)
+    # trio runs tasks that start together in a seeded random order: which consumer waits
+    # first is a tie, so only the times are compared
+    assert [t for t, _ in trio_log] == [t for t, _ in kernel_log]
+    assert [t for t, w in kernel_log if w.startswith("consumed")] == [0.2, 0.3, 0.4]
+    slots = [(t, w) for t, w in kernel_log if w.startswith("slot")]
+    assert [t for t, _ in slots] == pytest.approx([0.5, 0.501, 0.6, 0.601])
+
+
+async def started_task():
+    async def service(task_status=sched.TASK_STATUS_IGNORED):
+        await sched.sleep(0.3)
+        task_status.started("ready")
+        await sched.sleep(100)
+
+    async with sched.open_nursery() as n:
+        value = await n.start(service)
+        at = sched.current_time()
+        n.cancel_scope.cancel()
+    return value, at
+
+
+def test_nursery_start_waits_for_started():
+    assert both(started_task) == (("ready", 0.3), ("ready", 0.3))
+
+
+def test_a_stuck_kernel_run_says_so():
+    async def stuck():
+        await sched.Event().wait()
+
+    with pytest.raises(RuntimeError, match="stuck"):
+        sched.run_kernel(stuck)
+
+
+def test_to_thread_runs_inline_in_the_kernel():
+    async def main():
+        before = sched.current_time()
+        value = await sched.to_thread_run_sync(lambda: 7)
+        return value, sched.current_time() - before
+
+    assert sched.run_kernel(main) == (7, 0.0)
+    assert not sched.in_kernel()
