@@ -8,8 +8,8 @@ is answered by whichever scheduler runs the code:
 * trio, under the real clock (a live array, the FUSE export, the daemons) and under the
   virtual clock of raidlab.engine.virtual.run_virtual (trio's MockClock, seeded);
 * raidlab's discrete-event kernel (raidlab.sched.kernel) while `run_kernel` runs, the
-  scheduler of a trace replay: the same engine code, 30-60x less scheduler cost per
-  virtual instant than trio's run loop (results/bench/sim-scheduler/NOTES.md).
+  scheduler of a trace replay: the same engine code, 10-20x less scheduler cost per
+  virtual instant than trio's run loop (results/bench/sim-kernel/NOTES.md).
 
 So the engine stays one code path for both clocks; what differs is only who keeps the
 clock and the run queue. The constructors (`Event()`, `Lock()`, ...) return the running
