@@ -100,6 +100,7 @@ class Kernel:
         self.stop_requested: list[int] = []  # signals received; the root scope is cancelled
         self.root_scope: CancelScope | None = None
         self.live: dict[Task, None] = {}  # tasks not yet finished
+        self.cancels = 0  # scopes cancelled so far: while 0, no task can be cancelled
 
     # -- scheduling ----------------------------------------------------------------
 
@@ -132,7 +133,7 @@ class Kernel:
     def park(self, task: Task, trap: Callable[[], bool]) -> None:
         task.parked = True
         task.abort = trap
-        if task.cancelled():
+        if self.cancels and task.cancelled():
             self.try_abort(task)
 
     def try_abort(self, task: Task) -> None:
@@ -157,7 +158,7 @@ class Kernel:
             self._finish(task, None, error)
         else:
             if trap is _CHECKPOINT:
-                if task.cancelled():
+                if self.cancels and task.cancelled():
                     self.reschedule(task, error=Cancelled())
                 else:
                     self.runq.append(task)
@@ -297,6 +298,7 @@ class CancelScope:
             self._timer[3] = False
             self._timer = None
         kernel = _kernel()
+        kernel.cancels += 1
         for task in list(self.tasks):
             kernel.try_abort(task)
 
@@ -312,6 +314,7 @@ class CancelScope:
             kernel = _kernel()
             if self.deadline <= kernel.now:
                 self.cancel_called = True
+                kernel.cancels += 1
             else:
                 self._timer = kernel.arm(self.deadline, self)
 
