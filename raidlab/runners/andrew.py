@@ -29,8 +29,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.cluster.twin import CLIENT, Network, on_twin
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, build_virtual, run_timed
@@ -55,7 +54,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     base = p["file_offset_kb"] * KiB
     holder: dict[str, Any] = {}
 
-    async with trio.open_nursery() as nursery:
+    async with sched.open_nursery() as nursery:
         built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["clients"], holder))
         network: Network = holder["network"]
         target = built.target
@@ -67,13 +66,13 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         places = [[[rng.randrange(region // KiB - max(1, kb // max(n, 1))) * KiB for _ in range(n)]
                    for n, kb in zip(p["reads"], p["read_kb"])] for _ in range(clients)]
         results: list[dict[str, Any]] = [{} for _ in range(clients)]
-        t0 = trio.current_time()
+        t0 = sched.current_time()
 
-        async def client(c: int, behind: trio.Nursery) -> None:
+        async def client(c: int, behind: sched.Nursery) -> None:
             CLIENT.set(c)
             start = base + c * region
-            slots = trio.Semaphore(p["write_depth"])
-            writes_done = trio.Event()
+            slots = sched.Semaphore(p["write_depth"])
+            writes_done = sched.Event()
             pending = [0]
 
             async def write_one(offset: int, size: int) -> None:
@@ -88,7 +87,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
             cursor = start
             phase_seconds = {}
             for i, phase in enumerate(PHASES):
-                began = trio.current_time()
+                began = sched.current_time()
                 for offset, size in zip(places[c][i], _sizes(p["read_kb"][i], p["reads"][i])):
                     await target.read(start + offset, size)
                 await network.compute(c, p["cpu_ms"][i] * p["cpu_scale"] / 1e3)
@@ -97,21 +96,21 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
                     pending[0] += 1
                     behind.start_soon(write_one, cursor, size)
                     cursor += size
-                phase_seconds[phase] = trio.current_time() - began
+                phase_seconds[phase] = sched.current_time() - began
             if p["sync_at_end"] and pending[0]:
                 await writes_done.wait()
-            results[c] = {"client": c, "elapsed": trio.current_time() - t0, "phases": phase_seconds}
+            results[c] = {"client": c, "elapsed": sched.current_time() - t0, "phases": phase_seconds}
 
-        async with trio.open_nursery() as behind:
-            async with trio.open_nursery() as everyone:
+        async with sched.open_nursery() as behind:
+            async with sched.open_nursery() as everyone:
                 for c in range(clients):
                     everyone.start_soon(client, c, behind)
-            done = trio.current_time() - t0
+            done = sched.current_time() - t0
             nodes = network.statistics()
         buffer = getattr(target, "image_buffer", None)  # RAID-x's images still pending
         if buffer is not None:
             await buffer.drain()
-        background = trio.current_time() - t0 - done
+        background = sched.current_time() - t0 - done
         members_after = [m.statistics() for m in members]  # the writes behind included
         arch_stats = built.statistics()
         nursery.cancel_scope.cancel()
@@ -140,4 +139,4 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
 def run_andrew(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """One Andrew benchmark per client on the twin (module doc) on `spec`'s architecture."""
     p = resolve(params)
-    return run_timed(_run, spec, p, seed=p["seed"])
+    return run_timed(_run, spec, p, seed=p["seed"], scheduler=spec.scheduler)

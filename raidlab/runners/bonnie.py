@@ -39,8 +39,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.cluster.twin import CLIENT, Network, on_twin
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, build_virtual, run_timed
@@ -56,9 +55,9 @@ PHASES = ("char_write", "rewrite", "block_write", "char_read", "block_read", "ra
 class _WriteBehind:
     """Writes handed to the array in the background, at most `depth` in flight."""
 
-    def __init__(self, target: Any, depth: int, nursery: trio.Nursery) -> None:
+    def __init__(self, target: Any, depth: int, nursery: sched.Nursery) -> None:
         self.target, self.depth, self.nursery = target, depth, nursery
-        self.slots = trio.Semaphore(depth)
+        self.slots = sched.Semaphore(depth)
 
     async def put(self, offset: int, data: bytes) -> None:
         await self.slots.acquire()
@@ -80,21 +79,21 @@ class _WriteBehind:
 async def _read_stream(target: Any, offsets: range, length: int, depth: int, consume) -> None:
     """Read `offsets` in order through a window of `depth` requests; `consume(offset)` each
     piece in order, a slot freed once it is consumed."""
-    window = trio.Semaphore(depth)
-    done: dict[int, trio.Event] = {}
+    window = sched.Semaphore(depth)
+    done: dict[int, sched.Event] = {}
 
     async def read_one(offset: int) -> None:
         await target.read(offset, length)
-        done.setdefault(offset, trio.Event()).set()
+        done.setdefault(offset, sched.Event()).set()
 
     async def consumer() -> None:
         for offset in offsets:
-            await done.setdefault(offset, trio.Event()).wait()
+            await done.setdefault(offset, sched.Event()).wait()
             del done[offset]
             await consume(offset)
             window.release()
 
-    async with trio.open_nursery() as readers:
+    async with sched.open_nursery() as readers:
         readers.start_soon(consumer)
         for offset in offsets:
             await window.acquire()
@@ -108,7 +107,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     me = p["client"]
     holder: dict[str, Any] = {}
 
-    async with trio.open_nursery() as nursery:
+    async with sched.open_nursery() as nursery:
         built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["client"] + 1, holder))
         network: Network = holder["network"]
         target = built.target
@@ -125,11 +124,11 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         phases: dict[str, dict[str, Any]] = {}
 
         def snapshot() -> tuple:
-            return (trio.current_time(), [m.statistics() for m in members], network.statistics()["nodes"])
+            return (sched.current_time(), [m.statistics() for m in members], network.statistics()["nodes"])
 
         def record(name: str, before: tuple, amount: float, unit: str) -> None:
             t0, members0, nodes0 = before
-            seconds = trio.current_time() - t0
+            seconds = sched.current_time() - t0
             members1, nodes1 = [m.statistics() for m in members], network.statistics()["nodes"]
             node0, node1 = nodes0[me], nodes1[me]
             rate = amount / seconds if seconds > 0 else 0.0
@@ -146,7 +145,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
                             for m, a, b in zip(members, members0, members1)],
             }
 
-        async with trio.open_nursery() as background:
+        async with sched.open_nursery() as background:
             behind = _WriteBehind(target, p["write_depth"], background)
 
             async def write_phase(name: str, rate: float) -> None:
@@ -195,7 +194,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
                     count += 1
 
             before = snapshot()
-            async with trio.open_nursery() as seekers:
+            async with sched.open_nursery() as seekers:
                 for _ in range(p["seekers"]):
                     seekers.start_soon(seeker)
             record("random_seeks", before, p["seeks"], "per_s")
@@ -211,4 +210,4 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
 def run_bonnie(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Bonnie's six tests from one node of the twin (module doc) on `spec`'s architecture."""
     p = resolve(params)
-    return run_timed(_run, spec, p, seed=p["seed"])
+    return run_timed(_run, spec, p, seed=p["seed"], scheduler=spec.scheduler)

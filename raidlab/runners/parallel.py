@@ -23,8 +23,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.cluster.twin import CLIENT, Network, on_twin
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, build_virtual, run_timed
@@ -42,7 +41,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     clients = p["clients"]
     holder: dict[str, Any] = {}
 
-    async with trio.open_nursery() as nursery:
+    async with sched.open_nursery() as nursery:
         built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["clients"], holder))
         network: Network = holder["network"]
         target = built.target
@@ -61,7 +60,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         async def client(c: int, offsets: list[int]) -> None:
             CLIENT.set(c)
             depth = p["read_depth"] if p["op"] == "read" else p["write_depth"]
-            limit = trio.Semaphore(depth)
+            limit = sched.Semaphore(depth)
 
             async def one(offset: int) -> None:
                 try:
@@ -73,16 +72,16 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
                     limit.release()
                 moved[c] += block
 
-            async with trio.open_nursery() as requests:
+            async with sched.open_nursery() as requests:
                 for offset in offsets:
                     await limit.acquire()
                     requests.start_soon(one, offset)
-            ends[c] = trio.current_time()
+            ends[c] = sched.current_time()
 
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         per_round: list[float] = []
         for _round in range(p["rounds"]):
-            started = trio.current_time()
+            started = sched.current_time()
             plans = []
             for c in range(clients):
                 start = base + c * size
@@ -90,11 +89,11 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
                     plans.append([start + k * block for k in range(blocks_per_file)])
                 else:
                     plans.append([start + rng.randrange(blocks_per_file) * block])
-            async with trio.open_nursery() as everyone:  # the barrier: all start now, the round ends with the last
+            async with sched.open_nursery() as everyone:  # the barrier: all start now, the round ends with the last
                 for c in range(clients):
                     everyone.start_soon(client, c, plans[c])
-            per_round.append(trio.current_time() - started)
-        elapsed = trio.current_time() - t0
+            per_round.append(sched.current_time() - started)
+        elapsed = sched.current_time() - t0
         after = [m.statistics() for m in members]
         counted_after = [(m.local_requests, m.remote_requests) for m in members]
         nodes = network.statistics()
@@ -104,7 +103,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         buffer = getattr(built.target, "image_buffer", None)
         if buffer is not None:
             await buffer.drain()
-        background = trio.current_time() - t0 - elapsed
+        background = sched.current_time() - t0 - elapsed
         drained = [m.statistics() for m in members]
         with_background = network.statistics()
         sent_later = sum(n["bytes_sent"] for n in with_background["nodes"]) - sum(
@@ -145,4 +144,4 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
 def run_parallel(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Run the parallel clients (module doc) on `spec`'s architecture in virtual time."""
     p = resolve(params)
-    return run_timed(_run, spec, p, seed=p["seed"])
+    return run_timed(_run, spec, p, seed=p["seed"], scheduler=spec.scheduler)

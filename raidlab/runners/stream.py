@@ -36,8 +36,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import trio
-
+from raidlab import sched
 from raidlab.errors import UsageError
 from raidlab.workloads.seqfile import resolve_sim as resolve
 from raidlab.runners.virtual import SimSpec, build_virtual, layout_report, run_timed
@@ -50,7 +49,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     size = p["file_kb"] * KiB
     start = p["file_offset_kb"] * KiB
     inode = p["inode_offset_kb"] * KiB
-    async with trio.open_nursery() as nursery:
+    async with sched.open_nursery() as nursery:
         built = await build_virtual(spec, nursery)
         target = built.target
         if start + size > target.size or inode + block > target.size:
@@ -69,11 +68,11 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         payload = bytes(block)
 
         # -- write: copy into the buffer cache, then fsync (every block, then the inode)
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         if p["host_write_mb_s"]:
-            await trio.sleep(size / (p["host_write_mb_s"] * 1e6))
-        copied_at = trio.current_time()
-        limit = trio.Semaphore(p["write_depth"])
+            await sched.sleep(size / (p["host_write_mb_s"] * 1e6))
+        copied_at = sched.current_time()
+        limit = sched.Semaphore(p["write_depth"])
 
         async def write_one(offset: int) -> None:
             try:
@@ -81,67 +80,67 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
             finally:
                 limit.release()
 
-        async with trio.open_nursery() as writers:
+        async with sched.open_nursery() as writers:
             for offset in range(start, start + size, block):
                 await limit.acquire()
                 writers.start_soon(write_one, offset)
         if p["metadata"]:
             await target.write(inode, payload)
         await target.flush()
-        write_s = trio.current_time() - t0
+        write_s = sched.current_time() - t0
         after_write = [m.statistics() for m in members]
 
         # -- read, caches cold: the inode, then the blocks through the read-ahead window
-        t1 = trio.current_time()
+        t1 = sched.current_time()
         if p["metadata"]:
             await target.read(inode, block)
-        window = trio.Semaphore(p["read_depth"])
-        cpu = trio.Lock()
+        window = sched.Semaphore(p["read_depth"])
+        cpu = sched.Lock()
         copy_s = block / (p["host_read_mb_s"] * 1e6) if p["host_read_mb_s"] else 0.0
-        done: dict[int, trio.Event] = {}
+        done: dict[int, sched.Event] = {}
 
         async def read_one(offset: int) -> None:
             await target.read(offset, block)
-            done.setdefault(offset, trio.Event()).set()
+            done.setdefault(offset, sched.Event()).set()
 
         async def consumer() -> None:
             for offset in range(start, start + size, block):
-                await done.setdefault(offset, trio.Event()).wait()
+                await done.setdefault(offset, sched.Event()).wait()
                 if copy_s:
                     async with cpu:
-                        await trio.sleep(copy_s)
+                        await sched.sleep(copy_s)
                 del done[offset]
                 window.release()
 
-        async with trio.open_nursery() as readers:
+        async with sched.open_nursery() as readers:
             readers.start_soon(consumer)
             for offset in range(start, start + size, block):
                 await window.acquire()
                 readers.start_soon(read_one, offset)
-        read_s = trio.current_time() - t1
+        read_s = sched.current_time() - t1
         after_read = [m.statistics() for m in members]
 
         # -- random reads inside the file (the paper's future work, §3.2 and §4)
-        t2 = trio.current_time()
+        t2 = sched.current_time()
         rng = random.Random(p["seed"])
         piece = p["random_kb"] * KiB
         slots = (size - piece) // block + 1
         responses: list[float] = []
-        pending = trio.Semaphore(p["random_depth"])
+        pending = sched.Semaphore(p["random_depth"])
 
         async def random_one(offset: int) -> None:
-            began = trio.current_time()
+            began = sched.current_time()
             try:
                 await target.read(offset, piece)
             finally:
-                responses.append(trio.current_time() - began)
+                responses.append(sched.current_time() - began)
                 pending.release()
 
-        async with trio.open_nursery() as randoms:
+        async with sched.open_nursery() as randoms:
             for _ in range(p["random_reads"]):
                 await pending.acquire()
                 randoms.start_soon(random_one, start + rng.randrange(slots) * block)
-        random_s = trio.current_time() - t2
+        random_s = sched.current_time() - t2
         after_random = [m.statistics() for m in members]
         bus_after = bus.statistics() if bus is not None else None
         arch_stats = built.statistics()
@@ -192,4 +191,4 @@ def run_stream(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Write then read one file on `spec`'s architecture in virtual time (module doc); the
     report is deterministic except `speed` (wall clock)."""
     p = resolve(params)
-    return run_timed(_run, spec, p, seed=p["seed"])
+    return run_timed(_run, spec, p, seed=p["seed"], scheduler=spec.scheduler)
