@@ -250,13 +250,31 @@ async def cancel_shielded_checkpoint() -> None:
 
 
 async def checkpoint_if_cancelled() -> None:
-    task = _kernel().current
-    if task is not None and task.cancelled():
-        await _yield(_CHECKPOINT)
+    kernel = _kernel()
+    await _checkpoint_if_cancelled(kernel, kernel.current)
 
 
 def _never_abort() -> bool:
     return False
+
+
+async def _wait_in(queue: dict[Task, Any], task: Task, value: Any = None, *, abortable: bool = True) -> None:
+    """Park `task` at the end of `queue` (FIFO) until someone takes it out and reschedules
+    it; cancelled while there, it leaves the queue (unless not abortable)."""
+    queue[task] = value
+
+    def abort() -> bool:
+        if task in queue:
+            del queue[task]
+            return True
+        return False
+
+    await _yield(abort if abortable else _never_abort)
+
+
+async def _checkpoint_if_cancelled(kernel: Kernel, task: Task) -> None:
+    if kernel.cancels and task.cancelled():
+        await _yield(_CHECKPOINT)
 
 
 def _abort_timer() -> bool:
@@ -480,16 +498,7 @@ class Event:
         if self._flag:
             await _yield(_CHECKPOINT)
             return
-        kernel = _kernel()
-        task = kernel.current
-        waiters = self._waiters
-        waiters[task] = None
-
-        def abort() -> bool:
-            waiters.pop(task, None)
-            return True
-
-        await _yield(abort)
+        await _wait_in(self._waiters, _kernel().current)
 
     def statistics(self) -> dict[str, int]:
         return {"tasks_waiting": len(self._waiters)}
@@ -508,33 +517,21 @@ class Lock:
     async def acquire(self) -> None:
         kernel = _kernel()
         task = kernel.current
-        if task.cancelled():
-            await _yield(_CHECKPOINT)
+        await _checkpoint_if_cancelled(kernel, task)
         if self.owner is None and not self.waiters:
             self.owner = task
             await _yield(_SHIELDED)
             return
         if self.owner is task:
             raise RuntimeError("attempt to re-acquire an already held Lock")
-        await self._wait(task, abortable=True)
+        await _wait_in(self.waiters, task)
 
-    async def _wait(self, task: Task, *, abortable: bool) -> None:
-        waiters = self.waiters
-        waiters[task] = None
-
-        def abort() -> bool:
-            if task in waiters:
-                del waiters[task]
-                return True
-            return False
-
-        await _yield(abort if abortable else _never_abort)
 
     async def _acquire_shielded(self, task: Task) -> None:
         if self.owner is None and not self.waiters:
             self.owner = task
             return
-        await self._wait(task, abortable=False)
+        await _wait_in(self.waiters, task, abortable=False)
 
     def acquire_nowait(self) -> None:
         task = _kernel().current
@@ -599,18 +596,9 @@ class Condition:
         lock = self._lock
         if lock.owner is not task:
             raise RuntimeError("must hold the lock to wait")
-        waiters = self._waiters
         lock._hand_over(kernel)
-        waiters[task] = None
-
-        def abort() -> bool:
-            if task in waiters:
-                del waiters[task]
-                return True
-            return False
-
         try:
-            await _yield(abort)  # notify moves this task to the lock's queue; it wakes owning it
+            await _wait_in(self._waiters, task)  # notify moves it to the lock's queue: it wakes owning the lock
         except Cancelled:
             await lock._acquire_shielded(task)
             raise
@@ -653,22 +641,12 @@ class Semaphore:
     async def acquire(self) -> None:
         kernel = _kernel()
         task = kernel.current
-        if task.cancelled():
-            await _yield(_CHECKPOINT)
+        await _checkpoint_if_cancelled(kernel, task)
         if self._value > 0:
             self._value -= 1
             await _yield(_SHIELDED)
             return
-        waiters = self._waiters
-        waiters[task] = None
-
-        def abort() -> bool:
-            if task in waiters:
-                del waiters[task]
-                return True
-            return False
-
-        await _yield(abort)
+        await _wait_in(self._waiters, task)  # release hands its unit straight to the first waiter
 
     def release(self) -> None:
         if self._waiters:
@@ -713,24 +691,14 @@ class CapacityLimiter:
     async def acquire_on_behalf_of(self, borrower: Any) -> None:
         kernel = _kernel()
         task = kernel.current
-        if task.cancelled():
-            await _yield(_CHECKPOINT)
+        await _checkpoint_if_cancelled(kernel, task)
         if borrower in self._borrowers:
             raise RuntimeError("this borrower is already holding one of this CapacityLimiter's tokens")
         if len(self._borrowers) < self._total and not self._waiters:
             self._borrowers[borrower] = None
             await _yield(_SHIELDED)
             return
-        waiters = self._waiters
-        waiters[task] = borrower
-
-        def abort() -> bool:
-            if task in waiters:
-                del waiters[task]
-                return True
-            return False
-
-        await _yield(abort)
+        await _wait_in(self._waiters, task, borrower)
 
     def release(self) -> None:
         self.release_on_behalf_of(_kernel().current)

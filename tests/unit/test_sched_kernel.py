@@ -258,3 +258,50 @@ def test_to_thread_runs_inline_in_the_kernel():
 
     assert sched.run_kernel(main) == (7, 0.0)
     assert not sched.in_kernel()
+
+
+async def cancelled_waiters():
+    """A task that gives up waiting (for a lock, a condition, a semaphore) leaves the queue:
+    the next one gets what it waited for, and a condition's waiter leaves owning the lock."""
+    log = []
+    lock, cond, sem = sched.Lock(), sched.Condition(), sched.Semaphore(0)
+
+    async def holder():
+        async with lock:
+            await sched.sleep(1)
+
+    async def impatient():
+        await sched.sleep(0.1)
+        with sched.move_on_after(0.2):
+            await lock.acquire()
+        stamp(log, ("gave up on the lock", lock.locked()))
+        with sched.move_on_after(0.2):
+            await sem.acquire()
+        stamp(log, "gave up on the semaphore")
+        async with cond:
+            with sched.move_on_after(0.2):
+                await cond.wait()
+            stamp(log, ("left the condition holding its lock", cond.locked()))
+
+    async def patient():
+        await sched.sleep(0.2)
+        async with lock:
+            stamp(log, "patient got the lock")
+        await sem.acquire()
+        stamp(log, "patient got the unit")
+
+    async with sched.open_nursery() as n:
+        n.start_soon(holder)
+        n.start_soon(impatient)
+        n.start_soon(patient)
+        await sched.sleep(1.5)
+        sem.release()
+    return log
+
+
+def test_a_cancelled_waiter_leaves_its_queue():
+    trio_log, kernel_log = both(cancelled_waiters)
+    assert trio_log == kernel_log == [
+        (0.3, ("gave up on the lock", True)), (0.5, "gave up on the semaphore"),
+        (0.7, ("left the condition holding its lock", True)), (1.0, "patient got the lock"),
+        (1.5, "patient got the unit")]
