@@ -234,7 +234,7 @@ class Kernel:
 # ------------------------------------------------------------------------- the facade's types
 # One kernel runs at a time per process (raidlab.sched.KERNEL); the types below find it there.
 
-from raidlab import sched as _sched  # noqa: E402  (the facade imports this module lazily)
+from raidlab import sched as _sched  # noqa: E402  (the facade imports this module; KERNEL is read per call)
 
 
 def _kernel() -> Kernel:
