@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from raidlab.errors import LabError, RaidlabError
 from raidlab.lab import Lab, cleanup_stale, labs_dir, same_process
 from raidlab.service.spec import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
+from raidlab.signals import deferred_signals
 from raidlab.tools.mount import mounts_under
 
 START_TIMEOUT = 600.0  # seconds: the SA-RAID probe on a slow drive model takes a while
@@ -58,41 +60,46 @@ def start_daemon(lab: Lab, mode: str, *, home: str | None,
 def _start_locked(lab: Lab, mode: str, *, home: str | None, on_status: Callable[[str], None],
                   env: dict[str, str] | None, module: str, what: str) -> dict[str, Any]:
     read_fd, write_fd = os.pipe()
+    pipe = os.fdopen(read_fd, "r")
     lock_fd = lab.lock_fd
     log = open(lab.path / "daemon.log", "ab")
     argv = [sys.executable, "-m", module, str(lab.path), mode, "--ready-fd", str(write_fd),
             "--lock-fd", str(lock_fd)]
     if home:
         argv += ["--home", home]
-    try:
-        proc = subprocess.Popen(argv, pass_fds=(write_fd, lock_fd), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=log, start_new_session=True,
-                                env={**os.environ, **env} if env else None)
-    except BaseException:
-        os.close(read_fd)
-        raise
-    finally:
-        os.close(write_fd)
-        log.close()
+    proc: subprocess.Popen | None = None
     ready: dict[str, Any] | None = None
     error: str | None = None
     try:
-        with os.fdopen(read_fd, "r") as pipe:
-            for line in pipe:
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    continue
-                if "status" in message:
-                    on_status(message["status"])
-                elif "ready" in message:
-                    ready = message["ready"]
-                    break
-                elif "error" in message:
-                    error = message["error"]
+        try:
+            # The daemon exists before Popen returns: a Ctrl-C or SIGTERM in that window is
+            # held until `proc` is known, so the handler below can stop the daemon.
+            with deferred_signals() if threading.current_thread() is threading.main_thread() \
+                    else contextlib.nullcontext():
+                proc = subprocess.Popen(argv, pass_fds=(write_fd, lock_fd), stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=log, start_new_session=True,
+                                        env={**os.environ, **env} if env else None)
+        finally:
+            os.close(write_fd)
+            log.close()
+        for line in pipe:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if "status" in message:
+                on_status(message["status"])
+            elif "ready" in message:
+                ready = message["ready"]
+                break
+            elif "error" in message:
+                error = message["error"]
     except KeyboardInterrupt:
-        _terminate(proc)
+        if proc is not None:
+            _terminate(proc)
         raise
+    finally:
+        pipe.close()
     if ready is not None:
         return ready
     proc.wait(timeout=STOP_TIMEOUT)

@@ -41,10 +41,10 @@ def _daemon_of(home: Path) -> int | None:
     return None
 
 
-def _start_create(raidlab_cmd, home: Path) -> tuple[subprocess.Popen, int]:
+def _start_create(raidlab_cmd, home: Path, preexec_fn=None) -> tuple[subprocess.Popen, int]:
     env = {**os.environ, "RAIDLAB_HOME": str(home)}
     proc = subprocess.Popen([*raidlab_cmd, *CREATE], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=preexec_fn)
     deadline = time.monotonic() + 60
     while (pid := _daemon_of(home)) is None:
         assert proc.poll() is None, f"create ended before its daemon was seen: {proc.communicate()}"
@@ -75,9 +75,9 @@ def _rl(raidlab_cmd, home: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_stopped_create_stops_its_daemon_and_removes_the_array(raidlab_cmd, tmp_path, signum):
+def test_a_stopped_create_stops_its_daemon_and_removes_the_array(raidlab_cmd, tmp_path, signum, terminal_sigint):
     home = tmp_path / "home"
-    proc, _daemon = _start_create(raidlab_cmd, home)
+    proc, _daemon = _start_create(raidlab_cmd, home, terminal_sigint)
     proc.send_signal(signum)
     _out, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signum, err
