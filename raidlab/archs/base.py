@@ -9,8 +9,9 @@ the array daemon (live), `raidlab sim` and sim scenarios (virtual time), scenari
 
 One builder for both clocks: the caller makes the member drives that `plan` asks for
 (live: image files served through the lab's FUSE mount; virtual: drives that keep no data)
-and hands them to `build` with the clock's name. The builder is trio code over those
-drives, so the same mechanism runs under trio's real clock and under MockClock. Where the
+and hands them to `build` with the clock's name. The builder is async code over those
+drives (time and synchronisation from raidlab.sched), so the same mechanism runs under
+trio's real clock and in virtual time. Where the
 papers' simulators laid a drive out differently from a live lab (a cache disk that uses the
 first bytes of its drive, per-partition busy time), `plan` and `build` see the clock and say
 so in their docstrings.

@@ -65,8 +65,8 @@ How raidlab builds that buffer, and why:
 * Failure of an image disk: its pending entries are dropped (their data copies are
   current); the layout then reads the data copies only.
 
-Everything is trio code that never blocks and takes time from sched.current_time(), so the
-buffer runs unchanged under the virtual clock (tests/unit/test_raidx_buffer.py).
+Everything is async code that never blocks and takes time from sched.current_time(), so
+the buffer runs unchanged under the virtual clock (tests/unit/test_raidx_buffer.py).
 """
 
 from __future__ import annotations
