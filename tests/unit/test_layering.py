@@ -149,6 +149,25 @@ def test_the_scheduler_facade_is_the_bottom_layer():
     assert found == set()
 
 
+# The places that run trio itself: its virtual clock and the disk benchmark's trio.run.
+TRIO_RUNNERS = {"raidlab.engine.virtual", "raidlab.disks.bench"}
+
+
+def test_the_engine_and_the_disks_ask_sched_not_trio():
+    """Code that runs in virtual time (the engine, the disks, the architectures, the
+    policies) takes time and synchronisation from raidlab.sched, so a replay can run it on
+    raidlab's kernel; only the trio runners import trio."""
+    found = sorted(module for module, (source, is_package) in tree_sources().items()
+                   if module.split(".")[:2] in (["raidlab", "engine"], ["raidlab", "disks"], ["raidlab", "archs"],
+                                                ["raidlab", "policies"])
+                   and module not in TRIO_RUNNERS
+                   and any(isinstance(node, (ast.Import, ast.ImportFrom))
+                           and any((alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+                                   == "trio" for alias in node.names)
+                           for node in ast.walk(ast.parse(source))))
+    assert found == []
+
+
 def test_the_checks_catch_an_engine_module_that_imports_the_service():
     """The checks can fail: the same tree with raidlab/engine/array.py importing the service
     (inside a function, as a cycle dodge would) breaks both rules."""
