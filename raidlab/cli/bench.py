@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from raidlab.sched import SCHEDULERS
 from raidlab.units import parse_size
 
 
@@ -91,7 +92,7 @@ def register(cli: click.Group) -> None:
                   help="Wall time for the whole run, shared evenly by the runs (architecture x scheduler; without --requests).")
     @click.option("--arch", "archs", multiple=True, default=("raid5", "disk", "dcd", "vcraid"), show_default=True,
                   help="Architectures to replay on (repeatable).")
-    @click.option("--scheduler", "schedulers", multiple=True, type=click.Choice(["trio", "kernel"]),
+    @click.option("--scheduler", "schedulers", multiple=True, type=click.Choice(SCHEDULERS),
                   default=("trio", "kernel"), show_default=True,
                   help="Replay schedulers to measure (repeatable; raidlab.runners.clock.run_replay).")
     @click.option("--profile", default="cello", show_default=True, help="Synthetic trace profile.")

@@ -58,9 +58,6 @@ class JumpClock(trio.abc.Clock):
         return 0.0
 
 
-SCHEDULERS = ("trio", "kernel")
-
-
 def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, scheduler: str = "trio") -> T:
     """fn(*args) in virtual time. scheduler "trio": trio.run on a JumpClock, with trio's
     scheduling order seeded by `seed` and made independent of memory addresses (as
@@ -72,6 +69,8 @@ def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, sched
     if scheduler == "trio":
         return run_virtual(fn, *args, seed=seed, clock=JumpClock())
     if scheduler != "kernel":
+        from raidlab.sched import SCHEDULERS
+
         raise ValueError(f"unknown replay scheduler {scheduler!r} (one of {', '.join(SCHEDULERS)})")
     return _run_on_kernel(fn, *args)
 

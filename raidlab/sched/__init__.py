@@ -29,6 +29,7 @@ import trio
 T = TypeVar("T")
 
 KERNEL: Any = None  # the running raidlab.sched.kernel.Kernel, or None (trio)
+SCHEDULERS = ("trio", "kernel")  # who can run virtual time (raidlab.runners.clock.run_replay)
 
 from raidlab.sched import kernel as _k  # noqa: E402  (it reads KERNEL above)
 

@@ -23,7 +23,6 @@ from raidlab.units import parse_duration, parse_size
 
 CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format", "compressibility",
                "outstanding", "device_size", "scheduler")
-SCHEDULERS = ("trio", "kernel")  # raidlab.runners.clock.run_replay
 WORKLOAD = "trace"
 
 
@@ -32,8 +31,11 @@ def validate_params(params: dict[str, Any]) -> None:
     unknown = sorted(set(params) - set(CASE_PARAMS))
     if unknown:
         raise UsageError(f"unknown sim parameter {unknown[0]!r}", hint=f"known: {', '.join(CASE_PARAMS)}")
+    from raidlab.sched import SCHEDULERS
+
     if str(params.get("scheduler", "trio")) not in SCHEDULERS:
-        raise UsageError(f"unknown replay scheduler {params['scheduler']!r}", hint=f"one of {', '.join(SCHEDULERS)}")
+        raise UsageError(f"unknown replay scheduler {params['scheduler']!r}",
+                         hint=f"one of {', '.join(SCHEDULERS)}")
     if ("profile" in params) == ("trace" in params):
         raise UsageError("a sim case needs either profile (a synthetic trace) or trace (a file), not both",
                          hint="e.g. params = {profile = \"hplajw\", duration = \"1d\"}")
