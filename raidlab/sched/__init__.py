@@ -2,7 +2,7 @@
 
 The engine (raidlab.engine, raidlab.disks, raidlab.archs, the policies and the cluster's
 twin) asks this module, never trio directly, for the time, for sleeps and checkpoints, for
-Event, Lock, Condition, Semaphore, CapacityLimiter, nurseries and cancel scopes. Each call
+Event, Lock, Condition, Semaphore, nurseries, cancel scopes and worker threads. Each call
 is answered by whichever scheduler runs the code:
 
 * trio, under the real clock (a live array, the FUSE export, the daemons) and under the
@@ -87,12 +87,14 @@ def Condition(lock: Any = None) -> Any:  # noqa: N802
     return _k.Condition(lock) if KERNEL is not None else trio.Condition(lock)
 
 
-def Semaphore(initial_value: int, **kw: Any) -> Any:  # noqa: N802
-    return _k.Semaphore(initial_value, **kw) if KERNEL is not None else trio.Semaphore(initial_value, **kw)
+def Semaphore(initial_value: int) -> Any:  # noqa: N802
+    return _k.Semaphore(initial_value) if KERNEL is not None else trio.Semaphore(initial_value)
 
 
 def CapacityLimiter(total_tokens: int) -> Any:  # noqa: N802
-    return _k.CapacityLimiter(total_tokens) if KERNEL is not None else trio.CapacityLimiter(total_tokens)
+    """A bound on trio's worker threads for `to_thread_run_sync(..., limiter=)`: threads
+    exist only under trio (a kernel run does the call inline), so this is always trio's."""
+    return trio.CapacityLimiter(total_tokens)
 
 
 async def to_thread_run_sync(fn: Callable[..., T], *args: Any, **kw: Any) -> T:

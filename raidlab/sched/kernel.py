@@ -17,8 +17,9 @@ What it implements is the subset of trio's semantics the engine uses, with trio'
   as trio's strict exception groups do (cancellations it caused are dropped);
 * cancel scopes (with deadlines) cancel every task inside them at its next checkpoint, and
   a scope swallows the Cancelled it caused; a shielded checkpoint ignores cancellation;
-* Event, Lock (FIFO, ownership handed to the first waiter), Condition, Semaphore and
-  CapacityLimiter with trio's fairness, and every acquire is a checkpoint, as in trio.
+* Event, Lock (FIFO, ownership handed to the first waiter), Condition and Semaphore with
+  trio's fairness, and every acquire is a checkpoint, as in trio. (No CapacityLimiter: the
+  engine uses one only to bound trio's worker threads, which a kernel run has none of.)
 
 Each task runs in its own copy of its spawner's context variables, as under trio (the
 cluster's twin finds a request's node that way).
@@ -298,10 +299,11 @@ async def sleep(seconds: float) -> None:
 
 
 class CancelScope:
-    __slots__ = ("cancel_called", "shield", "tasks", "deadline", "_timer", "_task")
+    __slots__ = ("cancel_called", "cancelled_caught", "shield", "tasks", "deadline", "_timer", "_task")
 
     def __init__(self, *, deadline: float = math.inf, shield: bool = False) -> None:
         self.cancel_called = False
+        self.cancelled_caught = False  # this scope's exit swallowed the Cancelled it caused
         self.shield = shield
         self.tasks: dict[Task, None] = {}
         self.deadline = deadline
@@ -319,10 +321,6 @@ class CancelScope:
         kernel.cancels += 1
         for task in list(self.tasks):
             kernel.try_abort(task)
-
-    @property
-    def cancelled_caught(self) -> bool:
-        return self.cancel_called
 
     def _enter(self, task: Task) -> None:
         self._task = task
@@ -346,7 +344,8 @@ class CancelScope:
         if self._timer is not None:
             self._timer[3] = False
             self._timer = None
-        return isinstance(error, Cancelled) and self.cancel_called
+        self.cancelled_caught = isinstance(error, Cancelled) and self.cancel_called
+        return self.cancelled_caught
 
     def __enter__(self) -> CancelScope:
         self._enter(_kernel().current)
@@ -500,9 +499,6 @@ class Event:
             return
         await _wait_in(self._waiters, _kernel().current)
 
-    def statistics(self) -> dict[str, int]:
-        return {"tasks_waiting": len(self._waiters)}
-
 
 class Lock:
     __slots__ = ("owner", "waiters")
@@ -560,9 +556,6 @@ class Lock:
     async def __aexit__(self, *exc: Any) -> None:
         self.release()
 
-    def statistics(self) -> dict[str, Any]:
-        return {"locked": self.owner is not None, "owner": self.owner, "tasks_waiting": len(self.waiters)}
-
 
 class WouldBlock(Exception):
     pass
@@ -616,27 +609,19 @@ class Condition:
     def notify_all(self) -> None:
         self.notify(len(self._waiters))
 
-    def statistics(self) -> dict[str, Any]:
-        return {"tasks_waiting": len(self._waiters), "lock_statistics": self._lock.statistics()}
-
 
 class Semaphore:
-    __slots__ = ("_value", "_max", "_waiters")
+    __slots__ = ("_value", "_waiters")
 
-    def __init__(self, initial_value: int, *, max_value: int | None = None) -> None:
+    def __init__(self, initial_value: int) -> None:
         if initial_value < 0:
             raise ValueError("initial value must be >= 0")
         self._value = initial_value
-        self._max = max_value
         self._waiters: dict[Task, None] = {}
 
     @property
     def value(self) -> int:
         return self._value
-
-    @property
-    def max_value(self) -> int | None:
-        return self._max
 
     async def acquire(self) -> None:
         kernel = _kernel()
@@ -654,63 +639,7 @@ class Semaphore:
             del self._waiters[task]
             _kernel().reschedule(task)
             return
-        if self._max is not None and self._value >= self._max:
-            raise ValueError("semaphore released too many times")
         self._value += 1
-
-    async def __aenter__(self) -> None:
-        await self.acquire()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.release()
-
-
-class CapacityLimiter:
-    __slots__ = ("_total", "_borrowers", "_waiters")
-
-    def __init__(self, total_tokens: int) -> None:
-        self._total = total_tokens
-        self._borrowers: dict[Any, None] = {}
-        self._waiters: dict[Task, Any] = {}
-
-    @property
-    def total_tokens(self) -> int:
-        return self._total
-
-    @property
-    def borrowed_tokens(self) -> int:
-        return len(self._borrowers)
-
-    @property
-    def available_tokens(self) -> int:
-        return self._total - len(self._borrowers)
-
-    async def acquire(self) -> None:
-        await self.acquire_on_behalf_of(_kernel().current)
-
-    async def acquire_on_behalf_of(self, borrower: Any) -> None:
-        kernel = _kernel()
-        task = kernel.current
-        await _checkpoint_if_cancelled(kernel, task)
-        if borrower in self._borrowers:
-            raise RuntimeError("this borrower is already holding one of this CapacityLimiter's tokens")
-        if len(self._borrowers) < self._total and not self._waiters:
-            self._borrowers[borrower] = None
-            await _yield(_SHIELDED)
-            return
-        await _wait_in(self._waiters, task, borrower)
-
-    def release(self) -> None:
-        self.release_on_behalf_of(_kernel().current)
-
-    def release_on_behalf_of(self, borrower: Any) -> None:
-        if borrower not in self._borrowers:
-            raise RuntimeError("this borrower isn't holding any of this CapacityLimiter's tokens")
-        del self._borrowers[borrower]
-        if self._waiters and len(self._borrowers) < self._total:
-            task = next(iter(self._waiters))
-            self._borrowers[self._waiters.pop(task)] = None
-            _kernel().reschedule(task)
 
     async def __aenter__(self) -> None:
         await self.acquire()
