@@ -252,7 +252,8 @@ async def cancel_shielded_checkpoint() -> None:
 
 async def checkpoint_if_cancelled() -> None:
     kernel = _kernel()
-    await _checkpoint_if_cancelled(kernel, kernel.current)
+    if _cancelled(kernel, kernel.current):
+        await _yield(_CHECKPOINT)
 
 
 def _never_abort() -> bool:
@@ -273,9 +274,10 @@ async def _wait_in(queue: dict[Task, Any], task: Task, value: Any = None, *, abo
     await _yield(abort if abortable else _never_abort)
 
 
-async def _checkpoint_if_cancelled(kernel: Kernel, task: Task) -> None:
-    if kernel.cancels and task.cancelled():
-        await _yield(_CHECKPOINT)
+def _cancelled(kernel: Kernel, task: Task) -> bool:
+    """Is `task` cancelled? (A plain call: acquires ask it on every lock, and nothing is
+    cancelled until the end of most runs.)"""
+    return bool(kernel.cancels) and task.cancelled()
 
 
 def _abort_timer() -> bool:
@@ -513,7 +515,8 @@ class Lock:
     async def acquire(self) -> None:
         kernel = _kernel()
         task = kernel.current
-        await _checkpoint_if_cancelled(kernel, task)
+        if _cancelled(kernel, task):
+            await _yield(_CHECKPOINT)
         if self.owner is None and not self.waiters:
             self.owner = task
             await _yield(_SHIELDED)
@@ -626,7 +629,8 @@ class Semaphore:
     async def acquire(self) -> None:
         kernel = _kernel()
         task = kernel.current
-        await _checkpoint_if_cancelled(kernel, task)
+        if _cancelled(kernel, task):
+            await _yield(_CHECKPOINT)
         if self._value > 0:
             self._value -= 1
             await _yield(_SHIELDED)
