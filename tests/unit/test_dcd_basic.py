@@ -201,6 +201,36 @@ def test_a_full_ram_buffer_makes_writes_wait_and_a_full_cache_disk_forces_destag
     assert stats["idle_periods_found"] == 0
 
 
+def test_log_writes_go_before_background_batches_while_the_log_has_room():
+    """Level 1 (the RAM buffer's log write) has priority over a background batch: a burst
+    written while a full log is destaged reaches the cache disk with at most the batch
+    already running in between."""
+    cache = DEFAULT_LOG_START + 1536 * KiB
+    disks, cache_disk, data_disk = physical_dcd(model="hp-c2200a", cache=cache, data=16 * MiB)
+
+    async def body(nursery):
+        dcd = await create_dcd("t", cache_disk, data_disk, ram_buffer=32 * KiB, idle_threshold=10.0,
+                               high_watermark=0.6, destage_batch=256 * KiB)
+        dcd.start(nursery)
+        i = 0
+        while dcd.statistics()["watermark_batches"] == 0:  # distinct sectors up to the high watermark
+            await dcd.write(i * 8 * KiB, pattern(i, 8 * KiB))
+            i += 1
+        before = dcd.statistics()
+        for i in range(16):  # a 128 KiB burst: four log writes of the 32 KiB RAM buffer
+            await dcd.write((1000 + i) * 8 * KiB, pattern(1000 + i, 8 * KiB))
+        await dcd.flush()
+        after = dcd.statistics()
+        for i in range(16):
+            assert await dcd.read((1000 + i) * 8 * KiB, 8 * KiB) == pattern(1000 + i, 8 * KiB)
+        return before, after
+
+    before, after = run(body, disks)
+    assert after["log_writes"] - before["log_writes"] >= 4
+    assert after["watermark_batches"] - before["watermark_batches"] <= 1
+    assert after["forced_destages"] == 0
+
+
 def test_logical_dcd_lives_in_the_first_sectors_of_the_data_drive():
     drive = EmulatedDisk("drive", "hp-c2200a", MemoryBackend(64 * MiB))
     cache_part = drive.partition(0, 80_000 * SECTOR // 8, name="cache")  # 5 MB (scaled down)

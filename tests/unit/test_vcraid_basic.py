@@ -321,6 +321,36 @@ def test_a_filling_log_is_destaged_in_background_batches_before_the_write_path_m
         assert s["level2_watermark_batches"] == 0 and s["level2_forced"] > 0
 
 
+def test_level1_goes_before_background_batches_while_the_log_has_room():
+    """VC-RAID §3.3.3: level 1 has priority over level 2 and, once started, empties the RAM
+    buffer. A burst written while a full log is destaged in batches reaches the cache disk
+    with at most the batch already running in between, not one batch per log write."""
+    disks, members, caches = scd_disks(model="maxtor-91020d6", cache=DEFAULT_LOG_START + 1536 * KiB)
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, ram_buffer=64 * KiB, idle_threshold=10.0,
+                                 high_watermark=0.6, destage_batch=256 * KiB)
+        vc.start(nursery)
+        for i in range(240):  # 960 KiB of distinct blocks: past the high watermark
+            await vc.write(i * 4 * KiB, pattern(i, 4 * KiB))
+        await vc.flush()
+        while vc.statistics()["level2_watermark_batches"] == 0:
+            await trio.sleep(0.001)
+        before = vc.statistics()
+        for i in range(64):  # a 256 KiB burst: four log writes of the 64 KiB RAM buffer
+            await vc.write((1000 + i) * 4 * KiB, pattern(1000 + i, 4 * KiB))
+        await vc.flush()
+        after = vc.statistics()
+        for i in range(64):
+            assert await vc.read((1000 + i) * 4 * KiB, 4 * KiB) == pattern(1000 + i, 4 * KiB)
+        return before, after
+
+    before, after = run(body, disks)
+    assert after["level1_destages"] - before["level1_destages"] >= 4
+    assert after["level2_watermark_batches"] - before["level2_watermark_batches"] <= 1
+    assert after["level2_forced"] == 0
+
+
 def test_paper_durability_reports_a_sync_write_once_the_cache_disk_has_it_in_its_write_cache():
     elapsed = {}
     for durability in ("paper", "strict"):

@@ -458,6 +458,12 @@ class DCD(Destaging):
     async def _wait_all_logged(self) -> None:
         await self._wait_logged(self._write_seq)
 
+    def _level1_pending(self) -> bool:
+        return bool(self._collecting or self._inflight)
+
+    def _level1_room(self) -> int:
+        return max_record_bytes(self._ram_capacity, SECTOR)
+
 
 async def create_dcd(
     name: str,

@@ -30,8 +30,13 @@ and "once [it] starts, it continues until the cache disk becomes empty"): when a
 `high_watermark` full (a fraction of its capacity; 1.0 or more: never), it is destaged in
 batches of `destage_batch` bytes, each batch one LWFD pop of several segments written home
 with one flush of the backing store, until at most `low_watermark` of it is used (0: empty).
-New requests do not suspend it; the log's lock is released between batches, and trio's
-locks are fair, so a log write waiting for it goes first (level 1 has priority).
+New requests do not suspend it, but level 1 has priority over it (VC-RAID §3.3.3: "Level 1
+destage has higher priority than the Level 2 destage. Once the Level 1 destage starts, it
+continues until the RAM buffer becomes empty"): a batch starts only when the RAM buffer has
+nothing to log, or when the log has no room left for two RAM buffers' worth of log writes
+(the cache disk is full, and only a batch can make room). Without that rule a log write of 64 KB and a
+batch of 1 MB took turns at the log's lock, and a burst that the log had room for went to
+the cache disk at the array's destage rate.
 
 Where this departs from the papers, and why: the papers give no number for "full": 0.9
 (`high_watermark`) is assumed, leaving room for the log writes that arrive while a batch
@@ -124,6 +129,14 @@ class Destaging(RequestActivity):
         """Return once every write acknowledged so far is in a cache-disk log."""
         raise NotImplementedError
 
+    def _level1_pending(self) -> bool:
+        """Blocks wait in the RAM buffer for a log write, or a log write is in progress."""
+        raise NotImplementedError
+
+    def _level1_room(self) -> int:
+        """The log bytes that logging a full RAM buffer takes (its records' headers too)."""
+        raise NotImplementedError
+
     async def drain(self) -> int:
         """Move everything written so far home: the RAM buffer to the cache disks, then every
         log destaged to empty (not suspended), the backing store flushed by each step. What a
@@ -177,12 +190,31 @@ class Destaging(RequestActivity):
             self.counters["watermark_periods"] += 1
             self._note("watermark", disk=log.index, used=log.used)
             while log.records and log.used > self.low_watermark * log.capacity:
+                await self._level1_first(log)
                 async with log.lock:
                     if not log.records:
                         break
                     self.counters["watermark_batches"] += 1
                     await self._destage_top(log, interruptible=False, segment_bytes=self.destage_batch)
                 await sched.checkpoint()  # a waiting log write takes the lock first
+
+    async def _level1_first(self, log: CacheDiskLog) -> None:
+        """Return when a background batch of `log` may start: the RAM buffer has nothing to
+        log, or `log` has no room left for all of it (module doc: level 1 has priority).
+        "No room" keeps a second buffer's worth in hand: the log write that takes the lock
+        while the batch waits for it must still fit, or the write path would destage.
+        An empty buffer is looked at again after the tasks woken with this one have run: a
+        log write that has just emptied it also wakes the writers that waited for room."""
+        def level1_first() -> bool:
+            return (self._level1_pending()
+                    and log.free >= 2 * self._level1_room() + self.store.tombstone_bytes())
+
+        while True:
+            while level1_first():
+                await self._changed.wait()
+            await sched.checkpoint()
+            if not level1_first():
+                return
 
     async def _make_room_locked(self, log: CacheDiskLog, needed: Callable[[], int], event: str,
                                 **detail: Any) -> None:

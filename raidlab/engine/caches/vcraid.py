@@ -530,6 +530,13 @@ class VCRAID(Destaging):
     async def _wait_all_logged(self) -> None:
         await self._wait_on_cache_disk(self._write_seq)
 
+    def _level1_pending(self) -> bool:
+        return bool(self._dirty or self._inflight)
+
+    def _level1_room(self) -> int:
+        per_write = self.level1_write // self.block_size
+        return -(-self.n_slots // per_write) * max_record_bytes(per_write, self.block_size)
+
 
 def _cache_superblocks(base: metadata.Superblock, cache_disks: Sequence[Any]) -> list[metadata.Superblock]:
     return [base.for_member(i) for i in range(len(cache_disks))]
