@@ -321,14 +321,16 @@ def test_a_filling_log_is_destaged_in_background_batches_before_the_write_path_m
         assert s["level2_watermark_batches"] == 0 and s["level2_forced"] > 0
 
 
-def test_level1_goes_before_background_batches_while_the_log_has_room():
+@pytest.mark.parametrize("ram_buffer", [64 * KiB, 512 * KiB])
+def test_level1_goes_before_background_batches_while_the_log_has_room(ram_buffer):
     """VC-RAID §3.3.3: level 1 has priority over level 2 and, once started, empties the RAM
     buffer. A burst written while a full log is destaged in batches reaches the cache disk
-    with at most the batch already running in between, not one batch per log write."""
+    with at most the batch already running in between, not one batch per log write; also
+    with a RAM buffer near the room left above the high watermark."""
     disks, members, caches = scd_disks(model="maxtor-91020d6", cache=DEFAULT_LOG_START + 1536 * KiB)
 
     async def body(nursery):
-        vc = await create_vcraid("v", members, caches, ram_buffer=64 * KiB, idle_threshold=10.0,
+        vc = await create_vcraid("v", members, caches, ram_buffer=ram_buffer, idle_threshold=10.0,
                                  high_watermark=0.6, destage_batch=256 * KiB)
         vc.start(nursery)
         for i in range(240):  # 960 KiB of distinct blocks: past the high watermark
@@ -337,7 +339,7 @@ def test_level1_goes_before_background_batches_while_the_log_has_room():
         while vc.statistics()["level2_watermark_batches"] == 0:
             await trio.sleep(0.001)
         before = vc.statistics()
-        for i in range(64):  # a 256 KiB burst: four log writes of the 64 KiB RAM buffer
+        for i in range(64):  # a 256 KiB burst: four 64 KiB log writes
             await vc.write((1000 + i) * 4 * KiB, pattern(1000 + i, 4 * KiB))
         await vc.flush()
         after = vc.statistics()

@@ -461,8 +461,8 @@ class DCD(Destaging):
     def _level1_pending(self) -> bool:
         return bool(self._collecting or self._inflight)
 
-    def _level1_room(self) -> int:
-        return max_record_bytes(self._ram_capacity, SECTOR)
+    def _level1_write_bytes(self) -> int:
+        return max_record_bytes(self._ram_capacity, SECTOR)  # a log write takes the whole buffer
 
 
 async def create_dcd(

@@ -33,9 +33,9 @@ with one flush of the backing store, until at most `low_watermark` of it is used
 New requests do not suspend it, but level 1 has priority over it (VC-RAID §3.3.3: "Level 1
 destage has higher priority than the Level 2 destage. Once the Level 1 destage starts, it
 continues until the RAM buffer becomes empty"): a batch starts only when the RAM buffer has
-nothing to log, or when the log has no room left for two RAM buffers' worth of log writes
-(the cache disk is full, and only a batch can make room). Without that rule a log write of 64 KB and a
-batch of 1 MB took turns at the log's lock, and a burst that the log had room for went to
+nothing to log, or when the log has no room left for a few more log writes (the cache disk
+is full, and only a batch can make room). Otherwise a log write of 64 KB and a batch of
+1 MB would take turns at the log's lock, and a burst that the log has room for would reach
 the cache disk at the array's destage rate.
 
 Where this departs from the papers, and why: the papers give no number for "full": 0.9
@@ -62,6 +62,10 @@ from raidlab.errors import UsageError
 # When a full log is destaged in the background, and in what steps (module doc): the
 # geometry keys of a DCD's or VC-RAID's superblock, with these defaults where absent.
 WATERMARK_DEFAULTS: dict[str, Any] = dict(high_watermark=0.9, low_watermark=0.0, destage_batch=1 << 20)
+
+# Log writes' worth of room below which a waiting background batch goes before level 1: the
+# batch queues for the log's lock behind at most the log write holding it and the next one.
+LEVEL1_MARGIN = 3
 
 
 def check_watermarks(high_watermark: float, low_watermark: float, destage_batch: int, destage_segment: int) -> None:
@@ -133,8 +137,8 @@ class Destaging(RequestActivity):
         """Blocks wait in the RAM buffer for a log write, or a log write is in progress."""
         raise NotImplementedError
 
-    def _level1_room(self) -> int:
-        """The log bytes that logging a full RAM buffer takes (its records' headers too)."""
+    def _level1_write_bytes(self) -> int:
+        """The log bytes of the largest single log write (its record's headers too)."""
         raise NotImplementedError
 
     async def drain(self) -> int:
@@ -201,13 +205,13 @@ class Destaging(RequestActivity):
     async def _level1_first(self, log: CacheDiskLog) -> None:
         """Return when a background batch of `log` may start: the RAM buffer has nothing to
         log, or `log` has no room left for all of it (module doc: level 1 has priority).
-        "No room" keeps a second buffer's worth in hand: the log write that takes the lock
-        while the batch waits for it must still fit, or the write path would destage.
+        "No room" keeps `LEVEL1_MARGIN` log writes in hand: the log writes that take the
+        lock before the batch gets it must still fit, or the write path would destage.
         An empty buffer is looked at again after the tasks woken with this one have run: a
         log write that has just emptied it also wakes the writers that waited for room."""
         def level1_first() -> bool:
             return (self._level1_pending()
-                    and log.free >= 2 * self._level1_room() + self.store.tombstone_bytes())
+                    and log.free >= LEVEL1_MARGIN * self._level1_write_bytes() + self.store.tombstone_bytes())
 
         while True:
             while level1_first():

@@ -533,9 +533,8 @@ class VCRAID(Destaging):
     def _level1_pending(self) -> bool:
         return bool(self._dirty or self._inflight)
 
-    def _level1_room(self) -> int:
-        per_write = self.level1_write // self.block_size
-        return -(-self.n_slots // per_write) * max_record_bytes(per_write, self.block_size)
+    def _level1_write_bytes(self) -> int:
+        return max_record_bytes(self.level1_write // self.block_size, self.block_size)
 
 
 def _cache_superblocks(base: metadata.Superblock, cache_disks: Sequence[Any]) -> list[metadata.Superblock]:
