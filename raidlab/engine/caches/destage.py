@@ -204,9 +204,9 @@ class Destaging(RequestActivity):
 
     async def _level1_first(self, log: CacheDiskLog) -> None:
         """Return when a background batch of `log` may start: the RAM buffer has nothing to
-        log, or `log` has no room left for all of it (module doc: level 1 has priority).
-        "No room" keeps `LEVEL1_MARGIN` log writes in hand: the log writes that take the
-        lock before the batch gets it must still fit, or the write path would destage.
+        log, or `log` has room for fewer than `LEVEL1_MARGIN` more log writes (module doc:
+        level 1 has priority). The margin is kept because the log writes that take the lock
+        before the batch gets it must still fit, or the write path would destage.
         An empty buffer is looked at again after the tasks woken with this one have run: a
         log write that has just emptied it also wakes the writers that waited for room."""
         def level1_first() -> bool:
