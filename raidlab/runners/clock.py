@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import trio
 
 from raidlab.engine.virtual import run_virtual
+from raidlab.sched import SCHEDULERS
 
 T = TypeVar("T")
 
@@ -69,8 +70,6 @@ def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, sched
     if scheduler == "trio":
         return run_virtual(fn, *args, seed=seed, clock=JumpClock())
     if scheduler != "kernel":
-        from raidlab.sched import SCHEDULERS
-
         raise ValueError(f"unknown replay scheduler {scheduler!r} (one of {', '.join(SCHEDULERS)})")
     return _run_on_kernel(fn, *args)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from raidlab.errors import UsageError
+from raidlab.sched import SCHEDULERS
 from raidlab.traces.formats import _parser_for
 from raidlab.traces.synth import profile
 from raidlab.units import parse_duration, parse_size
@@ -31,8 +32,6 @@ def validate_params(params: dict[str, Any]) -> None:
     unknown = sorted(set(params) - set(CASE_PARAMS))
     if unknown:
         raise UsageError(f"unknown sim parameter {unknown[0]!r}", hint=f"known: {', '.join(CASE_PARAMS)}")
-    from raidlab.sched import SCHEDULERS
-
     if str(params.get("scheduler", "trio")) not in SCHEDULERS:
         raise UsageError(f"unknown replay scheduler {params['scheduler']!r}",
                          hint=f"one of {', '.join(SCHEDULERS)}")
