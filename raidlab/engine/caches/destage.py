@@ -200,7 +200,6 @@ class Destaging(RequestActivity):
                         break
                     self.counters["watermark_batches"] += 1
                     await self._destage_top(log, interruptible=False, segment_bytes=self.destage_batch)
-                await sched.checkpoint()  # a waiting log write takes the lock first
 
     async def _level1_first(self, log: CacheDiskLog) -> None:
         """Return when a background batch of `log` may start: the RAM buffer has nothing to
