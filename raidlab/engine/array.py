@@ -327,17 +327,18 @@ class Array:
         if gathering:
             self._pending.append(me)
         try:
-            plan = self._write_plan(offset, length, self.failed)
-            # Every later plan of these bytes (degraded, weighing the stripe cache) touches
-            # the same rows (RMW and RCW read and write the same rows of a stripe).
-            held = row_keys(plan)
+            # Every plan of these bytes (degraded, weighing the stripe cache) touches the
+            # same rows (RMW and RCW read and write the same rows of a stripe).
+            held = self._write_rows(offset, length)
             await self._stripe_locks.acquire(held)
             me.started = True
             try:
                 pieces, absorbed = me.remaining(), []
+                first_plan = None   # the first piece's plan, when made under these locks
                 if gathering and self._usable_stripe_cache() is not None:
                     pieces, absorbed = self._gather(pieces, held)
-                    if self._needs_pre_read(pieces):
+                    needs, first_plan = self._needs_pre_read(pieces)
+                    if needs:
                         # md delays a stripe that must pre-read while full-stripe writes are
                         # pending (STRIPE_DELAYED, its hold_list served when no full write
                         # is): the request that completes the stripe may arrive meanwhile.
@@ -348,10 +349,12 @@ class Array:
                             for other in busy:
                                 await other.finished.wait()
                             pieces, absorbed = self._gather(me.remaining(), held)
+                            first_plan = None
                     else:
                         self._full_writes.append(me)
                 for piece_offset, piece in pieces:
-                    await self._write_piece(piece_offset, piece, fua)
+                    await self._write_piece(piece_offset, piece, fua, first_plan)
+                    first_plan = None
                 # Written: the writes whose bytes this one carried skip them.
                 for other, lo, hi in absorbed:
                     other.done.append((lo, hi))
@@ -403,18 +406,31 @@ class Array:
             out.append((offset, piece))
         return out, absorbed
 
-    def _needs_pre_read(self, pieces: list[tuple[int, bytes]]) -> bool:
+    def _needs_pre_read(self, pieces: list[tuple[int, bytes]]) -> tuple[bool, WritePlan | None]:
         """Would writing `pieces` now read a member (a partial stripe the cache does not
-        cover)?"""
+        cover)? With it, the plan of the first piece if one was made: written next, under
+        the same rows, with nothing written before it, that piece would plan the same."""
         cache, stripe = self.stripe_cache, self._stripe_bytes
         assert cache is not None and stripe is not None  # called while gathering
-        for offset, piece in pieces:
+        first_plan = None
+        for index, (offset, piece) in enumerate(pieces):
             if offset % stripe == 0 and len(piece) % stripe == 0:
                 continue  # whole stripes: no pre-read
             plan = self.layout.write_plan(offset, len(piece), cached=cache.holds)
+            if index == 0:
+                first_plan = plan
             if any(not cache.holds(r.disk, r.disk_offset, r.length) for r in plan.reads):
-                return True
-        return False
+                return True, first_plan
+        return False, first_plan
+
+    def _write_rows(self, offset: int, length: int) -> list[int]:
+        """The rows (row_keys) a write of [offset, offset + length) takes: from the layout's
+        span where it gives one, else from a plan."""
+        if self._parity:
+            span = self.layout.parity_write_span(offset, length)
+            if span is not None:
+                return list(range(span[0] // ROW, (span[1] - 1) // ROW + 1))
+        return row_keys(self._write_plan(offset, length, self.failed))
 
     def _take_rows(self, offset: int, length: int, held: list[int]) -> bool:
         """Take, without waiting, the rows a write of [offset, offset + length) needs
@@ -425,14 +441,16 @@ class Array:
         held.extend(keys)
         return True
 
-    async def _write_piece(self, offset: int, data: bytes, fua: bool) -> None:
+    async def _write_piece(self, offset: int, data: bytes, fua: bool, plan: WritePlan | None = None) -> None:
         """Write [offset, offset + len(data)) with its rows held: plan, pre-read (from the
-        stripe cache where it can), write; plan again when a member fails meanwhile."""
+        stripe cache where it can), write; plan again when a member fails meanwhile. `plan`:
+        this piece's plan with the stripe cache, made under the same rows (_needs_pre_read)."""
         length = len(data)
         while True:  # again when a member fails meanwhile
             cache = self._usable_stripe_cache()
             # Under the row locks the cache cannot change: the plan weighs what it holds.
-            plan = self._write_plan(offset, length, self.failed, cache.holds if cache is not None else None)
+            if plan is None or cache is None or plan.offset != offset or plan.length != length:
+                plan = self._write_plan(offset, length, self.failed, cache.holds if cache is not None else None)
             try:
                 buffers = await self._pre_read(plan.reads, cache) if plan.reads else []
                 payloads = _payloads(plan, data, buffers)
@@ -457,6 +475,7 @@ class Array:
                     for write, payload in zip(writes, payloads):
                         cache.put(write.disk, write.disk_offset, payload)
             except _MemberFailed:
+                plan = None
                 continue
             except BaseException:
                 # Some member writes may have landed (an unsurvivable failure, a
@@ -840,10 +859,10 @@ class Array:
 
 
 def _payloads(plan: WritePlan, data: bytes, buffers: Sequence[bytes]) -> list[bytes | memoryview]:
-    """The bytes of each write of `plan`. Without parity every write is a slice of the new
-    data: hand out views instead of copies (the member copies what it keeps)."""
+    """The bytes of each write of `plan`. Every data write is a slice of the new data: hand
+    out views instead of copies (the member copies what it keeps); parity is computed."""
     if any(recipe is not None for recipe in plan.parity_recipes):
-        return plan.payloads(data, buffers)
+        return plan.payloads(data, buffers, data_views=True)
     view = memoryview(data)
     return [view[w.logical_offset - plan.offset : w.logical_offset - plan.offset + w.length] for w in plan.writes]
 

@@ -89,15 +89,21 @@ class StripeCache:
             return
         if offset % PAGE:
             self._update_part(disk, first_whole - 1, offset, view[:first_whole * PAGE - offset])
-        rows, row_of = self._rows, self._row
+        # The loop of _row inlined (a 1 MiB raid5 write puts some 340 pages): a new row
+        # evicts at most one, as the cache never holds more than `rows` before it.
+        rows, limit = self._rows, self.rows
+        source = data if type(data) is bytes else view   # slicing bytes copies once
         at = first_whole * PAGE - offset
         for page in range(first_whole, end_whole):
             row = rows.get(page)
             if row is None:
-                row = row_of(page)
+                row = rows[page] = {}
+                if len(rows) > limit:
+                    rows.popitem(last=False)
+                    self.evictions += 1
             else:
                 rows.move_to_end(page)
-            row[disk] = bytes(view[at:at + PAGE])
+            row[disk] = bytes(source[at:at + PAGE])
             at += PAGE
         if end % PAGE and end_whole * PAGE >= offset:
             self._update_part(disk, end_whole, end_whole * PAGE, view[end_whole * PAGE - offset:])

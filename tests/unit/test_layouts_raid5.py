@@ -268,3 +268,28 @@ def test_the_full_stripes_planner_gives_the_general_planners_plan(n_disks, chunk
     held = data.draw(st.frozensets(st.integers(0, n_disks - 1)))
     for cached in (None, lambda disk, _offset, _length: disk in held):
         assert layout.write_plan(offset, length, cached=cached) == layout._write_plan(offset, length, frozenset(), cached)
+
+
+@settings(max_examples=300, deadline=None)
+@given(n_disks=st.integers(3, 7), chunk_kib=st.sampled_from([4, 16, 64]), data=st.data())
+def test_the_span_of_a_write_holds_every_member_io_of_its_plans(n_disks, chunk_kib, data):
+    """parity_write_span lets the array take a write's rows without planning: every member
+    range of every plan of that write (healthy or with any one member failed, with any
+    stripe cache) lies in the span, and the data member's write covers it whole. Beyond
+    one chunk there is no span."""
+    layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024)
+    sectors = layout.chunk_bytes // 512
+    chunk = data.draw(st.integers(0, layout.capacity // layout.chunk_bytes - 1))
+    first = data.draw(st.integers(0, sectors - 1))
+    count = data.draw(st.integers(1, sectors - first))
+    offset, length = chunk * layout.chunk_bytes + first * 512, count * 512
+    lo, hi = layout.parity_write_span(offset, length)
+    assert hi - lo == length
+    held = data.draw(st.frozensets(st.integers(0, n_disks - 1)))
+    for failed in [(), *[(d,) for d in range(n_disks)]]:
+        for cached in (None, lambda disk, _offset, _length: disk in held):
+            plan = layout.write_plan(offset, length, failed, cached=cached)
+            for rng in (*plan.reads, *plan.writes, *plan.skipped):
+                assert (rng.disk_offset, rng.disk_offset + rng.length) == (lo, hi)
+    if first > 0:
+        assert layout.parity_write_span(offset - 512, length + sectors * 512) is None

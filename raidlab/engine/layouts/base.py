@@ -235,20 +235,31 @@ class WritePlan:
         self,
         new_data: bytes | bytearray | memoryview,
         read_buffers: Sequence[bytes | bytearray | memoryview] = (),
-    ) -> list[bytes]:
-        """The bytes of each write, in the order of `writes`."""
+        *,
+        data_views: bool = False,
+    ) -> list[bytes | memoryview]:
+        """The bytes of each write, in the order of `writes`. With `data_views` a data write's
+        payload is a view of `new_data`, not a copy (for a caller that writes the payloads out
+        before `new_data` can change); parity is always computed into bytes of its own."""
         new = memoryview(new_data).cast("B")
         if len(new) != self.length:
             raise ValueError(f"payloads: {len(new)} bytes of new data for a {self.length}-byte write")
         if len(read_buffers) != len(self.reads):
             raise ValueError(f"payloads: {len(read_buffers)} buffers for {len(self.reads)} reads")
         views = [memoryview(b).cast("B") for b in read_buffers]
-        result: list[bytes] = []
+        result: list[bytes | memoryview] = []
         for index, write in enumerate(self.writes):
             recipe = self.parity_recipes[index] if self.parity_recipes else None
             if recipe is None:
                 start = write.logical_offset - self.offset
-                result.append(bytes(new[start : start + write.length]))
+                piece = new[start : start + write.length]
+                result.append(piece if data_views else bytes(piece))
+                continue
+            if len(recipe) == 1 and recipe[0].offset == 0 and recipe[0].length == write.length:
+                seg = recipe[0]   # one segment over the whole write: its XOR is the payload
+                operands = [new[lo - self.offset : lo - self.offset + seg.length] for lo in seg.new_data]
+                operands += [views[i][off : off + seg.length] for i, off in seg.reads]
+                result.append(xor_blocks(operands))
                 continue
             buf = bytearray(write.length)
             for seg in recipe:
@@ -597,6 +608,13 @@ class Layout:
     def parity_stripe_bytes(self) -> int | None:
         """Logical bytes of one parity stripe (a write of a whole one needs no pre-read),
         stripes starting at multiples of it; None for a layout without parity."""
+        return None
+
+    def parity_write_span(self, offset: int, length: int) -> tuple[int, int] | None:
+        """[lo, hi): member bytes, at the same offsets on every member, that hold all the
+        member I/O of a write of this logical range whatever has failed and whatever is
+        cached, where the layout can say so without planning (a parity write inside one
+        chunk); None otherwise, and then a plan says it."""
         return None
 
     # ---- persistence

@@ -178,6 +178,16 @@ class Raid5Layout(Layout):
     def parity_stripe_bytes(self) -> int:
         return self.data_disks * self.chunk_bytes
 
+    def parity_write_span(self, offset: int, length: int) -> tuple[int, int] | None:
+        """A write inside one chunk reads and writes only the chunk's written range, on the
+        data member, the parity member and (RCW, degraded) the stripe's other members."""
+        within = offset % self.chunk_bytes
+        if within + length > self.chunk_bytes:
+            return None
+        stripe = offset // self.chunk_bytes // self.data_disks
+        lo = self.data_offset + stripe * self.chunk_bytes + within
+        return lo, lo + length
+
     def _check_failed(self, failed: Iterable[int]) -> frozenset[int]:
         failed_set = self._failed_set(failed)
         if len(failed_set) > 1:
