@@ -27,9 +27,10 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	./scripts/demo.sh
 
-# pytest exits 5 when it collected no test: treat that as a failure, not a pass.
+# pytest exits 5 when it collected no test: treat that as a failure, not a pass. The 25
+# slowest tests are listed at the end, so a log shows where the suite's time goes.
 test: setup
-	$(PY) -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -n $(TEST_JOBS) --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests collected" >&2; exit 1; fi; exit $$rc
 
 test-unit: venv
