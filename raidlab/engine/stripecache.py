@@ -89,8 +89,8 @@ class StripeCache:
             return
         if offset % PAGE:
             self._update_part(disk, first_whole - 1, offset, view[:first_whole * PAGE - offset])
-        # The loop of _row inlined (a 1 MiB raid5 write puts some 340 pages): a new row
-        # evicts at most one, as the cache never holds more than `rows` before it.
+        # One pass, nothing called per page (a 1 MiB raid5 write puts some 340 pages): a
+        # new row evicts at most one, as the cache never holds more than `rows` before it.
         rows, limit = self._rows, self.rows
         source = data if type(data) is bytes else view   # slicing bytes copies once
         at = first_whole * PAGE - offset
@@ -117,17 +117,6 @@ class StripeCache:
             old = row[disk]
             row[disk] = old[:lo] + bytes(piece) + old[lo + len(piece):]
             self._rows.move_to_end(page)
-
-    def _row(self, page: int) -> dict[int, bytes]:
-        row = self._rows.get(page)
-        if row is None:
-            row = self._rows[page] = {}
-            while len(self._rows) > self.rows:
-                self._rows.popitem(last=False)
-                self.evictions += 1
-        else:
-            self._rows.move_to_end(page)
-        return row
 
     def statistics(self) -> dict[str, int]:
         return {"rows": self.rows, "rows_used": len(self._rows), "hits": self.hits,
