@@ -453,7 +453,8 @@ class Array:
                 plan = self._write_plan(offset, length, self.failed, cache.holds if cache is not None else None)
             try:
                 buffers = await self._pre_read(plan.reads, cache) if plan.reads else []
-                payloads = _payloads(plan, data, buffers)
+                # Data payloads are views of `data` (the member copies what it keeps).
+                payloads = plan.payloads(data, buffers, data_views=True)
                 writes = plan.writes
                 if self.image_buffer is not None and any(w.role == "image" for w in writes):
                     # RAID-x: images into the persistent buffer first, then the data copy.
@@ -856,15 +857,6 @@ class Array:
                 self.counters["rmw_stripes"] += 1
             elif stripe.method == "rcw":
                 self.counters["rcw_stripes"] += 1
-
-
-def _payloads(plan: WritePlan, data: bytes, buffers: Sequence[bytes]) -> list[bytes | memoryview]:
-    """The bytes of each write of `plan`. Every data write is a slice of the new data: hand
-    out views instead of copies (the member copies what it keeps); parity is computed."""
-    if any(recipe is not None for recipe in plan.parity_recipes):
-        return plan.payloads(data, buffers, data_views=True)
-    view = memoryview(data)
-    return [view[w.logical_offset - plan.offset : w.logical_offset - plan.offset + w.length] for w in plan.writes]
 
 
 def coalesce_writes(writes: Sequence, payloads: Sequence[bytes | memoryview]) -> list[tuple[int, int, bytes | memoryview]]:

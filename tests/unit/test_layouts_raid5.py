@@ -239,6 +239,15 @@ def test_registry_builds_md_default_chunk():
     assert layout.chunk_bytes == 512 * KiB and layout.capacity == 2 * (8 << 20)
 
 
+def _draw_write_inside_one_chunk(layout: Raid5Layout, data) -> tuple[int, int]:
+    """(offset, length) of a sector-aligned write that lies inside one data chunk."""
+    sectors = layout.chunk_bytes // 512
+    chunk = data.draw(st.integers(0, layout.capacity // layout.chunk_bytes - 1))
+    first = data.draw(st.integers(0, sectors - 1))
+    count = data.draw(st.integers(1, sectors - first))
+    return chunk * layout.chunk_bytes + first * 512, count * 512
+
+
 @settings(max_examples=400, deadline=None)
 @given(n_disks=st.integers(3, 7), chunk_kib=st.sampled_from([4, 16, 64]), data=st.data())
 def test_the_one_chunk_planner_gives_the_general_planners_plan(n_disks, chunk_kib, data):
@@ -246,11 +255,7 @@ def test_the_one_chunk_planner_gives_the_general_planners_plan(n_disks, chunk_ki
     its plan must be the general planner's, with and without a stripe cache that holds any
     set of the members' ranges."""
     layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024)
-    sectors = layout.chunk_bytes // 512
-    chunk = data.draw(st.integers(0, layout.capacity // layout.chunk_bytes - 1))
-    first = data.draw(st.integers(0, sectors - 1))
-    count = data.draw(st.integers(1, sectors - first))
-    offset, length = chunk * layout.chunk_bytes + first * 512, count * 512
+    offset, length = _draw_write_inside_one_chunk(layout, data)
     held = data.draw(st.frozensets(st.integers(0, n_disks - 1)))
     for cached in (None, lambda disk, _offset, _length: disk in held):
         assert layout.write_plan(offset, length, cached=cached) == layout._write_plan(offset, length, frozenset(), cached)
@@ -278,11 +283,7 @@ def test_the_span_of_a_write_holds_every_member_io_of_its_plans(n_disks, chunk_k
     stripe cache) lies in the span, and the data member's write covers it whole. Beyond
     one chunk there is no span."""
     layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024)
-    sectors = layout.chunk_bytes // 512
-    chunk = data.draw(st.integers(0, layout.capacity // layout.chunk_bytes - 1))
-    first = data.draw(st.integers(0, sectors - 1))
-    count = data.draw(st.integers(1, sectors - first))
-    offset, length = chunk * layout.chunk_bytes + first * 512, count * 512
+    offset, length = _draw_write_inside_one_chunk(layout, data)
     lo, hi = layout.parity_write_span(offset, length)
     assert hi - lo == length
     held = data.draw(st.frozensets(st.integers(0, n_disks - 1)))
@@ -291,5 +292,5 @@ def test_the_span_of_a_write_holds_every_member_io_of_its_plans(n_disks, chunk_k
             plan = layout.write_plan(offset, length, failed, cached=cached)
             for rng in (*plan.reads, *plan.writes, *plan.skipped):
                 assert (rng.disk_offset, rng.disk_offset + rng.length) == (lo, hi)
-    if first > 0:
-        assert layout.parity_write_span(offset - 512, length + sectors * 512) is None
+    if offset % layout.chunk_bytes:
+        assert layout.parity_write_span(offset - 512, length + layout.chunk_bytes) is None
