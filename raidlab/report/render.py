@@ -121,6 +121,17 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
                             "daemon on the host (the engine; md's arrays run in the guest), and the drives' "
                             "busy seconds (the emulated mechanisms' service time)."))
         blocks.append(("table", (timing.TIME_COLUMNS, time_rows)))
+    speed_rows = timing.speed_rows(results.runs)
+    if speed_rows:
+        blocks.append(("h2", "Machine speed"))
+        blocks.append(("p", "Each run timed two fixed loops just before its workload (raidlab.runners.speed): "
+                            "a shell loop where the workload runs (in the lab VM's guest, under TCG) and a "
+                            "Python loop on the host, in µs per iteration (lower is faster), beside the lab "
+                            "VM's boot time. A benchmark bound by the guest's CPU slows down with them; the "
+                            "emulated drives do not."))
+        for flag in timing.speed_flags(results.runs):
+            blocks.append(("p", f"**{flag}**"))
+        blocks.append(("table", (timing.SPEED_COLUMNS, speed_rows)))
     cache_rows = timing.cache_rows(results.runs, scn)
     if cache_rows:
         blocks.append(("h2", "Cache counters"))

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+from raidlab.runners import speed as speedmod
 
 TIME_COLUMNS = ["case", "arch", "runs", "wall s", "guest CPU s", "engine CPU s", "busiest drive",
                 "its busy s", "all drives busy s"]
+SPEED_COLUMNS = ["run", "started", "host µs/loop", "runner µs/loop", "lab VM boot s"]
 CACHE_COLUMNS = ["case", "arch", "runs", "cache-disk block hits", "cache-disk reads per hit",
                  "destages: idle / background / forced", "forced share", "MiB destaged",
                  "cold start drained MiB"]
@@ -172,3 +176,37 @@ def cache_rows(runs: list[dict], scenario: Any) -> list[list[str]]:
                      " / ".join(_fmt(m(k), 0) or "-" for k in ("idle", "background", "forced")),
                      _fmt(share, 3), _fmt(mib(m("destaged"))), _fmt(mib(m("drained")))])
     return rows
+
+
+def _speed(run: dict[str, Any], key: str) -> float | None:
+    value = (run.get("speed") or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def speed_rows(runs: list[dict]) -> list[list[str]]:
+    """One row per run that succeeded, in the order they started: SPEED_COLUMNS. Empty when
+    no run kept a speed record (documents older than the probe)."""
+    mine = sorted((r for r in runs if r.get("status") == "ok"), key=lambda r: str(r.get("started")))
+    if not any(r.get("speed") for r in mine):
+        return []
+    return [[Path(str(r.get("_file", ""))).stem or f"{r.get('arch')}/{r.get('case')}", str(r.get("started") or ""),
+             _fmt(_speed(r, "host_us_per_loop"), 3), _fmt(_speed(r, "runner_us_per_loop"), 2),
+             _fmt((r.get("vm") or {}).get("boot_seconds"), 1)] for r in mine]
+
+
+def speed_flags(runs: list[dict]) -> list[str]:
+    """A sentence per probe whose slowest run took more than speedmod.SPREAD_FLAG times the
+    fastest: the runs of this directory did not all get the same machine."""
+    mine = [r for r in runs if r.get("status") == "ok"]
+    out = []
+    for key, what in (("runner_us_per_loop", "the shell loop where the workload ran (the lab VM's guest "
+                                             "under TCG, or this host)"),
+                      ("host_us_per_loop", "the Python loop on the host")):
+        found = speedmod.spread([_speed(r, key) for r in mine])
+        if found is not None and found[2] > speedmod.SPREAD_FLAG:
+            slow, fast, ratio = found
+            out.append(f"The machine's speed changed between these runs: {what} took {fast:.3g} to "
+                       f"{slow:.3g} µs per iteration ({ratio:.2f}x, above {speedmod.SPREAD_FLAG}x). "
+                       f"Metrics bound by that CPU are not comparable across these runs; drive-bound "
+                       f"ones are.")
+    return out

@@ -40,6 +40,7 @@ from raidlab.errors import RaidlabError
 from raidlab.lab import Lab, labs_dir, process_start_time, same_process
 from raidlab.lab.proc import boot_id
 from raidlab.signals import deferred_signals
+from raidlab.runners import speed
 from raidlab.runners.session import open_session
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, PlannedRun, Scenario
 from raidlab.service import control
@@ -227,6 +228,9 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
     with contextlib.ExitStack() as dirs, scratch_array(run.arch, runner, home=home, status=status,
                                                         vm_available_mib=scenario.vm_available_mib) as (lab, ready):
         session = open_session(lab)
+        close = getattr(session, "close", None)
+        if close:  # a native session's scratch directory goes even when umount fails
+            dirs.callback(close)
         mountpoint: str | None = None
         mounted = False
         mount_tried = False  # an interrupt may land after the kernel mounted, before exec returned
@@ -272,6 +276,9 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             # The array's account before the workload (after mkfs, the settle and the mount):
             # subtracted from the one after umount, it leaves what the workload itself did
             # (md's initial resync, mkfs, the settle and the mount are in both).
+            # How fast the machine is now, where the workload is about to run (raidlab.runners.speed).
+            status("speed probe")
+            speed_record = speed.probe(session)
             status_before = _array_status(lab, "before the workload")
             status(f"{scenario.workload} running")
             result = workload.run(session, mountpoint, dict(run.case.params),
@@ -288,9 +295,6 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                         setup.append(umount.as_record())
                     if umount.rc != 0:  # the array is destroyed next; a lazy umount lets it go
                         session.exec(["umount", "-l", mountpoint], timeout=60, check=False)
-            close = getattr(session, "close", None)
-            if close:
-                close()
         # The array's own account of the run (member I/O, cache hits and destages, mdstat),
         # after umount so the filesystem's last writes are in it: what explains a result.
         array_status = _array_status(lab, "after the run")
@@ -301,6 +305,7 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
     result["cold_start"] = cold_start
     result["mount_options"] = mount_options if mounted else None
     result["runner_kernel"] = runner_kernel
+    result["speed"] = speed_record
     result["array"] = {k: ready.get(k) for k in ("arch", "capacity", "state", "device", "guest_device")
                        if k in ready}
     if ready.get("vm"):  # the lab VM: its RAM and what was free for page cache before the run

@@ -15,7 +15,7 @@ from raidlab import scenarios
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_vcraid
 from raidlab.engine.virtual import run_virtual
-from raidlab.runners import live
+from raidlab.runners import live, speed
 from raidlab.service.daemon import Daemon
 from raidlab.service.hosts.cache import CacheHost
 from raidlab.service.hosts.md import MdHost
@@ -120,6 +120,9 @@ class _Session:
 
     def exec(self, argv, *, timeout, stdin=None, check=True):
         argv = [str(a) for a in argv]
+        if argv[:3] == ["sh", "-c", speed.RUNNER_SCRIPT]:  # the speed probe: 0.5 s of the guest's clock
+            self.recorder.steps.append("speed")
+            return CommandResult(argv, 0, b"10.00 10.50\n", b"", 0.6)
         if argv[0] != "uname":
             self.recorder.steps.append(argv[-1] if argv[:2] == ["sh", "-c"] else argv[0])
         return CommandResult(argv, 0, b"6.1\n", b"", 0.01)
@@ -158,16 +161,20 @@ def test_run_case_unmounts_settles_drops_the_page_cache_and_mounts_again_before_
     doc = _run("")
     assert recorded.steps == ["mkfs.ext4", "mkdir", "mount", "umount", "settle", "sync", live.DROP_CACHES,
                               "mount",
-                              "status", "workload", "umount", "status"]
+                              "speed", "status", "workload", "umount", "status"]
     assert doc["cold_start"]["drained_bytes"] == 12345 and doc["cold_start"]["seconds"] == 0.5
     assert "drop_caches_seconds" in doc["cold_start"]
+    # the speed probe ran before the workload: 0.5 s of the guest's clock over the VM's loop count
+    assert doc["speed"]["runner"] == "vm" and doc["speed"]["runner_loops"] == speed.RUNNER_LOOPS["vm"]
+    assert doc["speed"]["runner_us_per_loop"] == round(0.5 / speed.RUNNER_LOOPS["vm"] * 1e6, 3)
+    assert doc["speed"]["host_us_per_loop"] > 0
     assert [c["argv"][0] for c in doc["setup_commands"]] == ["mkfs.ext4", "mkdir", "mount", "umount", "sync",
                                                              "sh", "mount", "umount"]
 
 
 def test_cold_start_false_keeps_mkfs_mount_workload(recorded):
     doc = _run("cold_start = false")
-    assert recorded.steps == ["mkfs.ext4", "mkdir", "mount", "status", "workload", "umount", "status"]
+    assert recorded.steps == ["mkfs.ext4", "mkdir", "mount", "speed", "status", "workload", "umount", "status"]
     assert doc["cold_start"] is None
 
 
