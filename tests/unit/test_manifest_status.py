@@ -1,6 +1,7 @@
 """A report believes a manifest's "running" only while the process that wrote it runs.
 
-Session 4's Fig. 8 run was SIGKILLed; its manifest kept "running" and the report printed that.
+A run that is SIGKILLed cannot close its manifest, which keeps "running"; the report must not
+print that as if the run went on.
 Real processes stand in for the writer: a live one, one that has exited, and a live one whose
 start time is not the recorded one (the pid reused by another process).
 """
