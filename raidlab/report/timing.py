@@ -25,7 +25,9 @@ from raidlab.runners import speed as speedmod
 
 TIME_COLUMNS = ["case", "arch", "runs", "wall s", "guest CPU s", "engine CPU s", "busiest drive",
                 "its busy s", "all drives busy s"]
-SPEED_COLUMNS = ["run", "started", "host µs/loop", "runner µs/loop", "lab VM boot s"]
+# A run during which the hypervisor took more than this share of the host's CPU time is named.
+STEAL_FLAG = 0.10
+SPEED_COLUMNS = ["run", "started", "host µs/loop", "runner µs/loop", "host steal %", "lab VM boot s"]
 CACHE_COLUMNS = ["case", "arch", "runs", "cache-disk block hits", "cache-disk reads per hit",
                  "destages: idle / background / forced", "forced share", "MiB destaged",
                  "cold start drained MiB"]
@@ -191,6 +193,7 @@ def speed_rows(runs: list[dict]) -> list[list[str]]:
         return []
     return [[Path(str(r.get("_file", ""))).stem or f"{r.get('arch')}/{r.get('case')}", str(r.get("started") or ""),
              _fmt(_speed(r, "host_us_per_loop"), 3), _fmt(_speed(r, "runner_us_per_loop"), 2),
+             _fmt(None if _speed(r, "host_steal_share") is None else 100 * _speed(r, "host_steal_share"), 1),
              _fmt((r.get("vm") or {}).get("boot_seconds"), 1)] for r in mine]
 
 
@@ -209,4 +212,9 @@ def speed_flags(runs: list[dict]) -> list[str]:
                        f"{slow:.3g} µs per iteration ({ratio:.2f}x, above {speedmod.SPREAD_FLAG}x). "
                        f"Metrics bound by that CPU are not comparable across these runs; drive-bound "
                        f"ones are.")
+    stolen = [(Path(str(r.get("_file", ""))).stem, _speed(r, "host_steal_share")) for r in mine]
+    stolen = [(name, share) for name, share in stolen if share is not None and share > STEAL_FLAG]
+    if stolen:
+        out.append(f"The hypervisor under this host took more than {STEAL_FLAG:.0%} of its CPU time during "
+                   f"{len(stolen)} run(s): " + ", ".join(f"{name} {share:.0%}" for name, share in stolen) + ".")
     return out

@@ -283,6 +283,7 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             status(f"{scenario.workload} running")
             result = workload.run(session, mountpoint, dict(run.case.params),
                                   progress=status)  # the step line names the workload already
+            speed_record = speed.finish(speed_record)
         finally:
             # Interrupted in the lab VM, this umount re-raises the interrupt at once instead of
             # queueing behind the guest's running command (raidlab.runners.session.DaemonSession);

@@ -13,11 +13,18 @@ Each live run records, after the cold start, just before the workload:
 * `runner_us_per_loop`: a fixed busybox/POSIX shell loop where the workload runs (the
   guest under TCG, or the host for the native runner), timed inside that shell from
   /proc/uptime, so the lab VM's command round trip is not in it; microseconds per
-  iteration. /proc/uptime counts in 10 ms, so the loop is long enough (at least about
-  0.2 s) for that to stay within a few percent.
+  iteration, the best of three. /proc/uptime counts in 10 ms, so the loop is long enough
+  (at least about 0.2 s) for that to stay within a few percent.
 
-The report compares them across the runs of a directory (raidlab.report.timing) and flags
-a spread above SPREAD_FLAG: the runs did not all get the same machine.
+Both are a snapshot of a second or two. On a virtual machine whose hypervisor shares the
+cores with other guests, the speed can change within minutes, so after the workload the
+run also records `host_steal_share`: the share of the host's CPU time, over the whole
+workload, that the hypervisor gave to others (the `steal` column of /proc/stat; 0 on bare
+metal).
+
+The report compares them across the runs of a directory (raidlab.report.timing): it flags
+a spread above SPREAD_FLAG (the runs did not all get the same machine) and names the runs
+that lost more than a tenth of the host's CPU time to steal.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 
 HOST_LOOPS = 200_000
 HOST_REPEATS = 3
+RUNNER_REPEATS = 3
 # The guest's shell under TCG runs the loop about 10-30x slower than the host's.
 RUNNER_LOOPS = {"vm": 20_000, "native": 200_000}
 RUNNER_SCRIPT = ('read a _ < /proc/uptime; i=0; while [ "$i" -lt "$1" ]; do i=$((i+1)); done; '
@@ -63,15 +71,44 @@ def runner_us_per_loop(session, loops: int) -> float | None:
 
 
 def probe(session) -> dict[str, Any]:
-    """The run's speed record: both loops, with the loop counts they were measured over."""
+    """The run's speed record: both loops, with the loop counts they were measured over, and
+    the host's CPU counters to measure steal against (steal_share, after the workload)."""
     loops = RUNNER_LOOPS.get(session.runner, RUNNER_LOOPS["native"])
+    runner = [t for t in (runner_us_per_loop(session, loops) for _ in range(RUNNER_REPEATS)) if t is not None]
     return {
         "host_us_per_loop": round(host_us_per_loop(), 4),
         "host_loops": HOST_LOOPS,
-        "runner_us_per_loop": _round(runner_us_per_loop(session, loops)),
+        "runner_us_per_loop": _round(min(runner) if runner else None),
         "runner_loops": loops,
         "runner": session.runner,
+        "host_cpu_ticks": host_cpu_ticks(),
     }
+
+
+def host_cpu_ticks() -> tuple[int, int] | None:
+    """(steal, all) clock ticks of the host's CPUs since boot, from /proc/stat; None where
+    it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    return (ticks[7] if len(ticks) > 7 else 0), sum(ticks)
+
+
+def finish(record: dict[str, Any]) -> dict[str, Any]:
+    """The record after the workload: `host_steal_share` over the workload in place of the
+    counters taken before it."""
+    out = dict(record)
+    before, after = out.pop("host_cpu_ticks", None), host_cpu_ticks()
+    share = None
+    if before and after and after[1] > before[1]:
+        share = round((after[0] - before[0]) / (after[1] - before[1]), 4)
+    out["host_steal_share"] = share
+    return out
 
 
 def _round(x: float | None) -> float | None:

@@ -73,16 +73,17 @@ def test_an_engine_array_s_drives_are_read_from_its_members():
     assert row[6:] == ["d1", "8.0", "11.0"]
 
 
-def _probed(started, runner_us, host_us=0.05, status="ok", boot=6.0):
+def _probed(started, runner_us, host_us=0.05, status="ok", boot=6.0, steal=0.01):
     return {"arch": "scd", "case": "c", "status": status, "started": started, "_file": f"/r/runs/scd--c--{started}.json",
-            "speed": {"runner_us_per_loop": runner_us, "host_us_per_loop": host_us}, "vm": {"boot_seconds": boot}}
+            "speed": {"runner_us_per_loop": runner_us, "host_us_per_loop": host_us, "host_steal_share": steal},
+            "vm": {"boot_seconds": boot}}
 
 
 def test_speed_rows_list_each_ok_run_in_the_order_it_started():
     runs = [_probed("2026-01-02", 40.0), _probed("2026-01-01", 20.0), _probed("2026-01-03", 99.0, status="failed")]
     rows = timing.speed_rows(runs)
     assert [r[0] for r in rows] == ["scd--c--2026-01-01", "scd--c--2026-01-02"]
-    assert rows[0][2:] == ["0.050", "20.00", "6.0"]
+    assert rows[0][2:] == ["0.050", "20.00", "1.0", "6.0"]
 
 
 def test_documents_without_a_speed_record_give_no_speed_table():
@@ -96,3 +97,8 @@ def test_a_spread_above_the_flag_is_named_and_one_within_it_is_not():
     # a failed run's probe does not count, nor does a missing one
     assert timing.speed_flags([_probed("a", 20.0), _probed("b", 80.0, status="failed"),
                                run("scd", 1.0, None, None)]) == []
+
+
+def test_a_run_with_much_steal_is_named():
+    (flag,) = timing.speed_flags([_probed("a", 20.0, steal=0.02), _probed("b", 21.0, steal=0.3)])
+    assert "scd--c--b 30%" in flag and "scd--c--a" not in flag

@@ -20,6 +20,11 @@ def test_the_runner_loop_runs_in_the_session_s_shell_and_reads_its_clock(tmp_pat
     assert record["runner"] == "native" and record["runner_loops"] == speed.RUNNER_LOOPS["native"]
     assert record["runner_us_per_loop"] is not None and record["runner_us_per_loop"] > 0
     assert record["host_us_per_loop"] > 0 and record["host_loops"] == speed.HOST_LOOPS
+    steal, total = record["host_cpu_ticks"]
+    assert 0 <= steal <= total
+    done = speed.finish(record)
+    share = done["host_steal_share"]  # None when no clock tick passed between the two readings
+    assert "host_cpu_ticks" not in done and (share is None or 0 <= share <= 1)
 
 
 class _Answering:
@@ -31,6 +36,24 @@ class _Answering:
     def exec(self, argv, *, timeout, stdin=None, check=True):
         self.argv = argv
         return CommandResult(argv, self.rc, self.stdout, b"", 0.1)
+
+
+def test_the_best_of_the_runner_s_loops_is_kept():
+    class Varying(_Answering):
+        answers = iter([b"0.00 2.00\n", b"0.00 1.00\n", b"garbled\n"])
+
+        def exec(self, argv, *, timeout, stdin=None, check=True):
+            return CommandResult(argv, 0, next(self.answers), b"", 0.1)
+
+    record = speed.probe(Varying(b""))
+    assert record["runner_us_per_loop"] == round(1.0 / speed.RUNNER_LOOPS["vm"] * 1e6, 3)
+
+
+def test_steal_is_the_share_of_the_host_s_ticks_between_the_two_readings(monkeypatch):
+    readings = iter([(100, 1_000), (150, 1_500)])
+    monkeypatch.setattr(speed, "host_cpu_ticks", lambda: next(readings))
+    record = {"host_cpu_ticks": speed.host_cpu_ticks(), "runner": "vm"}
+    assert speed.finish(record) == {"runner": "vm", "host_steal_share": 0.1}  # 50 of 500 ticks
 
 
 def test_the_loop_time_is_the_difference_of_the_two_uptimes():

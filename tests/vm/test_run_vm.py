@@ -138,7 +138,7 @@ def test_md_and_vcraid_scenario_runs_in_the_vm_and_reports(vm_run, raidlab_cmd):
         assert drop and drop[0]["rc"] == 0 and "drop_caches" in drop[0]["argv"][2]
         # the machine's speed, timed in the guest's own shell and on the host before the workload
         assert doc["speed"]["runner"] == "vm" and doc["speed"]["runner_us_per_loop"] > 0
-        assert doc["speed"]["host_us_per_loop"] > 0
+        assert doc["speed"]["host_us_per_loop"] > 0 and 0 <= doc["speed"]["host_steal_share"] <= 1
     # the arrays' own accounts: md's state from the guest, VC-RAID's log from the engine
     md_status = json.loads((out / "runs" / "raid5--tiny--r1.json").read_text())["array_status"]
     scd_status = json.loads((out / "runs" / "scd--tiny--r1.json").read_text())["array_status"]
