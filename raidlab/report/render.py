@@ -126,9 +126,10 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("h2", "Machine speed"))
         blocks.append(("p", "Each run timed two fixed loops just before its workload (raidlab.runners.speed): "
                             "a shell loop where the workload runs (in the lab VM's guest, under TCG) and a "
-                            "Python loop on the host, in µs per iteration (lower is faster), beside the lab "
-                            "VM's boot time. A benchmark bound by the guest's CPU slows down with them; the "
-                            "emulated drives do not."))
+                            "Python loop on the host, in µs per iteration (lower is faster); the share of "
+                            "the host's CPU time the hypervisor gave to others during the workload (steal); "
+                            "and the lab VM's boot time. A benchmark bound by the guest's CPU slows down with "
+                            "them; the emulated drives do not."))
         for flag in timing.speed_flags(results.runs):
             blocks.append(("p", f"**{flag}**"))
         blocks.append(("table", (timing.SPEED_COLUMNS, speed_rows)))

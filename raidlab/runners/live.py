@@ -273,12 +273,12 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
                 cold_start = _settle(lab, session, setup, status)
                 if formatted:
                     mount()
-            # The array's account before the workload (after mkfs, the settle and the mount):
-            # subtracted from the one after umount, it leaves what the workload itself did
-            # (md's initial resync, mkfs, the settle and the mount are in both).
             # How fast the machine is now, where the workload is about to run (raidlab.runners.speed).
             status("speed probe")
             speed_record = speed.probe(session)
+            # The array's account before the workload (after mkfs, the settle and the mount):
+            # subtracted from the one after umount, it leaves what the workload itself did
+            # (md's initial resync, mkfs, the settle and the mount are in both).
             status_before = _array_status(lab, "before the workload")
             status(f"{scenario.workload} running")
             result = workload.run(session, mountpoint, dict(run.case.params),
