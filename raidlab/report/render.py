@@ -111,38 +111,28 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         else:
             blocks.append(("p", f"No run reported {metric}."))
 
-    time_rows = timing.time_rows(results.runs, scn)
-    if time_rows:
-        blocks.append(("h2", "Where the time went"))
-        blocks.append(("p", "Per run, means over the repetitions that succeeded: the wall time of the run "
-                            "(array made, file system made, workload, destroyed), and what the workload "
-                            "itself cost (the array's account after the run minus before the workload): CPU "
-                            "seconds of the lab VM's emulator (the guest, under TCG) and of the array's "
-                            "daemon on the host (the engine; md's arrays run in the guest), and the drives' "
-                            "busy seconds (the emulated mechanisms' service time)."))
-        blocks.append(("table", (timing.TIME_COLUMNS, time_rows)))
-    speed_rows = timing.speed_rows(results.runs)
-    if speed_rows:
-        blocks.append(("h2", "Machine speed"))
-        blocks.append(("p", "Each run timed two fixed loops just before its workload (raidlab.runners.speed): "
-                            "a shell loop where the workload runs (in the lab VM's guest, under TCG) and a "
-                            "Python loop on the host, in µs per iteration (lower is faster); the share of "
-                            "the host's CPU time the hypervisor gave to others during the workload (steal); "
-                            "and the lab VM's boot time. A benchmark bound by the guest's CPU slows down with "
-                            "them; the emulated drives do not."))
-        for flag in timing.speed_flags(results.runs):
-            blocks.append(("p", f"**{flag}**"))
-        blocks.append(("table", (timing.SPEED_COLUMNS, speed_rows)))
-    cache_rows = timing.cache_rows(results.runs, scn)
-    if cache_rows:
-        blocks.append(("h2", "Cache counters"))
-        blocks.append(("p", "VC-RAID's and DCD's own account of the workload (after minus before): block hits "
-                            "on a cache disk and the cache-disk reads they took (runs consecutive in the log "
-                            "are read in one I/O), the destages of the log to the array by what started them "
-                            "(an idle period, a background batch once the log reached its high watermark, or "
-                            "forced in the write path for want of room) and the share forced, and what the "
-                            "cold start drained home after mkfs, before the workload."))
-        blocks.append(("table", (timing.CACHE_COLUMNS, cache_rows)))
+    _table_section(blocks, "Where the time went", timing.TIME_COLUMNS, timing.time_rows(results.runs, scn),
+                   "Per run, means over the repetitions that succeeded: the wall time of the run "
+                   "(array made, file system made, workload, destroyed), and what the workload "
+                   "itself cost (the array's account after the run minus before the workload): CPU "
+                   "seconds of the lab VM's emulator (the guest, under TCG) and of the array's "
+                   "daemon on the host (the engine; md's arrays run in the guest), and the drives' "
+                   "busy seconds (the emulated mechanisms' service time).")
+    _table_section(blocks, "Machine speed", timing.SPEED_COLUMNS, timing.speed_rows(results.runs),
+                   "Each run timed two fixed loops just before its workload (raidlab.runners.speed): "
+                   "a shell loop where the workload runs (in the lab VM's guest, under TCG) and a "
+                   "Python loop on the host, in µs per iteration (lower is faster); the share of "
+                   "the host's CPU time the hypervisor gave to others during the workload (steal); "
+                   "and the lab VM's boot time. A benchmark bound by the guest's CPU slows down with "
+                   "them; the emulated drives do not.",
+                   flags=timing.speed_flags(results.runs))
+    _table_section(blocks, "Cache counters", timing.CACHE_COLUMNS, timing.cache_rows(results.runs, scn),
+                   "VC-RAID's and DCD's own account of the workload (after minus before): block hits "
+                   "on a cache disk and the cache-disk reads they took (runs consecutive in the log "
+                   "are read in one I/O), the destages of the log to the array by what started them "
+                   "(an idle period, a background batch once the log reached its high watermark, or "
+                   "forced in the write path for want of room) and the share forced, and what the "
+                   "cold start drained home after mkfs, before the workload.")
 
     blocks.append(("h2", "Architectures"))
     blocks.append(("table", (["label", "arch", "disks", "model", "disk size", "chunk", "drives and bus", "options"],
@@ -160,6 +150,17 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("p", f"{len(missing)} planned runs have no result (interrupted before they ran): "
                             + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")))
     return blocks
+
+
+def _table_section(blocks: list, title: str, columns: list[str], rows: list[list[str]], text: str,
+                   flags: list[str] = ()) -> None:
+    """A titled table with what it shows and any flags in bold; nothing when there are no rows."""
+    if not rows:
+        return
+    blocks.append(("h2", title))
+    blocks.append(("p", text))
+    blocks += [("p", f"**{flag}**") for flag in flags]
+    blocks.append(("table", (columns, rows)))
 
 
 def _control_blocks(scn, rows: list[controlmod.ControlRow]) -> list[tuple[str, Any]]:

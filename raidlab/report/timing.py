@@ -181,8 +181,11 @@ def cache_rows(runs: list[dict], scenario: Any) -> list[list[str]]:
 
 
 def _speed(run: dict[str, Any], key: str) -> float | None:
-    value = (run.get("speed") or {}).get(key)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return _counter(run.get("speed") or {}, key)
+
+
+def _run_name(run: dict[str, Any]) -> str:
+    return Path(str(run.get("_file", ""))).stem or f"{run.get('arch')}/{run.get('case')}"
 
 
 def speed_rows(runs: list[dict]) -> list[list[str]]:
@@ -191,15 +194,19 @@ def speed_rows(runs: list[dict]) -> list[list[str]]:
     mine = sorted((r for r in runs if r.get("status") == "ok"), key=lambda r: str(r.get("started")))
     if not any(r.get("speed") for r in mine):
         return []
-    return [[Path(str(r.get("_file", ""))).stem or f"{r.get('arch')}/{r.get('case')}", str(r.get("started") or ""),
-             _fmt(_speed(r, "host_us_per_loop"), 3), _fmt(_speed(r, "runner_us_per_loop"), 2),
-             _fmt(None if _speed(r, "host_steal_share") is None else 100 * _speed(r, "host_steal_share"), 1),
-             _fmt((r.get("vm") or {}).get("boot_seconds"), 1)] for r in mine]
+    rows = []
+    for r in mine:
+        steal = _speed(r, "host_steal_share")
+        rows.append([_run_name(r), str(r.get("started") or ""), _fmt(_speed(r, "host_us_per_loop"), 3),
+                     _fmt(_speed(r, "runner_us_per_loop"), 2), _fmt(None if steal is None else 100 * steal, 1),
+                     _fmt((r.get("vm") or {}).get("boot_seconds"), 1)])
+    return rows
 
 
 def speed_flags(runs: list[dict]) -> list[str]:
     """A sentence per probe whose slowest run took more than speedmod.SPREAD_FLAG times the
-    fastest: the runs of this directory did not all get the same machine."""
+    fastest (the runs of this directory did not all get the same machine), and one naming the
+    runs that lost more than STEAL_FLAG of the host's CPU time to steal."""
     mine = [r for r in runs if r.get("status") == "ok"]
     out = []
     for key, what in (("runner_us_per_loop", "the shell loop where the workload ran (the lab VM's guest "
@@ -212,8 +219,8 @@ def speed_flags(runs: list[dict]) -> list[str]:
                        f"{slow:.3g} µs per iteration ({ratio:.2f}x, above {speedmod.SPREAD_FLAG}x). "
                        f"Metrics bound by that CPU are not comparable across these runs; drive-bound "
                        f"ones are.")
-    stolen = [(Path(str(r.get("_file", ""))).stem, _speed(r, "host_steal_share")) for r in mine]
-    stolen = [(name, share) for name, share in stolen if share is not None and share > STEAL_FLAG]
+    stolen = [(_run_name(r), share) for r in mine
+              if (share := _speed(r, "host_steal_share")) is not None and share > STEAL_FLAG]
     if stolen:
         out.append(f"The hypervisor under this host took more than {STEAL_FLAG:.0%} of its CPU time during "
                    f"{len(stolen)} run(s): " + ", ".join(f"{name} {share:.0%}" for name, share in stolen) + ".")
