@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,7 +42,7 @@ from raidlab.lab import Lab, labs_dir, process_start_time, same_process
 from raidlab.lab.proc import boot_id
 from raidlab.signals import deferred_signals
 from raidlab.runners import speed
-from raidlab.runners.session import open_session
+from raidlab.runners.session import SCRATCH_PREFIX, open_session
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, PlannedRun, Scenario
 from raidlab.service import control
 from raidlab.service.spec import SPEC_FILE, ArraySpec
@@ -121,13 +122,24 @@ def scratch_cluster(entry: ArchEntry, *, home: str | None,
 OWNER_FILE = "run-owner.json"
 
 
-def _claim_scratch(lab, *, mountpoint: str | None = None) -> None:
-    """Record this process as the owner of scratch array `lab` (and the host directory its
-    file system is mounted on, natively)."""
+# The host directories a native run makes beside its array, kept in its owner record.
+OWNER_DIRS = ("mountpoint", "scratch")
+
+
+def _claim_scratch(lab, **host_dirs: str) -> None:
+    """Record this process as the owner of scratch array `lab`, with the host directories a
+    native run made for it (OWNER_DIRS: the mount point of its file system, the session's
+    scratch directory); a later call adds to the directories recorded before."""
     pid = os.getpid()
-    (lab.path / OWNER_FILE).write_text(json.dumps(
-        {"pid": pid, "start_time": process_start_time(pid), "boot_id": boot_id(),
-         "mountpoint": mountpoint}) + "\n")
+    path = lab.path / OWNER_FILE
+    dirs: dict[str, str] = {}
+    with contextlib.suppress(OSError, ValueError):
+        before = json.loads(path.read_text())
+        if before.get("pid") == pid:
+            dirs = {key: before[key] for key in OWNER_DIRS if before.get(key)}
+    dirs.update(host_dirs)
+    path.write_text(json.dumps({"pid": pid, "start_time": process_start_time(pid), "boot_id": boot_id(),
+                                **dirs}) + "\n")
 
 
 def abandoned_owner(lab_path: Path) -> dict[str, Any] | None:
@@ -165,6 +177,8 @@ def remove_abandoned_scratch(lab) -> str | None:
         _destroy_scratch(lab)  # unmounts what is on the array, lazily; stops a cluster's daemon
     if owner.get("mountpoint"):
         _rmdir_quietly(str(owner["mountpoint"]))
+    if owner.get("scratch"):
+        _remove_session_scratch(str(owner["scratch"]))
     return f"destroyed scratch {what} {lab.name} left by a killed `raidlab run` (pid {owner['pid']})"
 
 
@@ -207,6 +221,20 @@ def _rmdir_quietly(path: str) -> None:
         os.rmdir(path)
 
 
+def _remove_session_scratch(path: str) -> None:
+    """Remove the scratch directory of a killed run's native session (its workload's files,
+    e.g. the tar an untar reads), only if it is one (tempfile's name for it) and nothing is
+    mounted at or below it."""
+    real = os.path.realpath(path)
+    if not os.path.basename(real).startswith(SCRATCH_PREFIX):
+        return
+    with contextlib.suppress(OSError):
+        mounted = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+        if any(m == real or m.startswith(real + "/") for m in mounted):
+            return
+        shutil.rmtree(real)
+
+
 def _array_status(lab, when: str) -> dict[str, Any]:
     """The daemon's status of the lab's array; a result stands without it, so a failure is
     recorded with its reason instead of raised."""
@@ -231,6 +259,8 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
         close = getattr(session, "close", None)
         if close:  # a native session's scratch directory goes even when umount fails
             dirs.callback(close)
+        if session.runner == "native":  # and after a SIGKILL, with whoever cleans up
+            _claim_scratch(lab, scratch=session.scratch)
         mountpoint: str | None = None
         mounted = False
         mount_tried = False  # an interrupt may land after the kernel mounted, before exec returned

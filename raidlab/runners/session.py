@@ -63,6 +63,9 @@ def _result(argv: list[str], rc: int, stdout: bytes, stderr: bytes, seconds: flo
     return result.check() if check else result
 
 
+SCRATCH_PREFIX = "raidlab-scratch-"  # a native session's own temp directory
+
+
 class NativeSession:
     """Commands on this host. `scratch` defaults to a private temp directory (removed by close)."""
 
@@ -71,7 +74,7 @@ class NativeSession:
     def __init__(self, device: str, scratch: str | os.PathLike | None = None):
         self.device = device
         self._own_scratch = scratch is None
-        self.scratch = str(scratch) if scratch is not None else tempfile.mkdtemp(prefix="raidlab-scratch-")
+        self.scratch = str(scratch) if scratch is not None else tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
 
     def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
              check: bool = True) -> CommandResult:

@@ -420,7 +420,8 @@ def test_a_case_can_run_on_ext2(tmp_path, raidlab_cmd, runner):
 def test_sigkilled_run_leaves_an_array_the_next_run_or_lab_cleanup_destroys(tmp_path, raidlab_cmd, how):
     """SIGKILL (or a lost session) gives `raidlab run` no chance to destroy its scratch array:
     the daemon, its loops, the mounted ext4 and the member images stay. The next `raidlab run`
-    under the same home, or `raidlab lab cleanup NAME`, destroys them."""
+    under the same home, or `raidlab lab cleanup NAME`, destroys them, and the host
+    directories the run made for them."""
     scenario = _scenario(tmp_path, repeat=1, files=2000, transactions=400000, tiny=False)
     home, results = tmp_path / "home", tmp_path / "results"
     proc = subprocess.Popen(raidlab_cmd + ["run", str(scenario), "--only", "raid0", "--home", str(home),
@@ -441,6 +442,8 @@ def test_sigkilled_run_leaves_an_array_the_next_run_or_lab_cleanup_destroys(tmp_
     assert len(labs) == 1 and (labs[0] / "run-owner.json").exists()
     assert loops_of(home) and _workload_mounts(home) == seen  # left behind, really
     assert any((labs[0] / "images").iterdir())  # the member images
+    scratch = Path(json.loads((labs[0] / "run-owner.json").read_text())["scratch"])
+    assert scratch.is_dir()  # the native session's own scratch directory
     if how == "next run":
         (tmp_path / "again").mkdir()
         small = _scenario(tmp_path / "again", repeat=1, files=100, transactions=200, tiny=False)
@@ -457,6 +460,7 @@ def test_sigkilled_run_leaves_an_array_the_next_run_or_lab_cleanup_destroys(tmp_
         said = again.stdout
     assert f"destroyed scratch array {labs[0].name} left by a killed `raidlab run` (pid {proc.pid})" in \
         " ".join(said.split())
+    assert not scratch.exists()
     _no_leftovers(home, seen)
 
 
