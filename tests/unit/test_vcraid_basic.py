@@ -321,6 +321,33 @@ def test_a_filling_log_is_destaged_in_background_batches_before_the_write_path_m
         assert s["level2_watermark_batches"] == 0 and s["level2_forced"] > 0
 
 
+def test_mcd_drains_both_cache_disks_together_once_they_cross_the_high_watermark():
+    """Level 1 fills mcd's two logs in turn, so they cross the high watermark together. The
+    background batches then go to the fuller of them each time: both drain, and the write
+    path does not have to destage the log that waited while the other went to empty."""
+    members = [EmulatedDisk(f"d{i}", "maxtor-91020d6", MemoryBackend(8 * MiB)) for i in range(4)]
+    caches = [EmulatedDisk(f"c{i}", "maxtor-91020d6", MemoryBackend(DEFAULT_LOG_START + 1536 * KiB))
+              for i in range(2)]
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, config="mcd", ram_buffer=64 * KiB,
+                                 idle_threshold=10.0, high_watermark=0.6, destage_batch=256 * KiB)
+        vc.start(nursery)
+        for i in range(1200):  # 4.7 MB of 4 KiB writes without a pause: no idle period comes
+            await vc.write((i * 37 % 1900) * 4 * KiB, pattern(i, 4 * KiB))
+        await vc.flush()
+        for i in range(1200):
+            if i * 37 % 1900 not in {j * 37 % 1900 for j in range(i + 1, 1200)}:
+                assert await vc.read((i * 37 % 1900) * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+        return vc.statistics(), vc.timeline
+
+    s, timeline = run(body, members + caches)
+    assert s["idle_periods_found"] == 0
+    assert {detail["disk"] for _t, event, detail in timeline if event == "watermark"} == {0, 1}
+    assert s["level2_watermark_batches"] >= 4
+    assert s["level2_forced"] == 0
+
+
 @pytest.mark.parametrize("ram_buffer", [64 * KiB, 512 * KiB])
 def test_level1_goes_before_background_batches_while_the_log_has_room(ram_buffer):
     """VC-RAID §3.3.3: level 1 has priority over level 2 and, once started, empties the RAM

@@ -30,7 +30,8 @@ and "once [it] starts, it continues until the cache disk becomes empty"): when a
 `high_watermark` full (a fraction of its capacity; 1.0 or more: never), it is destaged in
 batches of `destage_batch` bytes, each batch one LWFD pop of several segments written home
 with one flush of the backing store, until at most `low_watermark` of it is used (0: empty).
-New requests do not suspend it, but level 1 has priority over it (VC-RAID §3.3.3: "Level 1
+Several logs over the mark (mcd) take the batches in turn, the fullest first. New requests
+do not suspend it, but level 1 has priority over it (VC-RAID §3.3.3: "Level 1
 destage has higher priority than the Level 2 destage. Once the Level 1 destage starts, it
 continues until the RAM buffer becomes empty"): a batch starts only when the RAM buffer has
 nothing to log, or when the log has no room left for a few more log writes (the cache disk
@@ -175,31 +176,40 @@ class Destaging(RequestActivity):
                 if done is None or self._requests != start_requests:
                     break
 
-    def _over_watermark(self) -> CacheDiskLog | None:
-        """The fullest log at or above `high_watermark`, or None."""
+    def _over_watermark(self) -> list[CacheDiskLog]:
+        """The logs at or above `high_watermark` (none when it is 1 or more)."""
         if self.high_watermark >= 1:
-            return None
-        full = [log for log in self.store.logs
+            return []
+        return [log for log in self.store.logs
                 if log.records and log.used >= self.high_watermark * log.capacity]
-        return max(full, key=lambda log: log.used / log.capacity) if full else None
+
+    def _above_low(self, log: CacheDiskLog) -> bool:
+        return bool(log.records) and log.used > self.low_watermark * log.capacity
 
     async def _watermark_destager(self) -> None:
-        """Destage a log that reached `high_watermark` in batches down to `low_watermark`,
-        in the background (module doc)."""
+        """Destage each log that reached `high_watermark` in batches down to `low_watermark`,
+        in the background (module doc). A log's period lasts until it is down; while several
+        logs are in a period (mcd's cache disks, filled in turn by level 1, cross the mark
+        together), each batch goes to the fullest of them, so they drain together instead of
+        one to empty while the others fill up to the write path's forced destage."""
+        draining: list[CacheDiskLog] = []
         while True:
-            log = self._over_watermark()
-            if log is None:
+            for log in self._over_watermark():
+                if log not in draining:
+                    draining.append(log)
+                    self.counters["watermark_periods"] += 1
+                    self._note("watermark", disk=log.index, used=log.used)
+            draining = [log for log in draining if self._above_low(log)]
+            if not draining:
                 await self._changed.wait()
                 continue
-            self.counters["watermark_periods"] += 1
-            self._note("watermark", disk=log.index, used=log.used)
-            while log.records and log.used > self.low_watermark * log.capacity:
-                await self._level1_first(log)
-                async with log.lock:
-                    if not log.records:
-                        break
-                    self.counters["watermark_batches"] += 1
-                    await self._destage_top(log, interruptible=False, segment_bytes=self.destage_batch)
+            log = max(draining, key=lambda log: log.used / log.capacity)
+            await self._level1_first(log)
+            async with log.lock:
+                if not self._above_low(log):
+                    continue
+                self.counters["watermark_batches"] += 1
+                await self._destage_top(log, interruptible=False, segment_bytes=self.destage_batch)
 
     async def _level1_first(self, log: CacheDiskLog) -> None:
         """Return when a background batch of `log` may start: the RAM buffer has nothing to
