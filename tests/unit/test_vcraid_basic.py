@@ -296,6 +296,19 @@ def test_a_log_write_into_a_range_being_read_waits_for_the_read():
     assert order == ["read", "written"] and waits >= 1
 
 
+async def write_without_pause(vc, count: int, blocks: int) -> None:
+    """`count` 4 KiB writes scattered over `blocks` blocks, back to back (no idle period
+    comes), then a flush; each block reads back as its last write."""
+    last = {}
+    for i in range(count):
+        block = i * 37 % blocks
+        await vc.write(block * 4 * KiB, pattern(i, 4 * KiB))
+        last[block] = i
+    await vc.flush()
+    for block, i in last.items():
+        assert await vc.read(block * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+
+
 @pytest.mark.parametrize("high_watermark", [0.6, 1.0])
 def test_a_filling_log_is_destaged_in_background_batches_before_the_write_path_must(high_watermark):
     disks, members, caches = scd_disks(model="maxtor-91020d6", cache=DEFAULT_LOG_START + 1536 * KiB)
@@ -304,12 +317,7 @@ def test_a_filling_log_is_destaged_in_background_batches_before_the_write_path_m
         vc = await create_vcraid("v", members, caches, ram_buffer=64 * KiB, idle_threshold=10.0,
                                  high_watermark=high_watermark, destage_batch=256 * KiB)
         vc.start(nursery)
-        for i in range(600):  # 2.4 MB of 4 KiB writes without a pause: no idle period comes
-            await vc.write((i * 37 % 1500) * 4 * KiB, pattern(i, 4 * KiB))
-        await vc.flush()
-        for i in range(600):
-            if i * 37 % 1500 not in {j * 37 % 1500 for j in range(i + 1, 600)}:
-                assert await vc.read((i * 37 % 1500) * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+        await write_without_pause(vc, 600, 1500)  # 2.4 MB
         return vc.statistics()
 
     s = run(body, disks)
@@ -333,12 +341,7 @@ def test_mcd_drains_both_cache_disks_together_once_they_cross_the_high_watermark
         vc = await create_vcraid("v", members, caches, config="mcd", ram_buffer=64 * KiB,
                                  idle_threshold=10.0, high_watermark=0.6, destage_batch=256 * KiB)
         vc.start(nursery)
-        for i in range(1200):  # 4.7 MB of 4 KiB writes without a pause: no idle period comes
-            await vc.write((i * 37 % 1900) * 4 * KiB, pattern(i, 4 * KiB))
-        await vc.flush()
-        for i in range(1200):
-            if i * 37 % 1900 not in {j * 37 % 1900 for j in range(i + 1, 1200)}:
-                assert await vc.read((i * 37 % 1900) * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+        await write_without_pause(vc, 1200, 1900)  # 4.7 MB
         return vc.statistics(), vc.timeline
 
     s, timeline = run(body, members + caches)
