@@ -47,6 +47,7 @@ from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, PlannedRun, Scenar
 from raidlab.service import control
 from raidlab.service.spec import SPEC_FILE, ArraySpec
 from raidlab.tools.mkfs import mkfs_argv
+from raidlab.tools.mount import mounts_under
 from raidlab.vm.hosted import AVAILABLE_ENV
 
 MKFS_TIMEOUT = 3600.0
@@ -229,10 +230,8 @@ def _remove_session_scratch(path: str) -> None:
     if not os.path.basename(real).startswith(SCRATCH_PREFIX):
         return
     with contextlib.suppress(OSError):
-        mounted = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-        if any(m == real or m.startswith(real + "/") for m in mounted):
-            return
-        shutil.rmtree(real)
+        if not mounts_under(real):
+            shutil.rmtree(real)
 
 
 def _array_status(lab, when: str) -> dict[str, Any]:
