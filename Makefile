@@ -4,7 +4,9 @@ PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`: one per core, and at least three: the live and VM
 # tests wait much of their time on QEMU, fio, sleeps and the emulated disks, so on two cores
-# three workers finish the suite in 15 minutes where two take 17-20 and one took 27.
+# a third worker still shortens the suite. `--dist worksteal`: a worker that runs out of
+# tests takes the ones another has not started yet, so the long VM and live tests (which
+# tests/conftest.py starts first) are not left queued behind each other on one worker.
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -lt 3 ] && n=3; echo $$n)
 
 .PHONY: all setup system venv demo test test-unit clean
@@ -30,11 +32,11 @@ demo: setup
 # pytest exits 5 when it collected no test: treat that as a failure, not a pass. The 25
 # slowest tests are listed at the end, so a log shows where the suite's time goes.
 test: setup
-	$(PY) -m pytest -n $(TEST_JOBS) --durations=25 $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests collected" >&2; exit 1; fi; exit $$rc
 
 test-unit: venv
-	$(PY) -m pytest -n $(TEST_JOBS) -m 'not root and not live and not vm' $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal -m 'not root and not live and not vm' $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
