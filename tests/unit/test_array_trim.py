@@ -12,20 +12,16 @@ import pytest
 import trio
 
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.engine import build, virtual
+from raidlab.engine import build
+
+from virtual_disks import run_in_nursery
 
 KiB, MiB = 1024, 1024 * 1024
 DISK = 4 * MiB
 
 
 def run(body):
-    async def main():
-        async with trio.open_nursery() as nursery:
-            result = await body(nursery)
-            nursery.cancel_scope.cancel()
-        return result
-
-    return virtual.run_virtual(main, seed=5)
+    return run_in_nursery(body, seed=5)
 
 
 async def make(arch, n, nursery, model="none"):

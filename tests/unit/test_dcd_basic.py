@@ -9,8 +9,9 @@ from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import assemble_dcd, create_dcd
 from raidlab.engine.caches.log import DEFAULT_LOG_START
-from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
+
+from virtual_disks import run_in_nursery
 
 KiB, MiB = 1024, 1 << 20
 
@@ -28,16 +29,8 @@ def physical_dcd(model="none", cache=2 * MiB, data=8 * MiB):
     return [cache_disk, data_disk], cache_disk, data_disk
 
 
-def run(body, disks, **dcd_options):
-    async def main():
-        async with trio.open_nursery() as nursery:
-            for d in disks:
-                d.start(nursery)
-            result = await body(nursery)
-            nursery.cancel_scope.cancel()
-        return result
-
-    return run_virtual(main)
+def run(body, disks):
+    return run_in_nursery(body, disks)
 
 
 def test_small_writes_go_through_ram_and_log_then_destage_home():

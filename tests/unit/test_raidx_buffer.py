@@ -14,8 +14,10 @@ import pytest
 import trio
 
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.engine import build, virtual
+from raidlab.engine import build
 from raidlab.engine.imagebuffer import LOG_START, ImageBuffer, _Ring, decode_tails, encode_tail, parse_log
+
+from virtual_disks import run_in_nursery
 
 KiB, MiB = 1024, 1024 * 1024
 DISK = 4 * MiB
@@ -58,13 +60,7 @@ async def assemble(store, nursery, delay=FOREVER):
 
 
 def run(body):
-    async def main():
-        async with trio.open_nursery() as nursery:
-            result = await body(nursery)
-            nursery.cancel_scope.cancel()  # the "crash": background tasks die mid-flight
-        return result
-
-    return virtual.run_virtual(main, seed=3)
+    return run_in_nursery(body, seed=3)  # cancelling the nursery is the "crash"
 
 
 async def read_all(array) -> bytes:

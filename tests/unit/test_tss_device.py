@@ -18,13 +18,14 @@ from hypothesis import strategies as st
 
 from raidlab.disks import EmulatedDisk
 from raidlab.disks.backend import MemoryBackend
-from raidlab.engine import virtual
 from raidlab.engine.layouts.xor import xor_blocks
 from raidlab.engine.tss.device import MigrationRefused, TSSDevice
 from raidlab.engine.tss.geometry import TSSGeometry
 from raidlab.engine.tss.maptable import CRAID5, FREE, INVALID, RAID1, RAID5, SHARED, MapTable, NoSpace
 from raidlab.engine.tss.temperature import Temperatures
 from raidlab.errors import UsageError
+
+from virtual_disks import run_in_nursery
 
 KiB = 1024
 UNIT = 4 * KiB
@@ -213,13 +214,7 @@ def check_redundancy(device: TSSDevice) -> None:
 
 
 def run(body):
-    async def main():
-        async with trio.open_nursery() as nursery:
-            result = await body(nursery)
-            nursery.cancel_scope.cancel()
-        return result
-
-    return virtual.run_virtual(main)
+    return run_in_nursery(body)
 
 
 @pytest.mark.parametrize("mode", ["tss", "raid1", "raid5", "craid5"])

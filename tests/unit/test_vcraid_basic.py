@@ -9,8 +9,9 @@ import trio
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_vcraid
 from raidlab.engine.caches.log import DEFAULT_LOG_START
-from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
+
+from virtual_disks import run_in_nursery
 
 KiB, MiB = 1024, 1 << 20
 
@@ -33,15 +34,7 @@ def mcd_disks(model="none", cache=1 * MiB):
 
 
 def run(body, disks):
-    async def main():
-        async with trio.open_nursery() as nursery:
-            for d in disks:
-                d.start(nursery)
-            result = await body(nursery)
-            nursery.cancel_scope.cancel()
-        return result
-
-    return run_virtual(main)
+    return run_in_nursery(body, disks)
 
 
 def test_writes_pass_ram_buffer_cache_disk_and_array_and_read_back_from_each_level():

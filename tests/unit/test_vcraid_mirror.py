@@ -13,7 +13,8 @@ from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import assemble_vcraid, create_vcraid
 from raidlab.engine.caches.mirror import MIRROR_HEADER_OFFSET, MirroredCacheDisk
 from raidlab.engine.metadata import MetadataError
-from raidlab.engine.virtual import run_virtual
+
+from virtual_disks import run_in_nursery
 
 KiB, MiB = 1024, 1 << 20
 
@@ -30,15 +31,7 @@ def disks(model="hp-c2200a"):
 
 
 def run(body, all_disks):
-    async def main():
-        async with trio.open_nursery() as nursery:
-            for d in all_disks:
-                d.start(nursery)
-            result = await body(nursery)
-            nursery.cancel_scope.cancel()
-        return result
-
-    return run_virtual(main)
+    return run_in_nursery(body, all_disks)
 
 
 @pytest.mark.parametrize("failing", [0, 1])

@@ -19,3 +19,18 @@ def run_on(disks, body):
         return out["result"]
 
     return run_virtual(main)
+
+
+def run_in_nursery(body, disks=(), seed: int = 0):
+    """Start `disks`, await `body(nursery)` in virtual time, then cancel the nursery: every
+    background task the body started (destagers, image writers) dies where it stands, as in
+    a crash. The body's result."""
+    async def main():
+        async with trio.open_nursery() as nursery:
+            for d in disks:
+                d.start(nursery)
+            result = await body(nursery)
+            nursery.cancel_scope.cancel()
+        return result
+
+    return run_virtual(main, seed=seed)
