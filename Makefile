@@ -5,9 +5,10 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`: one per core, and at least three: the live and VM
 # tests wait much of their time on QEMU, fio, sleeps and the emulated disks, so on two cores
 # three workers finished the suite in 15 minutes where two took 17-20 (measured when the
-# suite was smaller; it takes about 25 minutes on three now). `--dist worksteal`: a worker that runs out of
-# tests takes the ones another has not started yet, so the long VM and live tests (which
-# tests/conftest.py starts first) are not left queued behind each other on one worker.
+# suite was smaller; it takes about 25 minutes on three now). `--dist worksteal`: a worker
+# that runs out of tests takes the ones another has not started yet, so the long VM and
+# live tests (which tests/conftest.py starts first) are not left queued behind each other
+# on one worker.
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -lt 3 ] && n=3; echo $$n)
 
 .PHONY: all setup system venv demo test test-unit clean
