@@ -12,8 +12,11 @@ Structure (§2, Fig. 1): the engine's raid5 (the "data disk array") behind a RAM
   a block that has a slot overwrites it in place.
 * Level-1 destage (§3.3.3): RAM buffer -> cache disk, appended in log writes of up to 64 KB,
   whenever a cache disk is free and the buffer holds dirty blocks (§2: "when the RAM buffer
-  is full or the cache disk is idle"), round-robin over the cache disks. Once started it
-  runs until no dirty block is left and is never interrupted; it has priority over level 2.
+  is full or the cache disk is idle"), round-robin over the cache disks. A disk busy with a
+  level-2 destage passes its turn to the next one that has room (§2: "to one of the cache
+  disks" while there are idle ones), so with mcd one disk takes the log writes while the
+  other destages. Once started it runs until no dirty block is left and is never
+  interrupted; it has priority over level 2.
 * Level-2 destage (§3.3.3): cache disk -> array, last-write-first-destage in segments of
   64 KB (configurable), the array computing parity, only when the system is idle (no
   request for `idle_threshold`) or a cache disk is full; a new request suspends it. It is
@@ -66,7 +69,7 @@ from typing import Any
 from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
-from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
+from raidlab.engine.caches.destage import (LEVEL1_MARGIN, WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
                                            oldest_unlogged, watermarks_of)
 from raidlab.engine.caches.log import (DEFAULT_LOG_START, DESTAGE_ORDERS, LOG_GEOMETRY, ORDER_LWFD, ORDER_OLDEST,
                                        CacheDiskLog, LogStore, destage_order_of, log_id_of, log_layout,
@@ -191,6 +194,7 @@ class VCRAID(Destaging):
         self._inflight_lbas: set[int] = set()
         self._turn = 0
         self._level2_lock = sched.Lock()
+        self._destaging: set[int] = set()  # cache disks in a level-2 destage now
         self._write_seq = 0
         self._init_activity()
         self.keeper: build.MetadataKeeper | None = None  # the raid5's superblock keeper
@@ -423,7 +427,7 @@ class VCRAID(Destaging):
             return lba not in self._inflight_lbas and (self.route is None or self.route(lba) == log.index)
 
         def my_turn() -> bool:
-            if self.route is None and self._turn != log.index:
+            if self.route is None and self._free_turn() != log.index:
                 return False
             return any(eligible(lba) for lba in self._dirty)
 
@@ -437,7 +441,7 @@ class VCRAID(Destaging):
                 await self._make_room_locked(log, lambda: one_write, "level2_forced", disk=log.index)
                 if not my_turn():
                     continue
-                self._turn = (self._turn + 1) % n_logs
+                self._turn = (log.index + 1) % n_logs
                 lbas = []
                 for lba in self._dirty:
                     if not eligible(lba):
@@ -474,6 +478,23 @@ class VCRAID(Destaging):
                 self._note("level1_done", disk=log.index, blocks=len(blocks))
             self._notify()
 
+    def _free_turn(self) -> int:
+        """The cache disk whose turn it is to take the next log write: the round-robin turn,
+        passed on to the next disk when it is busy with a level-2 destage and the next one
+        has room to spare (§2: the RAM buffer goes "to one of the cache disks" when there
+        are idle ones). A disk with room for only a few more log writes is not given the
+        turn: there a log write would have to destage in the write path (a forced destage,
+        behind the other disk's level 2), so the turn waits for the busy disk instead."""
+        if self._turn not in self._destaging:
+            return self._turn
+        spare = LEVEL1_MARGIN * self._level1_write_bytes() + self.store.tombstone_bytes()
+        n_logs = len(self.logs)
+        for step in range(1, n_logs):
+            index = (self._turn + step) % n_logs
+            if index not in self._destaging and self.logs[index].free >= spare:
+                return index
+        return self._turn
+
     # ------------------------------------------------------------------ level-2 destage
 
     async def destage_level2(self, log: CacheDiskLog, *, interruptible: bool,
@@ -496,9 +517,15 @@ class VCRAID(Destaging):
         # One level-2 destage at a time across all cache disks: with mcd, a forced destage
         # of a newer copy on one disk must not race an idle destage of an older copy on
         # another to the same array block (the older one could land last).
-        async with self._level2_lock:
-            self._note("level2_start", disk=log.index)
-            done = await self.store.destage(log.index, segment_bytes or self.destage_segment, write_home)
+        self._destaging.add(log.index)
+        if len(self.logs) > 1:
+            self._notify()  # a log write waiting for this disk's turn may go to another disk
+        try:
+            async with self._level2_lock:
+                self._note("level2_start", disk=log.index)
+                done = await self.store.destage(log.index, segment_bytes or self.destage_segment, write_home)
+        finally:
+            self._destaging.discard(log.index)
         self._note("level2_done" if done is not None else "level2_suspended", disk=log.index, bytes=done or 0)
         return done
 
