@@ -219,8 +219,7 @@ class Destaging(RequestActivity):
         An empty buffer is looked at again after the tasks woken with this one have run: a
         log write that has just emptied it also wakes the writers that waited for room."""
         def level1_first() -> bool:
-            return (self._level1_pending()
-                    and log.free >= LEVEL1_MARGIN * self._level1_write_bytes() + self.store.tombstone_bytes())
+            return self._level1_pending() and log.free >= self._level1_room()
 
         while True:
             while level1_first():
@@ -228,6 +227,11 @@ class Destaging(RequestActivity):
             await sched.checkpoint()
             if not level1_first():
                 return
+
+    def _level1_room(self) -> int:
+        """Free bytes a log needs to take `LEVEL1_MARGIN` more log writes and the next
+        marker without destaging in the write path."""
+        return LEVEL1_MARGIN * self._level1_write_bytes() + self.store.tombstone_bytes()
 
     async def _make_room_locked(self, log: CacheDiskLog, needed: Callable[[], int], event: str,
                                 **detail: Any) -> None:

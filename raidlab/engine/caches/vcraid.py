@@ -69,7 +69,7 @@ from typing import Any
 from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
-from raidlab.engine.caches.destage import (LEVEL1_MARGIN, WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
+from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
                                            oldest_unlogged, watermarks_of)
 from raidlab.engine.caches.log import (DEFAULT_LOG_START, DESTAGE_ORDERS, LOG_GEOMETRY, ORDER_LWFD, ORDER_OLDEST,
                                        CacheDiskLog, LogStore, destage_order_of, log_id_of, log_layout,
@@ -487,7 +487,7 @@ class VCRAID(Destaging):
         behind the other disk's level 2), so the turn waits for the busy disk instead."""
         if self._turn not in self._destaging:
             return self._turn
-        spare = LEVEL1_MARGIN * self._level1_write_bytes() + self.store.tombstone_bytes()
+        spare = self._level1_room()
         n_logs = len(self.logs)
         for step in range(1, n_logs):
             index = (self._turn + step) % n_logs
