@@ -4,10 +4,8 @@ PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`: one per core, and at least four: the live and VM
 # tests wait much of their time on QEMU, fio, sleeps and the emulated disks, so more workers
-# than cores still gain. On two cores the whole suite (1,749 tests) took 1,393 s with three
-# workers and 1,174 s with four (with the demo's PostMark at 5,000 transactions, which took
-# about 150 s off one worker's share; the sum of all test durations grew from 4,011 to 4,358 s
-# with the fourth worker's contention). `--dist worksteal`: a worker
+# than cores still gain: on two cores four workers finished the suite in 1,174 s, where the
+# sum of its test durations was 4,358 s. `--dist worksteal`: a worker
 # that runs out of tests takes the ones another has not started yet, so the long VM and
 # live tests (which tests/conftest.py starts first) are not left queued behind each other
 # on one worker.
