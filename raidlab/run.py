@@ -301,7 +301,8 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
     """Execute `planned`; write runs/*.json and manifest.json under a new results directory,
     or (`resume`) into an interrupted run's directory: its ok runs are kept, the others (the
     interrupted one, failed ones, those never started) run again, and the manifest records
-    each resumption with the code's revision then, beside the one the run started with."""
+    each resumption with the code's revision and host kernel then, beside those of the part
+    before it (the top-level fields describe the last part)."""
     progress = progress or Progress()
     argv = command_line if command_line is not None else sys.argv
     resumed: list[dict] = []
@@ -313,15 +314,18 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
         resumed = list(previous.get("resumed", [])) + [{
             "at": dt.datetime.now().isoformat(timespec="seconds"), "git": git_revision(),
             "previous_git": previous.get("git"), "previous_status": previous.get("status"),
+            "previous_kernel": previous.get("kernel"), "previous_host": previous.get("host"),
             "kept": sorted(done), "command_line": argv}]
         argv = previous.get("command_line", argv)
+        scenario_file = previous.get("scenario_file")
     else:
         out = results_dir(results_root, scenario)
         (out / SCENARIO_COPY).write_text(scenario.text)
         started = dt.datetime.now().isoformat(timespec="seconds")
     manifest = dict(scenario=scenario, runner=runner, quick=quick, planned=planned, started=started,
                     command_line=argv)
-    extra_base = {"resumed": resumed} if resumed else {}
+    # a resumed run's manifest names the scenario file it was started from, not OUT's copy
+    extra_base = {"resumed": resumed, "scenario_file": scenario_file} if resumed else {}
     write_manifest(out, **manifest, finished=None, status="running", extra=extra_base)
     summary = RunSummary(out, ok=len(done))
     if scenario.kind == "live":

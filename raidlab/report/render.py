@@ -58,8 +58,10 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
                             f"status **{manifest_status(man)}**: {counts} Results: `{results.path}`.{kernel_note}"))
     for step in man.get("resumed", []):
         before = step.get("previous_git") or {}
+        kernel = step.get("previous_kernel")
+        kernel_then = f" on host kernel {kernel}" if kernel and kernel != man.get("kernel") else ""
         blocks.append(("p", f"Resumed at {step.get('at')} (`raidlab run --resume`) with git {_git(step)}, after a "
-                            f"part that ran with git {_git({'git': before})} and ended "
+                            f"part that ran with git {_git({'git': before})}{kernel_then} and ended "
                             f"{step.get('previous_status')}; {len(step.get('kept', []))} runs kept from it."))
     if results.left_out:
         blocks.append(("p", "Left out of this report (`--leave-out`): "

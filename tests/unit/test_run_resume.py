@@ -49,8 +49,13 @@ def test_resume_keeps_the_ok_runs_and_runs_the_rest(raidlab_cmd, tmp_path):
     (step,) = man["resumed"]
     assert step["previous_status"] == "interrupted" and len(step["kept"]) == 5
     assert "revision" in step["git"] and "revision" in step["previous_git"]
+    assert step["previous_kernel"] == man["kernel"] and step["previous_host"]["cpus"] == man["host"]["cpus"]
+    assert man["scenario_file"] == "scenarios/sa-raid-raw-partitions.toml"   # not the directory's copy
+    # as if the part before had run on another host kernel: the report names it
+    (out / "manifest.json").write_text(json.dumps({**man, "resumed": [{**step, "previous_kernel": "5.10.0-earlier"}]}))
     rep = _run(raidlab_cmd, "report", str(out), "--format", "md")
     assert rep.returncode == 0, rep.stderr
-    assert "Resumed at" in (out / "report" / "report.md").read_text()
+    text = (out / "report" / "report.md").read_text()
+    assert "Resumed at" in text and "on host kernel 5.10.0-earlier" in text
     again = _run(raidlab_cmd, "run", "--resume", str(tmp_path / "nothing-here"))
     assert again.returncode == 2
