@@ -317,7 +317,7 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
             "previous_kernel": previous.get("kernel"), "previous_host": previous.get("host"),
             "kept": sorted(done), "command_line": argv}]
         argv = previous.get("command_line", argv)
-        scenario_file = previous.get("scenario_file") or str(_scenario.path)
+        scenario_file = previous.get("scenario_file") or str(scenario.path)
     else:
         out = results_dir(results_root, scenario)
         (out / SCENARIO_COPY).write_text(scenario.text)
