@@ -11,6 +11,9 @@ from __future__ import annotations
 import errno
 import os
 import random
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 import trio
@@ -125,8 +128,31 @@ def handed(monkeypatch) -> list[str]:
     return calls
 
 
+# File systems without a backing device keep every page in memory: POSIX_FADV_DONTNEED is a
+# no-op there, so no read on them ever waits for a device.
+MEMORY_FILE_SYSTEMS = {"tmpfs", "ramfs"}
+
+
+def file_system_type(path) -> str:
+    return subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@pytest.fixture
+def disk_backed_dir(tmp_path):
+    """A directory on a file system whose page cache can be dropped: tmp_path, or one under
+    /var/tmp where /tmp is a tmpfs."""
+    if file_system_type(tmp_path) not in MEMORY_FILE_SYSTEMS:
+        yield tmp_path
+        return
+    if file_system_type("/var/tmp") in MEMORY_FILE_SYSTEMS:
+        pytest.skip("no disk-backed directory (/tmp and /var/tmp are in memory): no read can be cold")
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="raidlab-test-") as d:
+        yield Path(d)
+
+
 @pytest.mark.parametrize("model", ["none", "hdd-7200"])
-def test_small_writes_and_cached_reads_run_inline_the_rest_in_a_worker_thread(tmp_path, handed, model):
+def test_small_writes_and_cached_reads_run_inline_the_rest_in_a_worker_thread(disk_backed_dir, handed, model):
     """Live I/O (raidlab.disks.disk): a small write and a read the page cache holds are done
     in the trio thread; a read that would wait for the device, a large write, a FUA write
     and a flush go to a worker thread. The image holds every write either way."""
@@ -148,10 +174,11 @@ def test_small_writes_and_cached_reads_run_inline_the_rest_in_a_worker_thread(tm
         assert await disk.read(MiB, len(large)) == large
         return inline, after_large, after_fua, after_flush, len(handed)
 
-    inline, after_large, after_fua, after_flush, after_cold_read = run_live(scenario, tmp_path, model=model)
+    inline, after_large, after_fua, after_flush, after_cold_read = run_live(scenario, disk_backed_dir,
+                                                                            model=model)
     assert inline == 0, handed
     assert after_large == 1 and after_fua == 2 and after_flush == 3 and after_cold_read == 4, handed
-    with open(tmp_path / "d0.img", "rb") as image:
+    with open(disk_backed_dir / "d0.img", "rb") as image:
         assert image.read(4096) == small
         image.seek(MiB)
         assert image.read(len(large)) == large
