@@ -48,7 +48,7 @@ def test_a_failed_background_task_fails_requests_instead_of_hanging(kind, caplog
     async def main():
         async with trio.open_nursery() as nursery:
             target = await make(kind, nursery)
-            target.store.destage_top = injected
+            target.store.destage_together = injected
             target.start(nursery)
             try:
                 await target.write(0, b"a" * 4096)

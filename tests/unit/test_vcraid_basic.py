@@ -344,22 +344,29 @@ def test_mcd_drains_both_cache_disks_together_once_they_cross_the_high_watermark
     assert s["level2_forced"] == 0
 
 
-def test_mcd_log_writes_go_to_the_other_cache_disk_while_one_destages():
-    """While one of mcd's cache disks is busy with a level-2 destage, the log writes of
-    synchronous writes go to the other one (§2: the RAM buffer goes "to one of the cache
-    disks" that is idle) instead of waiting behind the destage for their round-robin turn;
-    and the write path does not have to destage."""
+def mcd_sync_writes(n_writes, where, **options):
+    """mcd over four members and two 1.5 MiB cache logs; `n_writes` synchronous 4 KiB writes
+    (each acknowledged once on a cache disk) at block `where(i)`, read back after. The
+    statistics, the timeline and the sizes of the array's writes."""
     members = [EmulatedDisk(f"d{i}", "maxtor-91020d6", MemoryBackend(8 * MiB)) for i in range(4)]
     caches = [EmulatedDisk(f"c{i}", "maxtor-91020d6", MemoryBackend(DEFAULT_LOG_START + 1536 * KiB))
               for i in range(2)]
+    array_writes = []
 
     async def body(nursery):
-        vc = await create_vcraid("v", members, caches, config="mcd", ram_buffer=64 * KiB, idle_threshold=10.0,
-                                 high_watermark=0.6, destage_batch=256 * KiB, durability="paper")
+        vc = await create_vcraid("v", members, caches, config="mcd", ram_buffer=64 * KiB, durability="paper",
+                                 **options)
+        array_write = vc.array.write
+
+        async def counted(offset, data, **kw):
+            array_writes.append(len(data))
+            return await array_write(offset, data, **kw)
+
+        vc.array.write = counted
         vc.start(nursery)
         last = {}
-        for i in range(1000):  # each write acknowledged only once it is on a cache disk
-            block = i * 37 % 1900
+        for i in range(n_writes):
+            block = where(i)
             await vc.write(block * 4 * KiB, pattern(i, 4 * KiB))
             await vc.flush()
             last[block] = i
@@ -367,8 +374,57 @@ def test_mcd_log_writes_go_to_the_other_cache_disk_while_one_destages():
             assert await vc.read(block * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
         return vc.statistics(), list(vc.timeline)
 
+    stats, timeline = run(body, members + caches)
+    return stats, timeline, array_writes
+
+
+def test_mcd_destages_its_cache_disks_together_so_the_array_gets_whole_runs():
+    """Level 1 hands consecutive log writes to mcd's cache disks in turn, so each log holds
+    every other 4 KiB of a file written synchronously. While both logs are over the high
+    watermark, a background batch pops both (the newest records of either first) and writes
+    their live blocks home in one pass: the array gets the file in long runs, not in pieces
+    of one log write each."""
+    stats, timeline, array_writes = mcd_sync_writes(1000, lambda i: i, idle_threshold=10.0, high_watermark=0.6,
+                                                    destage_batch=256 * KiB)
+    assert stats["level2_forced"] == 0 and stats["level2_batches_together"] >= 3, stats
+    assert min(stats["level1_per_disk"]) >= 400, stats["level1_per_disk"]  # pieces on both disks
+    together = [d for _t, event, d in timeline if event == "level2_done" and len(d["disks"]) == 2]
+    assert len(together) == stats["level2_batches_together"]
+    # A batch of 256 KiB from each log: one log alone would give 64 runs of 4 KiB.
+    assert sum(array_writes) / len(array_writes) >= 128 * KiB, array_writes
+
+
+def test_mcd_log_writes_go_to_the_other_cache_disk_while_one_destages():
+    """While one of mcd's cache disks is busy with a level-2 destage of its own (an idle
+    period destages one log at a time), the log writes of synchronous writes go to the other
+    one (§2: the RAM buffer goes "to one of the cache disks" that is idle) instead of
+    waiting behind the destage for their round-robin turn; and the write path does not have
+    to destage. Pauses between bursts of writes let idle periods start; the next burst
+    arrives while a destage segment is being written home, which it does not suspend."""
+    def where(i):
+        return i * 37 % 1900
+
+    members = [EmulatedDisk(f"d{i}", "maxtor-91020d6", MemoryBackend(8 * MiB)) for i in range(4)]
+    caches = [EmulatedDisk(f"c{i}", "maxtor-91020d6", MemoryBackend(DEFAULT_LOG_START + 1536 * KiB))
+              for i in range(2)]
+
+    async def body(nursery):
+        vc = await create_vcraid("v", members, caches, config="mcd", ram_buffer=64 * KiB, idle_threshold=0.05,
+                                 destage_segment=512 * KiB, high_watermark=1.0, durability="paper")
+        vc.start(nursery)
+        last = {}
+        for i in range(500):  # each write acknowledged only once it is on a cache disk
+            if i % 50 == 0:
+                await trio.sleep(0.06)  # an idle period begins
+            await vc.write(where(i) * 4 * KiB, pattern(i, 4 * KiB))
+            await vc.flush()
+            last[where(i)] = i
+        for block, i in last.items():
+            assert await vc.read(block * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
+        return vc.statistics(), list(vc.timeline)
+
     s, timeline = run(body, members + caches)
-    assert s["level2_watermark_batches"] >= 2 and s["level2_forced"] == 0
+    assert s["idle_periods_found"] >= 2 and s["level2_forced"] == 0
     beside = []  # per level-2 destage: the log writes started on the other disk meanwhile
     destaging = None
     for _t, event, detail in timeline:

@@ -97,7 +97,7 @@ def test_a_tombstone_on_one_cache_disk_does_not_hide_a_newer_log_write_in_flight
 
         async def pop(index):
             async with vc.logs[index].lock:
-                await vc.destage_level2(vc.logs[index], interruptible=False)
+                await vc.destage_level2([vc.logs[index]], interruptible=False)
 
         for where, tag in ((X, 1), (X, 2)):  # X v1 on cache disk 0, X v2 on cache disk 1
             await vc.write(where, block(tag))

@@ -30,10 +30,15 @@ and "once [it] starts, it continues until the cache disk becomes empty"): when a
 `high_watermark` full (a fraction of its capacity; 1.0 or more: never), it is destaged in
 batches of `destage_batch` bytes, each batch one LWFD pop of several segments written home
 with one flush of the backing store, until at most `low_watermark` of it is used (0: empty).
-Several logs over the mark (mcd) take the batches in turn, the fullest first. New requests
-do not suspend it, but level 1 has priority over it (VC-RAID §3.3.3: "Level 1
-destage has higher priority than the Level 2 destage. Once the Level 1 destage starts, it
-continues until the RAM buffer becomes empty"): a batch starts only when the RAM buffer has
+mcd's logs are destaged together: when one reaches the mark, the others start a period too,
+and each batch pops `destage_batch` bytes per log in a period, the newest records of any
+of them first, and writes their live blocks home in one pass, with one flush (VC-RAID §2:
+the cache disks "form a uniform disk space"; §4.3.1: mcd's destages run "in parallel").
+Level 1 hands consecutive log writes to the cache disks in turn, so a log alone holds
+every other piece of what was written; together the pieces meet again in the runs written
+to the array. New requests do not suspend it, but level 1 has priority over it (VC-RAID
+§3.3.3: "Level 1 destage has higher priority than the Level 2 destage. Once the Level 1
+destage starts, it continues until the RAM buffer becomes empty"): a batch starts only when the RAM buffer has
 nothing to log, or when the log has no room left for a few more log writes (the cache disk
 is full, and only a batch can make room). Otherwise a log write of 64 KB and a batch of
 1 MB would take turns at the log's lock, and a burst that the log has room for would reach
@@ -49,6 +54,7 @@ emulator must not stop); with the background destage this is the last resort.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Callable, Iterable
@@ -183,19 +189,27 @@ class Destaging(RequestActivity):
         return [log for log in self.store.logs
                 if log.records and log.used >= self.high_watermark * log.capacity]
 
+    def _watermark_companions(self) -> list[CacheDiskLog]:
+        """The logs that start a period of their own when another log reaches the high
+        watermark (none here; VC-RAID's mcd: every cache disk, as level 1 fills them in
+        turn and they are destaged together)."""
+        return []
+
     def _above_low(self, log: CacheDiskLog) -> bool:
         return bool(log.records) and log.used > self.low_watermark * log.capacity
 
     async def _watermark_destager(self) -> None:
-        """Destage each log that reached `high_watermark` in batches down to `low_watermark`,
-        in the background (module doc). A log's period lasts until it is down; while several
-        logs are in a period (mcd's cache disks, filled in turn by level 1, cross the mark
-        together), each batch goes to the fullest of them, so they drain together instead of
-        one to empty while the others fill up to the write path's forced destage."""
+        """Destage each log that reached `high_watermark` (and its `_watermark_companions`) in
+        batches down to `low_watermark`, in the background (module doc). A log's period lasts
+        until it is down. While several logs are in a period (mcd's cache disks, filled in
+        turn by level 1), each batch takes one segment from every one of them and writes them
+        home in one pass (`_destage_tops`): level 1 spread consecutive writes over the cache
+        disks, and one log's segment alone would go home in fragments."""
         draining: list[CacheDiskLog] = []
         while True:
-            for log in self._over_watermark():
-                if log not in draining:
+            over = self._over_watermark()
+            for log in over + (self._watermark_companions() if over else []):
+                if log not in draining and log.records:
                     draining.append(log)
                     self.counters["watermark_periods"] += 1
                     self._note("watermark", disk=log.index, used=log.used)
@@ -203,13 +217,23 @@ class Destaging(RequestActivity):
             if not draining:
                 await self._changed.wait()
                 continue
-            log = max(draining, key=lambda log: log.used / log.capacity)
-            await self._level1_first(log)
-            async with log.lock:
-                if not self._above_low(log):
+            await self._level1_first(min(draining, key=lambda log: log.free))
+            batch = sorted(draining, key=lambda log: log.index)  # one lock order for all
+            async with contextlib.AsyncExitStack() as locks:
+                for log in batch:
+                    await locks.enter_async_context(log.lock)
+                batch = [log for log in batch if self._above_low(log)]
+                if not batch:
                     continue
                 self.counters["watermark_batches"] += 1
-                await self._destage_top(log, interruptible=False, segment_bytes=self.destage_batch)
+                await self._destage_tops(batch, segment_bytes=self.destage_batch)
+
+    async def _destage_tops(self, logs: list[CacheDiskLog], *, segment_bytes: int) -> int | None:
+        """One segment of each of `logs` home in one pass, not interruptible (the caller holds
+        their locks). An architecture with a single log only ever gets that one."""
+        if len(logs) != 1:
+            raise NotImplementedError(f"{type(self).__name__} destages one log at a time")
+        return await self._destage_top(logs[0], interruptible=False, segment_bytes=segment_bytes)
 
     async def _level1_first(self, log: CacheDiskLog) -> None:
         """Return when a background batch of `log` may start: the RAM buffer has nothing to

@@ -682,6 +682,18 @@ class Location:
     seq: int
 
 
+@dataclasses.dataclass
+class _Pop:
+    """A destage segment taken from a log and read back, not yet forgotten: its records, its
+    live blocks (address, data) with their sequence numbers, and its holes."""
+
+    log_index: int
+    segment: list[LogRecord]
+    live: list[tuple[int, bytes]]
+    live_seq: dict[int, int]
+    holes: int
+
+
 class LogStore:
     """The mapping block address -> newest copy on a cache disk, over one or more logs.
 
@@ -760,34 +772,33 @@ class LogStore:
     async def read_block(self, loc: Location) -> bytes:
         return await self.logs[loc.log].target.read(loc.offset, self.block_size)
 
-    def top_segment(self, log_index: int, segment_bytes: int) -> list[LogRecord]:
-        """The records a destage segment pops: from the top (the CLP) down until at least
-        `segment_bytes` of log are covered and at least one data record is taken (so that
-        popping a lone tombstone, which would only be rewritten, never loops)."""
-        records = self.logs[log_index].records
-        taken: list[LogRecord] = []
-        total = 0
-        has_data = False
-        for rec in reversed(records):
-            taken.append(rec)
+    def shares(self, log_indices: Sequence[int], segment_bytes: int) -> dict[int, list[LogRecord]]:
+        """The records one destage of the logs `log_indices` together takes from each, in the
+        store's order over all of them: LWFD takes the newest record of any of the logs next
+        (from the tops, the CLPs, down), oldest-first the oldest one (from the tails on).
+        Records are taken until `segment_bytes` of log per log are covered and a data record
+        is among them; each log's share of a top also ends with a data record (so that
+        popping a lone tombstone, which would only be rewritten, never loops; every record
+        of a circular log is a data record). A log that gives nothing is left out."""
+        newest = self.order != ORDER_OLDEST
+        queues = {i: list(reversed(self.logs[i].records)) if newest else list(self.logs[i].records)
+                  for i in log_indices}
+        taken: dict[int, list[LogRecord]] = {i: [] for i in log_indices}
+        total, has_data = 0, False
+        goal = segment_bytes * len(log_indices)
+        while not (total >= goal and has_data):
+            heads = [i for i in log_indices if len(taken[i]) < len(queues[i])]
+            if not heads:
+                break
+            pick = (max if newest else min)(heads, key=lambda i: queues[i][len(taken[i])].seq)
+            rec = queues[pick][len(taken[pick])]
+            taken[pick].append(rec)
             total += rec.length
             has_data = has_data or rec.kind == KIND_DATA
-            if total >= segment_bytes and has_data:
-                break
-        taken.reverse()
-        return taken
-
-    def tail_segment(self, log_index: int, segment_bytes: int) -> list[LogRecord]:
-        """The records an oldest-first destage takes: from the tail on until at least
-        `segment_bytes` of log are covered (every record of a circular log is a data record)."""
-        taken: list[LogRecord] = []
-        total = 0
-        for rec in self.logs[log_index].records:
-            taken.append(rec)
-            total += rec.length
-            if total >= segment_bytes:
-                break
-        return taken
+        for i in log_indices:
+            while taken[i] and taken[i][-1].kind != KIND_DATA and len(taken[i]) < len(queues[i]):
+                taken[i].append(queues[i][len(taken[i])])
+        return {i: (list(reversed(recs)) if newest else recs) for i, recs in taken.items() if recs}
 
     async def destage(
         self,
@@ -796,10 +807,56 @@ class LogStore:
         write_back: Callable[[list[tuple[int, bytes]]], Awaitable[bool]],
     ) -> int | None:
         """One destage segment of log `log_index` home, in the store's order: LWFD's pop of
-        the top (`destage_top`), or oldest-first from the tail (`destage_tail`)."""
-        if self.order == ORDER_OLDEST:
-            return await self.destage_tail(log_index, segment_bytes, write_back)
-        return await self.destage_top(log_index, segment_bytes, write_back)
+        the top (`_take_top`), or oldest-first from the tail (`_take_tail`); the caller holds
+        its lock. `write_back` writes the live blocks to their home locations durably and
+        returns False when it was suspended. Returns the live bytes destaged, or None if
+        suspended."""
+        return await self.destage_together([log_index], segment_bytes, write_back)
+
+    async def destage_together(
+        self,
+        log_indices: Sequence[int],
+        segment_bytes: int,
+        write_back: Callable[[list[tuple[int, bytes]]], Awaitable[bool]],
+    ) -> int | None:
+        """One destage segment of each log in `log_indices`, written home in one pass; the
+        caller holds their locks.
+
+        The segments are read back from their cache disks in parallel, and the live blocks
+        of all of them go to one `write_back` in address order. They are disjoint: a block's
+        newest copy is in one log only. So the blocks a level-1 destage spread over several
+        cache disks (mcd's round robin) meet again in the runs written home. Once
+        `write_back` has made them durable, each log forgets its segment and writes its
+        marker in turn, as if it had been destaged alone after the others: a crash between
+        two of these steps leaves a log holding copies of blocks already at home, which
+        recovery maps again with the same data. Returns the live bytes destaged, or None if
+        `write_back` was suspended (every segment then stays in its log)."""
+        take = self._take_tail if self.order == ORDER_OLDEST else self._take_top
+        shares = self.shares(log_indices, segment_bytes)
+        pops: dict[int, _Pop] = {}
+
+        async def take_one(log_index: int) -> None:
+            pops[log_index] = await take(log_index, shares[log_index])
+
+        async with sched.open_nursery() as nursery:
+            for log_index in shares:
+                nursery.start_soon(take_one, log_index)
+        taken = [pops[log_index] for log_index in shares]
+        if not taken:
+            return 0
+        if not await write_back(sorted(item for pop in taken for item in pop.live)):
+            self.counters["destages_suspended"] += 1
+            return None
+        if len(taken) > 1:
+            self.counters["destages_together"] += 1
+        total = 0
+        for pop in taken:
+            if self.order == ORDER_OLDEST:
+                await self._forget_tail(pop)
+            else:
+                await self._forget_top(pop)
+            total += self._count_destage(pop.live, pop.holes)
+        return total
 
     def _live_blocks(self, log_index: int, segment: list[LogRecord],
                      block_at: Callable[[int], bytes]) -> tuple[list[tuple[int, bytes]], dict[int, int], int]:
@@ -847,59 +904,36 @@ class LogStore:
         self.counters["destage_holes_dropped"] += holes
         return nbytes
 
-    async def destage_top(
-        self,
-        log_index: int,
-        segment_bytes: int,
-        write_back: Callable[[list[tuple[int, bytes]]], Awaitable[bool]],
-    ) -> int | None:
-        """LWFD (DCD §2.3): pop the top segment of log `log_index`; the caller holds its lock.
-
-        Reads the segment back in one sequential read, drops the holes (blocks whose newest
-        copy is elsewhere), and hands the live blocks to `write_back`, which writes them to
-        their home locations durably and returns False when it was suspended (the segment
-        then stays in the log; its writes were harmless). Then writes the marker at the new
-        CLP and forgets the segment. Returns the live bytes destaged, or None if suspended.
-        """
+    async def _take_top(self, log_index: int, segment: list[LogRecord]) -> _Pop:
+        """LWFD (DCD §2.3): `segment`, the top records of log `log_index`, read back from
+        the CLP down in one sequential read, with its live blocks; the holes (blocks whose
+        newest copy is elsewhere) are counted and dropped. The segment stays in the log until
+        `_forget_top`: a write home that was suspended did no harm."""
         log = self.logs[log_index]
-        segment = self.top_segment(log_index, segment_bytes)
-        if not segment:
-            return 0
         base = segment[0].offset
         raw = await log.target.read(base, log.clp - base)
         live, live_seq, holes = self._live_blocks(
             log_index, segment, lambda offset: raw[offset - base:offset - base + self.block_size])
-        if not await write_back(live):
-            self.counters["destages_suspended"] += 1
-            return None
-        # The live blocks are durable at home: forget the segment, then mark the new CLP.
-        del log.records[len(log.records) - len(segment):]
-        for addr, _ in live:
+        return _Pop(log_index, segment, live, live_seq, holes)
+
+    async def _forget_top(self, pop: _Pop) -> None:
+        """After the live blocks of a top segment are durable at home: forget the segment,
+        then write the marker at the new CLP."""
+        log = self.logs[pop.log_index]
+        base = pop.segment[0].offset
+        del log.records[len(log.records) - len(pop.segment):]
+        for addr, _ in pop.live:
             loc = self.mapping.get(addr)
-            if loc is not None and loc.log == log_index and loc.offset >= base:
+            if loc is not None and loc.log == pop.log_index and loc.offset >= base:
                 del self.mapping[addr]
-        self._drop_copies(segment, live, live_seq)
+        self._drop_copies(pop.segment, pop.live, pop.live_seq)
         await self._write_marker(log)
-        return self._count_destage(live, holes)
 
-    async def destage_tail(
-        self,
-        log_index: int,
-        segment_bytes: int,
-        write_back: Callable[[list[tuple[int, bytes]]], Awaitable[bool]],
-    ) -> int | None:
-        """Oldest-first (module doc; the ablation): destage the tail segment of the circular
-        log `log_index`; the caller holds its lock.
-
-        Reads the segment back (one read, or two where it wraps), drops the holes, and hands
-        the live blocks to `write_back` as `destage_top` does. Then forgets the segment,
-        writes the tombstone of what it superseded, if any, and the tail record that moves
-        the start of the chain past it. Returns the live bytes destaged, or None if suspended.
-        """
+    async def _take_tail(self, log_index: int, segment: list[LogRecord]) -> _Pop:
+        """Oldest-first (module doc; the ablation): `segment`, the tail records of the
+        circular log `log_index`, read back in one read (two where it wraps), with its live
+        blocks and its holes counted."""
         log = self.logs[log_index]
-        segment = self.tail_segment(log_index, segment_bytes)
-        if not segment:
-            return 0
         runs: list[list[int]] = []  # [start, end) of the segment's contiguous pieces
         for rec in segment:
             if runs and runs[-1][1] == rec.offset:
@@ -915,21 +949,22 @@ class LogStore:
             raise AssertionError(f"offset {offset} outside the destage segment")
 
         live, live_seq, holes = self._live_blocks(log_index, segment, block_at)
-        if not await write_back(live):
-            self.counters["destages_suspended"] += 1
-            return None
-        # The live blocks are durable at home: forget the segment, record what it superseded,
-        # then move the tail past it before any log write may reuse its space.
-        del log.records[:len(segment)]
-        for addr, _ in live:
+        return _Pop(log_index, segment, live, live_seq, holes)
+
+    async def _forget_tail(self, pop: _Pop) -> None:
+        """After the live blocks of a tail segment are durable at home: forget the segment,
+        record what it superseded, then move the tail past it before any log write may
+        reuse its space."""
+        log = self.logs[pop.log_index]
+        del log.records[:len(pop.segment)]
+        for addr, _ in pop.live:
             loc = self.mapping.get(addr)
-            if loc is not None and loc.log == log_index and loc.seq == live_seq[addr]:
+            if loc is not None and loc.log == pop.log_index and loc.seq == pop.live_seq[addr]:
                 del self.mapping[addr]
-        self._drop_copies(segment, live, live_seq)
+        self._drop_copies(pop.segment, pop.live, pop.live_seq)
         if self.unrecorded:
             await self._write_tombstone(log)
-        await log.write_tail(self.next_seq(), max(log.floor, segment[-1].seq))
-        return self._count_destage(live, holes)
+        await log.write_tail(self.next_seq(), max(log.floor, pop.segment[-1].seq))
 
     def _supersede(self, addr: int, bound: int) -> None:
         if self.superseded.get(addr, -1) < bound:

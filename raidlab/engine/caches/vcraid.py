@@ -291,6 +291,7 @@ class VCRAID(Destaging):
             "level2_forced": c["forced_destages"],
             "level2_watermark_periods": c["watermark_periods"],
             "level2_watermark_batches": c["watermark_batches"],
+            "level2_batches_together": sc["destages_together"],
             "level2_drain": c["drain_destages"],
             "durability": self.durability,
             "destage_order": self.store.order, "log_wraps": sum(log.wraps for log in self.logs),
@@ -497,11 +498,11 @@ class VCRAID(Destaging):
 
     # ------------------------------------------------------------------ level-2 destage
 
-    async def destage_level2(self, log: CacheDiskLog, *, interruptible: bool,
+    async def destage_level2(self, logs: Sequence[CacheDiskLog], *, interruptible: bool,
                              segment_bytes: int | None = None) -> int | None:
-        """LWFD one segment of `log` (or `segment_bytes` of it: a watermark batch) to the
-        array, with one array flush (caller holds log.lock); with destage_order=oldest, the
-        oldest segment instead."""
+        """LWFD one segment (or `segment_bytes`: a watermark batch) of each of `logs` to the
+        array, their live blocks in one parallel pass with one array flush (the caller holds
+        their locks); with destage_order=oldest, the oldest segment instead."""
         start_requests = self._requests
         bs = self.block_size
 
@@ -517,16 +518,19 @@ class VCRAID(Destaging):
         # One level-2 destage at a time across all cache disks: with mcd, a forced destage
         # of a newer copy on one disk must not race an idle destage of an older copy on
         # another to the same array block (the older one could land last).
-        self._destaging.add(log.index)
+        indices = [log.index for log in logs]
+        self._destaging.update(indices)
         if len(self.logs) > 1:
             self._notify()  # a log write waiting for this disk's turn may go to another disk
         try:
             async with self._level2_lock:
-                self._note("level2_start", disk=log.index)
-                done = await self.store.destage(log.index, segment_bytes or self.destage_segment, write_home)
+                self._note("level2_start", disk=indices[0], disks=indices)
+                done = await self.store.destage_together(indices, segment_bytes or self.destage_segment,
+                                                         write_home)
         finally:
-            self._destaging.discard(log.index)
-        self._note("level2_done" if done is not None else "level2_suspended", disk=log.index, bytes=done or 0)
+            self._destaging.difference_update(indices)
+        self._note("level2_done" if done is not None else "level2_suspended",
+                   disk=indices[0], disks=indices, bytes=done or 0)
         return done
 
     def _level2_candidate(self) -> CacheDiskLog | None:
@@ -552,7 +556,16 @@ class VCRAID(Destaging):
 
     async def _destage_top(self, log: CacheDiskLog, *, interruptible: bool,
                            segment_bytes: int | None = None) -> int | None:
-        return await self.destage_level2(log, interruptible=interruptible, segment_bytes=segment_bytes)
+        return await self.destage_level2([log], interruptible=interruptible, segment_bytes=segment_bytes)
+
+    async def _destage_tops(self, logs: list[CacheDiskLog], *, segment_bytes: int) -> int | None:
+        return await self.destage_level2(logs, interruptible=False, segment_bytes=segment_bytes)
+
+    def _watermark_companions(self) -> list[CacheDiskLog]:
+        """Round-robin level 1 (scd, mcd) fills the cache disks in turn, and a log holds
+        every other piece of what was written: all of them go into the period. With a route
+        (1c: a cache disk per data disk) each log fills on its own and waits for its mark."""
+        return list(self.logs) if self.route is None else []
 
     async def _wait_all_logged(self) -> None:
         await self._wait_on_cache_disk(self._write_seq)
