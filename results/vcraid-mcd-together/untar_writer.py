@@ -13,30 +13,21 @@ import random
 import sys
 
 sys.path.insert(0, "tests/unit")
+sys.path.insert(0, "results/vcraid-mcd-turn")
 
 import trio
-from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.engine.caches import create_vcraid
-from raidlab.engine.caches.log import DEFAULT_LOG_START
+from sync_writer import rig, started_vcraid
 from virtual_disks import run_in_nursery
 
 KiB, MiB = 1024, 1 << 20
-MEMBERS = ["ibm-dnes-318350", "ibm-dnes-309170", "seagate-st52160n", "seagate-st32151n"]
 
 
 def experiment(config, files=6000, cache_total=16 * MiB, seed=1):
-    members = [EmulatedDisk(f"d{i}", m, MemoryBackend(256 * MiB)) for i, m in enumerate(MEMBERS)]
-    if config == "scd":
-        caches = [EmulatedDisk("c0", "maxtor-91020d6", MemoryBackend(DEFAULT_LOG_START + cache_total))]
-    else:
-        caches = [EmulatedDisk(f"c{i}", m, MemoryBackend(DEFAULT_LOG_START + cache_total // 2))
-                  for i, m in enumerate(["maxtor-91366u4", "maxtor-91020d6"])]
+    members, caches = rig(config, cache_total, member_bytes=256 * MiB)
     rng = random.Random(seed)
 
     async def body(nursery):
-        vc = await create_vcraid("v", members, caches, config=config, ram_buffer=1 * MiB,
-                                 block_size=KiB, durability="paper")
-        vc.start(nursery)
+        vc = await started_vcraid(config, members, caches, nursery)
         before = vc.statistics()["array"]
         started = trio.current_time()
         data = 16 * MiB

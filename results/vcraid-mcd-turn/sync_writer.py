@@ -24,19 +24,32 @@ COUNTERS = ("level2_watermark_periods", "level2_watermark_batches", "level2_forc
             "level1_destages", "level1_per_disk", "idle_periods_found")
 
 
-def experiment(config: str, flush: bool, cache_total: int = 16 * MiB, ops: int = 6000, seed: int = 1):
-    members = [EmulatedDisk(f"d{i}", m, MemoryBackend(64 * MiB)) for i, m in enumerate(MEMBERS)]
+def rig(config: str, cache_total: int = 16 * MiB, member_bytes: int = 64 * MiB):
+    """VC-RAID's four Table 1 SCSI drives, and its cache disks: scd one Maxtor 91020D6,
+    mcd half of `cache_total` on a 91366U4 and half on a 91020D6."""
+    members = [EmulatedDisk(f"d{i}", m, MemoryBackend(member_bytes)) for i, m in enumerate(MEMBERS)]
     if config == "scd":
         caches = [EmulatedDisk("c0", "maxtor-91020d6", MemoryBackend(DEFAULT_LOG_START + cache_total))]
     else:
         caches = [EmulatedDisk(f"c{i}", m, MemoryBackend(DEFAULT_LOG_START + cache_total // 2))
                   for i, m in enumerate(["maxtor-91366u4", "maxtor-91020d6"])]
+    return members, caches
+
+
+async def started_vcraid(config: str, members, caches, nursery):
+    """A started VC-RAID with a 1 MiB RAM buffer, 1 KiB blocks, the paper's durability."""
+    vc = await create_vcraid("v", members, caches, config=config, ram_buffer=1 * MiB,
+                             block_size=KiB, durability="paper")
+    vc.start(nursery)
+    return vc
+
+
+def experiment(config: str, flush: bool, cache_total: int = 16 * MiB, ops: int = 6000, seed: int = 1):
+    members, caches = rig(config, cache_total)
     rng = random.Random(seed)
 
     async def body(nursery):
-        vc = await create_vcraid("v", members, caches, config=config, ram_buffer=1 * MiB,
-                                 block_size=KiB, durability="paper")
-        vc.start(nursery)
+        vc = await started_vcraid(config, members, caches, nursery)
         started = trio.current_time()
         data = 0
         for _ in range(ops):
