@@ -344,10 +344,11 @@ def test_mcd_drains_both_cache_disks_together_once_they_cross_the_high_watermark
     assert s["level2_forced"] == 0
 
 
-def mcd_sync_writes(n_writes, where, **options):
+def mcd_sync_writes(n_writes, where, pause=None, **options):
     """mcd over four members and two 1.5 MiB cache logs; `n_writes` synchronous 4 KiB writes
-    (each acknowledged once on a cache disk) at block `where(i)`, read back after. The
-    statistics, the timeline and the sizes of the array's writes."""
+    (each acknowledged once on a cache disk) at block `where(i)`, read back after; `pause`
+    (every, seconds): a sleep before every `every`-th write. The statistics, the timeline
+    and the sizes of the array's writes."""
     members = [EmulatedDisk(f"d{i}", "maxtor-91020d6", MemoryBackend(8 * MiB)) for i in range(4)]
     caches = [EmulatedDisk(f"c{i}", "maxtor-91020d6", MemoryBackend(DEFAULT_LOG_START + 1536 * KiB))
               for i in range(2)]
@@ -366,6 +367,8 @@ def mcd_sync_writes(n_writes, where, **options):
         vc.start(nursery)
         last = {}
         for i in range(n_writes):
+            if pause and i % pause[0] == 0:
+                await trio.sleep(pause[1])
             block = where(i)
             await vc.write(block * 4 * KiB, pattern(i, 4 * KiB))
             await vc.flush()
@@ -401,29 +404,9 @@ def test_mcd_log_writes_go_to_the_other_cache_disk_while_one_destages():
     waiting behind the destage for their round-robin turn; and the write path does not have
     to destage. Pauses between bursts of writes let idle periods start; the next burst
     arrives while a destage segment is being written home, which it does not suspend."""
-    def where(i):
-        return i * 37 % 1900
-
-    members = [EmulatedDisk(f"d{i}", "maxtor-91020d6", MemoryBackend(8 * MiB)) for i in range(4)]
-    caches = [EmulatedDisk(f"c{i}", "maxtor-91020d6", MemoryBackend(DEFAULT_LOG_START + 1536 * KiB))
-              for i in range(2)]
-
-    async def body(nursery):
-        vc = await create_vcraid("v", members, caches, config="mcd", ram_buffer=64 * KiB, idle_threshold=0.05,
-                                 destage_segment=512 * KiB, high_watermark=1.0, durability="paper")
-        vc.start(nursery)
-        last = {}
-        for i in range(500):  # each write acknowledged only once it is on a cache disk
-            if i % 50 == 0:
-                await trio.sleep(0.06)  # an idle period begins
-            await vc.write(where(i) * 4 * KiB, pattern(i, 4 * KiB))
-            await vc.flush()
-            last[where(i)] = i
-        for block, i in last.items():
-            assert await vc.read(block * 4 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
-        return vc.statistics(), list(vc.timeline)
-
-    s, timeline = run(body, members + caches)
+    s, timeline, _array_writes = mcd_sync_writes(500, lambda i: i * 37 % 1900, pause=(50, 0.06),
+                                                 idle_threshold=0.05, destage_segment=512 * KiB,
+                                                 high_watermark=1.0)
     assert s["idle_periods_found"] >= 2 and s["level2_forced"] == 0
     beside = []  # per level-2 destage: the log writes started on the other disk meanwhile
     destaging = None
