@@ -24,8 +24,11 @@ written again whole at assembly, and none is wrong.
 md runs in the lab VM (runner vm) on the same emulated drives; its writes and reads are dd
 with O_DIRECT in the guest, its member is failed with `mdadm --fail`, and its journal
 replay is read from the guest kernel's log. md marks a dirty array clean again after
-safe_mode_delay (200 ms) without writes, flushing every member's cache first; the power is
-cut right after the writes return, inside that window, where a real cut during writes falls.
+safe_mode_delay (200 ms by default) without writes, flushing every member's cache first. A
+real cut during writes falls before that; here the cut comes after the writes return, the
+guest command and the daemon's kill, which on a slow host take longer than 200 ms. So the
+trial sets safe_mode_delay to SAFE_MODE_DELAY before its writes, and the cut falls inside the
+window wherever the lab VM runs.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ DISKS = 4
 STRIPE = (DISKS - 1) * CHUNK
 REGION_STRIPES = 64           # stripes filled and eligible
 BLOCK = 4096
+SAFE_MODE_DELAY = 600          # seconds md waits before marking the array clean, in md trials
 # case -> (architecture, options, runner). md's members are fresh zeroed images, whose parity
 # is already right: --assume-clean skips an initial resync that would change nothing.
 CASES: dict[str, tuple[str, dict[str, Any], str]] = {
@@ -141,7 +145,9 @@ class _GuestArray:
     def write_blocks(self, blocks: dict[int, bytes]) -> None:
         # one guest command for all of them, so the cut follows the last write at once
         seeks = " ".join(str(offset // BLOCK) for offset in blocks)
-        script = (f"for s in {seeks}; do dd of={self.device} bs={BLOCK} seek=$s count=1 iflag=fullblock "
+        md = os.path.basename(self.device)
+        script = (f"echo {SAFE_MODE_DELAY} > /sys/block/{md}/md/safe_mode_delay || exit 1; "
+                  f"for s in {seeks}; do dd of={self.device} bs={BLOCK} seek=$s count=1 iflag=fullblock "
                   "oflag=direct 2>/dev/null || exit 1; done")
         self._exec(["sh", "-c", script], stdin=b"".join(blocks.values()))
 
