@@ -1,6 +1,6 @@
 """Engine arrays over the cluster, through the CLI as a user runs them: `raidlab create NAME
 --arch A --cluster C` on node 0 of a four-node cluster (one local member, three over NBD),
-fio --verify on the raw device, a node's cable cut while fio writes and reads (the array
+fio --verify on the raw device, a node's cable cut, then fio writes and reads (the array
 serves degraded and the member fails within the bound), the cable healed and the member
 rebuilt in place, `raidlab check`; and what is left after destroy + cluster down, and after
 a SIGKILLed array daemon and `raidlab lab cleanup`.
@@ -128,14 +128,15 @@ def test_a_cut_node_fails_its_member_in_bounded_time_and_is_rebuilt_after_heal(r
     device = rl("create", "x", "--arch", arch, "--cluster", cluster, "--chunk", "32K").stdout.strip()
     fio_verify(device, seed=1)  # data written while every node is up
 
-    # Cut node 2 while fio writes and then reads back: its member's requests go unanswered
-    # until node 0's TCP gives up (about 14 s), and fail with EIO; the rest is served degraded.
+    # Cut node 2, then fio writes and reads back: its member's requests go unanswered until
+    # node 0's TCP gives up (about 14 s), and fail with EIO; the rest is served degraded. (Cut
+    # first: a cut ordered while fio runs can land after a short job has ended on a loaded
+    # host, and then no request ever meets the dead node.)
+    rl("cluster", "cut", cluster, "--node", str(CUT_NODE))
+    cut_at = time.monotonic()
     outcome: dict = {}
     writer = threading.Thread(target=lambda: outcome.setdefault("run", fio.run_job(fio_job(device, seed=2))))
     writer.start()
-    time.sleep(1.0)
-    rl("cluster", "cut", cluster, "--node", str(CUT_NODE))
-    cut_at = time.monotonic()
     failed_after = None
     while writer.is_alive() or failed_after is None:
         members = rl.status("x")["statistics"]["members"]
