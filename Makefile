@@ -6,7 +6,8 @@ PYTEST_ARGS ?=
 # tests wait much of their time on QEMU, fio, sleeps and the emulated disks, so more workers
 # than cores still gain: on two cores four workers finished the suite in 1,174 s, where the
 # sum of its test durations was 4,358 s. More do not: with a tmpfs /tmp (as on CI), four
-# workers took 1,273 s and six 1,335 s, the two cores busy throughout. `--dist worksteal`: a worker
+# workers took 1,273 s and six 1,335 s (beside about 105 s of one core's other work), the two
+# cores busy throughout. `--dist worksteal`: a worker
 # that runs out of tests takes the ones another has not started yet, so the long VM and
 # live tests (which tests/conftest.py starts first) are not left queued behind each other
 # on one worker.
