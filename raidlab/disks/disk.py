@@ -87,7 +87,7 @@ from raidlab.disks import catalog
 from raidlab.disks.backend import INLINE_WRITE_BYTES, Backend
 from raidlab.disks.bus import Bus
 from raidlab.disks.geometry import DriveSpec
-from raidlab.disks.mechanisms import Plan, make_mechanism
+from raidlab.disks.mechanisms import SERVICE_PARTS, Plan, make_mechanism
 from raidlab.disks.scheduler import DISCIPLINES, make_discipline
 from raidlab.disks.volatile import UNTIMED_CACHE_BYTES, VolatileCache
 from raidlab.errors import UsageError
@@ -261,6 +261,7 @@ class EmulatedDisk:
         self._owner_busy: dict[Partition, float] = {}  # service time of each partition's requests
         self._services = 0
         self._service_sum = 0.0
+        self._service_split = dict.fromkeys(SERVICE_PARTS, 0.0)  # busy time by part
         self._cache_hits = 0
         self._max_queue = 0
         self._merge = False  # merge_queued_requests()
@@ -604,10 +605,21 @@ class EmulatedDisk:
         self._busy += plan.service
         self._services += 1
         self._service_sum += plan.service
+        plan.add_parts_to(self._service_split)
         if owner is not self:
             self._owner_busy[owner] = self._owner_busy.get(owner, 0.0) + plan.service
 
     # -- statistics -------------------------------------------------------------------
+
+    def _busy_split(self) -> dict[str, float]:
+        """busy_time by what the modelled drive spent it on: the Plan's parts, and
+        "waiting", the rest (the arm busy with the drive's own write-back, a read-ahead
+        stream the request joined). Seek and rotation apart say whether a change in busy
+        time came from where the requests went or from when they arrived: the platter turns
+        with the clock, so the same requests issued with other gaps wait other rotations."""
+        split = dict(self._service_split)
+        split["waiting"] = self._busy - sum(split.values())
+        return split
 
     def lateness_samples(self) -> list[float]:
         """Seconds by which recent reads/writes/trims completed after the model said they
@@ -632,8 +644,10 @@ class EmulatedDisk:
             "merged_requests": self._merged,
             "mean_service_ms": (self._service_sum / self._services * 1e3) if self._services else 0.0,
             "cache_hits": self._cache_hits,
+            "busy_split": self._busy_split(),
             "destaged_bytes": self.mechanism.destaged_bytes,
             "destage_time": self.mechanism.destage_time,
+            "destage_split": dict(self.mechanism.destage_split),
             "dirty_bytes": self.mechanism.dirty_bytes,
         }
         if self.volatile is not None:

@@ -119,7 +119,11 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
                    "itself cost (the array's account after the run minus before the workload): CPU "
                    "seconds of the lab VM's emulator (the guest, under TCG) and of the array's "
                    "daemon on the host (the engine; md's arrays run in the guest), and the drives' "
-                   "busy seconds (the emulated mechanisms' service time).")
+                   "busy seconds (the emulated mechanisms' service time), with the seek and the "
+                   "rotational wait of all drives apart. The platter turns with the clock, so the "
+                   "same requests issued at other moments wait other rotations: a rotation total "
+                   "that moves while the seek total stays says the drives were met at other "
+                   "angles, not sent elsewhere.")
     _table_section(blocks, "Machine speed", timing.SPEED_COLUMNS, timing.speed_rows(results.runs),
                    "Each run timed two fixed loops just before its workload (raidlab.runners.speed): "
                    "a shell loop where the workload runs (in the lab VM's guest, under TCG) and a "

@@ -24,7 +24,7 @@ from typing import Any
 from raidlab.runners import speed as speedmod
 
 TIME_COLUMNS = ["case", "arch", "runs", "wall s", "guest CPU s", "engine CPU s", "busiest drive",
-                "its busy s", "all drives busy s"]
+                "its busy s", "all drives busy s", "of it seek s", "of it rotation s"]
 # A run during which the hypervisor took more than this share of the host's CPU time is named.
 STEAL_FLAG = 0.10
 SPEED_COLUMNS = ["run", "started", "host µs/loop", "runner µs/loop", "host steal %", "lab VM boot s"]
@@ -62,6 +62,29 @@ def _busy(status: dict | None) -> dict[str, float] | None:
     return None
 
 
+def _split(status: dict | None) -> dict[str, dict[str, float]]:
+    """Drive name -> its busy time by part (raidlab.disks: "seek", "rotation", ...), for
+    every emulated drive in the status's statistics, wherever the architecture nests it
+    (an array's members, a cache's cache disks); a partition has none of its own, its
+    drive's is counted once."""
+    found: dict[str, dict[str, float]] = {}
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            split = x.get("busy_split")
+            if isinstance(split, dict) and "name" in x:
+                found.setdefault(str(x["name"]), {k: float(v) for k, v in split.items()
+                                                  if isinstance(v, (int, float))})
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(_stats(status))
+    return found
+
+
 def _delta(after: float | None, before: float | None) -> float | None:
     if after is None:
         return None
@@ -73,11 +96,20 @@ def run_time(run: dict[str, Any]) -> dict[str, Any]:
     after, before = run.get("array_status"), run.get("array_status_before")
     busy_after, busy_before = _busy(after), _busy(before) or {}
     busy = None if busy_after is None else {d: s - busy_before.get(d, 0.0) for d, s in busy_after.items()}
+    split_after, split_before = _split(after), _split(before)
+
+    def part(name: str) -> float | None:
+        if not split_after:
+            return None
+        return sum(p.get(name, 0.0) - split_before.get(d, {}).get(name, 0.0) for d, p in split_after.items())
+
     return {
         "wall": run.get("seconds"),
         "guest_cpu": _delta(_cpu(after, "vm"), _cpu(before, "vm")),
         "engine_cpu": _delta(_cpu(after, "daemon"), _cpu(before, "daemon")),
         "busy": busy,
+        "seek": part("seek"),
+        "rotation": part("rotation"),
     }
 
 
@@ -154,7 +186,8 @@ def time_rows(runs: list[dict], scenario: Any) -> list[list[str]]:
         rows.append([case, label, str(len(mine)), _fmt(_mean(t["wall"] for t in times)),
                      _fmt(_mean(t["guest_cpu"] for t in times)), _fmt(_mean(t["engine_cpu"] for t in times)),
                      busiest or "", _fmt(means.get(busiest)) if busiest else "",
-                     _fmt(sum(means.values())) if means else ""])
+                     _fmt(sum(means.values())) if means else "",
+                     _fmt(_mean(t["seek"] for t in times)), _fmt(_mean(t["rotation"] for t in times))])
     return rows
 
 

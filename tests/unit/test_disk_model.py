@@ -310,6 +310,50 @@ def test_write_cache_reports_immediately_and_flush_drains_it():
     assert stats["dirty_bytes"] == 0 and stats["destaged_bytes"] == 16 * 65536
 
 
+def test_busy_and_destage_time_split_into_their_parts():
+    async def measure(disk):
+        for i in range(16):
+            await disk.write(i * 7 * MiB + 4096 * i, bytes(65536))
+        await disk.flush()
+        for i in range(16):
+            await disk.read(i * 5 * MiB + 512 * i, 4096)
+        return disk.statistics()
+
+    stats = run_virtual(measure, "hdd-7200", 4 * GiB)
+    busy, destage = stats["busy_split"], stats["destage_split"]
+    assert set(busy) == {"controller", "seek", "rotation", "transfer", "switches", "waiting"}
+    assert abs(sum(busy.values()) - stats["busy_time"]) < 1e-9
+    assert busy["seek"] > 0 and busy["rotation"] > 0 and busy["controller"] > 0
+    assert busy["waiting"] > 0  # the flush waited for the write-back
+    assert abs(sum(destage.values()) - stats["destage_time"]) < 1e-9
+    assert destage["seek"] > 0 and destage["rotation"] > 0 and destage["transfer"] > 0
+
+
+@pytest.mark.parametrize("gaps", [(0.0, 0.0031), (0.0011, 0.0047)])
+def test_the_same_requests_at_other_gaps_seek_alike_and_wait_other_rotations(gaps):
+    """The platter turns with the clock: one request at a time, the same offsets in the same
+    order cost the same seeks whatever the pause between them, but each meets its sector at
+    another angle, so the rotational waits (and with them the busy time) differ. A guest
+    that runs faster or slower issues its requests with other pauses."""
+    offsets = [(i * 7919 % 1000) * MiB + (i * 13 % 64) * 4096 for i in range(200)]
+
+    def with_gap(gap):
+        async def measure(disk):
+            for off in offsets:
+                await disk.read(off, 4096)
+                await trio.sleep(gap)
+            return disk.statistics()["busy_split"]
+
+        return run_virtual(measure, "ibm-dnes-318350", 2 * GiB)
+
+    a, b = (with_gap(g) for g in gaps)
+    # Read-ahead after each read moves the heads a little further the longer the pause, so
+    # the seeks agree to within a thousandth, not exactly.
+    assert a["seek"] == pytest.approx(b["seek"], rel=1e-3)
+    assert a["transfer"] == pytest.approx(b["transfer"], rel=1e-9)
+    assert abs(a["rotation"] - b["rotation"]) > 0.03 * min(a["rotation"], b["rotation"])
+
+
 def test_write_without_cache_waits_for_the_media():
     async def measure(disk):
         t0 = trio.current_time()

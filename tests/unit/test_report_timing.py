@@ -42,7 +42,7 @@ def test_time_rows_are_the_workloads_own_cost_averaged_over_repetitions():
     assert row[3] == "110.0"      # wall: mean of the ok runs only
     assert row[4] == "50.0"       # guest CPU: (40 + 60) / 2
     assert row[5] == "10.0"       # engine CPU: user and system, after minus before
-    assert row[6:] == ["d0", "40.0", "50.0"]
+    assert row[6:] == ["d0", "40.0", "50.0", "", ""]  # no drive kept its busy time by part
 
 
 def test_cache_rows_give_reads_per_hit_destages_by_cause_and_the_cold_start():
@@ -70,7 +70,25 @@ def test_an_engine_array_s_drives_are_read_from_its_members():
 
     runs = [run("raid5", 5.0, engine([1.0, 1.0]), engine([4.0, 9.0]))]
     (row,) = timing.time_rows(runs, SCN)
-    assert row[6:] == ["d1", "8.0", "11.0"]
+    assert row[6:9] == ["d1", "8.0", "11.0"]
+
+
+def test_seek_and_rotation_sum_every_drive_once_wherever_the_status_nests_it():
+    def drive(name, busy, seek, rotation):
+        return {"name": name, "busy_time": busy,
+                "busy_split": {"seek": seek, "rotation": rotation, "transfer": busy - seek - rotation}}
+
+    def cached(k):
+        # a VC-RAID's status: its array's members and its cache disk, nested; a partition
+        # (no busy_split of its own) is not counted again
+        return {"cpu": {"vm": {"user_s": 0.0}, "daemon": {"user_s": 0.0}},
+                "statistics": {"arch": "vcraid",
+                               "array": {"members": [drive("d0", 10 * k, 2 * k, 5 * k), drive("d1", 10 * k, 3 * k, 4 * k)]},
+                               "cache_disks": [drive("c0", 4 * k, 1 * k, 1 * k),
+                                               {"name": "c0p1", "busy_time": 4 * k}]}}
+
+    (row,) = timing.time_rows([run("scd", 5.0, cached(1), cached(3))], SCN)
+    assert row[9:] == ["12.0", "20.0"]  # seek 2 * (2+3+1), rotation 2 * (5+4+1)
 
 
 def _probed(started, runner_us, host_us=0.05, status="ok", boot=6.0, steal=0.01):

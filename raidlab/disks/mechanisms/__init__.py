@@ -16,7 +16,7 @@ closed form of the same kind, so a kind's timing and its closed form live in one
 from __future__ import annotations
 
 from raidlab.disks.geometry import DriveSpec
-from raidlab.disks.mechanisms.base import Mechanism, Plan
+from raidlab.disks.mechanisms.base import SERVICE_PARTS, Mechanism, Plan
 from raidlab.disks.mechanisms.hdd import HddMechanism
 from raidlab.disks.mechanisms.ssd import SsdMechanism
 from raidlab.disks.mechanisms.untimed import UntimedMechanism
@@ -52,6 +52,6 @@ def expected_random_read_s(spec: DriveSpec, image_bytes: int, request_bytes: int
 
 
 __all__ = [
-    "MECHANISMS", "HddMechanism", "Mechanism", "Plan", "SsdMechanism", "UntimedMechanism",
+    "MECHANISMS", "SERVICE_PARTS", "HddMechanism", "Mechanism", "Plan", "SsdMechanism", "UntimedMechanism",
     "expected_random_read_s", "make_mechanism", "mechanism_class",
 ]

@@ -21,6 +21,11 @@ from typing import ClassVar
 
 from raidlab.disks.geometry import DriveSpec, Geometry
 
+# The parts of a request's service time a Plan names. What a request's service has beyond
+# their sum is time it waited for the arm (the drive writing back its own write cache, or a
+# read-ahead stream it joined), which the disk reports as "waiting".
+SERVICE_PARTS = ("controller", "seek", "rotation", "transfer", "switches")
+
 
 @dataclasses.dataclass
 class Plan:
@@ -39,6 +44,11 @@ class Plan:
     @property
     def service(self) -> float:
         return self.end - self.start
+
+    def add_parts_to(self, split: dict[str, float]) -> None:
+        """Add this plan's parts (SERVICE_PARTS) to a running account of them."""
+        for part in SERVICE_PARTS:
+            split[part] += getattr(self, part)
 
     @classmethod
     def overhead(cls, now: float, controller: float) -> Plan:
@@ -72,6 +82,7 @@ class Mechanism(abc.ABC):
         self.dirty_bytes = 0
         self.destaged_bytes = 0
         self.destage_time = 0.0
+        self.destage_split = dict.fromkeys(SERVICE_PARTS, 0.0)  # destage_time by part
 
     def cylinder_of(self, offset: int) -> int:
         """Target cylinder of a request (0 for drives without geometry); for schedulers."""

@@ -355,6 +355,7 @@ class HddMechanism(Mechanism):
         self.arm_free_at = self._media(plan, start, off, n)
         self.destaged_bytes += n
         self.destage_time += self.arm_free_at - start
+        plan.add_parts_to(self.destage_split)
 
     # -- closed form ------------------------------------------------------------------
 
