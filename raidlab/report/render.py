@@ -35,6 +35,21 @@ def _fmt(x: float | None) -> str:
     return f"{x:.3g}"
 
 
+def _missing_runs(results: Results) -> list[str]:
+    """The planned runs without a result file. Each directory of a combined report is
+    checked against its own plan (run ids repeat across directories: `raid5--medium--r1` of
+    one is not another's), and named with it. A run left out with --leave-out has a result
+    and is not missing."""
+    if not results.sources:
+        have = {Path(d["_file"]).stem for d in results.runs} | {Path(f).stem for f in results.left_out}
+        return [r for r in results.manifest.get("planned_runs", []) if r not in have]
+    missing = []
+    for part in results.sources:
+        have = {Path(d["_file"]).stem for d in part.runs}
+        missing += [f"{part.path.name}/{r}" for r in part.manifest.get("planned_runs", []) if r not in have]
+    return missing
+
+
 def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     scn, man = results.scenario, results.manifest
     stats = aggregate(results.runs)
@@ -44,7 +59,7 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
                         + (scn.description or "")))
     runner = f"Runner **{man.get('runner')}**{' (quick size)' if man.get('quick') else ''}"
     counts = (f"{len(results.ok_runs)} runs ok, {len(results.failed_runs)} failed, "
-              f"{len(man.get('planned_runs', []))} planned.")
+              f"{sum(len(part.manifest.get('planned_runs', [])) for part in results.sources or (results,))} planned.")
     kernel_note = f" Workloads ran on kernel {', '.join(kernels)}." if kernels else ""
     if results.sources:
         blocks.append(("p", f"{runner}; combined from {len(results.sources)} results directories of this "
@@ -151,7 +166,7 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
         blocks.append(("h2", "Failed runs"))
         blocks.append(("table", (["run", "error"],
                                  [[Path(r["_file"]).stem, str(r.get("error"))[:400]] for r in results.failed_runs])))
-    missing = [r for r in man.get("planned_runs", []) if not any(Path(d["_file"]).stem == r for d in results.runs)]
+    missing = _missing_runs(results)
     if missing:
         blocks.append(("p", f"{len(missing)} planned runs have no result (interrupted before they ran): "
                             + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")))

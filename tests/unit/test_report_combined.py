@@ -19,14 +19,16 @@ FIG4 = REPO / "scenarios" / "vcraid-fig4-tps.toml"
 
 
 def _results_dir(root: Path, name: str, runs: dict[tuple[str, str], float], *,
-                 scenario: Path = FIG4, quick: bool = False, started: str = "2026-11-22T01:00:00") -> Path:
-    """A results directory as `raidlab run` writes it: manifest, scenario copy, runs/."""
+                 scenario: Path = FIG4, quick: bool = False, started: str = "2026-11-22T01:00:00",
+                 not_run: tuple[str, ...] = ()) -> Path:
+    """A results directory as `raidlab run` writes it: manifest, scenario copy, runs/;
+    `not_run`: planned run ids without a result (an interrupted run)."""
     out = root / name
     (out / "runs").mkdir(parents=True)
     (out / "scenario.toml").write_text(scenario.read_text())
     scenario_id = next(line.split('"')[1] for line in scenario.read_text().splitlines()
                        if line.startswith("id = "))
-    planned = [f"{arch}--{case}--r1" for arch, case in runs]
+    planned = [f"{arch}--{case}--r1" for arch, case in runs] + list(not_run)
     (out / "manifest.json").write_text(json.dumps({
         "scenario": scenario_id, "runner": "vm", "quick": quick, "status": "complete",
         "started": started, "finished": started, "planned_runs": planned,
@@ -108,3 +110,26 @@ def test_leaving_out_a_file_that_is_no_run_is_refused(tmp_path, raidlab_cmd):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "--leave-out" in proc.stderr and "not a run file" in proc.stderr
     assert not (a / "report").exists()
+
+
+def test_each_directory_is_counted_and_checked_against_its_own_plan(tmp_path):
+    # a was interrupted before raid5 at w0.9; b has a run of the same id. The combined
+    # report counts both plans whole and still names a's missing run.
+    a = _results_dir(tmp_path, "a", {("raid5", "w0.5"): 90.0, ("mcd", "w0.5"): 180.0},
+                     not_run=("raid5--w0.9--r1",))
+    b = _results_dir(tmp_path, "b", {("raid5", "w0.5"): 110.0, ("raid5", "w0.9"): 60.0},
+                     started="2026-11-22T02:00:00")
+    [md] = write_report([a, b], formats=("md",), out_dir=tmp_path / "o")
+    text = md.read_text()
+    assert "4 runs ok, 0 failed, 5 planned." in text
+    assert "1 planned runs have no result (interrupted before they ran): a/raid5--w0.9--r1" in text
+
+
+def test_a_left_out_run_is_not_called_missing(tmp_path):
+    a = _results_dir(tmp_path, "a", {("raid5", "w0.5"): 90.0, ("mcd", "w0.5"): 180.0},
+                     not_run=("mcd--w0.9--r1",))
+    [md] = write_report([a], formats=("md",), out_dir=tmp_path / "o",
+                        left_out=[a / "runs" / "mcd--w0.5--r1.json"])
+    text = md.read_text()
+    assert "1 planned runs have no result (interrupted before they ran): mcd--w0.9--r1" in text
+    assert "1 runs ok, 0 failed, 3 planned." in text
