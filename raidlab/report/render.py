@@ -19,7 +19,7 @@ from raidlab.report import claims as claimsmod
 from raidlab.report import control as controlmod
 from raidlab.report import figures, timing
 from raidlab.report.results import Results, aggregate, leave_out, load_combined, metrics_of
-from raidlab.run import manifest_status
+from raidlab.run import RUNS_DIR, manifest_status
 from raidlab.scenarios import paper_citation, pattern_x
 
 FORMATS = ("md", "html")
@@ -36,17 +36,16 @@ def _fmt(x: float | None) -> str:
 
 
 def _missing_runs(results: Results) -> list[str]:
-    """The planned runs without a result file. Each directory of a combined report is
-    checked against its own plan (run ids repeat across directories: `raid5--medium--r1` of
-    one is not another's), and named with it. A run left out with --leave-out has a result
-    and is not missing."""
-    if not results.sources:
-        have = {Path(d["_file"]).stem for d in results.runs} | {Path(f).stem for f in results.left_out}
-        return [r for r in results.manifest.get("planned_runs", []) if r not in have]
+    """The planned runs without a result file. Each directory is checked against its own
+    plan by the run file's path (run ids repeat across the directories of a combined
+    report: one's `raid5--medium--r1` is not another's), and named with it there. A run
+    left out with --leave-out has a result file and is not missing."""
+    have = {Path(d["_file"]).resolve() for d in results.runs} | {Path(f).resolve() for f in results.left_out}
     missing = []
-    for part in results.sources:
-        have = {Path(d["_file"]).stem for d in part.runs}
-        missing += [f"{part.path.name}/{r}" for r in part.manifest.get("planned_runs", []) if r not in have]
+    for part in results.sources or (results,):
+        prefix = f"{part.path.name}/" if results.sources else ""
+        missing += [f"{prefix}{r}" for r in part.manifest.get("planned_runs", [])
+                    if (part.path / RUNS_DIR / f"{r}.json").resolve() not in have]
     return missing
 
 
