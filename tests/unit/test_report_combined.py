@@ -133,3 +133,21 @@ def test_a_left_out_run_is_not_called_missing(tmp_path):
     text = md.read_text()
     assert "1 planned runs have no result (interrupted before they ran): mcd--w0.9--r1" in text
     assert "1 runs ok, 0 failed, 3 planned." in text
+
+
+def test_a_resumed_directory_names_the_kernel_and_commit_of_each_part(tmp_path):
+    # a ran raid5 on host kernel k1 at commit c1, was interrupted, and was resumed twice:
+    # once on k2 at c2 and once more on k2 at c2; b ran once
+    a = _results_dir(tmp_path, "a", {("raid5", "w0.5"): 90.0, ("mcd", "w0.5"): 180.0})
+    man = json.loads((a / "manifest.json").read_text())
+    man.update(kernel="k2", git={"revision": "c2", "dirty": False}, resumed=[
+        {"at": "2026-11-22T03:00:00", "git": {"revision": "c2"}, "previous_git": {"revision": "c1"},
+         "previous_kernel": "k1", "previous_status": "interrupted", "kept": ["raid5--w0.5--r1"]},
+        {"at": "2026-11-22T04:00:00", "git": {"revision": "c2"}, "previous_git": {"revision": "c2"},
+         "previous_kernel": "k2", "previous_status": "interrupted", "kept": ["raid5--w0.5--r1"]}])
+    (a / "manifest.json").write_text(json.dumps(man))
+    b = _results_dir(tmp_path, "b", {("raid5", "w0.9"): 60.0}, started="2026-11-22T05:00:00")
+    [md] = write_report([a, b], formats=("md",), out_dir=tmp_path / "o")
+    rows = {line.split(" | ")[0]: line for line in md.read_text().splitlines() if line.startswith("| `")}
+    assert "| k1, then k2 | 0.1.0 | c1, then c2 |" in rows[f"| `{a}`"]
+    assert "| k | 0.1.0 | b |" in rows[f"| `{b}`"]
