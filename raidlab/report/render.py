@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -232,19 +231,18 @@ def _git(man: dict) -> str:
     return str(git.get("revision"))[:12] + (" (uncommitted changes)" if git.get("dirty") else "")
 
 
-def _parts(man: dict, previous: str, current: Callable[[dict], str]) -> str:
+def _parts(values: list[str]) -> str:
     """One manifest field over the parts of a run resumed with `raidlab run --resume`, oldest
-    first ("a, then b"): each resumption keeps the value the part before it ran with; one that
-    does not (an older manifest has no previous kernel) adds nothing."""
-    values = [current({previous.removeprefix("previous_"): step[previous]})
-              for step in man.get("resumed", []) if step.get(previous)] + [current(man)]
+    first, a value the next part kept named once ("a, then b")."""
     return ", then ".join(v for i, v in enumerate(values) if i == 0 or v != values[i - 1])
 
 
 def _source_row(part: Results) -> list[str]:
     man = part.manifest
-    return [f"`{part.path}`", _parts(man, "previous_kernel", lambda m: str(m.get("kernel"))),
-            str(man.get("raidlab")), _parts(man, "previous_git", _git),
+    steps = man.get("resumed", [])  # each resumption records the kernel and commit of the part before it
+    kernels = [str(s["previous_kernel"]) for s in steps if s.get("previous_kernel")] + [str(man.get("kernel"))]
+    commits = [_git({"git": s.get("previous_git") or {}}) for s in steps] + [_git(man)]
+    return [f"`{part.path}`", _parts(kernels), str(man.get("raidlab")), _parts(commits),
             str(man.get("started")), str(man.get("finished") or "-"), manifest_status(man),
             f"{len(part.ok_runs)} ok, {len(part.failed_runs)} failed, {len(man.get('planned_runs', []))} planned"]
 
