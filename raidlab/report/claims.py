@@ -14,7 +14,10 @@ can check a verdict by hand from the tables beside it:
 * value (one architecture's mean): holds when it lies in [min, max] in every named case (a
   level the paper states, such as "tops out at 65 MB/s").
 * not measured: a needed mean is missing (architecture not run, all its runs failed, or the
-  workload did not report the metric).
+  workload did not report the metric) and every case that could be judged holds. A claim
+  stated for every named case is refuted by one case that fails, so a failing case makes the
+  verdict "does not hold" even while another case has no result; the missing cases are named
+  beside it either way.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def _evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat], cases: list
                 parts.append(f"{case}: {claim.num}/{claim.den}{den_where} = {ratio:.2f}")
         ok = ok and holds
     if missing:
-        return Verdict(claim, NOT_MEASURED, "no result for " + ", ".join(missing)
+        return Verdict(claim, NOT_MEASURED if ok else FAILS, "no result for " + ", ".join(missing)
                        + (("; " + "; ".join(parts)) if parts else ""), ratios)
     return Verdict(claim, HOLDS if ok else FAILS, "; ".join(parts), ratios)
 

@@ -226,6 +226,22 @@ def test_claim_verdicts(tmp_path):
     assert evaluate(ratio, stats).verdict == NOT_MEASURED
 
 
+@needs_workloads
+def test_a_failing_case_refutes_a_claim_while_another_case_has_no_result(tmp_path):
+    """A claim holds only in every named case: one measured case outside the band makes it
+    "does not hold" and the case without a result is still named; a measured case inside the
+    band leaves it "not measured" until the other case has run."""
+    scn = scenarios.load(_write(tmp_path, GOOD))
+    order, _ = scn.claims
+    assert order.cases == ("small", "medium")
+    v = evaluate(order, _stats({("r0", "small"): [90], ("r5", "small"): [100], ("r0", "medium"): [30]}))
+    assert v.verdict == FAILS
+    assert "no result for r5/medium" in v.measured and "small: r5 100 > r0 90" in v.measured
+    v = evaluate(order, _stats({("r0", "small"): [210], ("r5", "small"): [100], ("r0", "medium"): [30]}))
+    assert v.verdict == NOT_MEASURED
+    assert "no result for r5/medium" in v.measured and "small: r0 210 > r5 100" in v.measured
+
+
 def test_cli_bad_scenario_exits_2_without_starting(tmp_path, raidlab_cmd):
     path = _write(tmp_path, GOOD.replace('disk_model = "ssd"', 'disk_modle = "ssd"'))
     home = tmp_path / "home"
