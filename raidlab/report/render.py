@@ -149,10 +149,11 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     _table_section(blocks, "Cache counters", timing.CACHE_COLUMNS, timing.cache_rows(results.runs, scn),
                    "VC-RAID's and DCD's own account of the workload (after minus before): block hits "
                    "on a cache disk and the cache-disk reads they took (runs consecutive in the log "
-                   "are read in one I/O), the destages of the log to the array by what started them "
-                   "(an idle period, a background batch once the log reached its high watermark, or "
-                   "forced in the write path for want of room) and the share forced, and what the "
-                   "cold start drained home after mkfs, before the workload.")
+                   "are read in one I/O), the destages of the log to the array and what started them "
+                   "(the idle periods found, the background batches begun once the log reached its "
+                   "high watermark, each of one or more destages, and the destages forced in the "
+                   "write path for want of room) with the share forced, and what the cold start "
+                   "drained home after mkfs, before the workload.")
 
     blocks.append(("h2", "Architectures"))
     blocks.append(("table", (["label", "arch", "disks", "model", "disk size", "chunk", "drives and bus", "options"],

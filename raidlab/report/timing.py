@@ -29,7 +29,8 @@ TIME_COLUMNS = ["case", "arch", "runs", "wall s", "guest CPU s", "engine CPU s",
 STEAL_FLAG = 0.10
 SPEED_COLUMNS = ["run", "started", "host µs/loop", "runner µs/loop", "host steal %", "lab VM boot s"]
 CACHE_COLUMNS = ["case", "arch", "runs", "cache-disk block hits", "cache-disk reads per hit",
-                 "destages: idle / background / forced", "forced share", "MiB destaged",
+                 "destages", "idle periods / watermark batches / forced destages", "forced share",
+                 "MiB destaged",
                  "cold start drained MiB"]
 
 
@@ -207,7 +208,7 @@ def cache_rows(runs: list[dict], scenario: Any) -> list[list[str]]:
         forced, destages = m("forced"), m("destages")
         share = forced / destages if destages and forced is not None else None
         mib = (lambda x: None if x is None else x / 2**20)
-        rows.append([case, label, str(len(counters)), _fmt(hits, 0), _fmt(per_hit, 3),
+        rows.append([case, label, str(len(counters)), _fmt(hits, 0), _fmt(per_hit, 3), _fmt(destages, 0),
                      " / ".join(_fmt(m(k), 0) or "-" for k in ("idle", "background", "forced")),
                      _fmt(share, 3), _fmt(mib(m("destaged"))), _fmt(mib(m("drained")))])
     return rows
