@@ -30,8 +30,7 @@ STEAL_FLAG = 0.10
 SPEED_COLUMNS = ["run", "started", "host µs/loop", "runner µs/loop", "host steal %", "lab VM boot s"]
 CACHE_COLUMNS = ["case", "arch", "runs", "cache-disk block hits", "cache-disk reads per hit",
                  "destages", "idle periods / watermark batches / forced destages", "forced share",
-                 "MiB destaged",
-                 "cold start drained MiB"]
+                 "MiB destaged", "cold start drained MiB"]
 
 
 def _cpu(status: dict | None, who: str) -> float | None:
