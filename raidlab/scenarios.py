@@ -33,6 +33,7 @@ from raidlab.disks.bus import parse_bus
 from raidlab.disks.disk import SPANS, WRITE_CACHE_SETTINGS
 from raidlab.policies import make_policy
 from raidlab.errors import UsageError
+from raidlab.tools.mkfs import check_mkfs_options
 from raidlab.vm.hosted import MIN_AVAILABLE_MIB
 from raidlab.workloads import trace as trace_workload
 
@@ -604,12 +605,90 @@ def _check_model(path: Path, key: str, model: str) -> None:
                             hint=f"see `raidlab disk models`: {', '.join(catalog.names())}")
 
 
+# The mount -o options a scenario may give, per file system (mount(8), ext4(5); Debian mounts
+# ext2 with the ext4 driver): how the file system behaves, never a path, a device, an owner
+# or another kind of mount. mkfs and mount run as root on a file anyone may have written, so
+# `loop`, `offset=`, `journal_path=`, `usrjquota=`, `context=`, `uid=`/`resuid=`-style
+# ownership, `user`/`owner`, `x-*` and `helper=` are refused, as is `errors=panic`, which
+# would take the host down. Name -> its values: None a bare flag, a tuple the words it takes
+# (None in it: bare too), a range the decimal numbers.
+_MOUNT_EXT2: dict[str, Any] = {
+    **dict.fromkeys(("sync", "async", "dirsync", "atime", "noatime", "relatime", "norelatime", "strictatime",
+                     "nostrictatime", "lazytime", "nolazytime", "diratime", "nodiratime", "nodev", "nosuid", "noexec",
+                     "user_xattr", "nouser_xattr", "acl", "noacl", "discard", "nodiscard", "block_validity",
+                     "noblock_validity", "nombcache", "i_version")),
+    "errors": ("continue", "remount-ro"),
+    "stripe": range(1, 2 ** 32),
+    "inode_readahead_blks": range(0, 2 ** 31),
+}
+MOUNT_OPTIONS = {
+    "ext2": _MOUNT_EXT2,
+    "ext4": {
+        **_MOUNT_EXT2,
+        **dict.fromkeys(("nobarrier", "journal_checksum", "nojournal_checksum", "journal_async_commit", "noload",
+                         "norecovery", "delalloc", "nodelalloc", "auto_da_alloc", "noauto_da_alloc", "dioread_lock",
+                         "dioread_nolock")),
+        "data": ("journal", "ordered", "writeback"),
+        "data_err": ("abort", "ignore"),
+        "barrier": (None, "0", "1"),
+        "commit": range(0, 86401),  # seconds
+        "journal_ioprio": range(0, 8),
+        "max_batch_time": range(0, 2 ** 31), "min_batch_time": range(0, 2 ** 31),  # microseconds
+    },
+}
+
+
+def _mount_value_ok(values: Any, value: str | None) -> bool:
+    if isinstance(values, range):
+        return value is not None and value.isascii() and value.isdecimal() and int(value) in values
+    return value in (values or (None,))
+
+
+def allowed_mount_options(fstype: str) -> str:
+    """What a scenario may give `mount -t FSTYPE -o`, as one line for a message."""
+    def shown(name: str, values: Any) -> str:
+        if values is None:
+            return name
+        if isinstance(values, range):
+            return f"{name}={values.start}..{values.stop - 1}"
+        words = "|".join(v for v in values if v is not None)
+        return f"{name}[={words}]" if None in values else f"{name}={words}"
+
+    return ", ".join(shown(name, values) for name, values in MOUNT_OPTIONS[fstype].items())
+
+
+def check_mount_options(fstype: str, options: tuple[str, ...] | list[str]) -> None:
+    """Refuse, with one line naming it, any mount option outside FSTYPE's allow-list
+    (MOUNT_OPTIONS). The runner joins the options with commas, so each string is split on
+    them and every part is checked."""
+    allowed = MOUNT_OPTIONS[fstype]
+    for option in options:
+        for part in option.split(","):
+            name, has_value, value = part.partition("=")
+            if name not in allowed or not _mount_value_ok(allowed[name], value if has_value else None):
+                raise UsageError(f"mount option {part!r} is not allowed for {fstype}",
+                                 hint=f"allowed: {allowed_mount_options(fstype)}")
+
+
 def _fs_fields(r: _Reader, base: dict) -> dict:
-    return {
+    """A [workload] or [[case]]'s file system and its mkfs and mount options (a case inherits
+    the workload's), the options checked against the file system's allow-lists
+    (raidlab.tools.mkfs.check_mkfs_options, check_mount_options). A "none" case runs neither
+    mkfs nor mount; its options are checked as ext4's, so no scenario carries an option that
+    would be refused were its file system changed."""
+    fields = {
         "filesystem": r.choice("filesystem", FILESYSTEMS, base.get("filesystem", "ext4")),
         "mkfs_options": r.strings("mkfs_options", base.get("mkfs_options", ())),
         "mount_options": r.strings("mount_options", base.get("mount_options", ())),
     }
+    fstype = fields["filesystem"] if fields["filesystem"] in MOUNTED_FILESYSTEMS else "ext4"
+    for name, check in (("mkfs_options", check_mkfs_options), ("mount_options", check_mount_options)):
+        try:
+            check(fstype, fields[name])
+        except UsageError as exc:
+            key = r.where(name) if name in r.table else f"workload.{name} (inherited by {r.key})"
+            raise ScenarioError(r.path, key, exc.message, hint=exc.hint) from None
+    return fields
 
 
 def _load_workload(path: Path, doc: dict, case_tables: list):
