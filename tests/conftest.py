@@ -53,3 +53,11 @@ def terminal_sigint():
     command at a terminal has. A suite started in the background (nohup, `&`) ignores SIGINT,
     as POSIX has background jobs do; children inherit that and would never see the Ctrl-C."""
     return _sigint_as_at_a_terminal
+
+
+@pytest.fixture(autouse=True)
+def _own_raidlab_home(tmp_path_factory, monkeypatch):
+    """Every test gets a RAIDLAB_HOME of its own unless it sets one: without it labs would go
+    to the user's default home, shared by the suite's parallel workers."""
+    if "RAIDLAB_HOME" not in os.environ:
+        monkeypatch.setenv("RAIDLAB_HOME", str(tmp_path_factory.mktemp("home") / "raidlab"))

@@ -220,8 +220,9 @@ class ImageBackend(_FileBackend):
         self.size = check_size(size)
         self._fd = -1
         flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        # 0600: an image holds the bytes of every file written to the array it serves.
         self._open(flags, f"disk image {self.path}", "choose a path in a directory you can write to",
-                   0o644)
+                   0o600)
         try:
             st = os.fstat(self._fd)
             if not stat.S_ISREG(st.st_mode):

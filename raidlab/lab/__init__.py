@@ -35,23 +35,25 @@ the stale cleanup), `session` (the lab run by this process: `open_lab`). The pac
 below the export layer, which uses it, and imports only raidlab.errors, raidlab.tools and
 the standard library (and trio).
 
-Layout: $RAIDLAB_HOME/labs/NAME (RAIDLAB_HOME defaults to ./run):
-    lock, state.json, images/dK.img, mnt/ (the FUSE mount), fusectl/ (a moment's mount)
+Layout: $RAIDLAB_HOME/labs/NAME (RAIDLAB_HOME defaults to ~/.local/state/raidlab; every
+directory the caller's alone, 0700: raidlab.lab.private):
+    lock, state.json, control.sock, images/dK.img, mnt/ (the FUSE mount), fusectl/ (a
+    moment's mount)
 """
 
 from raidlab.lab.cleanup import (StaleReport, cleanup_lab, cleanup_stale, detach_loops_under, held_under,
                                  kill_tagged_processes, list_labs, release_fuse_mount,
                                  release_link, release_netns, unmount_users_of)
+from raidlab.lab.private import create_private, private_dir, write_private
 from raidlab.lab.proc import process_cpu, process_start_time, same_process
 from raidlab.lab.session import (FAIL_AT_ENV, PAUSE_AT_ENV, SET_UP_POINTS, LabSession, ServerProcess,
                                  open_lab)
-from raidlab.lab.state import (RUN_TOKEN_ENV, Lab, Resource, check_lab_name, labs_dir,
-                               raidlab_home)
+from raidlab.lab.state import RUN_TOKEN_ENV, Lab, Resource, check_lab_name, labs_dir, raidlab_home
 
 __all__ = [
     "FAIL_AT_ENV", "PAUSE_AT_ENV", "RUN_TOKEN_ENV", "SET_UP_POINTS", "Lab", "LabSession",
-    "Resource", "ServerProcess", "StaleReport", "check_lab_name", "cleanup_lab", "cleanup_stale",
+    "Resource", "ServerProcess", "StaleReport", "check_lab_name", "cleanup_lab", "cleanup_stale", "create_private",
     "detach_loops_under", "held_under", "kill_tagged_processes", "labs_dir", "list_labs", "open_lab",
-    "process_cpu", "process_start_time", "raidlab_home", "release_fuse_mount",
-    "release_link", "release_netns", "same_process", "unmount_users_of",
+    "private_dir", "process_cpu", "process_start_time", "raidlab_home", "release_fuse_mount",
+    "release_link", "release_netns", "same_process", "unmount_users_of", "write_private",
 ]

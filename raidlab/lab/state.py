@@ -6,8 +6,10 @@ it is created, and erased from it once released, so what a killed run leaves beh
 listed on disk. A lab directory is owned by one process at a time: an flock on `lock`,
 which the kernel drops when the owner dies however it dies.
 
-Layout: $RAIDLAB_HOME/labs/NAME (RAIDLAB_HOME defaults to ./run):
-    lock, state.json, images/dK.img, mnt/ (the FUSE mount), fusectl/ (a moment's mount)
+Layout: $RAIDLAB_HOME/labs/NAME (RAIDLAB_HOME defaults to ~/.local/state/raidlab; every
+directory the caller's alone, 0700: raidlab.lab.private):
+    lock, state.json, control.sock, images/dK.img, mnt/ (the FUSE mount), fusectl/ (a
+    moment's mount)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from raidlab.errors import LabError, UsageError
+from raidlab.lab.private import private_dir, raidlab_home, write_private
 from raidlab.lab.proc import process_start_time
 
 STATE_VERSION = 1
@@ -35,10 +38,6 @@ LAB_DIR_ENV = "RAIDLAB_LAB_DIR"  # in every child a session starts: the lab dire
 LAB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # How long a child process group gets between SIGTERM and SIGKILL.
 TERMINATE_GRACE_SECONDS = 5.0
-
-
-def raidlab_home() -> Path:
-    return Path(os.environ.get("RAIDLAB_HOME", "run")).absolute()
 
 
 def labs_dir(home: str | os.PathLike | None = None) -> Path:
@@ -90,14 +89,15 @@ class Lab:
         base = labs_dir(home)
         self.path = base / name
         if create:
-            try:
-                self.path.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise UsageError(f"cannot create lab directory {self.path}: {exc.strerror}",
-                                 hint="set RAIDLAB_HOME to a writable directory") from exc
+            # The home, its labs directory and the lab's: the caller's alone (raidlab.lab.private).
+            private_dir(base.parent, tighten=False)
+            private_dir(base)
+            private_dir(self.path)
         elif not self.path.is_dir():
             raise LabError(f"no lab named {name!r} in {base}",
                            hint="`raidlab lab list` shows the labs")
+        else:
+            private_dir(self.path, create=False)
         self._lock_fd: int | None = None
         self.run_id: str | None = None
 
@@ -132,7 +132,7 @@ class Lab:
         return self._lock_fd is not None
 
     def try_lock(self) -> bool:
-        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -208,12 +208,7 @@ class Lab:
                 for r in self.read_state().get("resources", [])]
 
     def _write_state(self, state: dict[str, Any]) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(state, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.state_path)
+        write_private(self.state_path, json.dumps(state, indent=1, sort_keys=True))
 
     def begin_run(self) -> None:
         self.run_id = uuid.uuid4().hex
