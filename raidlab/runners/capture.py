@@ -25,7 +25,13 @@ def capture_command(lab, argv: list[str], output: Path, *, timeout: float | None
         raise UsageError(f"array {lab.name} has no host block device to put in place of {{device}}")
     argv = [a.replace("{device}", device or "") for a in argv]
     output = Path(os.path.abspath(output))
-    control.request(lab, "capture", action="start", path=str(output), command=" ".join(argv))
+    # This command opens the trace file, with its own permissions and never through a link,
+    # and hands the daemon the open file (raidlab.service.daemonbase).
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        control.request(lab, "capture", action="start", name=str(output), command=" ".join(argv), fds=[fd])
+    finally:
+        os.close(fd)
     try:
         done = run(argv, check=False, timeout=timeout, capture=False)
     finally:

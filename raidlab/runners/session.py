@@ -11,9 +11,10 @@ in, copy a file out, and a scratch directory on a filesystem other than the arra
   active CommandLog like any other external program; a timeout kills the command.
 * DaemonSession: the array daemon owns the lab VM (raidlab.vm.hosted), so the
   session sends the daemon's `exec`/`put`/`get` ops over its control socket. File contents
-  do not travel through the socket: the daemon runs on this host as this user, so put/get
-  name host paths and the daemon reads/writes them itself (a 122 MB source tarball would
-  otherwise be base64 inside a JSON line). The guest wraps each command in busybox
+  do not travel inside the JSON (a 122 MB source tarball would be base64 in one line), nor
+  do host paths: the session opens the files itself and passes the open descriptors with
+  the request (raidlab.service.daemonbase), so the daemon reads and writes only what this
+  process could. A command's stdout and stderr come back in two unnamed temporary files. The guest wraps each command in busybox
   `timeout -s KILL`, so a hung command is killed inside the VM and the VM stays usable;
   only if the guest itself stops answering does the daemon kill the VM.
 * open_session(lab) reads the lab's runtime.json (written by the daemon when the array is
@@ -32,6 +33,7 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -139,48 +141,47 @@ class DaemonSession:
     def exec(self, argv: list[str], *, timeout: float, stdin: bytes | None = None,
              check: bool = True) -> CommandResult:
         argv = [str(a) for a in argv]
-        stdin_file = None
-        try:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+                tempfile.TemporaryFile() as given:
+            fds = [out.fileno(), err.fileno()]
             if stdin is not None:
-                with tempfile.NamedTemporaryFile(prefix="raidlab-stdin-", delete=False) as fh:
-                    fh.write(stdin)
-                    stdin_file = fh.name
-            reply = self._request("exec", timeout, argv=argv, command_timeout=timeout, stdin_file=stdin_file)
-        finally:
-            if stdin_file:
-                os.unlink(stdin_file)
-        if reply.get("timed_out"):
-            for key in ("stdout_file", "stderr_file"):
-                if reply.get(key):
-                    Path(reply[key]).unlink(missing_ok=True)
-            raise ExecTimeout(f"command in the lab VM timed out after {timeout:g} s and was killed: "
-                              f"{shlex.join(argv)[:200]}", argv=argv, timeout=timeout)
-        return _result(argv, int(reply["rc"]), _read_and_remove(reply["stdout_file"]),
-                       _read_and_remove(reply["stderr_file"]), float(reply["seconds"]), check)
+                given.write(stdin)
+                given.flush()
+                fds.append(given.fileno())
+            reply = self._request("exec", timeout, argv=argv, command_timeout=timeout, stdin=stdin is not None,
+                                  fds=fds)
+            if reply.get("timed_out"):
+                raise ExecTimeout(f"command in the lab VM timed out after {timeout:g} s and was killed: "
+                                  f"{shlex.join(argv)[:200]}", argv=argv, timeout=timeout)
+            out.seek(0)
+            err.seek(0)
+            return _result(argv, int(reply["rc"]), out.read(), err.read(), float(reply["seconds"]), check)
 
     def put(self, local: Path, remote: str) -> None:
         local = Path(local).absolute()
-        if not local.is_file():
-            raise LabError(f"{local} is not a regular file", hint="put copies one file into the lab VM")
-        self._request("put", _transfer_timeout(local.stat().st_size), local=str(local), remote=remote)
+        try:
+            fd = os.open(local, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise LabError(f"cannot open {local}: {exc.strerror}", hint="put copies one file into the lab VM") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise LabError(f"{local} is not a regular file", hint="put copies one file into the lab VM")
+            self._request("put", _transfer_timeout(st.st_size), remote=remote, fds=[fd])
+        finally:
+            os.close(fd)
 
     def get(self, remote: str, local: Path) -> None:
         local = Path(local).absolute()
         local.parent.mkdir(parents=True, exist_ok=True)
-        self._request("get", None, local=str(local), remote=remote)
+        with open(local, "wb") as fh:
+            self._request("get", None, remote=remote, fds=[fh.fileno()])
 
 
 def _transfer_timeout(size: int) -> float:
     """Seconds allowed to move `size` bytes over the VM's command channel (measured ~20 MB/s
     under TCG; allow 2 MB/s plus a minute)."""
     return 60.0 + size / 2e6
-
-
-def _read_and_remove(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    finally:
-        Path(path).unlink(missing_ok=True)
 
 
 def open_session(lab) -> RunnerSession:

@@ -15,13 +15,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from raidlab.errors import LabError, RaidlabError
 from raidlab.lab import Lab, cleanup_stale, labs_dir, same_process
-from raidlab.service.spec import RUNTIME_FILE, SPEC_FILE, ArraySpec, control_address
+from raidlab.service.spec import RUNTIME_FILE, SPEC_FILE, ArraySpec, peer_credentials, socket_address
 from raidlab.signals import deferred_signals
 from raidlab.tools.mount import mounts_under
 
@@ -62,7 +62,8 @@ def _start_locked(lab: Lab, mode: str, *, home: str | None, on_status: Callable[
     read_fd, write_fd = os.pipe()
     pipe = os.fdopen(read_fd, "r")
     lock_fd = lab.lock_fd
-    log = open(lab.path / "daemon.log", "ab")
+    log = os.fdopen(os.open(lab.path / "daemon.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                            | os.O_CLOEXEC, 0o600), "ab")
     argv = [sys.executable, "-m", module, str(lab.path), mode, "--ready-fd", str(write_fd),
             "--lock-fd", str(lock_fd)]
     if home:
@@ -127,21 +128,20 @@ def _log_tail(path: Path) -> str:
 
 
 def request(lab: Lab, op: str, *, on_progress: Callable[[int, int], None] | None = None,
-            timeout: float | None = None, **fields: Any) -> Any:
-    """Send one request to the lab's daemon; return its result or raise DaemonError."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(control_address(lab.path))
-    except (FileNotFoundError, ConnectionRefusedError):
-        sock.close()
-        hint = f"start it with `raidlab assemble {lab.name}`"
-        tail = _log_tail(lab.path / "daemon.log")
-        if '"error"' in tail:  # its daemon stopped on an error: say which
-            hint += f"; its daemon stopped with {tail} (see {lab.path / 'daemon.log'})"
-        raise LabError(f"array {lab.name!r} is not running", hint=hint) from None
+            timeout: float | None = None, fds: Sequence[int] = (), **fields: Any) -> Any:
+    """Send one request to the lab's daemon; return its result or raise DaemonError. `fds`
+    are open descriptors passed with the request (raidlab.service.daemonbase: how files
+    travel); they stay open here.
+
+    The daemon is checked before anything is sent: the process at the other end of the
+    socket must be the one the lab records as its running daemon, and run as the lab's
+    owner. Anything else (a daemon that is gone and a stranger in its place) is refused."""
+    sock = _connect(lab)
     sock.settimeout(timeout)
     with sock:
-        sock.sendall((json.dumps({"op": op, **fields}) + "\n").encode())
+        data = (json.dumps({"op": op, **fields}) + "\n").encode()
+        sent = socket.send_fds(sock, [data], list(fds)) if fds else 0
+        sock.sendall(data[sent:])
         for message in _lines(sock):
             if "progress" in message:
                 if on_progress:
@@ -152,6 +152,32 @@ def request(lab: Lab, op: str, *, on_progress: Callable[[int, int], None] | None
             raise DaemonError(message.get("error", "unknown error"))
     raise LabError(f"array {lab.name!r}: the daemon closed the connection without an answer",
                    hint=f"see {lab.path / 'daemon.log'}")
+
+
+def _connect(lab: Lab) -> socket.socket:
+    """A connection to the lab's daemon, checked (request's doc)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        with socket_address(lab.path) as address:
+            sock.connect(address)
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        hint = f"start it with `raidlab assemble {lab.name}`"
+        tail = _log_tail(lab.path / "daemon.log")
+        if '"error"' in tail:  # its daemon stopped on an error: say which
+            hint += f"; its daemon stopped with {tail} (see {lab.path / 'daemon.log'})"
+        raise LabError(f"array {lab.name!r} is not running", hint=hint) from None
+    except OSError as exc:
+        sock.close()
+        raise LabError(f"array {lab.name!r}: cannot reach its daemon: {exc.strerror or exc}",
+                       hint="only the lab's owner and root may command it") from None
+    pid, uid, _gid = peer_credentials(sock)
+    owner = os.stat(lab.path).st_uid
+    if uid != owner or pid != daemon_pid(lab):
+        sock.close()
+        raise LabError(f"array {lab.name!r}: the process at its control socket (pid {pid}, uid {uid}) "
+                       f"is not the lab's daemon", hint=f"see `raidlab lab list`; {lab.path / 'daemon.log'}")
+    return sock
 
 
 def _lines(sock: socket.socket) -> Iterator[dict]:

@@ -36,7 +36,7 @@ import trio
 
 from raidlab.disks import catalog
 from raidlab.errors import UsageError
-from raidlab.lab import open_lab, process_cpu
+from raidlab.lab import open_lab, process_cpu, write_private
 from raidlab.service.daemonbase import ControlledDaemon, add_start_arguments, run_daemon
 from raidlab.service.hosts import host_class
 from raidlab.service.spec import RUNTIME_FILE, ArraySpec
@@ -79,7 +79,7 @@ class Daemon(ControlledDaemon):
             self.guest_device = opened.get("guest_device")
             await session.nursery.start(self.serve_control)
             runtime = {"pid": os.getpid(), "mode": self.mode, "runner": spec.runner, **opened}
-            (session.lab.path / RUNTIME_FILE).write_text(json.dumps(runtime))
+            write_private(session.lab.path / RUNTIME_FILE, json.dumps(runtime), fsync=False)
             session.push_sync("runtime file", lambda: _unlink(session.lab.path / RUNTIME_FILE))
             self.report_ready({**runtime, "arch": spec.arch})
             await trio.sleep_forever()

@@ -10,10 +10,25 @@ process holding a lab. Both speak one protocol (raidlab.service.control is the c
   starts. A daemon whose starter is gone by the time it is ready (the pipe is broken: the
   command was killed) stops and releases everything instead of serving a lab nobody was
   told of;
-* afterwards, over the lab's Unix socket in the abstract namespace: one JSON request per
-  connection ({"op": NAME, ...}), answered by JSON lines ({"progress": [done, total]} for
-  long operations, then {"ok": true, "result": ...} or {"ok": false, "error": ...}), by the
-  daemon's `op_NAME(request, send)`.
+* afterwards, over the lab's control socket (`control.sock` in the lab directory): one JSON
+  request per connection ({"op": NAME, ...}), answered by JSON lines ({"progress": [done,
+  total]} for long operations, then {"ok": true, "result": ...} or {"ok": false, "error":
+  ...}), by the daemon's `op_NAME(request, send)`.
+
+The control socket commands an array that runs as root on a machine others share, so:
+
+* only the lab's owner and root reach it: the lab directory is 0700 and the socket 0600, and
+  every connection's credentials (SO_PEERCRED) are checked before a byte is read; any other
+  uid is hung up on. The client checks the other side too: it talks only to the pid the lab
+  records as its daemon, running as the lab's owner (raidlab.service.control);
+* no request names a host path the daemon opens. Files travel as descriptors the client
+  opened itself, with its own permissions, passed with the request (SCM_RIGHTS): a capture's
+  trace file, the source of `put`, the destination of `get`, a command's stdin, stdout and
+  stderr (`Request.files`). The daemon closes them when the request ends;
+* a request is one line of at most MAX_REQUEST_BYTES, sent whole within REQUEST_TIMEOUT
+  seconds, with at most MAX_FDS descriptors; at most MAX_CONNECTIONS requests are served at
+  once, the next is answered "busy". A stalled or endless sender costs one slot for ten
+  seconds, not the daemon.
 
 A subclass gives `run()` (open the lab, build, call `tell(ready=...)`, serve until
 stopped), its ops, and where it differs `handler_for` and `unsupported`; `run_daemon` runs
@@ -24,6 +39,7 @@ already told, 1 a bug, with its traceback in the daemon's log).
 from __future__ import annotations
 
 import argparse
+import array
 import json
 import os
 import socket
@@ -33,8 +49,16 @@ from typing import Any
 
 import trio
 
-from raidlab.errors import LabError, LabInterrupted, RaidlabError, leaf_exceptions
-from raidlab.service.spec import control_address
+from raidlab.errors import LabError, LabInterrupted, RaidlabError, UsageError, leaf_exceptions
+from raidlab.service.spec import control_socket, peer_credentials, socket_address
+
+# The control socket's limits (module doc): a request line's size, the time its sender has to
+# send it whole, the requests served at once, and the descriptors one request may carry.
+MAX_REQUEST_BYTES = 1 << 20
+REQUEST_TIMEOUT = 10.0
+MAX_CONNECTIONS = 32
+MAX_FDS = 4
+_INT = array.array("i")
 
 
 class ControlledDaemon:
@@ -48,6 +72,7 @@ class ControlledDaemon:
         self.lock_fd = lock_fd
         self.starter_gone = False  # a write to the starter's pipe failed
         self.session: Any = None
+        self.connections = trio.Semaphore(MAX_CONNECTIONS)  # requests in progress (module doc)
 
     async def run(self) -> None:
         raise NotImplementedError
@@ -87,11 +112,27 @@ class ControlledDaemon:
     # -- the control socket --------------------------------------------------------------
 
     async def serve_control(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on the lab's control socket (module doc) until cancelled; the socket file
+        is removed when it stops."""
+        lab_path = self.session.lab.path
+        path = control_socket(lab_path)
+        path.unlink(missing_ok=True)  # left by a killed daemon; the lab's lock is ours
         sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        await sock.bind(control_address(self.session.lab.path))
-        sock.listen(16)
-        task_status.started()
-        await trio.serve_listeners(self.handle, [trio.SocketListener(sock)])
+        try:
+            with socket_address(lab_path) as address:
+                await sock.bind(address)
+            os.chmod(path, 0o600)
+            sock.listen(16)
+            task_status.started()
+            await trio.serve_listeners(self.handle, [trio.SocketListener(sock)])
+        finally:
+            sock.close()
+            path.unlink(missing_ok=True)
+
+    def allowed_peer(self, uid: int) -> bool:
+        """Whether a process of `uid` may command this daemon: the lab's owner (the uid the
+        daemon runs as) and root."""
+        return uid in (0, os.geteuid())
 
     def handler_for(self, op: Any):
         """The op_NAME method that answers `op`, or None."""
@@ -106,21 +147,40 @@ class ControlledDaemon:
         async def send(obj: dict) -> None:
             await stream.send_all((json.dumps(obj) + "\n").encode())
 
+        fds: list[int] = []
         try:
-            raw = b""
-            while not raw.endswith(b"\n"):
-                chunk = await stream.receive_some(65536)
-                if not chunk:
-                    return
-                raw += chunk
-            request = json.loads(raw)
-            op = request.get("op")
-            handler = self.handler_for(op)
-            if handler is None:
-                await send({"ok": False, "error": self.unsupported(op)})
+            # Who is there is checked before a byte is read: a peer that is neither the lab's
+            # owner nor root is hung up on without an answer.
+            _pid, uid, _gid = peer_credentials(stream.socket)
+            if not self.allowed_peer(uid):
+                print(f"{self.prog}: refused a connection from uid {uid}", file=sys.stderr, flush=True)
                 return
-            result = await handler(request, send)
-            await send({"ok": True, "result": result})
+            try:
+                self.connections.acquire_nowait()
+            except trio.WouldBlock:
+                await _quiet(send, {"ok": False, "error": f"busy: {MAX_CONNECTIONS} requests are in progress"})
+                return
+            try:
+                raw = await _read_request(stream, fds)
+                if raw is None:
+                    return
+                fields = json.loads(raw)
+                if not isinstance(fields, dict):
+                    raise ValueError("a request is a JSON object")
+                request = Request(fields, fds)
+                op = request.get("op")
+                handler = self.handler_for(op)
+                if handler is None:
+                    await send({"ok": False, "error": self.unsupported(op)})
+                    return
+                result = await handler(request, send)
+                await send({"ok": True, "result": result})
+            finally:
+                self.connections.release()
+        except RequestError as exc:
+            await _quiet(send, {"ok": False, "error": str(exc)})
+        except ValueError as exc:  # not JSON, or not an object
+            await _quiet(send, {"ok": False, "error": f"bad request: {exc}"})
         except RaidlabError as exc:
             await _quiet(send, {"ok": False, "error": str(exc)})
         except OSError as exc:
@@ -129,11 +189,58 @@ class ControlledDaemon:
             traceback.print_exc()
             await _quiet(send, {"ok": False, "error": f"internal error: {exc!r}"})
         finally:
+            for fd in fds:
+                os.close(fd)
             await stream.aclose()
 
     async def op_stop(self, request, send) -> dict:
         self.session.work_scope.cancel()
         return {"stopping": True}
+
+
+class RequestError(RaidlabError):
+    """A request that is refused before it is parsed: too large, too slow, or carrying more
+    descriptors than a request may."""
+
+
+async def _read_request(stream: trio.SocketStream, fds: list[int]) -> bytes | None:
+    """One request line of at most MAX_REQUEST_BYTES, read within REQUEST_TIMEOUT seconds;
+    the descriptors that came with it (SCM_RIGHTS) are appended to `fds` (the caller closes
+    them). None if the peer hung up before a whole line."""
+    raw = b""
+    with trio.move_on_after(REQUEST_TIMEOUT) as scope:
+        while not raw.endswith(b"\n"):
+            data, ancillary, flags, _addr = await stream.socket.recvmsg(
+                65536, socket.CMSG_SPACE(MAX_FDS * _INT.itemsize))
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    usable = len(payload) - len(payload) % _INT.itemsize
+                    fds.extend(array.array("i", payload[:usable]))
+            if flags & socket.MSG_CTRUNC or len(fds) > MAX_FDS:
+                raise RequestError(f"a request carries at most {MAX_FDS} descriptors")
+            if not data:
+                return None
+            raw += data
+            if len(raw) > MAX_REQUEST_BYTES:
+                raise RequestError(f"a request is at most {MAX_REQUEST_BYTES} bytes")
+    if scope.cancelled_caught:
+        raise RequestError(f"no whole request within {REQUEST_TIMEOUT:g} s")
+    return raw
+
+
+class Request(dict):
+    """A request as an op receives it: its JSON fields, and the descriptors that came with it
+    (`fds`, module doc), which the daemon closes when the request ends (dup one to keep it)."""
+
+    def __init__(self, fields: dict, fds: list[int]) -> None:
+        super().__init__(fields)
+        self.fds = fds
+
+    def files(self, count: int, what: str) -> list[int]:
+        """The request's descriptors, which op `what` needs exactly `count` of."""
+        if len(self.fds) != count:
+            raise UsageError(f"{what} needs {count} open file(s) passed with the request, not {len(self.fds)}")
+        return self.fds
 
 
 async def _quiet(send, obj) -> None:

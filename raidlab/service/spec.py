@@ -1,5 +1,5 @@
 """An array as the service records it: the spec `raidlab create` saves in the lab, the file
-names of the lab directory, and the address of the array daemon's control socket.
+names of the lab directory, and where the array daemon's control socket is.
 
 Kept apart from the daemon so that the CLI and the runners can name an array and reach its
 daemon without importing what only the daemon process needs (the hosts, FUSE, capture).
@@ -7,14 +7,18 @@ daemon without importing what only the daemon process needs (the hosts, FUSE, ca
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import hashlib
 import json
 import os
+import socket
+import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from raidlab.errors import UsageError
+from raidlab.lab.private import write_private
 
 SPEC_FILE = "array.json"
 RUNTIME_FILE = "runtime.json"
@@ -60,9 +64,7 @@ class ArraySpec:
     power_loss: bool = False
 
     def save(self, lab_path: Path) -> None:
-        tmp = lab_path / (SPEC_FILE + ".tmp")
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2))
-        os.replace(tmp, lab_path / SPEC_FILE)
+        write_private(lab_path / SPEC_FILE, json.dumps(dataclasses.asdict(self), indent=2))
 
     @classmethod
     def load(cls, lab_path: Path) -> "ArraySpec":
@@ -105,7 +107,35 @@ def spec_problem(cls: type, doc: Any) -> str | None:
     return None
 
 
-def control_address(lab_path: Path) -> str:
-    """Abstract-namespace socket name of the lab's daemon."""
-    digest = hashlib.sha256(str(lab_path.resolve()).encode()).hexdigest()[:24]
-    return f"\0raidlab-{digest}"
+CONTROL_SOCKET = "control.sock"  # the daemon's control socket, a file of the lab directory
+
+
+def control_socket(lab_path: Path) -> Path:
+    """Where the lab's daemon listens: a socket file (0600) in the lab directory (0700), so
+    only the lab's owner and root can reach it; the daemon also checks every peer's
+    credentials (raidlab.service.daemonbase) and the client checks the daemon's
+    (raidlab.service.control)."""
+    return Path(lab_path) / CONTROL_SOCKET
+
+
+@contextlib.contextmanager
+def socket_address(lab_path: Path) -> Iterator[str]:
+    """A name of the lab's control socket short enough for sockaddr_un (108 bytes), however
+    deep the lab directory is: the socket seen through a descriptor of the lab directory,
+    /proc/self/fd/N/control.sock, valid while the context lasts."""
+    fd = os.open(lab_path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{CONTROL_SOCKET}"
+    finally:
+        os.close(fd)
+
+
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_credentials(sock: Any) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a connected Unix socket, as the
+    kernel recorded them when the connection was made (SO_PEERCRED)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    pid, uid, gid = _UCRED.unpack(raw)
+    return pid, uid, gid

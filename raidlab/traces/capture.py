@@ -22,8 +22,8 @@ in raidlab's format, so a live workload can be replayed in virtual time and the 
 
 from __future__ import annotations
 
+import os
 from array import array
-from pathlib import Path
 from typing import Any
 
 from raidlab import sched
@@ -37,15 +37,16 @@ FLUSH_LINES = 4096
 class CaptureTarget:
     """A BlockTarget proxy that writes every request to a raidlab-format trace."""
 
-    def __init__(self, inner: Any, path: Path, *, comments: list[str] = ()) -> None:
+    def __init__(self, inner: Any, out: Any, name: str, *, comments: list[str] = ()) -> None:
+        """`out`: the open text file the trace is written to; `name`: what to call it."""
         self.inner = inner
         self.name = inner.name
-        self.path = Path(path)
+        self.path = name
         self.t0 = sched.current_time()
         self.count = 0
         self.samples = {READ: array("d"), WRITE: array("d"), FLUSH: array("d"), TRIM: array("d")}
         self._lines: list[str] = []
-        self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._file = out
         self._file.write(RAIDLAB_HEADER + "\n")
         for comment in comments:
             self._file.write(f"# {comment}\n")
@@ -104,7 +105,7 @@ class CaptureTarget:
         self._flush_lines()
         self._file.close()
         return {
-            "path": str(self.path),
+            "path": self.path,
             "requests": self.count,
             "seconds": sched.current_time() - self.t0,
             "response": {op: response_summary(samples) for op, samples in self.samples.items()},
@@ -119,21 +120,23 @@ def _volume_node(fs: Any):
     return node
 
 
-async def capture_op(fs: Any, request: dict[str, Any], *, describe: str = "") -> dict[str, Any]:
-    """The daemon's `capture` op: action=start (path) or stop, on the FUSE file `volume`."""
+async def capture_op(fs: Any, request: Any, *, describe: str = "") -> dict[str, Any]:
+    """The daemon's `capture` op on the FUSE file `volume`: action=start, with the trace file
+    the client opened passed as the request's one descriptor (raidlab.service.daemonbase:
+    the daemon opens no path a request names; `name` only labels it), or stop."""
     node = _volume_node(fs)
     action = request.get("action")
     if action == "start":
         if isinstance(node.target, CaptureTarget):
             raise UsageError(f"already capturing to {node.target.path}",
                              hint="stop that capture first (its `raidlab trace capture` stops it on exit)")
-        path = Path(str(request.get("path", "")))
-        if not path.is_absolute() or not path.parent.is_dir():
-            raise UsageError(f"capture file {path} must be an absolute path in an existing directory")
+        (fd,) = request.files(1, "capture start")
+        name = str(request.get("name", "trace"))
+        out = os.fdopen(os.dup(fd), "w", encoding="utf-8")  # the request's own fd closes with it
         comments = [f"captured by raidlab trace capture from the volume of {describe}".rstrip(),
                     f"command: {request.get('command', '')}"]
-        node.target = CaptureTarget(node.target, path, comments=comments)
-        return {"capturing": str(path)}
+        node.target = CaptureTarget(node.target, out, name, comments=comments)
+        return {"capturing": name}
     if action == "stop":
         recorder = node.target
         if not isinstance(recorder, CaptureTarget):

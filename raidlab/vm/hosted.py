@@ -35,9 +35,11 @@ How it is built:
   64 MB machines) still holds the sources, and their pages are ordinary, evictable page
   cache. It is the last disk, so the array's disks keep /dev/vda, /dev/vdb, ...; it is not
   timed by any disk model (a host file), as the paper's sources sat on a separate disk.
-* Output travels as files: the daemon writes a command's stdout/stderr to files in the lab
-  directory and answers with their paths (DaemonSession reads and removes them), so large
-  outputs never sit inside one JSON line.
+* Files travel as descriptors passed with the request (raidlab.service.daemonbase), never
+  as host paths the daemon would open: `exec` writes a command's stdout and stderr into two
+  files the client opened (and reads its stdin from a third), `put` reads the file the
+  client opened, `get` writes into one. So large outputs never sit inside one JSON line, and
+  the daemon touches no host file the client could not open itself.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from pathlib import Path
 import trio
 
 from raidlab.errors import UsageError, VMError
-from raidlab.lab import process_start_time
+from raidlab.lab import create_private, process_start_time
 from raidlab.tools.base import require, run
 from raidlab.vm import LabVM, VMDisk, build_vm_image
 from raidlab.vm.protocol import GUEST_SCRATCH, GUEST_TIMEOUT_STATUS, guest_script
@@ -114,7 +116,6 @@ class HostedVM:
         self.lock = trio.Lock()
         self.in_flight: threading.Event | None = None  # set when the latest call returns
         self.current: tuple[str, float] | None = None  # (what, monotonic start) of the running call
-        self.exchange = session.lab.path / "exec"
 
     async def start(self) -> None:
         """Build (cached) the image, boot the VM, push its shutdown on the lab session."""
@@ -193,7 +194,6 @@ class HostedVM:
         for why in vm.boot_retries:
             self.status(f"lab VM booted again after: {why}")
         self.status(f"lab VM up in {vm.boot_seconds:.1f} s ({vm.accel})")
-        self.exchange.mkdir(exist_ok=True)
         await self.run_script(f"mkdir -p {GUEST_SCRATCH} && mount -t ext4 /dev/raidlab/{SCRATCH_SERIAL} {GUEST_SCRATCH}",
                               60)
         self.guest_memory = await self.meminfo()
@@ -297,30 +297,33 @@ class HostedVM:
 
     # -- daemon ops ----------------------------------------------------------------------
 
+    # A request is raidlab.service.daemonbase.Request: its fields, and `files(n, what)`, the
+    # descriptors that came with it.
+
     async def op_exec(self, request, send) -> dict:
+        """Run `argv` in the guest; its stdout and stderr are written into the request's two
+        descriptors (a third, if `stdin` is true, is read as its stdin)."""
         argv = request.get("argv")
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             raise UsageError("exec needs argv: a non-empty list of strings")
         timeout = float(request.get("command_timeout") or 60.0)
-        stdin = None
-        if request.get("stdin_file"):
-            stdin = await trio.Path(request["stdin_file"]).read_bytes()
+        fds = request.files(3 if request.get("stdin") else 2, "exec")
+        stdin = await trio.to_thread.run_sync(_read_all, fds[2]) if len(fds) == 3 else None
         try:
             out = await self.run_argv(argv, timeout, stdin)
         except VMError as exc:
             if exc.fields.get("timed_out"):
                 return {"timed_out": True, "error": str(exc)}
             raise
-        tag = uuid.uuid4().hex
-        stdout_file, stderr_file = self.exchange / f"{tag}.out", self.exchange / f"{tag}.err"
-        await trio.Path(stdout_file).write_bytes(out["stdout"])
-        await trio.Path(stderr_file).write_bytes(out["stderr"])
-        return {"rc": out["rc"], "seconds": out["seconds"], "timed_out": out["timed_out"],
-                "stdout_file": str(stdout_file), "stderr_file": str(stderr_file)}
+        await trio.to_thread.run_sync(_write_all, fds[0], out["stdout"])
+        await trio.to_thread.run_sync(_write_all, fds[1], out["stderr"])
+        return {"rc": out["rc"], "seconds": out["seconds"], "timed_out": out["timed_out"]}
 
     async def op_put(self, request, send) -> dict:
-        local, remote = Path(request["local"]), str(request["remote"])
-        data = await trio.Path(local).read_bytes()
+        """Copy the file open on the request's descriptor to `remote` in the guest."""
+        (fd,) = request.files(1, "put")
+        remote = str(request.get("remote", ""))
+        data = await trio.to_thread.run_sync(_read_all, fd)
         parent = os.path.dirname(remote)
         if parent:
             await self._call(f"mkdir -p {parent}", self.vm.run, f"mkdir -p {shlex.quote(parent)}", timeout=30,
@@ -330,10 +333,29 @@ class HostedVM:
         return {"bytes": len(data)}
 
     async def op_get(self, request, send) -> dict:
-        local, remote = Path(request["local"]), str(request["remote"])
+        """Copy `remote` out of the guest into the file open on the request's descriptor."""
+        (fd,) = request.files(1, "get")
+        remote = str(request.get("remote", ""))
         data = await self._call(f"copy {remote} out", self.vm.get, remote, timeout=600.0)
-        await trio.Path(local).write_bytes(data)
+        await trio.to_thread.run_sync(_write_all, fd, data)
         return {"bytes": len(data)}
+
+
+def _read_all(fd: int) -> bytes:
+    """The whole file open on `fd`, from its start (pread: the client's offset is untouched)."""
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """`data` as the file open on `fd`, from its start."""
+    os.ftruncate(fd, 0)
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.pwrite(fd, view[done:], done)
 
 
 def _summary(command: str, limit: int = 120) -> str:
@@ -345,7 +367,7 @@ def make_scratch_image(path: Path) -> None:
     """A fresh sparse file with an empty ext4 (no journal: scratch needs no crash safety)."""
     require("mkfs.ext4")
     path.unlink(missing_ok=True)
-    with open(path, "wb") as f:
+    with os.fdopen(create_private(path), "wb") as f:
         f.truncate(SCRATCH_BYTES)
     run(["mkfs.ext4", "-F", "-q", "-O", "^has_journal", "-E", "lazy_itable_init=1,nodiscard",
          "-L", "raidlab-scratch", str(path)])

@@ -165,7 +165,7 @@ def test_daemon_session_stdin_files_failures_and_timeouts(vm_array, tmp_path):
     assert time.monotonic() - started < 60
     # The guest killed the command; the VM still answers.
     assert session.exec(["echo", "alive"], timeout=30).stdout == b"alive\n"
-    assert not list((lab.path / "exec").iterdir())  # output files were taken and removed
+    assert not (lab.path / "exec").exists()  # output came back through the client's own files
 
 
 @pytest.mark.vm
