@@ -37,6 +37,7 @@ from raidlab.disks import catalog
 from raidlab.errors import LabInterrupted, MissingToolError, RaidlabError, UsageError
 from raidlab.lab import process_start_time, same_process
 from raidlab.lab.proc import boot_id
+from raidlab.outputs import PARTIAL, make_dirs, owned_dir, read_regular, remove_partials, write_whole
 from raidlab.signals import Signalled, terminate_as_interrupt
 from raidlab.runners import live
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, PlannedRun, Scenario, validate_arch
@@ -49,15 +50,30 @@ WORKLOAD_PROGRAMS = ("mount", "umount")  # and mkfs.<filesystem> of each case
 
 
 def results_dir(root: Path, scenario: Scenario) -> Path:
+    """A new <root>/<scenario>/<time>/ with its runs/ (raidlab.outputs.make_dirs: made one
+    directory at a time, never through someone else's link); a second run in the same second
+    gets <time>-2, -3, ..."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = root / scenario.id
+    base = make_dirs(root / scenario.id, "--results")
     out = base / stamp
     n = 1
-    while out.exists():
-        n += 1
-        out = base / f"{stamp}-{n}"
-    (out / RUNS_DIR).mkdir(parents=True)
+    while True:
+        try:
+            os.mkdir(out)
+            break
+        except FileExistsError:
+            n += 1
+            out = base / f"{stamp}-{n}"
+        except OSError as exc:
+            raise UsageError(f"--results {out}: {exc.strerror}") from None
+    owned_dir(out, "--results")
+    make_dirs(out / RUNS_DIR, "--results")
     return out
+
+
+def _write_json(path: Path, doc: dict) -> Path:
+    text = json.dumps(doc, indent=2, default=str)
+    return write_whole(path, lambda partial: partial.write_text(text))
 
 
 # --- environment record -----------------------------------------------------------------
@@ -176,9 +192,7 @@ def write_manifest(out: Path, scenario: Scenario, *, runner: str, quick: bool, p
         "seeds": {c.name: c.params.get("seed") for c in scenario.cases if "seed" in c.params},
         **(extra or {}),
     }
-    tmp = out / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    os.replace(tmp, out / MANIFEST)
+    _write_json(out / MANIFEST, doc)
 
 
 def manifest_status(man: dict) -> str:
@@ -203,11 +217,7 @@ def _memory_bytes() -> int | None:
 
 
 def _write_run(out: Path, run: PlannedRun, doc: dict) -> Path:
-    path = out / RUNS_DIR / f"{run.run_id}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    os.replace(tmp, path)
-    return path
+    return _write_json(out / RUNS_DIR / f"{run.run_id}.json", doc)
 
 
 @dataclasses.dataclass
@@ -266,17 +276,30 @@ def check_programs(scenario: Scenario, runner: str) -> None:
 
 def resume_plan(out: Path) -> tuple[Scenario, dict, list[PlannedRun], set[str]]:
     """What `raidlab run --resume OUT` continues: the scenario as it ran (OUT's copy), the
-    manifest, the runs it planned (in order) and those already ok (kept)."""
+    manifest, the runs it planned (in order) and those already ok (kept).
+
+    OUT must be a directory of the caller's (raidlab.outputs.owned_dir: not a link, not
+    another user's, whoever the caller is), since the run writes into it; its files are read
+    without following links (raidlab.outputs.read_regular). A run file that is not a regular
+    file is not kept: the run is made again and its file replaces what was there."""
     from raidlab import scenarios
 
+    owned_dir(out, "--resume")
+    if os.path.lexists(out / RUNS_DIR):
+        owned_dir(out / RUNS_DIR, "--resume")
     try:
-        man = json.loads((out / MANIFEST).read_text())
+        man = json.loads(read_regular(out / MANIFEST))
     except (OSError, ValueError):
         raise UsageError(f"{out} is not a results directory of `raidlab run` (no readable {MANIFEST})",
                          hint="give the <results>/<scenario>/<time> directory of the run to continue") from None
     if manifest_status(man).startswith("running"):
         raise UsageError(f"the run of {out} is still going (pid {man.get('pid')})", hint="let it finish, or stop it")
-    scenario = scenarios.loads((out / SCENARIO_COPY).read_text(), out / SCENARIO_COPY)
+    try:
+        scenario_text = read_regular(out / SCENARIO_COPY).decode()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{out / SCENARIO_COPY}: {getattr(exc, 'strerror', None) or exc}",
+                         hint="a results directory of `raidlab run` keeps the scenario it ran") from None
+    scenario = scenarios.loads(scenario_text, out / SCENARIO_COPY)
     wanted = list(man.get("planned_runs", []))
     reps = max((int(r.rsplit("--r", 1)[1]) for r in wanted if "--r" in r), default=scenario.repeat)
     by_id = {p.run_id: p for p in scenarios.plan_runs(scenario, quick=bool(man.get("quick")), repeat=reps)}
@@ -285,10 +308,12 @@ def resume_plan(out: Path) -> tuple[Scenario, dict, list[PlannedRun], set[str]]:
         raise UsageError(f"{out}: planned run {missing[0]} is not in its scenario copy", hint="start a new run")
     done = set()
     for path in (out / RUNS_DIR).glob("*.json"):
+        if PARTIAL in path.name:
+            continue
         try:
-            if json.loads(path.read_text()).get("status") == "ok":
+            if json.loads(read_regular(path)).get("status") == "ok":
                 done.add(path.stem)
-        except (OSError, ValueError):
+        except (OSError, ValueError, UsageError):
             continue
     return scenario, man, [by_id[r] for r in wanted], done
 
@@ -310,6 +335,9 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
     if resume is not None:
         out = resume
         _scenario, previous, _planned, done = resume_plan(out)
+        make_dirs(out / RUNS_DIR, "--resume")
+        for directory in (out, out / RUNS_DIR):
+            remove_partials(directory)
         started = previous.get("started")
         resumed = list(previous.get("resumed", [])) + [{
             "at": dt.datetime.now().isoformat(timespec="seconds"), "git": git_revision(),
@@ -320,7 +348,7 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
         scenario_file = previous.get("scenario_file") or str(scenario.path)
     else:
         out = results_dir(results_root, scenario)
-        (out / SCENARIO_COPY).write_text(scenario.text)
+        write_whole(out / SCENARIO_COPY, lambda partial: partial.write_text(scenario.text))
         started = dt.datetime.now().isoformat(timespec="seconds")
     manifest = dict(scenario=scenario, runner=runner, quick=quick, planned=planned, started=started,
                     command_line=argv)

@@ -95,12 +95,11 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
     from raidlab.errors import UsageError
     from raidlab.outputs import output_dir
 
-    if results_root is not None:
-        output_dir(results_root, "--results")
     if resume is not None:
         if scenario_file is not None or quick or repeat or only or cases:
             raise UsageError("--resume continues a run as it was planned",
                              hint="give only the results directory (and --home if the run had one)")
+        # resume_plan refuses a directory that is a link or not the caller's before reading it
         scenario, previous, planned, done = runmod.resume_plan(resume)
         runner, quick = previous.get("runner", scenario.runner), bool(previous.get("quick"))
         _err.print(f"resuming {resume}: {len(done)} of {len(planned)} runs kept, {len(planned) - len(done)} to run",
@@ -108,6 +107,7 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
     else:
         if scenario_file is None:
             raise UsageError("give a SCENARIO file (or --resume RESULTS_DIR)")
+        output_dir(results_root, "--results")
         scenario = scenarios.load(scenario_file)
         runner = runner or scenario.runner
         labels = tuple(label for item in only for label in item.split(",") if label)
