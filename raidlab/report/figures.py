@@ -24,7 +24,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from raidlab.outputs import regular_or_absent, write_whole  # noqa: E402
+from raidlab.outputs import make_dirs, regular_or_absent, write_whole  # noqa: E402
 from raidlab.report.results import Results, Stat, metric_value  # noqa: E402
 from raidlab.scenarios import ARCH_X_FIELDS, pattern_x, x_value  # noqa: E402
 
@@ -280,7 +280,7 @@ def lines(results: Results, metric: str, out: Path) -> Path | None:
 
 
 def draw(results: Results, stats: dict, metric: str, out: Path) -> Path | None:
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out, "report figures")
     if results.scenario.report.style == "lines":
         return lines(results, metric, out)
     return bars(results, stats, metric, out)

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from raidlab.errors import UsageError
-from raidlab.outputs import output_dir, regular_or_absent, remove_partials, write_whole
+from raidlab.outputs import make_dirs, output_dir, regular_or_absent, remove_partials, write_whole
 from raidlab.report import claims as claimsmod
 from raidlab.report import control as controlmod
 from raidlab.report import figures, timing
-from raidlab.report.results import Results, aggregate, leave_out, load_combined, metrics_of
+from raidlab.report.results import Results, aggregate, find_results_dir, leave_out, load_combined, metrics_of
 from raidlab.run import RUNS_DIR, manifest_status
 from raidlab.scenarios import paper_citation, pattern_x
 
@@ -340,12 +340,15 @@ def write_report(results_path: Path | list[Path], *, formats: tuple[str, ...] = 
     if len(paths) > 1 and out_dir is None:
         raise UsageError("several RESULTS directories make one combined report: say where it goes "
                          "with --out")
-    results = leave_out(load_combined(paths, scenario_file=scenario_file), left_out or [])
-    out = output_dir(Path(out_dir) if out_dir else results.path / "report", "--out")
+    # The report is written only into a directory of the caller's (raidlab.outputs), checked
+    # before anything is read: RESULTS of another user are read, into an --out of the caller's.
+    option = "--out" if out_dir else "the report directory (RESULTS/report; choose one with --out)"
+    out = output_dir(Path(out_dir) if out_dir else find_results_dir(paths[0]) / "report", option)
     for fmt in formats:
         regular_or_absent(out / f"report.{fmt}", "report")
     output_dir(out / "figures", "report figures")
-    out.mkdir(parents=True, exist_ok=True)
+    results = leave_out(load_combined(paths, scenario_file=scenario_file), left_out or [])
+    make_dirs(out, option)
     for directory in (out, out / "figures"):
         if directory.is_dir():
             remove_partials(directory)

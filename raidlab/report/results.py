@@ -6,6 +6,11 @@ loaded without registry look-ups, so a report can be drawn on a machine where a 
 ran then is not importable now. A directory whose runs or manifest belong to a different
 scenario than the one asked for is refused.
 
+A results directory may be another user's (a student's, handed in): it is only read, and its
+files are read as raidlab wrote them (raidlab.outputs.read_regular): a link at the name of
+the manifest, the scenario copy or a run file is refused, not followed, as are a FIFO, a
+device or an outsized file there.
+
 Statistics are plain (pure functions): mean, sample standard deviation, min, max, n over the
 repetitions whose status is "ok"; failed runs are counted, never averaged in as zeros.
 """
@@ -22,6 +27,7 @@ from typing import Any
 
 from raidlab import scenarios
 from raidlab.errors import UsageError
+from raidlab.outputs import PARTIAL, read_regular
 from raidlab.run import MANIFEST, RUNS_DIR, SCENARIO_COPY
 from raidlab.scenarios import Scenario, pattern_x
 
@@ -74,19 +80,32 @@ def find_results_dir(path: Path) -> Path:
                      hint="give results/<scenario>/<time>/ as written by `raidlab run`")
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(read_regular(path))
+    except ValueError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a JSON object")
+    return doc
+
+
 def load_results(path: Path, *, scenario_file: Path | None = None) -> Results:
     out = find_results_dir(path)
     manifest_path = out / MANIFEST
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except ValueError as exc:
-        raise UsageError(f"{manifest_path}: not valid JSON ({exc})") from None
+    manifest = _read_json(manifest_path)
     recorded_id = manifest.get("scenario")
     copy = out / SCENARIO_COPY
     if not copy.is_file():
         raise UsageError(f"{out}: no {SCENARIO_COPY} (the scenario this directory was run from)",
                          hint="results directories are written by `raidlab run`")
-    scenario = scenarios.load(copy, check_references=False)
+    try:
+        copy_text = read_regular(copy).decode()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {copy}: {getattr(exc, 'strerror', None) or exc}") from None
+    scenario = scenarios.loads(copy_text, copy, check_references=False)
     if scenario.id != recorded_id:
         raise UsageError(f"{manifest_path}: scenario: {recorded_id!r} does not match its {SCENARIO_COPY} "
                          f"({scenario.id!r})")
@@ -101,10 +120,9 @@ def load_results(path: Path, *, scenario_file: Path | None = None) -> Results:
     cases = {c.name for c in scenario.cases}
     runs = []
     for run_file in sorted((out / RUNS_DIR).glob("*.json")):
-        try:
-            doc = json.loads(run_file.read_text())
-        except ValueError as exc:
-            raise UsageError(f"{run_file}: not valid JSON ({exc})") from None
+        if PARTIAL in run_file.name:
+            continue  # a file being written, or left by a killed writer: not a run's record
+        doc = _read_json(run_file)
         if doc.get("arch") not in labels or doc.get("case") not in cases:
             raise UsageError(f"{run_file}: arch {doc.get('arch')!r} / case {doc.get('case')!r} is not in "
                              f"scenario {scenario.id!r}", hint="this run file comes from another scenario")
