@@ -17,6 +17,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from raidlab.errors import UsageError
+from raidlab.outputs import make_dirs, read_regular, remove_partials, write_whole
+
 TITLE = "# Reliability: what raidlab's arrays survive"  # the document's first line (its marker)
 
 # The fault campaign's cells: label -> (arch, members, options, the drive that goes bad).
@@ -51,11 +54,15 @@ class CellStore:
     the code's trees, so a commit of results or docs keeps the cells), without uncommitted
     changes to it, with the same parameters; otherwise it is run again and stored over the
     old one. The document then still names one code for every cell. The directory can be
-    committed with the results, so a fresh clone resumes the campaign."""
+    committed with the results, so a fresh clone resumes the campaign. The directory is the
+    caller's and its cells are written and read as every results file is (raidlab.outputs):
+    a cell file is replaced by a rename, never written through a link, and a link at its name
+    is not read."""
 
     def __init__(self, directory: str | Path, *, revision: str | None, dirty: bool, params: dict[str, Any]):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory, "the campaign's cell store")
+        remove_partials(self.directory)
         self.revision = revision if not dirty else None   # a dirty tree's cells are never reused
         self.params = params
 
@@ -66,8 +73,8 @@ class CellStore:
         if self.revision is None:
             return None
         try:
-            stored = json.loads(self._path(key).read_text())
-        except (OSError, ValueError):
+            stored = json.loads(read_regular(self._path(key)))
+        except (OSError, ValueError, UsageError):
             return None
         if stored.get("revision") != self.revision or stored.get("params") != self.params:
             return None
@@ -75,9 +82,8 @@ class CellStore:
 
     def save(self, key: str, summary: dict[str, Any]) -> None:
         doc = {"revision": self.revision, "params": self.params, "key": key, "summary": summary}
-        partial = self._path(key).with_suffix(".partial")
-        partial.write_text(json.dumps(doc, indent=1))
-        partial.replace(self._path(key))
+        text = json.dumps(doc, indent=1)
+        write_whole(self._path(key), lambda partial: partial.write_text(text))
 
 
 def crash_section(summaries: list[dict[str, Any]]) -> list[str]:
