@@ -27,7 +27,11 @@ def capture_command(lab, argv: list[str], output: Path, *, timeout: float | None
     output = Path(os.path.abspath(output))
     # This command opens the trace file, with its own permissions and never through a link,
     # and hands the daemon the open file (raidlab.service.daemonbase).
-    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise UsageError(f"cannot write the trace {output}: {exc.strerror}",
+                         hint="give a file in an existing directory you can write to") from None
     try:
         control.request(lab, "capture", action="start", name=str(output), command=" ".join(argv), fds=[fd])
     finally:

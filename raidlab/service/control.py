@@ -141,7 +141,8 @@ def request(lab: Lab, op: str, *, on_progress: Callable[[int, int], None] | None
     with sock:
         data = (json.dumps({"op": op, **fields}) + "\n").encode()
         sent = socket.send_fds(sock, [data], list(fds)) if fds else 0
-        sock.sendall(data[sent:])
+        if sent < len(data):  # (an empty send after the daemon answered and closed is EPIPE)
+            sock.sendall(data[sent:])
         for message in _lines(sock):
             if "progress" in message:
                 if on_progress:

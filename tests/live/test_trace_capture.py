@@ -56,4 +56,5 @@ def test_capture_errors_are_one_line(lab, tmp_path):
     bad_dir = lab("trace", "capture", "cap", "-o", str(tmp_path / "no" / "x.trace"), "--", "true", check=False)
     assert bad_dir.returncode == 2
     assert bad_dir.stderr.strip().splitlines() == [
-        f"raidlab: error: capture file {tmp_path / 'no' / 'x.trace'} must be an absolute path in an existing directory"]
+        f"raidlab: error: cannot write the trace {tmp_path / 'no' / 'x.trace'}: No such file or directory; "
+        "give a file in an existing directory you can write to"]
