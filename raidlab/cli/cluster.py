@@ -1,4 +1,4 @@
-"""`raidlab cluster up|status|cut|heal|down|clients|peaks`: parsing and printing only.
+"""`raidlab cluster up|serve|status|key|cut|heal|down|clients|peaks`: parsing and printing only.
 
 The actions live in raidlab.cluster.control; the cluster itself is the cluster daemon
 (raidlab.cluster.daemon). Status lines go to stderr, the result (the nodes and their NBD
@@ -60,6 +60,9 @@ def _print_up(ready: dict) -> None:
             cells["answers"] = "yes (when it came up)"
         table.add_row(*(cells[col] for col in columns))
     _out.print(table)
+    if ready.get("tls_psk_file"):
+        _out.print(f"NBD over TLS: clients need the key in {ready['tls_psk_file']} "
+                   f"(user {ready['tls_username']}; `raidlab cluster key {ready['name']}`)")
 
 
 def _counter(qdisc: dict | None) -> str:
@@ -99,6 +102,9 @@ def cluster_group():
 @click.option("--node-list", "node_list", type=click.Path(dir_okay=False), default=None,
               help="instead of --nodes: a TOML file naming hosts that serve their disks (`raidlab cluster "
                    "serve`), one [[node]] each (docs/cluster.md, \"Several real machines\")")
+@click.option("--psk-file", "psk_file", type=click.Path(dir_okay=False), default=None,
+              help="with --node-list: the TLS key the hosts serve with (a copy of the file `raidlab cluster "
+                   "key` names on the host that made it)")
 @click.option("--disks-per-node", type=int, default=1, show_default=True, help="emulated disks each node serves")
 @click.option("--disk-model", default="none", show_default=True,
               help="catalog model (raidlab disk models) of every disk, or one per disk of a node: m0,m1,...")
@@ -109,9 +115,10 @@ def cluster_group():
               help="IPv4 subnet of the nodes; node k is host k+1")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def up_cmd(name, nodes, node_list, disks_per_node, disk_model, disk_size, link, subnet, home, as_json):
+def up_cmd(name, nodes, node_list, psk_file, disks_per_node, disk_model, disk_size, link, subnet, home, as_json):
     """Bring cluster NAME up and print its nodes, their addresses and NBD exports: N nodes as
-    network namespaces on this host (--nodes), or the hosts of a node list (--node-list)."""
+    network namespaces on this host (--nodes), or the hosts of a node list (--node-list).
+    Exports are served over TLS to holders of the cluster's key only."""
     from pathlib import Path
 
     from raidlab.cluster import control
@@ -122,7 +129,13 @@ def up_cmd(name, nodes, node_list, disks_per_node, disk_model, disk_size, link, 
     if (nodes is None) == (node_list is None):
         raise UsageError("give --nodes N or --node-list FILE (one of them)",
                          hint="--nodes builds N nodes on this host; --node-list names hosts that serve their disks")
+    if node_list is None and psk_file is not None:
+        raise UsageError("--psk-file goes with --node-list: a cluster of namespaces makes its own key",
+                         hint="leave --psk-file out")
     if node_list is not None:
+        if psk_file is None:
+            raise UsageError("--node-list needs --psk-file FILE: the hosts serve only to holders of their TLS key",
+                             hint="copy the file `raidlab cluster key NAME` names on the host that made it")
         context = click.get_current_context()
         for param in ("disks_per_node", "disk_model", "disk_size", "link", "subnet"):
             if context.get_parameter_source(param) not in (click.core.ParameterSource.DEFAULT, None):
@@ -130,7 +143,7 @@ def up_cmd(name, nodes, node_list, disks_per_node, disk_model, disk_size, link, 
                 raise UsageError(f"{flag} does not go with --node-list: the hosts serve what they serve",
                                  hint=f"set it on each host's `raidlab cluster serve`")
         with _err.status(f"asking the hosts of {node_list}"):
-            ready = control.up_listed(name, Path(node_list), home=home)
+            ready = control.up_listed(name, Path(node_list), psk_file=Path(psk_file), home=home)
         click.echo(json.dumps(ready)) if as_json else _print_up(ready)
         return
     spec = ClusterSpec(name, nodes, disks_per_node, disk_model, parse_size(disk_size, "--disk-size"),
@@ -151,12 +164,18 @@ def up_cmd(name, nodes, node_list, disks_per_node, disk_model, disk_size, link, 
 @click.option("--disk-model", default="none", show_default=True,
               help="catalog model (raidlab disk models) of every disk, or one per disk: m0,m1,...")
 @click.option("--disk-size", default="256M", show_default=True, help="size of each disk, e.g. 256M, 1G")
+@click.option("--psk-file", "psk_file", type=click.Path(dir_okay=False), default=None,
+              help="serve with this TLS key (a copy of the file `raidlab cluster key` names on the first host) "
+                   "instead of a new one")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def serve_cmd(name, address, port, disks_per_node, disk_model, disk_size, home, as_json):
+def serve_cmd(name, address, port, disks_per_node, disk_model, disk_size, psk_file, home, as_json):
     """Serve this host's emulated disks as one node of a cluster of real hosts (nbdkit on
-    ADDRESS): the other end of a node list (`cluster up --node-list`). `cluster down NAME`
-    stops it."""
+    ADDRESS, over TLS to holders of the key only): the other end of a node list (`cluster up
+    --node-list`). The first host makes a new key; give the others a copy (--psk-file).
+    `cluster down NAME` stops it."""
+    from pathlib import Path
+
     from raidlab.cluster import control
     from raidlab.cluster.plan import SERVE, ClusterSpec
     from raidlab.units import parse_size
@@ -164,7 +183,8 @@ def serve_cmd(name, address, port, disks_per_node, disk_model, disk_size, home, 
     spec = ClusterSpec(name, 1, disks_per_node, disk_model, parse_size(disk_size, "--disk-size"),
                        kind=SERVE, address=address, port=port)
     with _err.status(f"serving {name}") as spinner:
-        ready = control.up(spec, home=home, on_status=_status_updates(name, spinner))
+        ready = control.up(spec, home=home, on_status=_status_updates(name, spinner),
+                           psk_file=Path(psk_file) if psk_file is not None else None)
     click.echo(json.dumps(ready)) if as_json else _print_up(ready)
 
 
@@ -181,6 +201,18 @@ def status_cmd(name, home, as_json):
         click.echo(json.dumps(status))
     else:
         _print_status(status)
+
+
+@cluster_group.command("key")
+@click.argument("name")
+@click.option("--home", envvar="RAIDLAB_HOME")
+def key_cmd(name, home):
+    """Print the path of cluster NAME's TLS key file (0600): what its NBD servers require.
+    Copy it, privately, to the other hosts of a cluster of real machines (`cluster serve
+    --psk-file`) and to the host that lists them (`cluster up --node-list --psk-file`)."""
+    from raidlab.cluster import control
+
+    click.echo(control.key(name, home=home).path)
 
 
 @cluster_group.command("cut")

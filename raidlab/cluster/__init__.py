@@ -7,8 +7,9 @@ Here:
     paper                           raidlab cluster
     PC node                         a network namespace rlx-NAME-k (address: host k+1)
     its IDE disk(s)                 EmulatedDisks with a catalog timing model
-    cooperative disk driver         NBD: nbdkit in the node's namespace serves its disks;
-                                    any node reaches any disk as nbd://ADDRESS/dJ
+    cooperative disk driver         NBD over TLS: nbdkit in the node's namespace serves its
+                                    disks to holders of the cluster's key; any node reaches
+                                    any disk as nbds://ADDRESS/dJ
     a ds-RAID over all the disks    an engine array over every disk, on one node
                                     (raidlab create --cluster; members: `members`)
     Fast Ethernet switch            a Linux bridge rlx-NAME in the root namespace
@@ -22,14 +23,14 @@ none. The virtual twin (`twin`)
 models links, switch, latency and the drivers' cost on the virtual clock, where the
 parallel clients of the paper's experiments run (raidlab.runners.parallel).
 
-Modules, bottom to top: `plan` (names, addresses, link shapes, the spec; pure), `network`
-(bridge, namespaces, cables, token buckets), `serving` (disks, FUSE files, nbdkit per
-node), `daemon` (the process that holds it all), `control` (up, status, cut, heal, down
-for the CLI), `members` (an array's members as one node reaches them), `join` (another
-instance of an array on another node), `clients` (the paper's parallel clients, live),
-`peaks` (Table 3 on a disk model), `hosts` (real hosts: one serving its disks as a node,
-and a node list naming such hosts); `twin` (the virtual-time model of nodes, cables and
-switch) stands apart and needs none of them.
+Modules, bottom to top: `plan` (names, addresses, link shapes, the spec; pure), `tlskey`
+(the cluster's TLS pre-shared key), `network` (bridge, namespaces, cables, token buckets),
+`serving` (disks, FUSE files, nbdkit per node), `daemon` (the process that holds it all),
+`control` (up, status, cut, heal, down, key for the CLI), `members` (an array's members as
+one node reaches them), `join` (another instance of an array on another node), `clients`
+(the paper's parallel clients, live), `peaks` (Table 3 on a disk model), `hosts` (real
+hosts: one serving its disks as a node, and a node list naming such hosts); `twin` (the
+virtual-time model of nodes, cables and switch) stands apart and needs none of them.
 The package sits above the lab, export and service layers (it reuses the service's daemon
 start and control socket) and below the CLI. docs/cluster.md is the user's guide.
 """

@@ -7,7 +7,9 @@ daemon here too): the CLI is a short-lived client; the cluster daemon is the tri
 A cluster is a lab named after it ($RAIDLAB_HOME/labs/NAME, holding cluster.json), so
 `raidlab lab list` shows it and `raidlab lab cleanup NAME` releases what a killed daemon
 left. Everything is refused, one line each, before anything is created: a bad spec, a
-missing program, a name whose network objects exist already, a name an array uses.
+missing program (or an nbdkit without TLS), a name whose network objects exist already, a
+name an array uses, a key file that is not one. The cluster's TLS key (raidlab.cluster.tlskey)
+is written into the lab before the daemon starts; `up` and `status` name its file.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from raidlab.cluster import hosts
+from raidlab.cluster import hosts, tlskey
 from raidlab.cluster.plan import (CLUSTER_FILE, LISTED, NETNS, RUNTIME_FILE, SERVE, ClusterSpec, check_node,
                                   collisions, listed_spec, veth_name)
 from raidlab.errors import CapabilityError, LabError, NeedsRootError, RaidlabError, UsageError
@@ -27,7 +29,9 @@ from raidlab.lab import Lab, check_lab_name, labs_dir
 from raidlab.service import control
 from raidlab.service.spec import SPEC_FILE, ArraySpec
 from raidlab.tools import ip as ip_tool
-from raidlab.tools.base import require
+from raidlab.tools import nbd
+from raidlab.tools.base import require, run
+from raidlab.tools.nbd import TlsPsk
 
 PROGRAMS = ("ip", "tc", "nsenter", "sysctl", "nbdkit", "nbdinfo")
 SERVE_PROGRAMS = ("nbdkit", "nbdinfo")
@@ -41,6 +45,11 @@ def check_prerequisites(operation: str, kind: str = NETNS) -> None:
                              hint="run it with sudo")
     for program in (SERVE_PROGRAMS if kind == SERVE else PROGRAMS):
         require(program)
+    if not nbd.has_tls(run([require("nbdkit"), "--dump-config"], check=False, timeout=20).stdout):
+        raise CapabilityError("this nbdkit was built without TLS (`nbdkit --dump-config` has no tls=yes); "
+                              "a cluster's NBD exports are served only over TLS",
+                              hint="install Debian's nbdkit (scripts/system-packages.txt)",
+                              capability="nbdkit-tls")
     if kind == NETNS and not Path("/proc/self/ns/net").exists():
         raise CapabilityError("the kernel has no network namespaces", capability="netns")
     if not Path("/dev/fuse").exists():
@@ -65,14 +74,22 @@ def cluster_lab(name: str, home: str | None) -> Lab:
     return lab
 
 
-def up(spec: ClusterSpec, *, home: str | None,
-       on_status: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def tls_fields(psk: TlsPsk) -> dict[str, str]:
+    """The key a cluster's exports need, as `up` and `status` report it."""
+    return {"tls_psk_file": psk.path, "tls_username": psk.username}
+
+
+def up(spec: ClusterSpec, *, home: str | None, on_status: Callable[[str], None] = lambda s: None,
+       psk_file: Path | None = None) -> dict[str, Any]:
     """Start the cluster daemon for `spec`; return its ready record once every node serves
     its disks and reaches its neighbour (kind NETNS), or once this host serves its disks on
-    its address (kind SERVE, `raidlab cluster serve`)."""
+    its address (kind SERVE, `raidlab cluster serve`). The servers require a new random TLS
+    key, or the key in `psk_file` (a host of a cluster of real machines that another host
+    made the key for)."""
     spec.check()
     if spec.kind == LISTED:
         raise UsageError("a node list is brought up with up_listed")  # the CLI never gets here
+    key_text = tlskey.read_key_file(psk_file) if psk_file is not None else None
     check_prerequisites("raidlab cluster serve" if spec.kind == SERVE else "raidlab cluster up", spec.kind)
     lab = _existing_lab(spec.name, home)
     if lab is not None:
@@ -93,8 +110,10 @@ def up(spec: ClusterSpec, *, home: str | None,
     lab = Lab(spec.name, home=home, create=True)
     spec.save(lab.path)
     try:
-        return control.start_daemon(lab, "up", home=home, on_status=on_status,
-                                    module="raidlab.cluster.daemon", what="cluster")
+        psk = tlskey.install_key(lab.path, key_text)
+        ready = control.start_daemon(lab, "up", home=home, on_status=on_status,
+                                     module="raidlab.cluster.daemon", what="cluster")
+        return {**ready, **tls_fields(psk)}
     except BaseException:
         # The daemon released what it built, or left it listed; either way the error that
         # stopped it is what the user sees, not a second one from this tidying.
@@ -104,19 +123,22 @@ def up(spec: ClusterSpec, *, home: str | None,
         raise
 
 
-def up_listed(name: str, node_list: Path, *, home: str | None) -> dict[str, Any]:
-    """Record cluster `name` as the hosts of `node_list`, each probed over NBD
-    (raidlab.cluster.hosts); return its description. Nothing runs for it on this host."""
+def up_listed(name: str, node_list: Path, *, psk_file: Path, home: str | None) -> dict[str, Any]:
+    """Record cluster `name` as the hosts of `node_list`, each probed over NBD with the TLS
+    key in `psk_file` (the key the hosts serve with; raidlab.cluster.hosts), which the lab
+    keeps a copy of; return its description. Nothing runs for it on this host."""
     check_lab_name(name)
     require("nbdinfo")
     if _existing_lab(name, home) is not None:
         raise UsageError(f"{name!r} exists already in {labs_dir(home)}",
                          hint=f"`raidlab cluster down {name}` first, or choose another name")
-    spec = listed_spec(name, hosts.probe_list(node_list))
+    key_text = tlskey.read_key_file(psk_file)
+    given = TlsPsk(os.path.abspath(psk_file), nbd.parse_psk(key_text)[0])
+    spec = listed_spec(name, hosts.probe_list(node_list, given))
     spec.check()
     lab = Lab(name, home=home, create=True)
     spec.save(lab.path)
-    described = hosts.describe_listed(spec)
+    described = hosts.describe_listed(spec, tlskey.install_key(lab.path, key_text))
     (lab.path / RUNTIME_FILE).write_text(json.dumps(described))
     return described
 
@@ -127,14 +149,20 @@ def status(name: str, *, home: str | None) -> dict[str, Any]:
     lab = cluster_lab(name, home)
     spec = ClusterSpec.load(lab.path)
     if spec.kind == LISTED:
-        return hosts.describe_listed(spec, probe_now=True)
+        return hosts.describe_listed(spec, tlskey.load_key(lab.path, name), probe_now=True)
     if not lab.in_use():
         left = lab.resources()
         raise LabError(f"cluster {name!r} is not up"
                        + (f" (a killed run left {len(left)} objects)" if left else ""),
                        hint=(f"`raidlab lab cleanup {name}` releases them" if left
                              else f"`raidlab cluster up {name} --nodes N` brings it up"))
-    return control.request(lab, "status", timeout=60)
+    return {**control.request(lab, "status", timeout=60), **tls_fields(tlskey.load_key(lab.path, name))}
+
+
+def key(name: str, *, home: str | None) -> TlsPsk:
+    """The TLS key of cluster `name` (its file, checked, and its username): what another host
+    of a cluster of real machines is given a copy of."""
+    return tlskey.load_key(cluster_lab(name, home).path, name)
 
 
 def is_listed(name: str, *, home: str | None) -> bool:
@@ -212,5 +240,5 @@ def _remove(lab: Lab) -> None:
     control.remove_lab(lab, keep_images=False)
 
 
-__all__ = ["arrays_over", "check_prerequisites", "cluster_lab", "cut", "down", "heal", "is_listed", "status", "up",
-           "up_listed"]
+__all__ = ["arrays_over", "check_prerequisites", "cluster_lab", "cut", "down", "heal", "is_listed", "key", "status",
+           "tls_fields", "up", "up_listed"]

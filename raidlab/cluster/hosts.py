@@ -5,13 +5,16 @@ The RAID-x paper's cluster was sixteen PCs on a switch; a class with a room of m
 the same experiment. Each machine serves its emulated disks with `raidlab cluster serve`
 (kind SERVE: the cluster daemon without namespaces or cables, nbdkit listening on the host's
 own address), and the machine that runs an array lists them all in a node list (kind LISTED).
-The URIs have the same shape as a cluster of namespaces (nbd://ADDRESS/dJ), so an array over
+The URIs have the same shape as a cluster of namespaces (nbds://ADDRESS/dJ), so an array over
 either is built, degraded, rebuilt and checked by the same code (raidlab.cluster.members,
 raidlab.service.hosts.nodes).
 
 A listed cluster has no daemon: it is the list, probed. `up` asks every host for its exports
 (nbdinfo --list, from this host's own network namespace) and records what each serves and how
-large it is; `status` asks again; `down` forgets the list. What this host builds for it is
+large it is; `status` asks again; `down` forgets the list. Every host of a cluster of real
+machines serves with the same TLS key (raidlab.cluster.tlskey): the first host makes it, the
+others are given a copy (`cluster serve --psk-file`), and so is the node list (`cluster up
+--node-list --psk-file`), which keeps it in its lab and presents it to every host. What this host builds for it is
 nothing, so nothing is left behind. A node of the list that this host serves itself (a
 `cluster serve` lab here listening on that address and port) is reached locally, through the
 serving lab's FUSE file, as a namespace cluster's own node is.
@@ -31,13 +34,15 @@ from raidlab.errors import UsageError
 from raidlab.lab import Lab, labs_dir
 from raidlab.tools import nbd
 from raidlab.tools.base import require, run
+from raidlab.tools.nbd import TlsPsk
 
 PROBE_TIMEOUT = 20.0  # seconds for one host to list its exports
 
 
-def probe(address: str, port: int) -> list[dict[str, Any]] | str:
-    """The exports a host serves ([{"name", "size"}]) or, when it cannot be listed, why."""
-    argv = nbd.list_exports_argv(nbd.nbd_uri(address, "", port).rstrip("/"), executable=require("nbdinfo"))
+def probe(address: str, port: int, psk: TlsPsk) -> list[dict[str, Any]] | str:
+    """The exports a host serves ([{"name", "size"}]), asked with the key `psk`, or, when
+    it cannot be listed, why."""
+    argv = nbd.list_exports_argv(nbd.nbd_uri(address, "", port), psk=psk, executable=require("nbdinfo"))
     try:
         proc = run(argv, check=False, timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -51,16 +56,18 @@ def probe(address: str, port: int) -> list[dict[str, Any]] | str:
         return f"nbdinfo's answer is not its JSON: {exc}"
 
 
-def probe_list(path: Path) -> list[dict[str, Any]]:
-    """Every node of the node list `path` as it serves now: the file's records with "disks"
-    replaced by [{"name", "size"}] of the exports it names (all, by name, when it names
-    none). UsageError, one line, for a node that cannot be reached or lacks an export."""
+def probe_list(path: Path, psk: TlsPsk) -> list[dict[str, Any]]:
+    """Every node of the node list `path` as it serves now, asked with the key `psk`: the
+    file's records with "disks" replaced by [{"name", "size"}] of the exports it names (all,
+    by name, when it names none). UsageError, one line, for a node that cannot be reached or
+    lacks an export."""
     nodes = read_node_list(path)
     for k, node in enumerate(nodes):
-        found = probe(node["address"], node["port"])
+        found = probe(node["address"], node["port"], psk)
         if isinstance(found, str):
             raise UsageError(f"node {k} ({node['address']} port {node['port']}) cannot be listed: {found}",
-                             hint="is `raidlab cluster serve` running there, and the address reachable?")
+                             hint="is `raidlab cluster serve` running there, with the key of --psk-file, "
+                                  "and the address reachable?")
         served = {export["name"]: export["size"] for export in found}
         names = node["disks"] if node["disks"] is not None else sorted(served)
         missing = [name for name in names if name not in served]
@@ -71,15 +78,16 @@ def probe_list(path: Path) -> list[dict[str, Any]]:
     return nodes
 
 
-def describe_listed(spec: ClusterSpec, *, probe_now: bool = False) -> dict[str, Any]:
+def describe_listed(spec: ClusterSpec, psk: TlsPsk, *, probe_now: bool = False) -> dict[str, Any]:
     """A listed cluster as `up` and `status` print it; with probe_now, whether each node
-    answers now and what it serves."""
+    answers now (to the key `psk`) and what it serves."""
     out: dict[str, Any] = {"name": spec.name, "kind": LISTED, "pid": None, "bridge": None, "subnet": None,
-                           "link": None, "disks_per_node": spec.disks_per_node, "nodes": []}
+                           "link": None, "disks_per_node": spec.disks_per_node,
+                           "tls_psk_file": psk.path, "tls_username": psk.username, "nodes": []}
     for node in plan_nodes(spec):
         record = {**node.as_json(), "nbdkit_pid": None}
         if probe_now:
-            found = probe(node.address, node.port)
+            found = probe(node.address, node.port, psk)
             record["reachable"] = not isinstance(found, str)
             record["answer"] = found if isinstance(found, str) else [e["name"] for e in found]
         out["nodes"].append(record)

@@ -16,7 +16,8 @@ clusters never plan the same port or namespace.
 
 Addresses. Node k is host k+1 of the subnet (default 10.77.0.0/24: node 0 is 10.77.0.1). The
 bridge itself has no address: it is a switch, and the root namespace is no node. Every node
-serves NBD on its own address, port 10809; its disk j is the export dj.
+serves NBD over TLS on its own address, port 10809 (nbds://ADDRESS/dj: its disk j is the
+export dj; the key is the cluster's, raidlab.cluster.tlskey).
 
 Links. The paper's cluster is switched Fast Ethernet in full duplex (RAID-x §4.1: 12.5 MB/s
 per port). Each cable is shaped in both directions by a token bucket filter (tc-tbf(8)) on

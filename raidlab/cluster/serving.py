@@ -3,9 +3,13 @@
 RAID-x §5 gives every node access to every disk of the cluster through cooperative disk
 drivers (CDD): a node's CDD serves its local disk to the others and reaches theirs, below
 the file system. Here that is NBD: each node serves its disks with nbdkit inside its own
-network namespace, on its own address, and any node reaches any disk as nbd://ADDRESS/dJ.
-The CDD's lock-based consistency module (§5.3) is not part of it: NBD moves blocks, and
-which node may write where is the business of the arrays built over the cluster.
+network namespace, on its own address, and any node reaches any disk as nbds://ADDRESS/dJ.
+Every server requires TLS with the cluster's pre-shared key (raidlab.cluster.tlskey), and
+every client started here presents it: the paper's CDDs served a private cluster network,
+while a node's address here is reachable by every user of the host and, for a host serving
+its disks, by every machine of its network. The CDD's lock-based consistency module (§5.3)
+is not part of it: NBD moves blocks, and which node may write where is the business of the
+arrays built over the cluster.
 
 The disks themselves are emulated here, in the cluster daemon's one trio run, like every
 other lab's: EmulatedDisks over sparse images, with the catalog's timing models, exported as
@@ -28,6 +32,7 @@ from pathlib import Path
 import trio
 
 from raidlab.cluster.plan import ClusterSpec, NodePlan
+from raidlab.cluster.tlskey import load_key
 from raidlab.disks import EmulatedDisk, ImageBackend
 from raidlab.errors import LabError
 from raidlab.export import BlockExportFS, FuseExport, mount_export
@@ -75,15 +80,17 @@ async def build_disks(session: LabSession, spec: ClusterSpec, nodes: list[NodePl
 async def start_servers(session: LabSession, export: FuseExport, nodes: list[NodePlan]
                         ) -> dict[int, int]:
     """One nbdkit per node, in the node's namespace, serving its directory of the FUSE mount
-    on its address; returns when every one listens. {node index: nbdkit pid}."""
+    on its address, only to clients that hold the cluster's key; returns when every one
+    listens. {node index: nbdkit pid}."""
     nbdkit = require("nbdkit")
+    psk = load_key(session.lab.path, session.lab.name)
     nsenter = require("nsenter") if any(node.namespace is not None for node in nodes) else "nsenter"
     pids = {}
     for node in nodes:
         pidfile = session.lab.path / f"nbdkit-node{node.index}.pid"
         pidfile.unlink(missing_ok=True)
         argv = nbd.nbdkit_argv(str(export.mountpoint / node.disk_dir), address=node.address, port=node.port,
-                               pidfile=str(pidfile), executable=nbdkit)
+                               pidfile=str(pidfile), psk_file=psk.path, executable=nbdkit)
         if node.namespace is not None:
             argv = ip_tool.nsenter_argv(node.namespace, argv, executable=nsenter)
         proc = await session.start_server(argv, label=f"nbdkit of node {node.index}")
@@ -112,12 +119,14 @@ async def check_reachable(session: LabSession, nodes: list[NodePlan]) -> None:
     """Each node lists the exports of the next one (node k asks node k+1, the last asks node
     0) over the cluster's network: every server, every cable in both directions and the
     bridge are then known to work before the cluster is declared ready. A node that is no
-    namespace of this host (a host serving its own disks) lists its own exports at its address."""
+    namespace of this host (a host serving its own disks) lists its own exports at its address.
+    Each asks with the cluster's key, so the servers' TLS is known to work too."""
     nbdinfo = require("nbdinfo")
+    psk = load_key(session.lab.path, session.lab.name)
     for k, node in enumerate(nodes):
         asker = nodes[(k - 1) % len(nodes)]
-        uri = nbd.nbd_uri(node.address, "", node.port).rstrip("/")
-        argv = nbd.list_exports_argv(uri, executable=nbdinfo)
+        uri = nbd.nbd_uri(node.address, "", node.port)
+        argv = nbd.list_exports_argv(uri, psk=psk, executable=nbdinfo)
         if asker.namespace is not None:
             argv = ip_tool.nsenter_argv(asker.namespace, argv, executable=require("nsenter"))
         try:

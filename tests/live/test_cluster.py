@@ -1,6 +1,7 @@
 """The cluster on this host, through the CLI as a user runs it: `raidlab cluster up` builds
 network namespaces on a bridge with tbf-shaped cables, each node serving its emulated disks
-over NBD; other nodes reach them with nbdinfo and nbdcopy from their own namespaces; `cut`
+over NBD with TLS; other nodes reach them with nbdinfo and nbdcopy from their own namespaces,
+with the cluster's key (tests/live/test_security_cluster.py: without it, nothing); `cut`
 takes a node off until `heal`; `down`, SIGTERM, SIGINT and (after a SIGKILL) `raidlab lab
 cleanup` leave nothing behind.
 
@@ -23,6 +24,7 @@ import pytest
 
 from raidlab.cluster import plan
 from raidlab.tools import ip as ip_tool
+from raidlab.tools import nbd
 
 from lab_leftovers import leftovers, network_leftovers
 
@@ -73,6 +75,13 @@ def in_node(namespace: str, *argv: str, **kwargs) -> subprocess.CompletedProcess
                           capture_output=True, timeout=120, **kwargs)
 
 
+def keyed(ready: dict, address_or_uri: str) -> str:
+    """A client's URI with the cluster's key: of an export's URI, or of a server's address
+    (for a listing)."""
+    uri = address_or_uri if "://" in address_or_uri else nbd.nbd_uri(address_or_uri, "")
+    return nbd.client_uri(uri, nbd.TlsPsk(ready["tls_psk_file"], ready["tls_username"]))
+
+
 def everything_left(rl: Raidlab, name: str) -> dict[str, list[str]]:
     return {**network_leftovers(name), **leftovers(rl.home / "labs" / name, name)}
 
@@ -95,10 +104,10 @@ def test_nodes_list_write_and_read_each_others_disks(rl, name, model, tmp_path):
     nodes = ready["nodes"]
     assert [n["namespace"] for n in nodes] == [f"rlx-{name}-{k}" for k in range(3)]
     assert [n["address"] for n in nodes] == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]
-    assert nodes[1]["disks"][0]["uri"] == "nbd://10.77.0.2/d0" and nodes[1]["disks"][0]["model"] == model
+    assert nodes[1]["disks"][0]["uri"] == "nbds://10.77.0.2/d0" and nodes[1]["disks"][0]["model"] == model
     assert ready["link"]["rate"] == "100mbit"
 
-    listing = in_node(nodes[0]["namespace"], "nbdinfo", "--list", "--json", "nbd://10.77.0.2")
+    listing = in_node(nodes[0]["namespace"], "nbdinfo", "--list", "--json", keyed(ready, "10.77.0.2"))
     assert listing.returncode == 0, listing.stderr
     exports = json.loads(listing.stdout)["exports"]
     assert [(e["export-name"], e["export-size"]) for e in exports] == [("d0", 16 * MiB)]
@@ -106,9 +115,9 @@ def test_nodes_list_write_and_read_each_others_disks(rl, name, model, tmp_path):
     data = os.urandom(MiB)
     source = tmp_path / "one-mib"
     source.write_bytes(data)
-    wrote = in_node(nodes[0]["namespace"], "nbdcopy", str(source), nodes[2]["disks"][0]["uri"])
+    wrote = in_node(nodes[0]["namespace"], "nbdcopy", str(source), keyed(ready, nodes[2]["disks"][0]["uri"]))
     assert wrote.returncode == 0, wrote.stderr
-    back = in_node(nodes[1]["namespace"], "nbdcopy", nodes[2]["disks"][0]["uri"], "-")
+    back = in_node(nodes[1]["namespace"], "nbdcopy", keyed(ready, nodes[2]["disks"][0]["uri"]), "-")
     assert back.returncode == 0, back.stderr
     assert len(back.stdout) == 16 * MiB
     assert back.stdout[:MiB] == data and back.stdout[MiB:] == bytes(15 * MiB)
@@ -131,7 +140,7 @@ def test_links_are_shaped_to_the_rate_asked_for(rl, name):
     only on the fast side: it proves the shaping exists, not how exact it is."""
     ready = rl.up(name, "--nodes", "2", "--disk-size", "4M", "--link", "20mbit")
     assert ready["link"]["rate_bits"] == 20_000_000
-    uri = ready["nodes"][1]["disks"][0]["uri"]
+    uri = keyed(ready, ready["nodes"][1]["disks"][0]["uri"])
     started = time.monotonic()
     read = in_node(ready["nodes"][0]["namespace"], "nbdcopy", "--no-extents", uri, "null:")
     seconds = time.monotonic() - started
@@ -154,7 +163,7 @@ def test_servers_outlive_the_threads_that_started_them(rl, name):
     for node in ready["nodes"]:
         stat = Path(f"/proc/{node['nbdkit_pid']}/stat").read_text()
         assert stat.rsplit(") ", 1)[1][0] != "Z", f"nbdkit of node {node['index']} exited"
-    listing = in_node(ready["nodes"][0]["namespace"], "nbdinfo", "--list", "--json", "nbd://10.77.0.2")
+    listing = in_node(ready["nodes"][0]["namespace"], "nbdinfo", "--list", "--json", keyed(ready, "10.77.0.2"))
     assert listing.returncode == 0, listing.stderr
 
 
@@ -167,11 +176,11 @@ def test_a_cut_cable_takes_a_node_off_until_it_is_healed(rl, name):
     cut = rl("cluster", "cut", name, "--node", "1")
     assert f"switch port rlv-{name}-1 down" in cut.stderr
     assert [n["cable"] for n in rl.status(name)["nodes"]] == ["up", "cut"]
-    unreachable = in_node(node0, "timeout", "5", "nbdinfo", "--list", "nbd://10.77.0.2")
+    unreachable = in_node(node0, "timeout", "5", "nbdinfo", "--list", keyed(ready, "10.77.0.2"))
     assert unreachable.returncode != 0
     rl("cluster", "heal", name, "--node", "1")
     assert [n["cable"] for n in rl.status(name)["nodes"]] == ["up", "up"]
-    listing = in_node(node0, "nbdinfo", "--list", "--json", "nbd://10.77.0.2")
+    listing = in_node(node0, "nbdinfo", "--list", "--json", keyed(ready, "10.77.0.2"))
     assert listing.returncode == 0, listing.stderr
     assert rl("cluster", "cut", name, "--node", "2", check=False).returncode == 2
 
@@ -180,7 +189,7 @@ def test_down_leaves_nothing(rl, name):
     ready = rl.up(name, "--nodes", "2", "--disks-per-node", "2", "--disk-size", "16M")
     assert network_leftovers(name)  # the check sees a cluster while it is up
     assert leftovers(rl.home / "labs" / name, name)
-    listing = in_node(ready["nodes"][1]["namespace"], "nbdinfo", "--list", "--json", "nbd://10.77.0.1")
+    listing = in_node(ready["nodes"][1]["namespace"], "nbdinfo", "--list", "--json", keyed(ready, "10.77.0.1"))
     assert [e["export-name"] for e in json.loads(listing.stdout)["exports"]] == ["d0", "d1"]
     down = rl("cluster", "down", name)
     assert "down" in down.stderr

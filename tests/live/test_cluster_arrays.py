@@ -106,7 +106,7 @@ def test_an_array_over_the_cluster_serves_verified_data(rl, cluster, arch):
     assert status["cluster"] == {"name": cluster, "node": 0, "joins": None}
     members = status["statistics"]["members"]
     assert [(m["node"], m["where"]) for m in members] == [(0, "local"), (1, "remote"), (2, "remote"), (3, "remote")]
-    assert [m["uri"] for m in members[1:]] == ["nbd://10.77.0.2/d0", "nbd://10.77.0.3/d0", "nbd://10.77.0.4/d0"]
+    assert [m["uri"] for m in members[1:]] == ["nbds://10.77.0.2/d0", "nbds://10.77.0.3/d0", "nbds://10.77.0.4/d0"]
     assert members[0]["path"].endswith(f"/labs/{cluster}/mnt/node0/d0")
     assert all(m["writes"] > 0 and m["errors"] == 0 for m in members)
     # Every remote member is an nbdfuse in node 0's namespace, connected to the node that serves it.
@@ -118,7 +118,7 @@ def test_an_array_over_the_cluster_serves_verified_data(rl, cluster, arch):
     assert json.loads(sent)["nodes"][0]["links"]["sent"]["bytes"] > sum(m["bytes_written"] for m in members[1:])
     text = rl("status", "x").stdout
     assert f"over cluster {cluster} from node 0 (1 local, 3 remote members" in text
-    assert "nbd://10.77.0.3/d0" in text and "own d0, reached without the network" in text
+    assert "nbds://10.77.0.3/d0" in text and "own d0, reached without the network" in text
     if arch != "raid0":
         assert '"mismatches": []' in rl("check", "x", "--json").stdout
 
@@ -178,7 +178,7 @@ def test_a_member_failed_by_hand_waits_for_its_node_before_it_is_rebuilt(rl, clu
     rl("cluster", "cut", cluster, "--node", str(CUT_NODE))
     rl("fail", "x", "--disk", str(CUT_NODE))
     refused = rl.refused("replace", "x", "--disk", str(CUT_NODE))
-    assert f"cannot reach node {CUT_NODE}'s d0 (nbd://10.77.0.3/d0)" in refused
+    assert f"cannot reach node {CUT_NODE}'s d0 (nbds://10.77.0.3/d0)" in refused
     assert len(_nbdfuse_of(rl.home / "labs" / "x")) == 3  # the attempt left no client behind
     rl("cluster", "heal", cluster, "--node", str(CUT_NODE))
     rl("replace", "x", "--disk", str(CUT_NODE))

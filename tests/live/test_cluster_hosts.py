@@ -1,7 +1,9 @@
 """A cluster of real hosts, with network namespaces standing in for the hosts: each "host"
 serves its disks with `raidlab cluster serve` on its own address, the machine that runs the
 array lists them in a node list (`raidlab cluster up NAME --node-list FILE`), and
-`raidlab create --cluster` builds over them as over a cluster of namespaces.
+`raidlab create --cluster` builds over them as over a cluster of namespaces. Every host serves
+with one TLS key: the first host makes it, the test copies it (as a user would, privately) and
+the other hosts and the node list are given the copy (--psk-file).
 
 The stand-ins are built by the test itself, not by raidlab (raidlab must not need them): a
 bridge with an address in the root namespace (this machine's NIC, node 0, which serves its own
@@ -14,7 +16,9 @@ What is left is checked independently of raidlab's bookkeeping (lab_leftovers).
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import shutil
 import subprocess
 import threading
 import time
@@ -22,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from raidlab.cluster import tlskey
 from raidlab.disks.nodedisk import DEADLINE
 from raidlab.tools import fio
 
@@ -75,6 +80,8 @@ class Network:
 
 
 class Raidlab(test_cluster_arrays.Raidlab):
+    key: Path  # the class's copy of the hosts' TLS key
+
     def host_home(self, node: int) -> Path:
         """Each stand-in host has a RAIDLAB_HOME of its own, as a real host would; node 0 is
         this machine, whose home is the test's."""
@@ -101,6 +108,7 @@ def net():
 @pytest.fixture
 def rl(raidlab_cmd, tmp_path, net):
     r = Raidlab(raidlab_cmd, tmp_path / "home")
+    r.key = tmp_path / "class.psk"
     yield r
     labs = tmp_path / "home" / "labs"
     for entry in labs.glob("*"):
@@ -121,14 +129,28 @@ def rl(raidlab_cmd, tmp_path, net):
 
 
 def serve_all(rl: Raidlab, net: Network, *, size: str = "32M", disks: int = 1) -> list[str]:
-    """`raidlab cluster serve hK` on every stand-in host; the lab names."""
+    """`raidlab cluster serve hK` on every stand-in host, all with one key; the lab names.
+    Without a class key yet, host 0 makes it and the others are given a copy of it."""
     names = []
     for k in range(HOSTS):
+        key = ["--psk-file", str(rl.key)] if rl.key.exists() else []
         ready = json.loads(rl.on(net, k, "cluster", "serve", f"h{k}", "--address", net.address(k),
-                                 "--disk-size", size, "--disks-per-node", str(disks), "--json").stdout)
+                                 "--disk-size", size, "--disks-per-node", str(disks), *key, "--json").stdout)
         assert ready["kind"] == "serve" and ready["nodes"][0]["address"] == net.address(k)
         names.append(f"h{k}")
+        if not key:
+            made = Path(rl.on(net, k, "cluster", "key", f"h{k}").stdout.strip())
+            assert made == Path(ready["tls_psk_file"]) and (made.stat().st_mode & 0o777) == 0o600
+            shutil.copyfile(made, rl.key)
+            rl.key.chmod(0o600)
     return names
+
+
+def make_class_key(rl: Raidlab) -> None:
+    """A key for the class's hosts made before any serves (serve_all then gives it to all)."""
+    fd = os.open(rl.key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, tlskey.new_key_text().encode())
+    os.close(fd)
 
 
 def node_list(tmp_path: Path, net: Network, extra: str = "") -> Path:
@@ -139,9 +161,13 @@ def node_list(tmp_path: Path, net: Network, extra: str = "") -> Path:
 
 def test_an_array_over_listed_hosts_survives_a_pulled_cable_and_is_rebuilt(rl, net, tmp_path):
     hosts = serve_all(rl, net)
-    listed = json.loads(rl("cluster", "up", "c", "--node-list", str(node_list(tmp_path, net)), "--json").stdout)
+    listed = json.loads(rl("cluster", "up", "c", "--node-list", str(node_list(tmp_path, net)),
+                           "--psk-file", str(rl.key), "--json").stdout)
     assert listed["kind"] == "list"
-    assert [n["disks"][0]["uri"] for n in listed["nodes"]] == [f"nbd://{net.address(k)}/d0" for k in range(HOSTS)]
+    assert [n["disks"][0]["uri"] for n in listed["nodes"]] == [f"nbds://{net.address(k)}/d0" for k in range(HOSTS)]
+    # the node list keeps a copy of the key in its own lab
+    assert listed["tls_psk_file"] == str(rl.home / "labs" / "c" / "tls-psk")
+    assert Path(listed["tls_psk_file"]).read_text() == rl.key.read_text()
     assert all(n["disks"][0]["size"] == 32 << 20 for n in listed["nodes"])
 
     device = rl("create", "x", "--arch", "raidx", "--cluster", "c", "--chunk", "32K").stdout.strip()
@@ -207,7 +233,7 @@ def test_an_array_on_a_machine_that_serves_no_disk_reaches_every_host_over_nbd(r
     serve_all(rl, net)
     path = tmp_path / "three.toml"
     path.write_text("".join(f'[[node]]\naddress = "{net.address(k)}"\n' for k in range(1, HOSTS)))
-    rl("cluster", "up", "c", "--node-list", str(path))
+    rl("cluster", "up", "c", "--node-list", str(path), "--psk-file", str(rl.key))
     device = rl("create", "x", "--arch", "raid5", "--cluster", "c", "--chunk", "32K").stdout.strip()
     test_cluster_arrays.fio_verify(device, seed=5)
     members = rl.status("x")["statistics"]["members"]
@@ -218,8 +244,11 @@ def test_an_array_on_a_machine_that_serves_no_disk_reaches_every_host_over_nbd(r
 
 def test_node_lists_and_serving_refuse_bad_input_in_one_line(rl, net, tmp_path):
     def refused(*args: str) -> str:
+        if args[:2] == ("cluster", "up") and "--nodes" not in args and "--psk-file" not in args:
+            args = (*args, "--psk-file", str(rl.key))
         return rl.refused(*args)
 
+    make_class_key(rl)
     assert "no such file" in refused("cluster", "up", "c", "--node-list", str(tmp_path / "none.toml"))
     bad = tmp_path / "bad.toml"
     cases = {
@@ -242,12 +271,21 @@ def test_node_lists_and_serving_refuse_bad_input_in_one_line(rl, net, tmp_path):
     serve_all(rl, net, size="16M")
     bad.write_text(f'[[node]]\naddress = "{net.address(1)}"\ndisks = ["d7"]\n')
     assert "not ['d7']" in refused("cluster", "up", "c", "--node-list", str(bad))
+    # A key the hosts do not serve with is refused by them, and a key others may read by raidlab.
+    bad.write_text(f'[[node]]\naddress = "{net.address(1)}"\n')
+    other = tmp_path / "other.psk"
+    other.write_text(tlskey.new_key_text())
+    other.chmod(0o600)
+    assert "cannot be listed" in refused("cluster", "up", "c", "--node-list", str(bad), "--psk-file", str(other))
+    other.chmod(0o644)
+    assert "chmod 600" in refused("cluster", "up", "c", "--node-list", str(bad), "--psk-file", str(other))
     assert "does not go with --node-list" in refused("cluster", "up", "c", "--node-list", str(bad),
                                                       "--disk-size", "1G")
     assert "one of them" in refused("cluster", "up", "c")
     # Hosts serving disks of different sizes cannot carry one array.
     rl.on(net, 3, "cluster", "down", "h3")
-    rl.on(net, 3, "cluster", "serve", "h3", "--address", net.address(3), "--disk-size", "32M")
+    rl.on(net, 3, "cluster", "serve", "h3", "--address", net.address(3), "--disk-size", "32M",
+          "--psk-file", str(rl.key))
     assert "differ in size" in refused("cluster", "up", "c", "--node-list", str(node_list(tmp_path, net)))
     # Serving refuses a bad address before it starts anything, and a second serve of a name.
     assert "neither an IP address" in refused("cluster", "serve", "h9", "--address", "a b")
@@ -256,7 +294,7 @@ def test_node_lists_and_serving_refuse_bad_input_in_one_line(rl, net, tmp_path):
     assert "serving its disks" in refused("create", "x", "--arch", "raid5", "--cluster", "h0")
     path = tmp_path / "two.toml"
     path.write_text("".join(f'[[node]]\naddress = "{net.address(k)}"\n' for k in range(3)))
-    rl("cluster", "up", "c", "--node-list", str(path))
+    rl("cluster", "up", "c", "--node-list", str(path), "--psk-file", str(rl.key))
     assert "real ones" in refused("cluster", "cut", "c", "--node", "1")
     assert "exists already" in refused("cluster", "up", "c", "--node-list", str(path))
     rl("create", "x", "--arch", "raid5", "--cluster", "c", "--chunk", "32K")

@@ -58,7 +58,7 @@ def test_plan_nodes_gives_namespaces_addresses_and_nbd_uris():
     assert [n.veth for n in nodes] == ["rlv-c-0", "rlv-c-1"]
     assert nodes[1].cidr == "10.77.0.2/24" and nodes[1].disk_dir == "node1"
     assert [(d.name, d.model, d.uri) for d in nodes[1].disks] == [
-        ("d0", "none", "nbd://10.77.0.2/d0"), ("d1", "hdd-7200", "nbd://10.77.0.2/d1")]
+        ("d0", "none", "nbds://10.77.0.2/d0"), ("d1", "hdd-7200", "nbds://10.77.0.2/d1")]
     doc = nodes[0].as_json()
     assert doc["interface"] == "eth0" and doc["nbd_port"] == 10809 and len(doc["disks"]) == 2
 
@@ -88,12 +88,17 @@ def test_nsenter_keeps_the_mount_namespace():
     assert not any(a.startswith("--mount") for a in argv)
 
 
-def test_nbdkit_serves_a_directory_on_the_nodes_address():
-    argv = nbd.nbdkit_argv("/lab/mnt/node1", address="10.77.0.2", pidfile="/lab/p")
+def test_nbdkit_serves_a_directory_on_the_nodes_address_only_over_tls():
+    argv = nbd.nbdkit_argv("/lab/mnt/node1", address="10.77.0.2", pidfile="/lab/p", psk_file="/lab/tls-psk")
     assert argv[0] == "nbdkit" and argv[-2:] == ["file", "dir=/lab/mnt/node1"]
     assert argv[argv.index("--ipaddr") + 1] == "10.77.0.2" and "--exit-with-parent" in argv
-    assert nbd.nbd_uri("10.77.0.2", "d0") == "nbd://10.77.0.2/d0"
-    assert nbd.nbd_uri("10.77.0.2", "d0", port=10810) == "nbd://10.77.0.2:10810/d0"
+    assert "--tls=require" in argv and "--tls-psk=/lab/tls-psk" in argv
+    assert nbd.nbd_uri("10.77.0.2", "d0") == "nbds://10.77.0.2/d0"
+    assert nbd.nbd_uri("10.77.0.2", "d0", port=10810) == "nbds://10.77.0.2:10810/d0"
+    # the listing client presents the key: the username as the URI's user, the file in the query
+    psk = nbd.TlsPsk("/labs/my lab/tls-psk", "raidlab")
+    assert nbd.list_exports_argv(nbd.nbd_uri("10.77.0.2", ""), psk=psk) == [
+        "nbdinfo", "--list", "--json", "nbds://raidlab@10.77.0.2/?tls-psk-file=/labs/my%20lab/tls-psk"]
 
 
 def test_parse_nbdinfo_list_and_tc_statistics():

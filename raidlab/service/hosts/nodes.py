@@ -11,6 +11,11 @@ node K's namespace, its TCP connection is node K's -- it leaves through node K's
 reaches the server through the serving node's, each shaped by its tbf -- while its file is
 in the host's mount namespace, where the array daemon and `raidlab lab cleanup` see it.
 
+The cluster's servers require TLS with the cluster's pre-shared key. The member's record
+names the key's file and username (never the key), and nbdfuse reaches the export through
+nbdkit's nbd plugin, its subprocess, which presents the key (raidlab.tools.nbd says why
+through the plugin); the plugin dies with nbdfuse.
+
 Each remote member's connection:
 
     mount file   <lab>/nbd/m<index>.<generation>, a regular file nbdfuse mounts over
@@ -26,9 +31,10 @@ then releases the old connection (LabSession.release_now). A SIGKILLed daemon le
 processes and mounts in the state file; the stale cleanup kills and unmounts them.
 
 When a cable is cut, the connection's unacknowledged data times out (about 14 s, the nodes'
-tcp_retries2, raidlab.cluster.plan), libnbd fails the requests in flight, nbdfuse exits and
-every later request on its dead mount fails at once; raidlab.disks.nodedisk turns all of it,
-and a request left unanswered for its deadline, into EIO, which fails the member.
+tcp_retries2, raidlab.cluster.plan), the nbd plugin's libnbd fails the requests in flight and
+every later request fails at once (ESHUTDOWN; nbdfuse stays, its mount answering errors);
+raidlab.disks.nodedisk turns all of it, and a request left unanswered for its deadline, into
+EIO, which fails the member.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ class AttachedMember:
 
 
 def member_label(member: dict[str, Any]) -> str:
-    """How a member is named in messages: node 2's d0 (nbd://10.77.0.3/d0)."""
+    """How a member is named in messages: node 2's d0 (nbds://10.77.0.3/d0)."""
     return f"node {member['node']}'s {member['export']} ({member['uri']})"
 
 
@@ -105,6 +111,7 @@ async def detach(session: LabSession, attached: AttachedMember) -> None:
 
 async def _connect(session: LabSession, spec: Any, member: dict[str, Any], generation: int,
                    entries: list[Any]) -> tuple[str, ServerProcess]:
+    psk = _member_key(member)
     lab = session.lab
     directory = lab.path / "nbd"
     directory.mkdir(exist_ok=True)
@@ -122,13 +129,23 @@ async def _connect(session: LabSession, spec: Any, member: dict[str, Any], gener
         return outcome
 
     entries.append(session.push_sync(f"NBD file {mount_file.name}", release_mount, resource))
-    argv = nbd.nbdfuse_argv(str(mount_file), member["uri"], pidfile=str(pidfile), executable=require("nbdfuse"))
+    argv = nbd.nbdfuse_argv(str(mount_file), member["uri"], psk=psk, pidfile=str(pidfile),
+                            executable=require("nbdfuse"), nbdkit=require("nbdkit"))
     if member["namespace"] is not None:  # None: a node list's host, reached from this namespace
         argv = ip_tool.nsenter_argv(member["namespace"], argv, executable=require("nsenter"))
     proc = await session.start_server(argv, label=f"nbdfuse of member {member['index']} ({member['uri']})")
     entries.append(proc.cleanup)
     await _wait_mounted(proc, pidfile, spec, member)
     return str(mount_file), proc
+
+
+def _member_key(member: dict[str, Any]) -> nbd.TlsPsk:
+    """The TLS key a remote member's NBD client presents, as the array's spec records it."""
+    if not member.get("tls_psk_file") or not member.get("tls_username"):
+        raise LabError(f"the array's spec names no TLS key for {member_label(member)}; the cluster's "
+                       "servers require one",
+                       hint="destroy the array and create it again over the cluster")
+    return nbd.TlsPsk(member["tls_psk_file"], member["tls_username"])
 
 
 async def _wait_mounted(proc: ServerProcess, pidfile: Path, spec: Any, member: dict[str, Any]) -> None:
