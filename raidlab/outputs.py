@@ -97,11 +97,23 @@ def _others_may_rename(st: os.stat_result) -> bool:
     return bool(st.st_mode & stat.S_IWGRP) and not _owner_s_own_group(st)
 
 
+def trusted_uids() -> frozenset[int]:
+    """The users whose directories the caller may write into or under: the caller and root,
+    and under sudo the user who ran it (SUDO_UID, set by sudo in root's environment), so
+    `sudo raidlab ...` works in that user's own checkout."""
+    me = os.geteuid()
+    uids = {me, 0}
+    sudo = os.environ.get("SUDO_UID", "")
+    if me == 0 and sudo.isdigit():
+        uids.add(int(sudo))
+    return frozenset(uids)
+
+
 def _check_chain(directory: Path, option: str, asked: Path) -> None:
     """Every directory from / down to `directory` (an existing one), along the path as written
     and along the path it resolves to, and every link on the way: owned by the caller or
     root, and no directory lets another user rename its entries. UsageError otherwise."""
-    me = os.geteuid()
+    trusted = trusted_uids()
     checked: set[Path] = set()
     for chain in (Path(os.path.abspath(directory)), Path(os.path.realpath(directory))):
         for part in [*reversed(chain.parents), chain]:
@@ -111,7 +123,7 @@ def _check_chain(directory: Path, option: str, asked: Path) -> None:
             st = _lstat(part)
             if st is None:
                 continue  # a lexical `..` through a link: the resolved chain is checked too
-            if st.st_uid not in (me, 0):
+            if st.st_uid not in trusted:
                 raise UsageError(f"{option} {asked}: {part} belongs to {_user(st.st_uid)}, who could replace "
                                  f"what raidlab writes there", hint="copy it to a directory of yours first")
             if stat.S_ISDIR(st.st_mode) and _others_may_rename(st):
@@ -134,7 +146,7 @@ def owned_dir(path: str | os.PathLike, option: str) -> Path:
     if not stat.S_ISDIR(st.st_mode):
         raise UsageError(f"{option} {path} is {_what(st)}, not a directory",
                          hint="give a directory, or a new path for one")
-    if st.st_uid != os.geteuid():
+    if st.st_uid != os.geteuid() and st.st_uid not in trusted_uids() - {0}:
         raise UsageError(f"{option} {path} belongs to {_user(st.st_uid)}, not to you ({_user(os.geteuid())}); "
                          f"raidlab writes only into its caller's directories",
                          hint=f"copy it first (cp -r {path} COPY) and give the copy")

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from raidlab.errors import UsageError
+from raidlab.outputs import trusted_uids
 
 HOME_ENV = "RAIDLAB_HOME"
 
@@ -48,14 +49,15 @@ def _refuse(path: Path, why: str) -> UsageError:
 
 def check_ancestors(path: Path) -> None:
     """UsageError unless every directory above `path` (as resolved) is safe for it: owned by
-    root or the caller, and writable by no one else unless sticky."""
-    me = os.geteuid()
+    root, the caller or the user who ran sudo (raidlab.outputs.trusted_uids), and writable by
+    no one else unless sticky."""
+    trusted = trusted_uids()
     for parent in Path(os.path.realpath(path)).parents:
         try:
             st = os.stat(parent)
         except FileNotFoundError:
             continue  # made later, by the caller, under the ones checked here
-        if st.st_uid not in (0, me):
+        if st.st_uid not in trusted:
             raise _refuse(parent, f"(above {path}) belongs to uid {st.st_uid}")
         if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
             raise _refuse(parent, f"(above {path}) is writable by others and not sticky")
