@@ -234,7 +234,7 @@ def _status_updates(name: str, status):
 @click.option("--join", "joins", default=None, metavar="ARRAY",
               help="with --cluster and --node: another instance of ARRAY (created over the cluster) on node "
                    "--node, for a client there; it never writes ARRAY's metadata (docs/cluster.md)")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, power_loss, span, chunk, discipline,
            options, runner, cluster, node, joins, home, as_json):

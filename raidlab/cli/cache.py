@@ -16,7 +16,7 @@ _err = Console(stderr=True, highlight=False)
 @click.command()
 @click.argument("name")
 @click.option("--off", is_flag=True, help="leave bypass mode: cache again")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def bypass(name, off, home, as_json):
     """Turn DCD NAME into a plain disk on the fly (drains RAM buffer and cache-disk first)."""

@@ -35,7 +35,7 @@ _err = Console(stderr=True, highlight=False)
               show_default=True, help="kill the daemon only, or also cut the drives' power: lose every "
                                        "unflushed write, what the drive model had not written back, or a random "
                                        "subset of them")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
 def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, mode, home, as_json):
     """Crash-test TARGET: a preset (dcd-immediate, dcd-after-complete, vcraid-scd,

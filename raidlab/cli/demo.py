@@ -13,7 +13,7 @@ from rich.console import Console
               default=Path("results/demo"), show_default=True, help="results root (writes <root>/<scenario>/<time>/; results/demo is not committed)")
 @click.option("--runner", type=click.Choice(["vm", "native"]), default="vm", show_default=True,
               help="vm: md-raid5 needs the lab VM on hosts without md; native only where the kernel has md")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where the demo's labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where the demo's labs live (default ~/.local/state/raidlab)")
 def demo(results_dir: Path, runner: str, home: str | None) -> int:
     """PostMark small, md-raid5 vs VC-RAID scd, quick size; prints the report's path."""
     from raidlab.cli.run import _check_live

@@ -100,7 +100,7 @@ def lab_group():
 @lab_group.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def lab_list(as_json):
-    """Labs under $RAIDLAB_HOME (default ./run): running, stale (left by a killed run), idle."""
+    """Labs under $RAIDLAB_HOME (default ~/.local/state/raidlab): running, stale (left by a killed run), idle."""
     from raidlab.lab import labs_dir, list_labs
 
     labs = list_labs()

@@ -26,7 +26,7 @@ _err = Console(stderr=True, highlight=False)
               help="fault modes to try (repeatable; default: all four)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the fio jobs")
 @click.option("-o", "--option", "options", multiple=True, help="architecture option KEY=VALUE")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
 def faulttest(arch, disks, disk, disk_size, chunk, modes, seed, options, home, as_json):
     """Fault-test ARCH (an engine layout, tss, dcd or vcraid): drive --disk vanishes, fails its

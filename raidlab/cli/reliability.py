@@ -42,7 +42,7 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--cells", "cells_dir", type=click.Path(file_okay=False), default=None,
               help="keep each finished cell there and take cells a stopped run of the same code (raidlab/, "
                    "scripts/, pyproject.toml) and parameters finished (a campaign of hours goes on where it stopped)")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_points, interrupt_commands,
                 write_hole_trials, write_hole_cases, seed, out, cells_dir, home):
     """Run the crash campaign (every crashtest preset, killed and with the power cut), the
@@ -129,9 +129,9 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
             import tempfile
 
             from raidlab.campaigns.interrupt import run_campaign
+            from raidlab.lab import private_dir, raidlab_home
 
-            base = Path(home) if home else Path("run")
-            base.mkdir(parents=True, exist_ok=True)
+            base = private_dir(Path(home) if home else raidlab_home(), tighten=False)
 
             def interrupt_campaign() -> dict:
                 with tempfile.TemporaryDirectory(prefix="interrupttest-", dir=base) as scratch:

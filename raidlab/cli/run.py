@@ -83,7 +83,7 @@ class _RichProgress:
               help="run only this case (repeatable or comma-separated)")
 @click.option("--results", "results_root", type=click.Path(path_type=Path),
               default=Path("results"), show_default=True, help="results root: writes <root>/<scenario>/<time>/")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where the run's labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where the run's labs live (default ~/.local/state/raidlab)")
 @click.option("--dry-run", is_flag=True, help="validate and list the runs, start nothing")
 @click.option("--resume", "resume", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               metavar="RESULTS_DIR", help="continue an interrupted run in its own directory: its ok runs are kept, "

@@ -37,7 +37,7 @@ def _show(result, as_json: bool) -> None:
         _out.print(result)
 
 
-_home = click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+_home = click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 _json = click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 
 

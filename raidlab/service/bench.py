@@ -54,7 +54,7 @@ from raidlab.errors import UsageError
 from raidlab.export import (BlockExportFS, ImageFileTarget, attach_loop, attach_loop_file, create_sparse_image,
                             mount_export)
 from raidlab.export.serve import ServeRequest, build_disks, check_live_prerequisites
-from raidlab.lab import kill_tagged_processes, open_lab, raidlab_home
+from raidlab.lab import kill_tagged_processes, open_lab, private_dir, raidlab_home
 from raidlab.tools import fio
 from raidlab.tools.base import require
 from raidlab.units import parse_key_values
@@ -151,8 +151,7 @@ async def run_bench(cfg: BenchConfig, *, status: Callable[[str], None],
     home = cfg.home
     own_home = home is None
     if own_home:
-        base = raidlab_home()
-        base.mkdir(parents=True, exist_ok=True)
+        base = private_dir(raidlab_home(), tighten=False)
         home = Path(tempfile.mkdtemp(prefix="bench-engine-", dir=base))
     name = f"bench-{cfg.arch}"
     doc: dict[str, Any] = {"arch": cfg.arch, "disks": cfg.disks, "disk_model": "none",
