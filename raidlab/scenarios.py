@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import pwd
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ from raidlab.disks.bus import parse_bus
 from raidlab.disks.disk import SPANS, WRITE_CACHE_SETTINGS
 from raidlab.policies import make_policy
 from raidlab.errors import UsageError
+from raidlab.outputs import trusted_uids
 from raidlab.tools.mkfs import check_mkfs_options
 from raidlab.vm.hosted import MIN_AVAILABLE_MIB
 from raidlab.workloads import trace as trace_workload
@@ -309,11 +313,47 @@ def load(path: str | Path, *, check_references: bool = True) -> Scenario:
         raise UsageError(f"cannot read scenario {path}: {exc.strerror}",
                          hint="give the path of a scenarios/*.toml file") from None
     scenario = loads(text, path, check_references=check_references)
+    _check_named_files(scenario, path)
     if check_references and scenario.kind == "sim":
         # A replay's references are virtual time's: architectures no array daemon builds (the
         # traditional single `disk`) and the trace workload's case parameters.
         return _check_sim_references(scenario)
     return scenario
+
+
+# The case parameters that name a file raidlab opens.
+FILE_PARAMS = ("trace",)
+
+
+def _check_named_files(scenario: Scenario, path: Path) -> None:
+    """A scenario file another user wrote (a student's, run by root) names only files that
+    user could read: each is opened by a child process running as the file's owner (`test
+    -r`), so root never reads for them what they could not (ScenarioError otherwise)."""
+    owner = os.stat(path).st_uid
+    if owner in trusted_uids():
+        return
+    for i, case in enumerate(scenario.cases):
+        for key in FILE_PARAMS:
+            if key not in case.params:
+                continue
+            named = str(case.params[key])
+            try:
+                readable = subprocess.run(["test", "-r", named], user=owner, group=_primary_gid(owner),
+                                          extra_groups=[], capture_output=True, timeout=30).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                readable = False
+            if not readable:
+                raise ScenarioError(path, f"case[{i}].params.{key}",
+                                    f"{named!r} is not a file the scenario's owner (uid {owner}) can read",
+                                    hint="a scenario names only files its author may read")
+
+
+def _primary_gid(uid: int) -> int:
+    """The primary group of `uid` (the nogroup of `nobody` where the user is unknown)."""
+    try:
+        return pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        return 65534
 
 
 def _check_sim_references(scenario: Scenario) -> Scenario:

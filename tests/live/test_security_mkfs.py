@@ -93,3 +93,49 @@ def test_a_scenario_from_another_user_cannot_make_mkfs_read_or_write_a_path(tmp_
     dry = subprocess.run(raidlab_cmd + ["run", str(harmless), "--dry-run", "--home", str(home),
                                         "--results", str(results)], capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr[-2000:]
+
+
+SIM_TRACE = """
+[scenario]
+id = "attack-trace"
+title = "written by another user"
+kind = "sim"
+
+[[arch]]
+label = "disk"
+arch = "disk"
+disks = 1
+disk_model = "hp-c2200a"
+disk_size = 335333376
+
+[workload]
+name = "trace"
+
+[[case]]
+name = "stolen"
+params = {{ trace = "{trace}", format = "raidlab" }}
+"""
+
+
+def test_a_trace_file_the_scenarios_author_cannot_read_is_refused(raidlab_cmd, nobody_dir, tmp_path):
+    """A replay scenario of nobody's naming a root-only file as its trace: refused before
+    root opens it; the same scenario naming a file nobody may read is accepted."""
+    secret = tmp_path / "secret.trace"
+    secret.write_text("raidlab-trace v1\n# secret-line\ntime,op,offset,length,device\n")
+    os.chmod(secret, 0o600)
+    env = {**os.environ, "RAIDLAB_HOME": str(tmp_path / "home"), "COLUMNS": "300"}
+    path = _written_by_nobody(nobody_dir, "attack-trace.toml", SIM_TRACE.format(trace=secret))
+    proc = subprocess.run([*raidlab_cmd, "run", str(path), "--results", str(tmp_path / "results")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "case[0].params.trace" in proc.stderr
+    assert "secret-line" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+    # nobody's own trace is theirs to replay
+    own = nobody_dir / "own.trace"
+    shutil.copyfile(secret, own)
+    os.chown(own, 65534, 65534)
+    path = _written_by_nobody(nobody_dir, "own-trace.toml", SIM_TRACE.format(trace=own))
+    proc = subprocess.run([*raidlab_cmd, "run", str(path), "--dry-run"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
