@@ -6,7 +6,7 @@ with the cluster running, and the disks' service tasks and the FUSE server behin
 node's NBD exports live in one trio run. The CLI starts it with
 raidlab.service.control.start_daemon and talks to it the same way: JSON lines on an
 inherited pipe while it builds ({"status"}, then {"ready"} or {"error"}), afterwards one
-JSON request per connection on the lab's abstract control socket (ops: status, stop).
+JSON request per connection on the lab's control socket (ops: status, stop).
 
 Build order, and the reverse release order of the lab's cleanup stack (raidlab.lab):
 
