@@ -102,6 +102,26 @@ def test_a_peer_of_another_uid_is_hung_up_on_before_it_is_read(raidlab_cmd, arra
     assert "refused a connection from uid 65534" in (lab / "daemon.log").read_text()
 
 
+def test_the_fuse_files_and_the_loop_device_stay_root_s(raidlab_cmd, array):
+    """What was already closed stays so: the FUSE mount has no allow_other (another uid is
+    refused even with every directory above it opened), the loop device is root's."""
+    env, lab = array
+    for directory in (lab.parent.parent, lab.parent, lab):
+        os.chmod(directory, 0o711)
+    device = json.loads((lab / "runtime.json").read_text())["device"]
+    for path in (lab / "mnt" / "volume", lab / "mnt" / "disks" / "d0", device):
+        opened = python_as_nobody(f"""
+try:
+    open({str(path)!r}, "rb").read(512); print("read")
+except OSError as exc:
+    print(type(exc).__name__)
+""")
+        assert opened.stdout.strip() == "PermissionError", (path, opened)
+    assert "allow_other" not in next(line for line in Path("/proc/mounts").read_text().splitlines()
+                                     if str(lab / "mnt") in line)
+    assert _state(raidlab_cmd, env) == "optimal"
+
+
 def test_the_client_talks_only_to_the_lab_s_recorded_daemon(raidlab_cmd, array, tmp_path):
     env, lab = array
     stopped = _raidlab(raidlab_cmd, env, "destroy", NAME, "--keep-images")

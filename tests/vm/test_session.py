@@ -303,3 +303,27 @@ def test_concurrent_guest_writes_are_in_flight_at_the_engine_together(vm_array):
     # every byte arrives; the guest's block layer may merge two neighbouring random writes
     assert volume["write_bytes"] >= 512 * 4096 and volume["writes"] >= 256, volume
     assert volume["writes_in_flight_max"] > 1, volume
+
+
+@pytest.mark.vm
+@pytest.mark.root
+def test_another_user_reaches_neither_the_vm_nor_its_files(vm_array):
+    """The lab VM's work directory (QEMU's sockets and its initramfs copy) is the daemon's
+    own, 0700; the scratch image and the lab are closed to another user."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "live"))
+    from second_uid import as_nobody, available
+
+    if available() is not None:
+        pytest.skip(available())
+    lab, ready, _raidlab = vm_array
+    pid = ready["pid"]
+    workdirs = [p for p in Path("/tmp").glob("raidlab-vm-*")
+                if (p / "owner").is_file() and (p / "owner").read_text().split()[0] == str(pid)]
+    assert workdirs, "the daemon's VM work directory"
+    for workdir in workdirs:
+        assert workdir.stat().st_mode & 0o777 == 0o700
+        assert as_nobody(["ls", str(workdir)]).returncode != 0
+    scratch = lab.path / "vm-scratch.img"
+    assert scratch.stat().st_mode & 0o077 == 0
+    assert as_nobody(["cat", str(scratch)]).returncode != 0
+    assert as_nobody(["ls", str(lab.path)]).returncode != 0
