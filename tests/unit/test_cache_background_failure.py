@@ -79,10 +79,13 @@ def test_a_failed_background_task_fails_requests_instead_of_hanging(kind, caplog
 
 
 
+@pytest.mark.parametrize("fault", ["write-eio", "read-eio"])
 @pytest.mark.parametrize("kind", ["vcraid", "dcd"])
-def test_a_drive_failing_under_a_background_task_fails_the_cache_not_its_owner(kind, caplog):
+def test_a_drive_failing_under_a_background_task_fails_the_cache_not_its_owner(kind, fault, caplog):
     """A drive's EIO is not a bug: the cache has failed (requests get EIO, `failure` says why)
-    and the nursery its owner serves in goes on, so the daemon still answers and stops."""
+    and the nursery its owner serves in goes on, so the daemon still answers and stops. With
+    read-eio the failure meets the destage that drains a full log, which reads the cache
+    disk in a nursery of its own: the EIO arrives inside an exception group."""
     seen: dict[str, object] = {}
 
     async def main():
@@ -92,9 +95,11 @@ def test_a_drive_failing_under_a_background_task_fails_the_cache_not_its_owner(k
             target.start(nursery)
             await target.write(0, b"a" * 4096)
             await target.flush()
-            drives["cache"].fault = "write-eio"
-            try:  # more than the RAM buffer: the log must be written, and the write may meet the failure
-                await target.write(65536, b"b" * (256 * KiB))
+            drives["cache"].fault = fault
+            try:  # more than the RAM buffer, then more than the log's high watermark: the log is
+                # written, and drained home from the cache disk
+                for offset in range(65536, 65536 + 2 * MiB, 256 * KiB):
+                    await target.write(offset, b"b" * (256 * KiB))
             except OSError as exc:
                 seen["write"] = exc
             with trio.move_on_after(10):

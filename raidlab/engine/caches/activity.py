@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from raidlab import sched
+from raidlab.errors import leaf_exceptions
 
 log = logging.getLogger(__name__)
 
@@ -113,18 +114,16 @@ class RequestActivity:
     async def _guarded(self, fn: Callable[..., Awaitable[Any]], args: tuple) -> None:
         try:
             await fn(*args)
-        except OSError as exc:
-            if exc.errno != errno.EIO:
+        except Exception as exc:
+            failed_drive = drive_failure(exc)
+            if failed_drive is None:
                 self._fail(fn, exc)
                 raise
             if self._failure is None:  # a drive failed: the cache has failed, its owner lives on
-                self._failure = exc
+                self._failure = failed_drive
                 log.error("%s %s: background task %s met a failed drive: %s; the %s has failed",
-                          self.kind, self.name, fn.__name__, exc.strerror or exc, self.kind)
+                          self.kind, self.name, fn.__name__, failed_drive.strerror or failed_drive, self.kind)
             self._notify()
-        except Exception as exc:
-            self._fail(fn, exc)
-            raise
 
     def _fail(self, fn: Callable[..., Awaitable[Any]], exc: Exception) -> None:
         if self._failure is None:
@@ -149,3 +148,13 @@ class RequestActivity:
         _check_alive)."""
         self._changed.set()
         self._changed = sched.Event()
+
+
+def drive_failure(exc: BaseException) -> OSError | None:
+    """The failed drive's EIO if that is all `exc` is: an OSError with errno EIO, or a group
+    of them (a background task that waits on several drives at once, in a nursery, raises the
+    failures of all that failed together); None for anything else, which is a bug."""
+    leaves = leaf_exceptions(exc)
+    if leaves and all(isinstance(e, OSError) and e.errno == errno.EIO for e in leaves):
+        return leaves[0]  # type: ignore[return-value]
+    return None
