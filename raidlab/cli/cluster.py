@@ -113,7 +113,7 @@ def cluster_group():
               help="each node's link rate, each way, as tc writes it (100mbit: the paper's Fast Ethernet)")
 @click.option("--subnet", default="10.77.0.0/24", show_default=True,
               help="IPv4 subnet of the nodes; node k is host k+1")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def up_cmd(name, nodes, node_list, psk_file, disks_per_node, disk_model, disk_size, link, subnet, home, as_json):
     """Bring cluster NAME up and print its nodes, their addresses and NBD exports: N nodes as
@@ -167,7 +167,7 @@ def up_cmd(name, nodes, node_list, psk_file, disks_per_node, disk_model, disk_si
 @click.option("--psk-file", "psk_file", type=click.Path(dir_okay=False), default=None,
               help="serve with this TLS key (a copy of the file `raidlab cluster key` names on the first host) "
                    "instead of a new one")
-@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ./run)")
+@click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def serve_cmd(name, address, port, disks_per_node, disk_model, disk_size, psk_file, home, as_json):
     """Serve this host's emulated disks as one node of a cluster of real hosts (nbdkit on

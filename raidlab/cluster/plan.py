@@ -58,13 +58,13 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from raidlab.disks import catalog
 from raidlab.errors import UsageError
+from raidlab.lab.private import write_private
 from raidlab.tools.ip import IFNAME_MAX
 from raidlab.tools.nbd import NBD_PORT, nbd_uri
 from raidlab.units import format_link_rate
@@ -235,9 +235,7 @@ class ClusterSpec:
         return LinkShape.for_rate(self.link_bits)
 
     def save(self, lab_path: Path) -> None:
-        tmp = lab_path / (CLUSTER_FILE + ".tmp")
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2))
-        os.replace(tmp, lab_path / CLUSTER_FILE)
+        write_private(lab_path / CLUSTER_FILE, json.dumps(dataclasses.asdict(self), indent=2))
 
     @classmethod
     def load(cls, lab_path: Path) -> "ClusterSpec":
