@@ -73,8 +73,28 @@ class Superblock:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "Superblock":
+        """The superblock in a decoded slot document. Raises ValueError unless it has this
+        shape (a document whose checksum holds may still be another tool's or a newer
+        format's, and assembly must be able to compare generations and uuids)."""
+        if not isinstance(doc, dict):
+            raise ValueError("a superblock is a JSON object")
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in known})
+        sb = cls(**{k: v for k, v in doc.items() if k in known})
+        for name, kind in _FIELD_TYPES.items():
+            value = getattr(sb, name)
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise ValueError(f"superblock field {name} is not a {kind.__name__}")
+        if not all(isinstance(m, int) and not isinstance(m, bool) for m in sb.failed_members):
+            raise ValueError("superblock field failed_members is not a list of member indices")
+        return sb
+
+
+# The type of every superblock field (from_json checks them).
+_FIELD_TYPES: dict[str, type] = {
+    "array_uuid": str, "name": str, "arch": str, "n_members": int, "member_index": int, "member_size": int,
+    "data_offset": int, "geometry": dict, "generation": int, "state": str, "failed_members": list,
+    "arch_state": dict, "member_uuid": str, "format_version": int,
+}
 
 
 def new_array_uuid() -> str:
@@ -105,7 +125,7 @@ def decode_slot(raw: bytes) -> Superblock | None:
         return None
     try:
         return Superblock.from_json(json.loads(payload))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # RecursionError: JSON nested too deep
         return None
 
 
