@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from raidlab import sched
+from raidlab.engine.metadata import MetadataError
 
 BLOCK = 4096
 HEADER_MAGIC = b"RLJOURN1"
@@ -51,9 +52,9 @@ _EXTENT = struct.Struct("<IQI")             # member, member offset, length
 
 
 class JournalError(OSError):
-    """The journal cannot serve: one plan's writes larger than the whole journal (the write
-    fails with EIO, never goes out unjournalled), or a drive that holds no journal of this
-    array."""
+    """The journal cannot serve: one plan's writes larger than the whole journal, or a
+    journal drive that failed (the write fails with EIO, never goes out unjournalled). A
+    drive that holds no journal of this array is refused at assembly with a MetadataError."""
 
     def __init__(self, message: str):
         super().__init__(errno.EIO, message)
@@ -191,12 +192,15 @@ class StripeJournal:
     @classmethod
     async def open(cls, target: Any, array_uuid: str) -> tuple[StripeJournal, list[list[tuple[int, int, bytes]]]]:
         """The journal on `target` and the records to replay (newest last), each a list of
-        (member, offset, payload). A target without this array's journal header is refused."""
+        (member, offset, payload). A target without this array's whole journal header is
+        refused (MetadataError)."""
         journal = cls(target, array_uuid)
         raw = await target.read(0, BLOCK)
         magic, uuid, checkpoint, crc = _HEADER.unpack_from(raw)
         if magic != HEADER_MAGIC or uuid != journal.uuid or zlib.crc32(raw[:_HEADER.size - 4]) != crc:
-            raise JournalError("the journal drive does not hold this array's journal")
+            name = getattr(target, "name", "the journal drive")
+            raise MetadataError(f"{name} holds no write journal of this array (its header is blank, damaged "
+                                f"or another array's)", hint="give the array's own journal drive", member=name)
         journal.checkpoint_seq = journal.seq = checkpoint
         records: list[list[tuple[int, int, bytes]]] = []
         position, last = BLOCK, checkpoint
