@@ -430,6 +430,7 @@ class DCD(Destaging):
                 await self.data_disk.write(sector * SECTOR, data)
             if suspended():
                 return False
+            self._home_written()
             await self.data_disk.flush()
             return True
 

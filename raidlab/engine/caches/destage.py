@@ -148,6 +148,16 @@ class Destaging(RequestActivity):
         """The log bytes of the largest single log write (its record's headers too)."""
         raise NotImplementedError
 
+    # Called between a level-2 destage's writes home and the flush that makes them durable
+    # (each architecture's write_home), when set: a crash test's hook for a cut at the moment
+    # the drives hold destaged blocks no flush has made durable yet (raidlab.campaigns.crash,
+    # through the daemon's `crash_at` op). Not set: nothing happens.
+    before_home_flush: Callable[[], None] | None = None
+
+    def _home_written(self) -> None:
+        if self.before_home_flush is not None:
+            self.before_home_flush()
+
     async def drain(self) -> int:
         """Move everything written so far home: the RAM buffer to the cache disks, then every
         log destaged to empty (not suspended), the backing store flushed by each step. What a

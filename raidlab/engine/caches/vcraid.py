@@ -512,6 +512,7 @@ class VCRAID(Destaging):
             async with sched.open_nursery() as nursery:  # "written to the disk array in parallel"
                 for lba, data in runs_of(live):
                     nursery.start_soon(self.array.write, lba * bs, data)
+            self._home_written()
             await self.array.flush()
             return True
 

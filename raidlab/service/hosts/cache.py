@@ -31,6 +31,8 @@ the summary sectors (§2.5); VC-RAID writes every logged block to the raid5 firs
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +344,23 @@ class CacheHost:
         after = self.target.statistics()
         return {"bypass": self.target.bypass, "state": self._state(),
                 "drained_bytes": after["destaged_bytes"] - before["destaged_bytes"]}
+
+    async def op_crash_at(self, request, send) -> dict:
+        """A crash test's cut at a chosen moment (raidlab.campaigns.crash): with at=home-flush
+        the daemon kills itself with SIGKILL, as a crash would, the next time a level-2
+        destage has written its blocks home and not yet flushed them (the cache's
+        before_home_flush), so the power cut after it meets drives holding destaged writes."""
+        if request.get("at") != "home-flush":
+            raise UsageError(f"crash_at: unknown moment {request.get('at')!r}", hint="at=home-flush")
+        # VC-RAID 1c/1d: the caches below the raid5 (raidlab.engine.caches.perdisk)
+        parts = [c for c in [self.target, *getattr(self.target, "caches", ())] if hasattr(c, "before_home_flush")]
+        if not parts:
+            raise UsageError(f"{self.spec.arch} has no level-2 destage to cut inside")
+
+        def crash() -> None:
+            self.daemon.status("crash test: SIGKILL between a destage's writes home and its flush")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        for part in parts:
+            part.before_home_flush = crash
+        return {"armed": len(parts)}
