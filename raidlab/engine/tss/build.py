@@ -88,10 +88,12 @@ def _device(name: str, columns: Sequence[Any], log: DataLog | None, table: MapTa
     return device
 
 
-def _split_drives(drives: Sequence[Any], options_log: bool) -> tuple[list[Any], DataLog | None]:
-    """The columns, and the data log on the drive after them when the log is on."""
+def _split_drives(drives: Sequence[Any], options_log: bool,
+                  array_uuid: str | None = None) -> tuple[list[Any], DataLog | None]:
+    """The columns, and the data log of device `array_uuid` on the drive after them when
+    the log is on."""
     if options_log:
-        return list(drives[:-1]), DataLog(drives[-1])
+        return list(drives[:-1]), DataLog(drives[-1], array_uuid)
     return list(drives), None
 
 
@@ -100,18 +102,19 @@ async def create_tss(name: str, drives: Sequence[Any], *, unit: int, options: TS
     """A new TSS device over `drives` (every stripe invalid), its superblocks and map written.
     With the log on, the last drive is the log device."""
     options.check()
-    drives, log = _split_drives(drives, options.log)
+    array_uuid = metadata.new_array_uuid()
+    drives, log = _split_drives(drives, options.log, array_uuid)
     member_size = check_members(drives)
     geometry, logical = plan_geometry(len(drives), member_size, unit, options)
     table = MapTable(geometry, logical, placement=options.placement)
-    store = MapStore(drives, logical)
+    store = MapStore(drives, logical, array_uuid)
     if log is not None:
         await log.reset()  # whatever an earlier use left there is not this device's
     if status:
         status(f"writing the map table of {logical} logical stripes ({store.size} bytes on columns 0 and 1)")
     await store.write_all(table)
     base = metadata.Superblock(
-        array_uuid=metadata.new_array_uuid(), name=name, arch="tss", n_members=len(drives), member_index=0,
+        array_uuid=array_uuid, name=name, arch="tss", n_members=len(drives), member_index=0,
         member_size=member_size, data_offset=geometry.data_offset,
         geometry={**dataclasses.asdict(options), **geometry.describe(), "logical_stripes": logical})
     async with sched.open_nursery() as writers:
@@ -128,9 +131,11 @@ async def assemble_tss(drives: Sequence[Any], *, labels: Sequence[str] | None = 
     found = await read_superblocks(drives)
     columns = [sb for sb in found if sb is not None]
     has_log = bool(columns) and columns[0].arch == "tss" and columns[0].geometry.get("log", False)
-    drives, log = _split_drives(drives, has_log)
+    log_drive = drives[-1] if has_log else None
+    drives, _ = _split_drives(drives, has_log)
     found = found[:len(drives)]
     authority = metadata.check_assembly(found, labels=list(labels)[:len(drives)] if labels else None)
+    log = DataLog(log_drive, authority.array_uuid) if log_drive is not None else None
     if authority.arch != "tss":
         raise UsageError(f"member images hold a {authority.arch} array, not a tss device")
     g = authority.geometry
@@ -142,7 +147,7 @@ async def assemble_tss(drives: Sequence[Any], *, labels: Sequence[str] | None = 
                          max_async=g.get("max_async", DEFAULT_MAX_ASYNC),
                          allocate_on_read=g.get("allocate_on_read", True))
     failed = frozenset(authority.failed_members)
-    store = MapStore(drives, g["logical_stripes"])
+    store = MapStore(drives, g["logical_stripes"], authority.array_uuid)
     store.failed = {column for column in failed if column < len(store.members)}  # stale copies
     table = await store.load(MapTable(geometry, g["logical_stripes"], placement=options.placement))
     if status:

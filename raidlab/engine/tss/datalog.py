@@ -18,7 +18,11 @@ The log device is a circular area, written sequentially:
                     never wait for space that only commits could free)
 
 A header holds the record's sequence number and the *tail*: the oldest sequence not yet
-committed when it was written. Space is reused only behind the tail, so a record older than
+committed when it was written. The log drive carries no superblock, so every header names
+its device: the CRC32 of a header is seeded with the CRC32 of the device's array uuid, and a
+log drive of another device (or a former one on the same drive) holds no record of this one.
+Headers of the first format (MAGIC_V1: the CRC not seeded) are still read, for logs made
+before; this one writes only the second. Space is reused only behind the tail, so a record older than
 the newest tail seen on the device was committed, even if its commit record has since been
 overwritten; recovery replays only uncommitted records at or after that tail. Every header
 and the data carry CRC32s: a torn record was never acknowledged and is skipped.
@@ -39,9 +43,15 @@ from typing import Any
 from raidlab import sched
 from raidlab.blockdev import SECTOR
 
-MAGIC = b"TSSLOG\x00\x01"
+MAGIC_V1 = b"TSSLOG\x00\x01"   # header CRC not seeded with the device's uuid
+MAGIC = b"TSSLOG\x00\x02"      # header CRC seeded with the CRC32 of the device's uuid
 HEADER = struct.Struct("<8sIQQQIIII")  # magic kind seq tail target ls start length data_crc
 DATA, COMMIT = 1, 2
+
+
+def owner_seed(array_uuid: str | None) -> int:
+    """The CRC seed of this device's headers (module doc); 0 when the device has no uuid."""
+    return zlib.crc32(array_uuid.encode()) if array_uuid else 0
 
 
 @dataclasses.dataclass
@@ -55,26 +65,30 @@ class LogRecord:
     committed: bool = False
 
 
-def _header(kind: int, seq: int, tail: int, target: int, ls: int, start: int, length: int, data_crc: int) -> bytes:
+def _header(kind: int, seq: int, tail: int, target: int, ls: int, start: int, length: int, data_crc: int,
+            seed: int = 0) -> bytes:
     body = HEADER.pack(MAGIC, kind, seq, tail, target, ls, start, length, data_crc)
-    return body + struct.pack("<I", zlib.crc32(body)) + bytes(SECTOR - HEADER.size - 4)
+    return body + struct.pack("<I", zlib.crc32(body, seed)) + bytes(SECTOR - HEADER.size - 4)
 
 
-def _parse(sector: bytes) -> tuple | None:
-    if sector[:8] != MAGIC:
+def _parse(sector: bytes, seed: int = 0) -> tuple | None:
+    """The fields of a whole header of this device (`seed`: owner_seed of its uuid), else None."""
+    if len(sector) < HEADER.size + 4 or sector[:8] not in (MAGIC, MAGIC_V1):
         return None
     body = sector[:HEADER.size]
     (crc,) = struct.unpack_from("<I", sector, HEADER.size)
-    if zlib.crc32(body) != crc:
+    if zlib.crc32(body, seed if sector[:8] == MAGIC else 0) != crc:
         return None
     return HEADER.unpack(body)
 
 
 class DataLog:
-    """The circular data log on `device` (a drive or a partition), whole of it."""
+    """The circular data log on `device` (a drive or a partition), whole of it, of the TSS
+    device with uuid `array_uuid` (module doc: its headers name it)."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, array_uuid: str | None = None) -> None:
         self.device = device
+        self.seed = owner_seed(array_uuid)
         self.capacity = device.size // SECTOR * SECTOR
         self._next_seq = 1
         self._head = 0                  # next byte to write
@@ -137,7 +151,7 @@ class DataLog:
         self._records.append(record)
         if on_reserved is not None:
             on_reserved(record)
-        header = _header(DATA, seq, self.tail, 0, ls, start, len(data), zlib.crc32(data))
+        header = _header(DATA, seq, self.tail, 0, ls, start, len(data), zlib.crc32(data), self.seed)
         await self.device.write(offset, header + bytes(data), fua=True)
         self.counters["records"] += 1
         self.counters["record_bytes"] += size
@@ -149,7 +163,7 @@ class DataLog:
         seq = self._next_seq
         self._next_seq += 1
         await self.device.write(record.offset + record.size - SECTOR,
-                                _header(COMMIT, seq, self.tail, record.seq, 0, 0, 0, 0), fua=True)
+                                _header(COMMIT, seq, self.tail, record.seq, 0, 0, 0, 0, self.seed), fua=True)
         record.committed = True
         self.counters["commits"] += 1
         async with self._space:
@@ -163,7 +177,7 @@ class DataLog:
         newest_tail, newest_seq = 0, 0
         pos = 0
         while pos < self.capacity:
-            parsed = _parse(raw[pos:pos + SECTOR])
+            parsed = _parse(raw[pos:pos + SECTOR], self.seed)
             if parsed is None:
                 pos += SECTOR
                 continue
@@ -195,7 +209,7 @@ class DataLog:
         self._records.clear()
         seq = self._next_seq
         self._next_seq += 1
-        await self.device.write(0, _header(COMMIT, seq, self._next_seq, 0, 0, 0, 0, 0), fua=True)
+        await self.device.write(0, _header(COMMIT, seq, self._next_seq, 0, 0, 0, 0, 0, self.seed), fua=True)
         self._head = SECTOR
         self.counters["resets"] += 1
 
