@@ -33,7 +33,7 @@ from typing import Any
 from raidlab import archs, units, workloads
 from raidlab.disks import catalog
 from raidlab.disks.bus import parse_bus
-from raidlab.disks.disk import SPANS, WRITE_CACHE_SETTINGS
+from raidlab.disks.disk import FLUSH_SETTINGS, SPANS, WRITE_CACHE_SETTINGS
 from raidlab.policies import make_policy
 from raidlab.errors import UsageError
 from raidlab.outputs import trusted_uids
@@ -98,6 +98,7 @@ class ArchEntry:
     drives: int | None = None  # members are partitions of this many drives, sim scenarios
     partitions: str | None = None  # members are these partitions of whole drives (raidlab.disks.partitions)
     write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
+    flushes: str = "honoured"  # the host's flushes and FUA at every drive: honoured | dropped (disks.disk)
     span: str | None = None  # every drive's bytes over its whole stroke (full) or at its start (start)
     # live: the members are the disks of a cluster of this many nodes, one disk each, brought
     # up for the run (raidlab.cluster; the array runs on node 0); None: the lab's own disks
@@ -218,7 +219,7 @@ _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "desc
              "cold_start"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
          "cluster_nodes",
-         "policy_options", "bus", "drives", "partitions", "write_cache", "span"}
+         "policy_options", "bus", "drives", "partitions", "write_cache", "flushes", "span"}
 _WORKLOAD = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _CASE = {"name", "params", "filesystem", "mkfs_options", "mount_options"}
 _QUICK = {"repeat", "disk_size", "params", "cases", "archs", "case_params"}
@@ -543,6 +544,7 @@ def _load_archs(path: Path, tables: list, check: bool, runner: str = "native",
                               bus=r.get("bus", (str, int, float), None), drives=r.get("drives", int, None),
                               partitions=where.text if where is not None else None,
                               write_cache=r.choice("write_cache", WRITE_CACHE_SETTINGS, "model"),
+                              flushes=r.choice("flushes", FLUSH_SETTINGS, "honoured"),
                               span=r.choice("span", SPANS) if r.get("span", str, None) is not None else None,
                               cluster_nodes=r.get("cluster_nodes", int, None))
             if entry.cluster_nodes is not None and check:  # live; virtual time refuses it (the twin)
@@ -868,7 +870,7 @@ def _load_report(path: Path, table: Any, claims: tuple[Claim, ...]) -> ReportSpe
 
 
 CONTROL_BAND = (0.8, 1.25)  # [control].band when the scenario gives none
-CONTROL_SAME = ("disks", "disk_model", "disk_size", "chunk", "partitions", "bus", "write_cache", "span")  # what makes "the same drives"
+CONTROL_SAME = ("disks", "disk_model", "disk_size", "chunk", "partitions", "bus", "write_cache", "flushes", "span")  # what makes "the same drives"
 
 
 def _load_control(path: Path, table: Any, labels: set, entries: tuple[ArchEntry, ...], check: bool) -> Control:

@@ -56,6 +56,7 @@ class Config:
     bus: str | None = None  # one bus every drive shares (raidlab.disks.bus)
     write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
     span: str | None = None  # where every drive's bytes lie on it: full | start (None: as `plan` says)
+    flushes: str = "honoured"  # the host's flushes and FUA at every drive: honoured | dropped (disks.disk)
 
 
 @dataclasses.dataclass(frozen=True)

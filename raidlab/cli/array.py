@@ -216,6 +216,9 @@ def _status_updates(name: str, status):
 @click.option("--write-cache", type=click.Choice(["model", "on", "off"]), default="model", show_default=True,
               help="every drive's write cache (members, cache disks, md's drives): each model's default, or on "
                    "or off for all")
+@click.option("--flushes", type=click.Choice(["honoured", "dropped"]), default="honoured", show_default=True,
+              help="what becomes of the host's flushes and FUA writes at every drive: honoured (today's hosts) "
+                   "or dropped (a host that sends none, as the papers' Linux 2.0 did)")
 @click.option("--power-loss", is_flag=True,
               help="the drives' write caches are volatile: each drive logs what its cache holds, so "
                    "`raidlab power-cut` can cut the power (raidlab.disks.volatile)")
@@ -236,8 +239,8 @@ def _status_updates(name: str, status):
                    "--node, for a client there; it never writes ARRAY's metadata (docs/cluster.md)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, power_loss, span, chunk, discipline,
-           options, runner, cluster, node, joins, home, as_json):
+def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cache, flushes, power_loss, span, chunk,
+           discipline, options, runner, cluster, node, joins, home, as_json):
     """Create engine array NAME and print its block device."""
     from raidlab.disks import catalog
     from raidlab.service.spec import ArraySpec
@@ -276,7 +279,7 @@ def create(name, arch, disks, disk_model, disk_size, partitions, bus, write_cach
     _warn_if_images_may_not_fit(lab, arch, disks, size, chunk_bytes, opts, disk_model, partitions)
     _start_new(lab, ArraySpec(name, arch, disks, disk_model, size, chunk_bytes, discipline, opts, runner,
                               partitions=partitions, bus=bus, write_cache=write_cache, span=span,
-                              power_loss=power_loss), home, as_json)
+                              flushes=flushes, power_loss=power_loss), home, as_json)
 
 
 def _new_lab(name: str, home: str | None):
@@ -308,8 +311,8 @@ def _start_new(lab, spec: ArraySpec, home: str | None, as_json: bool, mode: str 
 
 
 # Flags that describe the lab's own member disks; over a cluster its disks are what they are.
-_MEMBER_FLAGS = ("disks", "disk_model", "disk_size", "partitions", "bus", "write_cache", "span", "discipline",
-                 "runner")
+_MEMBER_FLAGS = ("disks", "disk_model", "disk_size", "partitions", "bus", "write_cache", "flushes", "span",
+                 "discipline", "runner")
 
 
 def _refuse_a_cluster_name(name: str, home: str | None) -> None:

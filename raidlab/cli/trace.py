@@ -255,6 +255,9 @@ def register(cli: click.Group) -> None:
                        "MODE overlap (default: transfers overlap the media work) or serial.")
     @click.option("--write-cache", type=click.Choice(["model", "on", "off"]), default="model", show_default=True,
                   help="Every drive's write cache: each model's default (the catalog's), or on or off for all.")
+    @click.option("--flushes", type=click.Choice(["honoured", "dropped"]), default="honoured", show_default=True,
+                  help="The host's flushes and FUA writes at every drive: honoured, or dropped (never sent, as by "
+                       "the papers' Linux 2.0).")
     @click.option("--span", type=click.Choice(["full", "start"]), default=None,
                   help="Every drive's image over its whole stroke (full) or at its start; default: as the "
                        "architecture plans each drive (cache drives at the start).")
@@ -270,8 +273,8 @@ def register(cli: click.Group) -> None:
                        "(the same engine code, faster; ties at one instant run in the order they woke).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
-            outstanding, compressibility, policy, policy_options, bus, write_cache, span, drives, partitions,
-            skip_bad, scheduler, as_json) -> int:
+            outstanding, compressibility, policy, policy_options, bus, write_cache, flushes, span, drives,
+            partitions, skip_bad, scheduler, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader, detect_format
@@ -299,7 +302,8 @@ def register(cli: click.Group) -> None:
                        options=_key_values(options), outstanding=outstanding,
                        compressibility=compressibility, policy=policy,
                        policy_options=_key_values(policy_options), bus=bus, drives=drives,
-                       partitions=partitions, write_cache=write_cache, span=span, scheduler=scheduler)
+                       partitions=partitions, write_cache=write_cache, flushes=flushes, span=span,
+                       scheduler=scheduler)
         reader = TraceReader(trace_file, detect_format(trace_file, fmt), skip_bad=skip_bad)
         progress = _SimProgress()
         try:

@@ -44,6 +44,14 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   array takes one setting for all its drives (WRITE_CACHE_SETTINGS: "model" keeps each
   model's default, "on" and "off" override it on every drive that has a write cache), so
   members, cache disks and md's drives are not left to differ by accident.
+* Flushes (`flushes`, FLUSH_SETTINGS), one setting for all of an array's drives, as the
+  write cache is: "honoured" (today's hosts) serves a FLUSH as the model says and writes a FUA
+  write through; "dropped" is a host that never sends them, as Linux 2.0 did not (the
+  VC-RAID and DCD papers' world): a FLUSH returns at once having done nothing, and a FUA
+  write arrives as a plain write, which a drive with its write cache on reports from the
+  cache. The drive counts neither as its own (`flushes` stays 0); `flushes_dropped` and
+  `fua_dropped` say what the host left out. A comparison's drives all live in one such world,
+  the paper's or today's (scenarios: `flushes` of every [[arch]]).
 * A shared bus (raidlab.disks.bus, off unless the disk is given one): each read and write
   books its transfer on the bus the drives share and ends when that transfer does; the arm
   is free at the model's own end time.
@@ -96,7 +104,15 @@ READ, WRITE, FLUSH, TRIM = "read", "write", "flush", "trim"
 LATENESS_SAMPLES = 1 << 17  # most recent lateness samples kept per disk
 _NOT_INLINE = object()  # EmulatedDisk._inline_io: leave this I/O to a worker thread
 WRITE_CACHE_SETTINGS = ("model", "on", "off")  # an array's write-cache setting (module doc)
+FLUSH_SETTINGS = ("honoured", "dropped")  # what becomes of the host's flushes and FUA (module doc)
 SPANS = ("full", "start")  # how an image maps onto its drive (raidlab.disks.geometry.Geometry)
+
+
+def check_flushes(setting: str) -> str:
+    """`setting` if it is one of FLUSH_SETTINGS; UsageError otherwise."""
+    if setting not in FLUSH_SETTINGS:
+        raise UsageError(f"unknown flushes setting {setting!r}", hint=f"use one of: {', '.join(FLUSH_SETTINGS)}")
+    return setting
 
 
 def write_cache_override(setting: str | None) -> bool | None:
@@ -207,6 +223,7 @@ class EmulatedDisk:
       raidlab.disks.geometry.Geometry). write_cache: override the model's default.
     bus: a Bus this drive shares with others (raidlab.disks.bus): every read and write
       books its transfer there and ends when the transfer does.
+    flushes: "honoured" or "dropped" (module doc, "Flushes").
     """
 
     def __init__(
@@ -220,6 +237,7 @@ class EmulatedDisk:
         span: str = "full",
         write_cache: bool | None = None,
         bus: Bus | None = None,
+        flushes: str = "honoured",
     ):
         if isinstance(model, str):
             model = catalog.get(model)
@@ -243,6 +261,10 @@ class EmulatedDisk:
         self.fault: str | None = None  # module doc, "Fault injection"
         self.volatile: VolatileCache | None = None  # enable_volatile_cache
         self._write_cache_setting = write_cache
+        self.flushes = check_flushes(flushes)
+        self._flushes_dropped = 0
+        self._fua_dropped = 0
+        self._fua_writes = 0  # FUA writes served (counted in `writes` too)
         self.bus = bus
         self._bus_wait = 0.0
         try:
@@ -371,6 +393,16 @@ class EmulatedDisk:
     async def _submit(self, op, offset, length, data, fua, owner, owner_failed, base=0):
         if op in (READ, WRITE, TRIM):
             check_aligned(offset, length, owner.size)
+        if self.flushes == "dropped":  # module doc, "Flushes": the host never sent it
+            if op == FLUSH:
+                self._flushes_dropped += 1
+                await sched.checkpoint()
+                return None
+            if fua:
+                self._fua_dropped += 1
+                fua = False
+        elif fua:
+            self._fua_writes += 1
         offset += base
         fault = owner.fault or self.fault
         if owner_failed or self.failed or (fault is not None and _faulted(fault, op)):
@@ -425,6 +457,8 @@ class EmulatedDisk:
         and reports it as it always does (a read or a write done twice is the same I/O)."""
         if not self._bypass or not self._started or owner_failed or self.failed or owner.fault or self.fault:
             return _NOT_INLINE
+        if fua and self.flushes == "dropped":
+            return _NOT_INLINE  # _submit drops it, and counts that
         if offset % SECTOR or length % SECTOR or offset < 0 or offset + length > owner.size:
             return _NOT_INLINE
         offset += base
@@ -438,6 +472,8 @@ class EmulatedDisk:
             return _NOT_INLINE
         if result is not _NOT_INLINE:
             self._bypass_done(op, length, owner, start)
+            if fua:
+                self._fua_writes += 1
         return result
 
     def _inline_io(self, op, offset, length, fua, io: Callable[[], Any]) -> Any:
@@ -634,6 +670,10 @@ class EmulatedDisk:
             "discipline": self.discipline,
             "mode": "live" if self.io_in_thread else "virtual",
             "write_cache": self.write_cache,
+            "flushes_setting": self.flushes,
+            "fua_writes": self._fua_writes,
+            "flushes_dropped": self._flushes_dropped,
+            "fua_dropped": self._fua_dropped,
             "span": self.span,
             "failed": self.failed,
             "fault": self.fault,

@@ -23,7 +23,7 @@ import trio
 
 from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, ImageBackend, catalog
-from raidlab.disks.disk import SPANS, write_cache_override
+from raidlab.disks.disk import SPANS, check_flushes, write_cache_override
 from raidlab.disks.scheduler import DISCIPLINES
 from raidlab.errors import CapabilityError, NeedsRootError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
@@ -70,6 +70,9 @@ class ServeRequest:
     # One write-cache setting for every drive: "model" (each model's default), "on" or "off"
     # (raidlab.disks.disk.WRITE_CACHE_SETTINGS).
     write_cache: str = "model"
+    # What becomes of the host's flushes and FUA writes at every drive: "honoured" or
+    # "dropped" (raidlab.disks.disk.FLUSH_SETTINGS: today's host, or one that sent none).
+    flushes: str = "honoured"
     # Where every drive's image lies on the modelled drive: "full" (spread over the whole
     # stroke, the default) or "start" (the drive's first bytes, a partition at its start).
     span: str | None = None
@@ -93,6 +96,7 @@ class ServeRequest:
         if self.size % SECTOR or self.size <= 0:
             raise UsageError(f"disk size {self.size} is not a positive multiple of {SECTOR}")
         write_cache_override(self.write_cache)
+        check_flushes(self.flushes)
         if self.span not in (None, *SPANS):
             raise UsageError(f"unknown span {self.span!r}", hint=f"use one of: {', '.join(SPANS)}")
 
@@ -130,7 +134,8 @@ async def build_disks(session: LabSession, fs: BlockExportFS, req: ServeRequest
     def make_disk(name: str, model: str, size: int, image: Path) -> EmulatedDisk:
         resource = lab.record("image", path=str(image), keep=req.keep_images)
         disk = EmulatedDisk(name, model, ImageBackend(image, size), discipline=req.discipline,
-                            io_in_thread=True, span=req.span or "full", write_cache=write_cache, bus=bus)
+                            io_in_thread=True, span=req.span or "full", write_cache=write_cache, bus=bus,
+                            flushes=req.flushes)
         # A lab's drive sits behind a block layer, whoever uses it (md over its loop device,
         # an engine array, a command): queued contiguous requests are merged.
         disk.merge_queued_requests()

@@ -50,7 +50,8 @@ def replay_capture(status: dict[str, Any], trace: Path, *, seed: int = 0) -> dic
                   chunk=spec.get("chunk"), disk_size=spec.get("disk_size"),
                   discipline=spec.get("discipline") or "fifo", seed=seed, options=dict(spec.get("options") or {}),
                   bus=spec.get("bus"), partitions=spec.get("partitions"),
-                  write_cache=spec.get("write_cache") or "model", span=spec.get("span"))
+                  write_cache=spec.get("write_cache") or "model", span=spec.get("span"),
+                  flushes=spec.get("flushes") or "honoured")
     return replay(sim, TraceReader(trace, "raidlab"))
 
 

@@ -79,7 +79,7 @@ def scratch_array(entry: ArchEntry, runner: str, *, home: str | None,
         _claim_scratch(lab)
         ArraySpec(lab.name, entry.arch, entry.disks, entry.disk_model, entry.disk_size, entry.chunk,
                   entry.discipline, dict(entry.options), runner, partitions=entry.partitions,
-                  bus=entry.bus, write_cache=entry.write_cache, span=entry.span,
+                  bus=entry.bus, write_cache=entry.write_cache, flushes=entry.flushes, span=entry.span,
                   cluster=cluster, node=0 if cluster else None, members=members).save(lab.path)
         try:
             status(f"creating {entry.arch}" + (f" over cluster {cluster}" if cluster else ""))

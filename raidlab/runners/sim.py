@@ -87,6 +87,7 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any]):
         policy=_get(arch_entry, "policy"), policy_options=dict(_get(arch_entry, "policy_options", {}) or {}),
         bus=_get(arch_entry, "bus"), drives=_get(arch_entry, "drives"), partitions=_get(arch_entry, "partitions"),
         write_cache=_get(arch_entry, "write_cache", "model") or "model", span=_get(arch_entry, "span"),
+        flushes=_get(arch_entry, "flushes", "honoured") or "honoured",
         scheduler=str(params.get("scheduler", "trio")))
 
 
@@ -212,6 +213,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
         argv += ["--bus", str(spec.bus)]
     if spec.write_cache != "model":
         argv += ["--write-cache", spec.write_cache]
+    if spec.flushes != "honoured":
+        argv += ["--flushes", spec.flushes]
     if spec.span is not None:
         argv += ["--span", spec.span]
     if spec.drives is not None:

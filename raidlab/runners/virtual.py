@@ -157,6 +157,7 @@ class SimSpec:
     drives: int | None = None              # members are partitions of this many drives (on_drives)
     partitions: str | None = None          # members are these partitions of whole drives (raidlab.disks.partitions)
     write_cache: str = "model"             # every drive's write cache: model (its default) | on | off
+    flushes: str = "honoured"              # the host's flushes and FUA at every drive: honoured | dropped
     span: str | None = None                # every drive's span (full | start); None: as the plan says
     scheduler: str = "trio"                # who runs virtual time: trio | kernel (raidlab.runners.clock)
 
@@ -256,7 +257,7 @@ async def build_virtual(spec: SimSpec, nursery: sched.Nursery,
     def disk(name: str, model: str, size: int, keeps_data: bool, span: str) -> EmulatedDisk:
         backend = MemoryBackend(size) if keeps_data else DiscardBackend(size)
         made = EmulatedDisk(name, model, backend, discipline=spec.discipline, span=spec.span or span,
-                            write_cache=write_cache, bus=bus)
+                            write_cache=write_cache, bus=bus, flushes=spec.flushes)
         made.start(nursery)
         return made
 

@@ -48,6 +48,7 @@ class ArraySpec:
     partitions: str | None = None  # members are partitions of whole drives ("b8-c1-d1-e1"; raidlab.disks.partitions)
     bus: str | None = None  # one bus every drive shares (raidlab.disks.bus.parse_bus)
     write_cache: str = "model"  # every drive's write cache: model (its default) | on | off
+    flushes: str = "honoured"  # the host's flushes and FUA at every drive: honoured | dropped (disks.disk)
     span: str | None = None  # every drive's bytes over its whole stroke (full) or at its start; None: full
     # Over a cluster's disks (raidlab.cluster): the cluster, the node the array runs on, and
     # each member's disk and how that node reaches it (raidlab.cluster.members; the daemon

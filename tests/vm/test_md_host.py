@@ -159,3 +159,27 @@ def test_bad_md_configurations_refused_before_anything_starts(rl, args, words):
     proc = rl("create", "bad", *args, "--runner", "vm", check=False)
     assert proc.returncode == 2 and words in proc.stderr
     assert not (rl.home / "labs" / "bad").exists()
+
+
+@pytest.mark.parametrize("world", ["dropped", "honoured"])
+def test_md_drives_live_in_the_durability_world_the_array_sets(rl, world):
+    """md's drives are the lab's emulated drives: with --flushes dropped the flushes md sends
+    for the guest's syncs never reach them; with honoured every member gets them."""
+    rl("create", "mw", "--arch", "md-raid5", "--disks", "3", "--disk-size", "48M", "--runner", "vm",
+       "--flushes", world)
+    from raidlab.lab import Lab
+
+    session = open_session(Lab("mw", home=rl.home))
+    before = json.loads(rl("status", "mw", "--json").stdout)["statistics"]["members"]
+    session.exec(["sh", "-c", f"for i in 1 2 3 4; do dd if=/dev/urandom of={session.device} bs=64k count=4 "
+                              f"seek=$((i*8)) oflag=direct,sync 2>/dev/null; done"], timeout=300)
+    after = json.loads(rl("status", "mw", "--json").stdout)["statistics"]["members"]
+    assert all(m["flushes_setting"] == world for m in after)
+    if world == "dropped":
+        assert all(m["flushes"] == 0 and m["fua_writes"] == 0 for m in after), after
+        assert all(a["flushes_dropped"] + a["fua_dropped"] > b["flushes_dropped"] + b["fua_dropped"]
+                   for a, b in zip(after, before)), after
+    else:
+        assert all(a["flushes"] + a["fua_writes"] > b["flushes"] + b["fua_writes"] for a, b in zip(after, before))
+        assert all(m["flushes_dropped"] == 0 and m["fua_dropped"] == 0 for m in after)
+    rl("destroy", "mw")

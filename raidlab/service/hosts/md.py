@@ -120,7 +120,7 @@ class MdHost:
         req = ServeRequest(disks=spec.disks + (journal is not None), model=spec.disk_model, size=spec.disk_size,
                            name=spec.name, discipline=spec.discipline, keep_images=True, home=self.daemon.home,
                            members=members, partitions=spec.partitions, bus=spec.bus,
-                           write_cache=spec.write_cache, power_loss=spec.power_loss)
+                           write_cache=spec.write_cache, flushes=spec.flushes, power_loss=spec.power_loss)
         made = await build_disks(session, fs, req)
         self.disks = [disk for _relpath, disk, _image in made]
         export = await mount_export(session, fs)

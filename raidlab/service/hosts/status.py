@@ -88,15 +88,19 @@ def placement_line(placement: list[dict[str, Any]]) -> str:
 def write_cache_note(stats: list[dict[str, Any]]) -> str:
     """The drives' write cache in a few words, from their statistics: "write cache on" or
     "write cache off" when all agree, else which drives have it on and which off ("write
-    cache on d4, off d0 d1 d2 d3"); "" without drives."""
+    cache on d4, off d0 d1 d2 d3"), and whether the host's flushes reach them at all
+    (raidlab.disks.disk: "Flushes"); "" without drives."""
     states = [bool(st.get("write_cache")) for st in stats]
     if not states:
         return ""
+    dropped = sum(st.get("flushes_dropped", 0) for st in stats), sum(st.get("fua_dropped", 0) for st in stats)
+    world = (f"; flushes and FUA never sent (dropped so far: {dropped[0]} flushes, {dropped[1]} FUA)"
+             if any(st.get("flushes_setting") == "dropped" for st in stats) else "")
     if all(states) or not any(states):
-        return f"write cache {'on' if states[0] else 'off'}"
+        return f"write cache {'on' if states[0] else 'off'}{world}"
     on = " ".join(st["name"] for st, state in zip(stats, states) if state)
     off = " ".join(st["name"] for st, state in zip(stats, states) if not state)
-    return f"write cache on {on}, off {off}"
+    return f"write cache on {on}, off {off}{world}"
 
 
 def disks_table(drives: list) -> dict[str, Any]:

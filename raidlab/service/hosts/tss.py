@@ -186,7 +186,7 @@ class TSSHost:
             # The replacement keeps the old drive's model, size, span, write cache and bus.
             disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size),
                                 discipline=self.spec.discipline, io_in_thread=True,
-                                span=old.span, write_cache=old.write_cache, bus=old.bus)
+                                span=old.span, write_cache=old.write_cache, bus=old.bus, flushes=old.flushes)
             if old.volatile is not None:
                 disk.enable_volatile_cache(volatile_log_path(new_image))
             disk.start(self.session.nursery)

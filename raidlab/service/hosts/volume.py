@@ -31,7 +31,7 @@ def arch_config(spec: Any) -> archs.Config:
     """The registry's Config of the array `spec` (a raidlab.service.spec.ArraySpec)."""
     return archs.Config(spec.arch, spec.disks, spec.disk_size, spec.chunk, dict(spec.options), spec.disk_model,
                         spec.discipline, partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache,
-                        span=spec.span)
+                        span=spec.span, flushes=spec.flushes)
 
 
 async def make_drives(session: LabSession, daemon: Any,
@@ -45,7 +45,7 @@ async def make_drives(session: LabSession, daemon: Any,
                        discipline=spec.discipline, keep_images=True, home=daemon.home,
                        members=[(drive.model, drive.size) for drive in drives],
                        partitions=spec.partitions, bus=spec.bus, write_cache=spec.write_cache, span=spec.span,
-                       power_loss=spec.power_loss)
+                       flushes=spec.flushes, power_loss=spec.power_loss)
     return fs, await build_disks(session, fs, req)
 
 
@@ -72,7 +72,8 @@ async def replace_drive(session: LabSession, spec: Any, old: EmulatedDisk, index
     new_image = images / f"d{index}.new.img"
     new_image.unlink(missing_ok=True)
     disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size), discipline=spec.discipline,
-                        io_in_thread=True, span=old.span, write_cache=old.write_cache, bus=old.bus)
+                        io_in_thread=True, span=old.span, write_cache=old.write_cache, bus=old.bus,
+                        flushes=old.flushes)
     disk.merge_queued_requests()
     if old.volatile is not None:
         disk.enable_volatile_cache(volatile_log_path(new_image))
