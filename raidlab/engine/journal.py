@@ -20,7 +20,10 @@ when every record is checkpointed it starts over, and when a record does not fit
 journal waits for the writes in flight, flushes the members and starts over. Assembly
 replays every record after the checkpoint, in order, to the members that are in service,
 flushes them and checkpoints. Records are self-checking (a CRC over header and payloads);
-the first record that is torn, foreign or not newer than the last ends the replay.
+the first record that is torn, foreign or not newer than the last ends the replay. If a
+newer whole record lies beyond that point, the stop is damage, not the crash (records are
+appended one at a time, FUA, in order): replaying only the records before it would write
+their data back over later writes, so assembly refuses the journal instead.
 
 A journal drive that fails (a write to it answers an error, or `raidlab fail` names it)
 fails the journal, as md's r5l_log_disk_error does: from then on every write to the array
@@ -49,6 +52,7 @@ RECORD_MAGIC = b"RLJREC01"
 _HEADER = struct.Struct("<8s16sQI")        # magic, array uuid (16 bytes), checkpoint seq, crc
 _RECORD = struct.Struct("<8s16sQII")        # magic, array uuid, seq, extents, crc of the rest
 _EXTENT = struct.Struct("<IQI")             # member, member offset, length
+_SCAN_CHUNK = 1 << 20                       # what open() reads at once past the last record
 
 
 class JournalError(OSError):
@@ -230,8 +234,44 @@ class StripeJournal:
             records.append(writes)
             last = seq
             position += length
+        newer = await journal._whole_record_after(position, last)
+        if newer is not None:
+            name = getattr(target, "name", "the journal drive")
+            raise MetadataError(f"{name}: the write journal is damaged at byte {position}: record {newer[0]} "
+                                f"at byte {newer[1]} follows the last whole record ({last})",
+                                hint="replaying only the records before the damage would undo later writes",
+                                member=name)
         journal.seq = last
         return journal, records
+
+    async def _whole_record_after(self, position: int, last: int) -> tuple[int, int] | None:
+        """(seq, offset) of a whole record of this array past `position` with a sequence
+        number above `last`, or None. Records are appended one at a time, each FUA, in
+        sequence order from the start; past the newest, the journal holds records of
+        earlier passes, all older. So where the replay stops because a record is torn or
+        damaged, a newer whole record further on means the stop is damage, not the crash:
+        the records after it were written, and replaying only those before it would write
+        their old data back over what the later ones wrote."""
+        start = -(-position // BLOCK) * BLOCK
+        for chunk_at in range(start, self.size - BLOCK + 1, _SCAN_CHUNK):
+            chunk = await self.target.read(chunk_at, min(_SCAN_CHUNK, self.size - chunk_at) // BLOCK * BLOCK)
+            for at in range(0, len(chunk), BLOCK):
+                magic, uuid, seq, count, crc = _RECORD.unpack_from(chunk, at)
+                if magic != RECORD_MAGIC or uuid != self.uuid or seq <= last:
+                    continue
+                if _RECORD.size + count * _EXTENT.size > BLOCK * 16:
+                    continue
+                head = await self.target.read(chunk_at + at, _pad(_RECORD.size + count * _EXTENT.size))
+                extents = [_EXTENT.unpack_from(head, _RECORD.size + k * _EXTENT.size) for k in range(count)]
+                body_len = count * _EXTENT.size + sum(n for _d, _o, n in extents)
+                if chunk_at + at + _pad(_RECORD.size + body_len) > self.size:
+                    continue
+                whole = await self.target.read(chunk_at + at, _pad(_RECORD.size + body_len))
+                expect = zlib.crc32(whole[_RECORD.size:_RECORD.size + body_len],
+                                    zlib.crc32(struct.pack("<8s16sQI", RECORD_MAGIC, self.uuid, seq, count)))
+                if expect == crc:
+                    return seq, chunk_at + at
+        return None
 
     def statistics(self) -> dict[str, Any]:
         return {"size": self.size, "position": self.position, "seq": self.seq,
