@@ -93,11 +93,13 @@ PRESETS: dict[str, dict[str, Any]] = {
                                options=dict(report="after-complete", cache_size="2M", ram_buffer="256K")),
     "vcraid-scd": dict(arch="vcraid", disks=3, in_destage=True,
                        options=dict(config="scd", cache_size="2M", ram_buffer="256K", durability="strict")),
-    "vcraid-scd-paper": dict(arch="vcraid", disks=3, in_destage=True,
+    # The papers' world (raidlab.disks.disk, "Flushes"): VC-RAID in durability paper, and no
+    # drive ever sent a flush or FUA; its baselines beside it in the same world.
+    "vcraid-scd-paper": dict(arch="vcraid", disks=3, in_destage=True, flushes="dropped",
                              options=dict(config="scd", cache_size="2M", ram_buffer="256K", durability="paper")),
     "vcraid-mcd": dict(arch="vcraid", disks=4, in_destage=True,
                        options=dict(config="mcd", cache_size="2M", ram_buffer="256K", durability="strict")),
-    "vcraid-mcd-paper": dict(arch="vcraid", disks=4, in_destage=True,
+    "vcraid-mcd-paper": dict(arch="vcraid", disks=4, in_destage=True, flushes="dropped",
                              options=dict(config="mcd", cache_size="2M", ram_buffer="256K", durability="paper")),
     "vcraid-1c": dict(arch="vcraid", disks=3, in_destage=True,
                       options=dict(config="1c", cache_size="3M", ram_buffer="384K", durability="strict")),
@@ -119,6 +121,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # contract (a flush returns once acknowledged writes are on the members) alone.
     "raid1": dict(arch="raid1", disks=2, options=dict()),
     "raid5": dict(arch="raid5", disks=4, options=dict()),
+    "raid5-paper-world": dict(arch="raid5", disks=4, flushes="dropped", options=dict()),
     "raid10": dict(arch="raid10", disks=4, options=dict()),
     "chained": dict(arch="chained", disks=4, options=dict()),
     # md's levels in the lab VM over the same emulated drives: the kernel's own contract.
@@ -126,6 +129,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # initial resync that would change nothing. The journal: mdadm --write-journal.
     "md-raid1": dict(arch="md-raid1", disks=2, options=dict(assume_clean=True)),
     "md-raid5": dict(arch="md-raid5", disks=4, options=dict(assume_clean=True)),
+    "md-raid5-paper-world": dict(arch="md-raid5", disks=4, flushes="dropped", options=dict(assume_clean=True)),
     "md-raid10": dict(arch="md-raid10", disks=4, options=dict(assume_clean=True)),
     "md-raid5-journal": dict(arch="md-raid5", disks=4, options=dict(assume_clean=True, journal="4M")),
 }
@@ -133,10 +137,11 @@ MODES = {"kill": None, "power": "all", "power-model": "model", "power-random": "
 
 # What a point may lose, by the promise of the array's mode (`promise_of`). "flush": every write
 # a flush or FUA acknowledged is on the media, so every fsync'ed file survives and ext4 is clean,
-# killed or cut. "report": VC-RAID's durability=paper under a power cut: an fsync returns once
-# the cache disk reported its log write, which a drive with its write cache on does from the
-# cache, as the paper's Linux 2.0 driver knew no flush or FUA; a kill keeps what the drive
-# reported (its cache keeps power), a power cut may take it. Under "report" fsync'ed files lost
+# killed or cut. "report", under a power cut, in the papers' world (drives that never get a
+# flush or FUA: raidlab.disks.disk, "Flushes") and for VC-RAID's durability=paper: an fsync
+# returns once the drives reported the writes, which a drive with its write cache on does from
+# the cache, as under the papers' Linux 2.0, which knew no flush or FUA; a kill keeps what the
+# drives reported (their caches keep power), a power cut may take it. Under "report" fsync'ed files lost
 # and an unclean ext4 are counted apart, as losses the promise allows; an error (a refused or
 # failed recovery), a leak or a hang still fail the point.
 PROMISES = {
@@ -145,9 +150,10 @@ PROMISES = {
 }
 
 
-def promise_of(arch: str, options: dict[str, Any], mode: str) -> str:
-    """The promise a point of `arch` with `options` in crash `mode` is held to (PROMISES)."""
-    if arch == "vcraid" and options.get("durability") == "paper" and MODES[mode] is not None:
+def promise_of(arch: str, options: dict[str, Any], mode: str, flushes: str = "honoured") -> str:
+    """The promise a point of `arch` with `options` and drives whose flushes are `flushes`,
+    in crash `mode`, is held to (PROMISES)."""
+    if MODES[mode] is not None and (flushes == "dropped" or (arch == "vcraid" and options.get("durability") == "paper")):
         return "report"
     return "flush"
 FILE_SIZES = (700, 3000, 4096, 12_000, 40_000, 100_000, 250_000)
@@ -168,10 +174,11 @@ class CrashConfig:
     mode: str = "kill"        # MODES: the daemon killed, or the power cut too
     runner: str = "native"    # "vm": md's levels, in the lab VM (the file system work there too)
     in_destage: bool = False  # every third point cuts while a level-2 destage writes home
+    flushes: str = "honoured"  # the drives' world (raidlab.disks.disk, "Flushes")
 
     @property
     def promise(self) -> str:
-        return promise_of(self.arch, self.options, self.mode)
+        return promise_of(self.arch, self.options, self.mode, self.flushes)
 
 
 def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_model: str,
@@ -179,11 +186,11 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
     """A preset (options merged over its own) or any arch id; validated, nothing started."""
     if mode not in MODES:
         raise UsageError(f"unknown crash mode {mode!r}", hint=f"one of {', '.join(MODES)}")
-    in_destage = False
+    in_destage, flushes = False, "honoured"
     if name in PRESETS:
         preset = PRESETS[name]
         arch, n, opts = preset["arch"], disks or preset["disks"], {**preset["options"], **options}
-        in_destage = preset.get("in_destage", False)
+        in_destage, flushes = preset.get("in_destage", False), preset.get("flushes", "honoured")
     elif name in archs.names("native") or name in archs.names("vm"):
         arch, n, opts = name, disks or 3, dict(options)
     else:
@@ -196,7 +203,7 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
     runner = "vm" if archs.get(arch).family == "md" and not mdadm.kernel_has_md() else "native"
     archs.validate(arch, n, disk_size, chunk, opts, disk_model=disk_model, runner=runner)
     return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files, mode=mode, runner=runner,
-                       in_destage=in_destage)
+                       in_destage=in_destage, flushes=flushes)
 
 
 # ---------------------------------------------------------------------- the file tree (pure)
@@ -333,7 +340,8 @@ class CrashRun:
         c = self.config
         if mode == "create":
             ArraySpec(self.lab_name, c.arch, c.disks, c.disk_model, c.disk_size, c.chunk, "fifo",
-                      dict(c.options), c.runner, power_loss=MODES[c.mode] is not None).save(self.lab.path)
+                      dict(c.options), c.runner, flushes=c.flushes,
+                      power_loss=MODES[c.mode] is not None).save(self.lab.path)
         return control.start_daemon(self.lab, mode, home=self.home, on_status=lambda m: self.phase(m))
 
     def _mounted(self) -> bool:
@@ -392,6 +400,13 @@ class CrashRun:
             side = self._side(ready)
             self.phase("mkfs.ext4")
             side.make_fs(c.commit_interval)
+            if c.flushes == "dropped":
+                # In the papers' world no flush reaches a drive: the array and its file system
+                # were made before the experiment, and the drives wrote their caches back on
+                # their own meanwhile (the settle a run starts from), so the cut can take only
+                # what the untar wrote.
+                self.phase("settle (the drives write their caches back)")
+                control.request(self.lab, "settle", timeout=600)
             tar_path = self.scratch / "tree.tar"
             tar_path.write_bytes(make_tree(point_seed, c.files))
             self.phase(f"untar, SIGKILL after file {result.kill_after_files}")
@@ -662,7 +677,7 @@ def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | No
             run.close()
     return {
         "target": config.name, "mode": config.mode, "arch": config.arch, "disks": config.disks,
-        "options": config.options,
+        "options": {**config.options, **({"flushes": config.flushes} if config.flushes != "honoured" else {})},
         "disk_model": config.disk_model, "disk_size": config.disk_size, "files": config.files,
         "seed": seed, "points": len(results),
         "passed": sum(r.ok for r in results), "failed": sum(not r.ok for r in results),

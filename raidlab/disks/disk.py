@@ -265,6 +265,7 @@ class EmulatedDisk:
         self._flushes_dropped = 0
         self._fua_dropped = 0
         self._fua_writes = 0  # FUA writes served (counted in `writes` too)
+        self._write_backs = 0  # write_back() calls: the drive's own, not the host's
         self.bus = bus
         self._bus_wait = 0.0
         try:
@@ -332,6 +333,14 @@ class EmulatedDisk:
     async def flush(self) -> None:
         await self._submit(FLUSH, 0, 0, None, False, self, self.failed)
 
+    async def write_back(self) -> None:
+        """The drive writes its cache back on its own, as an idle drive does, whatever the
+        host sends (module doc, "Flushes"): what an array has behind it once it was settled
+        (raidlab.service.hosts' settle: a cold start) in either world. Served as a flush
+        (counted in `flushes` and in `write_backs`)."""
+        self._write_backs += 1
+        await self._submit(FLUSH, 0, 0, None, False, self, self.failed, host=False)
+
     async def trim(self, offset: int, length: int) -> None:
         await self._submit(TRIM, offset, length, None, False, self, self.failed)
 
@@ -390,10 +399,10 @@ class EmulatedDisk:
 
     # -- submission -------------------------------------------------------------------
 
-    async def _submit(self, op, offset, length, data, fua, owner, owner_failed, base=0):
+    async def _submit(self, op, offset, length, data, fua, owner, owner_failed, base=0, host=True):
         if op in (READ, WRITE, TRIM):
             check_aligned(offset, length, owner.size)
-        if self.flushes == "dropped":  # module doc, "Flushes": the host never sent it
+        if self.flushes == "dropped" and host:  # module doc, "Flushes": the host never sent it
             if op == FLUSH:
                 self._flushes_dropped += 1
                 await sched.checkpoint()
@@ -673,6 +682,7 @@ class EmulatedDisk:
             "flushes_setting": self.flushes,
             "fua_writes": self._fua_writes,
             "flushes_dropped": self._flushes_dropped,
+            "write_backs": self._write_backs,
             "fua_dropped": self._fua_dropped,
             "span": self.span,
             "failed": self.failed,

@@ -96,3 +96,26 @@ def test_every_drive_of_an_architecture_lives_in_the_world_its_comparison_sets(a
     else:
         assert all(d["flushes_dropped"] == 0 and d["fua_dropped"] == 0 for d in drives)
         assert all(d["flushes"] + d["fua_writes"] > 0 for d in drives), drives
+
+
+def test_a_drive_writes_its_cache_back_on_its_own_whatever_the_host_sends():
+    """A settle ends with each drive writing its cache back (raidlab.service.hosts.volume
+    write_back_drives): in the papers' world that is the drive's own doing, not a host flush."""
+    seen = {}
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            disk = EmulatedDisk("d", "none", MemoryBackend(1 * MiB), flushes="dropped")
+            volatile = disk.enable_volatile_cache(None)
+            disk.start(nursery)
+            await disk.write(0, b"a" * 4096)
+            await disk.flush()  # dropped: the write stays in the cache
+            seen["held after the host's flush"] = volatile.pending_bytes
+            await disk.write_back()
+            seen["held after the write-back"] = volatile.pending_bytes
+            seen.update(disk.statistics())
+            nursery.cancel_scope.cancel()
+
+    run_virtual(main)
+    assert seen["held after the host's flush"] == 4096 and seen["held after the write-back"] == 0
+    assert seen["flushes_dropped"] == 1 and seen["write_backs"] == 1 and seen["flushes"] == 1

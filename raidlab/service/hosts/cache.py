@@ -44,7 +44,7 @@ from raidlab.disks.disk import FAULTS, Partition
 from raidlab.errors import LabError, UsageError
 from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report, write_cache_note
 from raidlab.service.hosts.volume import (UncleanStop, arch_config, make_drives, replace_drive, report_progress,
-                                          serve_volume, stripe_cache_bytes)
+                                          serve_volume, stripe_cache_bytes, write_back_drives)
 
 
 class CacheHost:
@@ -322,6 +322,7 @@ class CacheHost:
         async with self.busy:
             drained = await self.target.drain()
             await self.target.flush()
+            await write_back_drives(self.drives)
         return {"drained_bytes": drained,
                 "note": f"RAM buffer and cache-disk log destaged home ({drained} bytes), drives flushed"}
 

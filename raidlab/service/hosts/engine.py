@@ -24,7 +24,8 @@ from raidlab.errors import UsageError
 from raidlab.export import BlockExportFS
 from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
 from raidlab.service.hosts.volume import (UncleanStop, arch_config, make_drives, replace_drive, report_progress,
-                                          run_with_progress, serve_volume, stripe_cache_bytes)
+                                          run_with_progress, serve_volume, stripe_cache_bytes,
+                                          write_back_drives)
 
 
 
@@ -132,6 +133,7 @@ class EngineHost:
                 drained = buffer.statistics()["pending_bytes"]
                 await buffer.drain()
             await self.array.flush()
+            await write_back_drives(self.members)
         return {"drained_bytes": drained,
                 "note": (f"pending images written home ({drained} bytes), " if buffer is not None else "")
                 + "array flushed"}

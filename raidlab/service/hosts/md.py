@@ -41,6 +41,7 @@ from raidlab.errors import CapabilityError, RaidlabError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
 from raidlab.service.hosts.status import disks_table, write_cache_note
+from raidlab.service.hosts.volume import write_back_drives
 from raidlab.service.spec import FORCE_ENV
 from raidlab.tools.base import require, run
 from raidlab.vm import guest_device
@@ -242,6 +243,7 @@ class MdHost:
         first and drops the page cache where md runs)."""
         for disk in self.disks:
             await disk.flush()
+        await write_back_drives(self.disks)
         return {"drained_bytes": 0, "note": "md has no cache here to drain; member drives flushed"}
 
     async def _block_stat(self) -> dict:

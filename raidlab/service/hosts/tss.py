@@ -40,7 +40,8 @@ from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
 from raidlab.errors import UsageError
 from raidlab.service.hosts.status import write_cache_note
-from raidlab.service.hosts.volume import arch_config, make_drives, report_progress, run_with_progress, serve_volume
+from raidlab.service.hosts.volume import (arch_config, make_drives, report_progress, run_with_progress, serve_volume,
+                                          write_back_drives)
 
 
 class TSSHost:
@@ -75,6 +76,7 @@ class TSSHost:
         async def flush():
             await self.device.drain()
             await self.device.flush()
+            await write_back_drives(self.drives)
             return "asynchronous writes applied, members flushed; the map table is on the private area"
 
         session.push("tss device", flush)
