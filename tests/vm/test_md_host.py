@@ -171,8 +171,11 @@ def test_md_drives_live_in_the_durability_world_the_array_sets(rl, world):
 
     session = open_session(Lab("mw", home=rl.home))
     before = json.loads(rl("status", "mw", "--json").stdout)["statistics"]["members"]
-    session.exec(["sh", "-c", f"for i in 1 2 3 4; do dd if=/dev/urandom of={session.device} bs=64k count=4 "
-                              f"seek=$((i*8)) oflag=direct,sync 2>/dev/null; done"], timeout=300)
+    session.exec(["mkfs.ext4", "-F", "-q", session.device], timeout=300)
+    session.exec(["mount", session.device, "/mnt"], timeout=60)
+    session.exec(["sh", "-c", "for i in 1 2 3 4; do dd if=/dev/urandom of=/mnt/f$i bs=64k count=4 2>/dev/null "
+                              "&& sync; done"], timeout=300)
+    session.exec(["umount", "/mnt"], timeout=60)
     after = json.loads(rl("status", "mw", "--json").stdout)["statistics"]["members"]
     assert all(m["flushes_setting"] == world for m in after)
     if world == "dropped":
