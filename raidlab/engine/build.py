@@ -97,17 +97,24 @@ async def create_array(
 
 
 async def read_superblocks(members: Sequence[Any]) -> list[metadata.Superblock | None]:
+    """Every member's newest superblock (None: unreadable or none). A member whose slots
+    cannot be told apart is refused here, as itself (not inside an exception group)."""
     found: list[metadata.Superblock | None] = [None] * len(members)
+    refused: list[metadata.MetadataError] = []
 
     async def one(i: int) -> None:
         try:
             found[i] = await metadata.read_superblock(members[i])
         except OSError:
             found[i] = None
+        except metadata.MetadataError as exc:
+            refused.append(exc)
 
     async with sched.open_nursery() as nursery:
         for i in range(len(members)):
             nursery.start_soon(one, i)
+    if refused:
+        raise refused[0]
     return found
 
 

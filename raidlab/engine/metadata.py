@@ -143,8 +143,21 @@ def slot_for_generation(generation: int) -> int:
 
 
 async def read_superblock(member) -> Superblock | None:
-    """Read both slots of a BlockTarget member and return the newest valid superblock."""
+    """Read both slots of a BlockTarget member and return the newest valid superblock.
+
+    The two slots of a member always belong to one array (a new array's first superblock
+    clears the other slot, write_first_superblock), so valid slots of two arrays are
+    damage or a slot copied from elsewhere, and which one is the member's cannot be told
+    (a single-member architecture has no other member to ask): MetadataError."""
     raw = await member.read(0, 2 * SLOT_SIZE)
+    slots = [sb for sb in (decode_slot(raw[:SLOT_SIZE]), decode_slot(raw[SLOT_SIZE:])) if sb is not None]
+    if len({sb.array_uuid for sb in slots}) > 1:
+        name = getattr(member, "name", "a member")
+        a, b = slots
+        raise MetadataError(f"{name} holds superblocks of two arrays ({a.name}, uuid {a.array_uuid[:8]}; "
+                            f"{b.name}, uuid {b.array_uuid[:8]}) in its two slots",
+                            hint="one slot is damaged or was copied from another disk: it cannot be assembled",
+                            member=name)
     return newest(raw[:SLOT_SIZE], raw[SLOT_SIZE:])
 
 

@@ -119,7 +119,7 @@ async def create_tss(name: str, drives: Sequence[Any], *, unit: int, options: TS
         geometry={**dataclasses.asdict(options), **geometry.describe(), "logical_stripes": logical})
     async with sched.open_nursery() as writers:
         for index, drive in enumerate(drives):
-            writers.start_soon(metadata.write_superblock, drive, base.for_member(index))
+            writers.start_soon(metadata.write_first_superblock, drive, base.for_member(index))
     return _device(name, drives, log, table, options, store, cost, MetadataKeeper(drives, base))
 
 
