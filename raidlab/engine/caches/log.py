@@ -125,6 +125,7 @@ from typing import Any
 
 from raidlab import sched
 from raidlab.blockdev import SECTOR
+from raidlab.engine.metadata import MetadataError
 
 MAGIC = b"RLCDLOG1"
 # magic, log id, seq, kind, n_summary_sectors, n_extents, n_blocks, block_size, data_crc, summary_crc
@@ -486,6 +487,7 @@ class CacheDiskLog:
             while True:
                 parsed = await self._summary_at(base + pos, base + self.area_half, last)
                 if parsed is None or parsed.kind != KIND_TOMBSTONE:
+                    await self._check_end(base + pos, base + self.area_half, last, always_fua=True)
                     break
                 found.append(LogRecord(parsed.seq, base + pos, KIND_TOMBSTONE, parsed.addresses,
                                        parsed.n_summary * SECTOR, self.block_size, parsed.bounds))
@@ -587,8 +589,12 @@ class CacheDiskLog:
         self.tail_seq, self.durable_tail = seq, self.tail
 
     async def read_tail(self) -> tuple[int, int]:
-        """(offset, floor) of the newest whole tail record; (start of the region, -1) if none.
-        The next tail record goes to the other slot."""
+        """(offset, floor) of the newest whole tail record. The next tail record goes to the
+        other slot. `format` writes a tail record, and each later one goes to the slot not
+        holding the newest, so a crash can tear one slot only: a log with no whole tail
+        record is damaged, and where its chain starts is not known. That is refused
+        (MetadataError) rather than guessed: walked from the start of the region, the
+        chain would take destaged records back and miss the live ones after the tail."""
         best: tuple[int, int, int, int] | None = None
         for slot in (0, 1):
             raw = await self.target.read(self.tail_start + slot * SECTOR, SECTOR)
@@ -596,11 +602,18 @@ class CacheDiskLog:
             if parsed is not None and self.start <= parsed[1] < self.end and (best is None or parsed[0] > best[0]):
                 best = (*parsed, slot)
         if best is None:
-            self._tail_slot, self.tail_seq, self.durable_tail = 0, -1, self.start
-            return self.start, -1
+            raise self.damaged(f"neither tail record slot (bytes {self.tail_start}..{self.tail_start + 2 * SECTOR}) "
+                               f"holds a whole tail record")
         seq, offset, floor, slot = best
         self._tail_slot, self.tail_seq, self.durable_tail = 1 - slot, seq, offset
         return offset, floor
+
+    def damaged(self, what: str) -> MetadataError:
+        """The refusal of a log whose damage recovery cannot get round (`what` is wrong)."""
+        name = getattr(self.target, "name", f"cache disk {self.index}")
+        return MetadataError(f"{name}: the cache-disk log is damaged: {what}",
+                             hint="its logged writes cannot all be recovered; the cache disk cannot be assembled",
+                             member=name)
 
     async def clear_tail(self, seq: int, floor: int) -> None:
         """An empty circular log: the second slot blank, then a tail record at the start."""
@@ -657,6 +670,7 @@ class CacheDiskLog:
         while True:
             parsed = await self._summary_at(pos, limit, last_seq)
             if parsed is None:
+                await self._check_end(pos, limit, last_seq)
                 break
             seq, n_summary = parsed.seq, parsed.n_summary
             data_len = parsed.n_blocks * self.block_size if parsed.kind == KIND_DATA else 0
@@ -665,12 +679,47 @@ class CacheDiskLog:
             if data_len:
                 data = await self.target.read(pos + n_summary * SECTOR, data_len)
                 if zlib.crc32(data) != parsed.data_crc:
+                    await self._check_end(pos, limit, last_seq)
                     break  # a torn log write: ignored, the chain ends here
             rec = LogRecord(seq, pos, parsed.kind, parsed.addresses, n_summary * SECTOR, self.block_size,
                             parsed.bounds)
             chain.append(rec)
             pos, last_seq = rec.end, seq
         return chain
+
+    async def _check_end(self, pos: int, limit: int, last_seq: int, *, always_fua: bool = False) -> None:
+        """The chain ends at `pos`: refuse the log if what sits there is a damaged record
+        rather than the end of the chain.
+
+        Records of one log are written one at a time, each FUA (data_fua, or `always_fua`
+        for tombstones), so a record was written whole before the next was begun, and the
+        next one has a larger sequence number than any record written before it. A crash
+        leaves at most the last record torn, followed by what was there before: older
+        records. So when the record at `pos` names itself (a first sector of this log with
+        a sequence number above `last_seq`) but fails a checksum, and a whole record with
+        a larger sequence number follows it where its own header says it ends, the record
+        at `pos` was written whole and has since been damaged; the records after it hold
+        acknowledged writes the chain would silently lose. Damage that leaves the first
+        sector unrecognisable is not caught here: the chain then ends at it."""
+        if not (self.data_fua or always_fua) or pos + SECTOR > limit:
+            return
+        raw = await self.target.read(pos, SECTOR)
+        first = parse_first_sector(raw, self.log_id, self.block_size)
+        if first is None or first[0] <= last_seq:
+            return
+        seq, n_summary = first
+        _magic, _lid, _seq, kind, _ns, _ne, n_blocks, _bs, _dcrc, _scrc = HEADER.unpack_from(raw)
+        after = pos + n_summary * SECTOR + (n_blocks * self.block_size if kind == KIND_DATA else 0)
+        following = await self._summary_at(after, limit, seq)
+        if following is None:
+            return
+        data_len = following.n_blocks * self.block_size if following.kind == KIND_DATA else 0
+        end = after + following.n_summary * SECTOR + data_len
+        if end > limit or (data_len and zlib.crc32(await self.target.read(
+                after + following.n_summary * SECTOR, data_len)) != following.data_crc):
+            return
+        raise self.damaged(f"record {seq & ((1 << EPOCH_SHIFT) - 1)} of epoch {seq >> EPOCH_SHIFT} at byte {pos} "
+                           f"fails its checksum, and a newer whole record follows it")
 
 
 @dataclasses.dataclass(frozen=True)
