@@ -39,6 +39,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.tss",
     "raidlab.cli.crashtest",
     "raidlab.cli.faulttest",
+    "raidlab.cli.damagetest",
     "raidlab.cli.reliability",
     "raidlab.cli.run",
     "raidlab.cli.report",

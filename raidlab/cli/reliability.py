@@ -26,6 +26,11 @@ _err = Console(stderr=True, highlight=False)
               help="cells of the fault campaign (repeatable; default: all of raidlab.campaigns.document.FAULT_CELLS: "
                    "raid1 raid5 raid10 chained raidx tss vcraid vcraid-mirrored-cache vcraid-cache dcd-data "
                    "dcd-cache raid0 sa3)")
+@click.option("--damage-trials", type=click.IntRange(0, 10000), default=24, show_default=True,
+              help="trials of the damaged-metadata campaign per target (0: none)")
+@click.option("--damage", "damage_targets", multiple=True,
+              help="targets of the damaged-metadata campaign (repeatable; default: all of "
+                   "raidlab.campaigns.damage.TARGETS)")
 @click.option("--interrupt-points", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="interrupt points per command and signal (0: no interrupt campaign)")
 @click.option("--interrupt", "interrupt_commands", multiple=True,
@@ -43,8 +48,8 @@ _err = Console(stderr=True, highlight=False)
               help="keep each finished cell there and take cells a stopped run of the same code (raidlab/, "
                    "scripts/, pyproject.toml) and parameters finished (a campaign of hours goes on where it stopped)")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
-def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_points, interrupt_commands,
-                write_hole_trials, write_hole_cases, seed, out, cells_dir, home):
+def reliability(points, crash_targets, crash_modes, fault_cells, damage_trials, damage_targets, interrupt_points,
+                interrupt_commands, write_hole_trials, write_hole_cases, seed, out, cells_dir, home):
     """Run the crash campaign (every crashtest preset, killed and with the power cut), the
     write-hole campaign (a degraded raid5 cut without and with a journal), the fault campaign
     (a drive of every architecture with a live array) and the interrupt campaign, and write
@@ -80,7 +85,7 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
     if cells_dir is not None:
         store = CellStore(cells_dir, revision=code["code"], dirty=bool(code.get("dirty")),
                           params={"points": points, "seed": seed, "write_hole_trials": write_hole_trials,
-                                  "interrupt_points": interrupt_points})
+                                  "interrupt_points": interrupt_points, "damage_trials": damage_trials})
 
     def kept_or_run(key: str, run: Callable[[], dict]) -> dict:
         """A cell from the store, or run (and stored)."""
@@ -124,6 +129,23 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
             summary["cell"] = cell
             _err.print(f"faults {cell}: {summary['passed']}/{summary['modes']} passed, {summary['leaks']} leaks")
             faults.append(summary)
+        damage = []
+        if damage_trials:
+            from raidlab.campaigns.damage import TARGETS as DAMAGE_TARGETS
+            from raidlab.campaigns.damage import run_damagetest
+            from raidlab.lab import private_dir, raidlab_home
+
+            unknown = [t for t in damage_targets if t not in DAMAGE_TARGETS]
+            if unknown:
+                raise UsageError(f"--damage {unknown[0]}: no such target", hint=f"one of {', '.join(DAMAGE_TARGETS)}")
+            damage_home = private_dir(Path(home) if home else raidlab_home(), tighten=False)
+            for target in list(damage_targets) or list(DAMAGE_TARGETS):
+                summary = kept_or_run(f"damage-{target}", lambda target=target: run_damagetest(
+                    target, trials=damage_trials, seed=seed, home=damage_home,
+                    phase=lambda k, s, t=target: spinner.update(f"damage {t} trial {k}: {s}"[:90])))
+                _err.print(f"damage {target}: {summary['passed']}/{summary['trials']} passed "
+                           f"({summary['refused']} refused, {summary['recovered']} recovered, {summary['wrong']} wrong)")
+                damage.append(summary)
         interrupts = None
         if interrupt_points:
             import tempfile
@@ -145,11 +167,13 @@ def reliability(points, crash_targets, crash_modes, fault_cells, interrupt_point
             _err.print(f"interrupts: {interrupts['passed']}/{interrupts['points']} passed")
     if out is not None:
         text = document(crash, faults, interrupts, command=" ".join(["raidlab", *sys.argv[1:]]), commit=commit,
-                        when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), writehole=writehole)
+                        when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), writehole=writehole, damage=damage)
         write_whole(out, lambda partial: partial.write_text(text))
         _err.print(f"wrote {out}")
     hole_failed = writehole is not None and bool(failed_rows(writehole))
-    return 1 if any(s["failed"] for s in crash + faults) or (interrupts and interrupts["failed"]) or hole_failed else 0
+    damage_failed = any(s["passed"] < s["trials"] for s in damage)
+    return 1 if (any(s["failed"] for s in crash + faults) or (interrupts and interrupts["failed"]) or hole_failed
+                 or damage_failed) else 0
 
 
 def register(cli: click.Group) -> None:

@@ -139,3 +139,17 @@ def test_the_hook_runs_between_a_destages_writes_home_and_their_flush(kind):
     writes, flushes = seen[0]
     assert writes > 0
     assert flushes_after > flushes
+
+
+def test_the_damage_section_counts_outcomes_and_names_failed_trials():
+    from raidlab.campaigns.document import damage_section
+
+    summary = {"target": "vcraid-scd", "arch": "vcraid", "options": {"config": "scd"}, "trials": 3, "passed": 2,
+               "refused": 1, "recovered": 1, "wrong": 1, "errors": 0, "leaks": 0, "seed": 1, "seconds": 12.0,
+               "results": [{"trial": 2, "seed": 1002, "kind": "torn", "drive": "d3.img", "stop": "kill",
+                            "outcome": "wrong", "message": "differs at byte 4096", "leaks": [], "ok": False}]}
+    lines = damage_section([summary])
+    row = next(line for line in lines if line.startswith("| vcraid-scd"))
+    assert [c.strip() for c in row.strip("|").split("|")][3:9] == ["3", "2", "1", "1", "1", "0"]
+    assert "2 of 3 trials passed, 1 read back wrong." in lines
+    assert any("trial 2" in line and "differs at byte 4096" in line for line in lines)
