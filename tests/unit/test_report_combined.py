@@ -52,7 +52,7 @@ def test_directories_of_one_scenario_make_one_report(tmp_path):
     [md] = write_report([a, b], formats=("md",), out_dir=out)
     text = md.read_text()
     # raid5 at w0.5 pooled over both directories: mean 100 of 90 and 110
-    assert "| tps | w0.5 | raid5 | 100 ± 14.1 (n=2, 90..110) |" in text
+    assert "| w0.5 | raid5 | 100 ± 14 (n=2, 90..110) |" in text
     # claims across directories: w0.5 from a and b, w0.9 from b
     assert "w0.5: mcd/raid5 = 1.8" in text and "w0.9: mcd/raid5 = 3.33" in text
     assert f"`{a}`" in text and f"`{b}`" in text                  # each source listed
@@ -99,9 +99,9 @@ def test_a_left_out_run_file_is_not_pooled_and_is_named(tmp_path, raidlab_cmd):
                            "--format", "md", "--leave-out", str(old)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "o" / "report.md").read_text()
-    assert "| tps | w0.5 | mcd | 180 (n=1) |" in text
+    assert "| w0.5 | mcd | 180 (n=1) |" in text
     assert "w0.5: mcd/raid5 = 2" in text
-    assert f"Left out of this report (`--leave-out`): `{old}`." in text
+    assert f"Left out of this report (`--leave-out`): [{old}](../a/runs/mcd--w0.5--r1.json)." in text
 
 
 def test_leaving_out_a_file_that_is_no_run_is_refused(tmp_path, raidlab_cmd):

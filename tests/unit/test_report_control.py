@@ -150,9 +150,9 @@ def test_a_ratio_inside_the_band_is_ok_and_no_claim_is_noted(tmp_path):
     assert "| medium | tps | 24 (n=1) | 30 (n=1) | 0.80 | ok |" in section     # the band includes its ends
     assert "2 ok, 0 runner-biased, 0 not measured." in section
     assert "runner-biased:" not in text
-    assert "| scd-over-raid5 |" in text and _claim_row(text, "scd-over-raid5").split(" | ")[3] == "holds"
+    assert "| scd-over-raid5 |" in text and _claim_row(text, "scd-over-raid5").split(" | ")[1] == "✓ holds"
     # the control arch is an architecture like any other in the metric's table
-    assert "| tps | small | raid5e | 105 (n=1) |" in text
+    assert "| small | raid5e | 105 (n=1) |" in text
 
 
 def test_a_ratio_outside_the_band_flags_the_case_and_notes_engine_vs_md_claims(tmp_path):
@@ -163,10 +163,10 @@ def test_a_ratio_outside_the_band_flags_the_case_and_notes_engine_vs_md_claims(t
     note = "runner-biased: engine raid5 / md raid5 = 1.50 outside 0.8..1.25 (small)"
     # scd against md's raid5 (the control's md label), and scd against md's raid0 (an engine
     # architecture against an md one): the verdict stands, the note is beside it
-    assert _claim_row(text, "scd-over-raid5").split(" | ")[3] == f"holds; {note}"
-    assert _claim_row(text, "scd-near-raid0").split(" | ")[3] == f"holds; {note}"
+    assert _claim_row(text, "scd-over-raid5").split(" | ")[1] == f"✓ holds; {note}"
+    assert _claim_row(text, "scd-near-raid0").split(" | ")[1] == f"✓ holds; {note}"
     # scd against the engine's own raid5: both served by the engine, the control does not bear on it
-    assert _claim_row(text, "scd-over-raid5e").split(" | ")[3] == "holds"
+    assert _claim_row(text, "scd-over-raid5e").split(" | ")[1] == "✓ holds"
     assert "(medium)" not in text
     assert "2 of the verdicts rest on a runner-biased comparison" in text
 
