@@ -139,6 +139,8 @@ BLANK_SECTOR = bytes(SECTOR)
 # (raidlab.engine.metadata), the rest up to 64 KiB is reserved.
 DEFAULT_LOG_START = 64 * 1024
 EPOCH_SHIFT = 40
+# How far past the end of a chain the scan looks for newer records (CacheDiskLog._check_end).
+CHECK_WINDOW = 256 * 1024
 
 
 def log_id_of(array_uuid: str) -> int:
@@ -406,6 +408,9 @@ class CacheDiskLog:
         self.tail_seq = -1
         self.floor = -1
         self.durable_tail = start
+        # Sequence numbers on the disk are below this (the epoch after the store's; set by
+        # LogStore.recover): one at or above it names a record whose own header is damaged.
+        self.seq_ceiling: int | None = None
         self.wraps = 0
         self.wrap_end = start  # while wrapped: the end of the last record before the wrap
 
@@ -487,7 +492,8 @@ class CacheDiskLog:
             while True:
                 parsed = await self._summary_at(base + pos, base + self.area_half, last)
                 if parsed is None or parsed.kind != KIND_TOMBSTONE:
-                    await self._check_end(base + pos, base + self.area_half, last, always_fua=True)
+                    if last >= 0:  # a half's first tombstone may sit on an earlier use's: no bar yet
+                        await self._check_end(base + pos, base + self.area_half, last, always_fua=True)
                     break
                 found.append(LogRecord(parsed.seq, base + pos, KIND_TOMBSTONE, parsed.addresses,
                                        parsed.n_summary * SECTOR, self.block_size, parsed.bounds))
@@ -650,6 +656,7 @@ class CacheDiskLog:
         checksums hold and whose sequence number is above its predecessor's. A circular log:
         from its tail record's offset to the end of the log, then from the start of the
         region up to that offset (module doc: oldest-first)."""
+        await self._check_owner()
         if not self.circular:
             chain = await self._walk(self.start, self.end, -1)
         else:
@@ -662,6 +669,22 @@ class CacheDiskLog:
                 chain += wrapped
         self.records = chain
         return chain
+
+    async def _check_owner(self) -> None:
+        """Refuse a log whose region starts with a whole record of another log: `format`
+        blanks the start of the region and only this log writes there after, so the
+        superblock that gave this log its id is not the one of the records (a slot of
+        another array, or another array's log region)."""
+        first = await self.target.read(self.start, SECTOR)
+        if len(first) < HEADER.size:
+            return
+        magic, lid, _seq, _kind, n_summary, _n_ext, _n_blocks, bsize, _dcrc, _crc = HEADER.unpack_from(first)
+        if magic != MAGIC or lid == self.log_id or not 1 <= n_summary or self.start + n_summary * SECTOR > self.end:
+            return
+        summary = first if n_summary == 1 else await self.target.read(self.start, n_summary * SECTOR)
+        if parse_summary(summary, lid, bsize) is not None:
+            raise self.damaged(f"its first record is of another log (id {lid:#x}, this one's {self.log_id:#x}): "
+                               f"the superblock and the log are not of one array")
 
     async def _walk(self, pos: int, limit: int, last_seq: int) -> list[LogRecord]:
         """The records of the chain from `pos`, each ending by `limit`, the first with a
@@ -688,38 +711,65 @@ class CacheDiskLog:
         return chain
 
     async def _check_end(self, pos: int, limit: int, last_seq: int, *, always_fua: bool = False) -> None:
-        """The chain ends at `pos`: refuse the log if what sits there is a damaged record
-        rather than the end of the chain.
+        """The chain ends at `pos`: refuse the log if that is damage rather than its end.
 
-        Records of one log are written one at a time, each FUA (data_fua, or `always_fua`
-        for tombstones), so a record was written whole before the next was begun, and the
-        next one has a larger sequence number than any record written before it. A crash
-        leaves at most the last record torn, followed by what was there before: older
-        records. So when the record at `pos` names itself (a first sector of this log with
-        a sequence number above `last_seq`) but fails a checksum, and a whole record with
-        a larger sequence number follows it where its own header says it ends, the record
-        at `pos` was written whole and has since been damaged; the records after it hold
-        acknowledged writes the chain would silently lose. Damage that leaves the first
-        sector unrecognisable is not caught here: the chain then ends at it."""
+        Records of one log are written one at a time, each FUA (data_fua; `always_fua` for
+        tombstones), so a record was whole before the next one was begun, and the next one
+        has a larger sequence number than every record written before it. What the chain
+        can legitimately end at: a pop's marker (a blank sector; popped records above it
+        may be newer than the top), the record a crash tore (the newest written), or what
+        was there before the top was written (older records). In the last two cases no
+        record within CHECK_WINDOW after `pos` is newer than both the top and what `pos`
+        claims to be. So when `pos` is not blank and still names itself (a first sector
+        of this log, whole or failing its checksum, or one whose magic, log id, kind or
+        block size alone is damaged), a whole newer record after it proves damage: the
+        records after it hold acknowledged writes the chain would silently lose.
+
+        Not caught: a first sector zeroed (it reads as a marker) or damaged beyond
+        recognition, and a record that was newest when damaged (nothing newer follows)."""
         if not (self.data_fua or always_fua) or pos + SECTOR > limit:
             return
-        raw = await self.target.read(pos, SECTOR)
-        first = parse_first_sector(raw, self.log_id, self.block_size)
-        if first is None or first[0] <= last_seq:
+        window = await self.target.read(pos, (min(limit, pos + CHECK_WINDOW) - pos) // SECTOR * SECTOR)
+        if window[:SECTOR] == BLANK_SECTOR:
             return
-        seq, n_summary = first
-        _magic, _lid, _seq, kind, _ns, _ne, n_blocks, _bs, _dcrc, _scrc = HEADER.unpack_from(raw)
-        after = pos + n_summary * SECTOR + (n_blocks * self.block_size if kind == KIND_DATA else 0)
-        following = await self._summary_at(after, limit, seq)
-        if following is None:
+        claimed = await self._claimed_seq(pos, window[:SECTOR], limit)
+        if claimed is None:
             return
-        data_len = following.n_blocks * self.block_size if following.kind == KIND_DATA else 0
-        end = after + following.n_summary * SECTOR + data_len
-        if end > limit or (data_len and zlib.crc32(await self.target.read(
-                after + following.n_summary * SECTOR, data_len)) != following.data_crc):
-            return
-        raise self.damaged(f"record {seq & ((1 << EPOCH_SHIFT) - 1)} of epoch {seq >> EPOCH_SHIFT} at byte {pos} "
-                           f"fails its checksum, and a newer whole record follows it")
+        if self.seq_ceiling is not None and claimed >= self.seq_ceiling:
+            claimed = last_seq  # a sequence number of an epoch not begun: its own field is damaged
+        bar = max(claimed, last_seq)
+        for at in range(SECTOR, len(window), SECTOR):
+            first = parse_first_sector(window[at:at + SECTOR], self.log_id, self.block_size)
+            if first is None or first[0] <= bar:
+                continue
+            newer = await self._summary_at(pos + at, limit, bar)
+            if newer is None:
+                continue
+            data_len = newer.n_blocks * self.block_size if newer.kind == KIND_DATA else 0
+            start = pos + at + newer.n_summary * SECTOR
+            if start + data_len > limit or (data_len and zlib.crc32(await self.target.read(start, data_len))
+                                             != newer.data_crc):
+                continue
+            raise self.damaged(f"the chain ends at byte {pos}, but a newer whole record (epoch "
+                               f"{newer.seq >> EPOCH_SHIFT}, number {newer.seq & ((1 << EPOCH_SHIFT) - 1)}) "
+                               f"follows at byte {pos + at}")
+
+    async def _claimed_seq(self, pos: int, first: bytes, limit: int) -> int | None:
+        """The sequence number the (failing) record at `pos` names: its first sector's, if
+        it is one of this log's; or, if only its magic, log id, kind or block size is
+        damaged (its summary checksum holds with this log's values), that. Else None."""
+        parsed = parse_first_sector(first, self.log_id, self.block_size)
+        if parsed is not None:
+            return parsed[0]
+        _magic, _lid, seq, _kind, n_summary, n_ext, n_blocks, _bs, dcrc, crc = HEADER.unpack_from(first)
+        if not 1 <= n_summary or pos + n_summary * SECTOR > limit:
+            return None
+        rest = (await self.target.read(pos, n_summary * SECTOR))[HEADER.size:] if n_summary > 1 else first[HEADER.size:]
+        for kind in (KIND_DATA, KIND_TOMBSTONE):
+            header = HEADER.pack(MAGIC, self.log_id, seq, kind, n_summary, n_ext, n_blocks, self.block_size, dcrc, 0)
+            if zlib.crc32(header + rest) == crc:
+                return seq
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1079,6 +1129,7 @@ class LogStore:
         """Scan every log and rebuild mapping, copies and superseded (DCD §2.5)."""
         records: list[tuple[int, int, LogRecord]] = []
         for log in self.logs:
+            log.seq_ceiling = ((self._seq >> EPOCH_SHIFT) + 1) << EPOCH_SHIFT
             for rec in await log.scan():
                 records.append((rec.seq, log.index, rec))
             if self.layout == LAYOUT_AREA:
