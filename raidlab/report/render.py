@@ -139,6 +139,8 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
     blocks: list[tuple[str, Any]] = [("h1", f"{scn.title}")]
 
     planned_cases = _planned_cases(man)
+    planned = man.get("planned_runs")
+    planned_pairs = {tuple(r.split("--")[:2]) for r in planned if r.count("--") == 2} if planned else None
     verdicts = claim_verdicts(results, stats)
     control_rows: list[controlmod.ControlRow] = []
     notes: dict[str, list[str]] = {}  # claim id -> its runner-biased notes
@@ -178,7 +180,7 @@ def build_blocks(results: Results, figure_dir: Path) -> list[tuple[str, Any]]:
             for case in scn.cases:
                 for arch in scn.archs:
                     rows += _row(scn, stats, concrete, case.name, arch.label,
-                                 planned_cases is None or case.name in planned_cases, quick)
+                                 planned_pairs is None or (arch.label, case.name) in planned_pairs, quick)
         if rows:
             metric_blocks += _metric_table(rows, quick, scn)
         else:
