@@ -960,3 +960,51 @@ def test_the_device_is_its_members_block_layer_and_clusters_their_requests():
         return sum(d.statistics()["merged_requests"] for d in drives)
 
     assert run(body) > 0
+
+
+@pytest.mark.parametrize("fault", ["write-eio", "vanish"])
+@pytest.mark.parametrize("writes", ["sync", "async", "logged"])
+def test_a_failed_log_drive_leaves_the_writes_on_the_columns_and_a_new_one_logs_again(writes, fault):
+    """The data log's drive failing is not a lost column: writes go straight to the columns
+    from then on (every one of them reads back), the device says the log failed, and a new
+    log drive (replace_log) is logged to again."""
+    backends = [MemoryBackend(2 * 1024 * KiB) for _ in range(4)]
+
+    async def body(nursery):
+        device = await logged_device(nursery, backends, MemoryBackend(256 * KiB), writes=writes)
+        device.start(nursery)
+        rng = random.Random(7)
+        reference = bytearray(device.size)
+
+        async def some_writes(count):
+            for _ in range(count):
+                length = rng.choice([512, 4 * KiB, 12 * KiB])
+                offset = rng.randrange(0, (device.size - length) // 512) * 512
+                data = payload(rng, length, 0.5)
+                await device.write(offset, data)
+                reference[offset:offset + length] = data
+
+        await some_writes(30)
+        log_drive = device.log.device
+        if fault == "vanish":
+            log_drive.failed = True
+            await device.fail_log()
+        else:
+            log_drive.fault = "write-eio"
+        await some_writes(40)
+        await device.flush()
+        await device.drain()
+        failed = device.statistics()["log_failed"]
+        assert await device.read(0, device.size) == reference
+        records_before = device.log.statistics()["records"]
+        fresh = columns_over([MemoryBackend(256 * KiB)], nursery)[0]
+        await device.replace_log(fresh)
+        await some_writes(20)
+        await device.drain()
+        assert await device.read(0, device.size) == reference
+        return failed, device.statistics(), records_before
+
+    failed, stats, records_before = run(body)
+    assert failed and "failed" in failed
+    assert stats["log_failed"] is None and stats["log_failures"] == 1
+    assert stats["log"]["records"] > 0  # the new log took records again

@@ -88,6 +88,7 @@ class DataLog:
 
     def __init__(self, device: Any, array_uuid: str | None = None) -> None:
         self.device = device
+        self.array_uuid = array_uuid
         self.seed = owner_seed(array_uuid)
         self.capacity = device.size // SECTOR * SECTOR
         self._next_seq = 1

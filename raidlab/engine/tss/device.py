@@ -158,6 +158,7 @@ class TSSDevice:
         self.wait_for_slot_s = 0.0    # writes waiting for one of the max_async slots
         self.failed: set[int] = set()               # failed columns (§3.7)
         self.on_failure = on_failure                # async (failed set) -> None: persist it
+        self.log_failure: OSError | None = None     # the data log's drive failed (log_failed)
         self._rebuilding: int | None = None         # the column being rebuilt
         self._rebuilt: set[int] = set()             # its physical stripes rebuilt so far
         self.table = table
@@ -209,18 +210,35 @@ class TSSDevice:
         view = memoryview(data)
 
         async def direct(ls: int, start: int, n: int, pos: int) -> None:
+            if self.log is not None:
+                await self._applied(ls)  # a write that could not be logged: after the stripe's queued ones
             async with self._locks[ls]:
                 await self._write_stripe(ls, start, view[pos:pos + n])
 
         async def logged(ls: int, start: int, n: int, pos: int) -> None:
             async with self._locks[ls]:
-                record = await self.log.append(ls, start, view[pos:pos + n])
+                record = None
+                if self._log_usable():
+                    try:
+                        record = await self.log.append(ls, start, view[pos:pos + n])
+                    except OSError as exc:
+                        await self._log_failed(exc)
                 await self._write_stripe(ls, start, view[pos:pos + n])
-                await self._durable()
-                await self.log.commit(record)
+                if record is not None:
+                    await self._durable()
+                    try:
+                        await self.log.commit(record)
+                    except OSError as exc:
+                        await self._log_failed(exc)
 
         async def queued(ls: int, start: int, n: int, pos: int) -> None:
-            await self._write_async(ls, start, bytes(view[pos:pos + n]))
+            if self._log_usable():
+                try:
+                    await self._write_async(ls, start, bytes(view[pos:pos + n]))
+                    return
+                except OSError as exc:
+                    await self._log_failed(exc)
+            await direct(ls, start, n, pos)  # unlogged: acknowledged once on the columns
 
         one = direct if self.log is None else (queued if self.writes in BACKGROUND_MODES else logged)
         await _in_order([(one, *part) for part in self._split(offset, len(data))])
@@ -230,6 +248,43 @@ class TSSDevice:
             await self.flush()
 
     # -- data log and asynchronous writes (§3.8, §4) -----------------------------------
+    # A failed log drive (an EIO from it) is not a lost column: the data is on the columns.
+    # From then on every write goes straight to the columns, synchronously, acknowledged once
+    # there (what a device without a log does), and `log_failure` says why; a crash meanwhile
+    # can leave a stripe's parity out of step, as without a log, until a new log drive is
+    # given (replace_log).
+
+    def _log_usable(self) -> bool:
+        return self.log is not None and self.log_failure is None
+
+    async def _log_failed(self, exc: OSError) -> None:
+        """The data log's drive failed (an EIO; anything else is raised): writes go unlogged."""
+        if exc.errno != errno.EIO:
+            raise exc
+        if self.log_failure is None:
+            self.log_failure = exc
+            self.counters["log_failures"] += 1
+
+    async def fail_log(self) -> None:
+        """`raidlab fail` of the log drive: as its first EIO would."""
+        await self._log_failed(OSError(errno.EIO, f"{self.name}: the data log's drive failed"))
+
+    async def replace_log(self, drive: Any) -> None:
+        """A new log drive: every queued asynchronous write applied first (their records were
+        on the old one), then an empty log on `drive`, and writes logged again."""
+        await self.drain()
+        log = DataLog(drive, self.log.array_uuid if self.log is not None else None)
+        await log.reset()
+        self.log, self.log_failure = log, None
+
+    async def check_log(self) -> None:
+        """Read the data log whole, as recovery would: a log drive that fails its reads is
+        found here (a scrub) rather than at the next crash."""
+        if self._log_usable():
+            try:
+                await self.log.scan()
+            except OSError as exc:
+                await self._log_failed(exc)
     def start(self, nursery: sched.Nursery) -> None:
         """Where the background stripe writes of asynchronous mode run."""
         self._nursery = nursery
@@ -291,7 +346,10 @@ class TSSDevice:
             async with self._locks[ls]:
                 await self._write_stripe(ls, start, memoryview(data))
             await self._durable()
-            await self.log.commit(record)
+            try:
+                await self.log.commit(record)
+            except OSError as exc:  # the data is on the columns; the log is what failed
+                await self._log_failed(exc)
             self.counters["async_writes_applied"] += 1
         except Exception as exc:  # noqa: BLE001 - the record stays in the log for recovery
             self.counters["async_write_errors"] += 1
@@ -339,9 +397,15 @@ class TSSDevice:
         """Every write acknowledged before is durable: the columns in service (a failed
         column is skipped; one that fails on the flush is failed) and the log."""
         calls = [(self._flush_column, column) for column in range(len(self.members))]
-        if self.log is not None:
-            calls.append((self.log.device.flush,))
+        if self._log_usable():
+            calls.append((self._flush_log,))
         await _in_order(calls)
+
+    async def _flush_log(self) -> None:
+        try:
+            await self.log.device.flush()
+        except OSError as exc:
+            await self._log_failed(exc)
 
     async def _flush_column(self, column: int) -> None:
         if column in self.failed:
@@ -1135,6 +1199,7 @@ class TSSDevice:
             "writes_mode": self.writes,
             "max_async": self.max_async,
             "log": self.log.statistics() if self.log is not None else None,
+            "log_failed": (self.log_failure.strerror or str(self.log_failure)) if self.log_failure else None,
             "wait_for_async_s": self.wait_for_async_s,
             "wait_for_slot_s": self.wait_for_slot_s,
             "agings": self.temperatures.agings,
