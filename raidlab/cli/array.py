@@ -496,7 +496,7 @@ def status(name, home, as_json):
         _out.print(f"[bold]{name}[/]: {result['spec']['arch']} over {_over(result.get('member_models', []))}, "
                    f"device {_device_of(result)}")
         for line in result.get("report", []):
-            _out.print(line)
+            _out.print(line, soft_wrap=True)
         for spec in result.get("tables", []):
             table = Table(title=spec.get("title"))
             for col in spec["columns"]:
@@ -515,7 +515,7 @@ def status(name, home, as_json):
                f"device {_device_of(result)}, state [bold]{stats['state']}[/]"
                + (" (rebuilding)" if result["rebuilding"] else "")
                + (" (resyncing after an unclean stop)" if result.get("resyncing") else ""))
-    _out.print(f"redundancy: {result['redundancy']['rule'] or 'none'}; superblock generation {result['generation']}")
+    _out.print(f"redundancy: {_redundancy(result)}; superblock generation {result['generation']}", soft_wrap=True)
     _out.print(f"array: {stats['reads']} reads ({stats['bytes_read'] >> 10} KiB), {stats['writes']} writes "
                f"({stats['bytes_written'] >> 10} KiB) -> member reads {stats['member_reads']}, member writes "
                f"{stats['member_writes']}; full-stripe {stats['full_stripe_writes']}, RMW {stats['rmw_stripes']}, "
@@ -557,6 +557,12 @@ def status(name, home, as_json):
         _out.print(line, soft_wrap=True)
 
 
+def _redundancy(result: dict) -> str:
+    """What the array survives in its state now (the daemon's words), else the healthy rule."""
+    redundancy = result["redundancy"]
+    return redundancy.get("now") or redundancy.get("rule") or "none"
+
+
 def _print_cluster_status(name: str, result: dict) -> None:
     """An array over a cluster: which node it runs on, and for each member the node and
     disk it is and whether that node reaches it locally or over NBD (with the disk's URI)."""
@@ -569,7 +575,7 @@ def _print_cluster_status(name: str, result: dict) -> None:
                f"chunk {geo['chunk_bytes'] >> 10} KiB, capacity {stats['capacity'] / 2**20:.1f} MiB, "
                f"device {_device_of(result)}, state [bold]{stats['state']}[/]"
                + (" (rebuilding)" if result["rebuilding"] else ""), soft_wrap=True)
-    _out.print(f"redundancy: {result['redundancy']['rule'] or 'none'}; superblock generation {result['generation']}; "
+    _out.print(f"redundancy: {_redundancy(result)}; superblock generation {result['generation']}; "
                f"member errors {stats['member_errors']}, degraded reads {stats['degraded_reads']}, "
                f"degraded writes {stats['degraded_writes']}", soft_wrap=True)
     table = Table(title="members (each disk's model runs on its node; the network's time is real)")

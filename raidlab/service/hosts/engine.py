@@ -23,6 +23,7 @@ from raidlab.disks.disk import FAULTS
 from raidlab.errors import UsageError
 from raidlab.export import BlockExportFS
 from raidlab.service.hosts.nodes import attach_member, attach_members, detach, member_label
+from raidlab.service.hosts.status import survival
 from raidlab.service.hosts.volume import (UncleanStop, arch_config, make_drives, replace_drive, report_progress,
                                           run_with_progress, serve_volume, stripe_cache_bytes,
                                           write_back_drives)
@@ -112,7 +113,9 @@ class EngineHost:
         return {
             "kind": "engine",
             "geometry": array.layout.geometry(),
-            "redundancy": dataclasses.asdict(array.layout.redundancy),
+            "redundancy": {**dataclasses.asdict(array.layout.redundancy),
+                           "now": survival(array.layout.failure_groups(), array.failed, array.layout.n_disks,
+                                           array.layout.redundancy.rule)},
             "generation": self.keeper.superblock.generation,
             "arch_state": self.keeper.superblock.arch_state,
             "rebuilding": array._rebuild is not None,

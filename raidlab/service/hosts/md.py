@@ -40,7 +40,7 @@ from raidlab.disks import catalog
 from raidlab.errors import CapabilityError, RaidlabError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
 from raidlab.export.serve import ServeRequest, build_disks
-from raidlab.service.hosts.status import disks_table, write_cache_note
+from raidlab.service.hosts.status import disks_table, md_survival, write_cache_note
 from raidlab.service.hosts.volume import write_back_drives
 from raidlab.service.spec import FORCE_ENV
 from raidlab.tools.base import require, run
@@ -217,6 +217,7 @@ class MdHost:
                 f"drives: {write_cache_note(members)}")
         busy = self.vm.busy() if self.vm is not None else None
         block_stat: dict = {}
+        redundancy = ""
         if busy:
             mdstat = ""
             detail: dict = {}
@@ -227,12 +228,14 @@ class MdHost:
             _rc, detail_text, _err = await self._run(["mdadm", "--detail", self.md_device], check=False)
             mdstat = await self._read("/proc/mdstat")
             detail = mdadm.detail_fields(detail_text)
+            redundancy = md_survival(detail, detail_text)
             md_lines = ["$ mdadm --detail " + self.md_device, *detail_text.rstrip().splitlines(),
                         "", "$ cat /proc/mdstat", *mdstat.rstrip().splitlines()]
         return {"kind": "md", "md_device": self.md_device, "where": self.where, "members": self.members,
                 "detail": detail, "mdstat": mdstat, "resync": self.resync, "vm_busy": busy,
                 "block_stat": block_stat,
-                "statistics": {"members": members}, "report": [head, "", *md_lines],
+                "redundancy": redundancy, "statistics": {"members": members},
+                "report": [head, *([f"redundancy: {redundancy}"] if redundancy else []), "", *md_lines],
                 "tables": [disks_table(self.disks)],
                 "commands_log": str(self.session.lab.path / COMMAND_LOG)}
 

@@ -2,13 +2,25 @@
 
 Each function turns statistics (the mechanisms' `statistics()`, the drives') into the lines
 and tables the CLI prints, so the wording is tested without a running array.
+
+What an array survives is said for its state now, not for the healthy array: `survival`
+works from a layout's failure groups (the sets of members that together hold every copy of
+some data, raidlab.engine.layouts) minus the members already failed, so a degraded RAID 5
+says that its next failure loses data, a RAID 10 which members now hold a last copy, and a
+layout added later is described without a word of its own here. The other families say it
+from what they are: VC-RAID as its raid5 and its cache disks, DCD (no copy of anything),
+TSS (one column), md from the level and the missing slots `mdadm --detail` shows.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from raidlab.archs.caching import PER_DISK
+from raidlab.engine.layouts import create_layout
+from raidlab.errors import RaidlabError
 
 KiB, MiB = 1024, 1 << 20
 
@@ -121,3 +133,142 @@ def disks_table(drives: list) -> dict[str, Any]:
             "columns": ["drive", *(["model"] if mixed else []), "state", "MiB", "reads", "writes", "flushes",
                         "KiB read", "KiB written", "busy s", *(["unflushed writes"] if volatile else [])],
             "rows": rows}
+
+
+def _drives(indices: Iterable[int], word: str = "or") -> str:
+    """"d2", "d0 or d2", "d0, d1 or d3" (or with `word` "and")."""
+    names = [f"d{i}" for i in sorted(indices)]
+    return f"{', '.join(names[:-1])} {word} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def survival(groups: Iterable[Iterable[int]], failed: Iterable[int], members: int, healthy: str = "") -> str:
+    """What an array whose failure groups are `groups` survives with `failed` members gone,
+    in words: `healthy` (the layout's own rule) when nothing has failed; past that, how many
+    more failures any member may have while copies remain (a RAID 1 of three), which
+    members now hold a last copy where only some do (RAID 10, chained), "none: the next
+    failure loses data" where every member does (a RAID 5 with one member gone), and
+    "none: data is lost" when some data had no member left."""
+    failed_set = frozenset(failed)
+    groups = [frozenset(g) for g in groups]
+    remaining = [g - failed_set for g in groups]
+    gone = f"{_drives(failed_set, 'and')} failed"
+    if any(not rest for rest in remaining):
+        them = "them" if len(failed_set) > 1 else "it"
+        return f"none: data is lost ({gone}; some data cannot be read or rebuilt without {them})"
+    if not failed_set:
+        more = min((len(g) for g in groups), default=members + 1) - 1
+        return healthy or (f"survives any {more} failure{'s' if more > 1 else ''}" if more else
+                           "none: any failure loses data")
+    more = min(len(rest) for rest in remaining) - 1
+    if more >= 1:
+        return f"survives any {'one' if more == 1 else more} more failure{'s' if more > 1 else ''} ({gone})"
+    last = frozenset().union(*(rest for rest in remaining if len(rest) == 1))
+    spare = frozenset(range(members)) - failed_set - last
+    if not spare:
+        return f"none: the next failure loses data ({gone})"
+    holds = "holds the last copy" if len(last) == 1 else "hold the last copies"
+    return (f"the next failure loses data if it is {_drives(last)}, not if it is {_drives(spare)} "
+            f"({gone}: {_drives(last, 'and')} {holds} of some data)")
+
+
+def tss_survival(columns: int, failed: Iterable[int]) -> str:
+    """What a TSS device survives now: one column, whatever its stripes' personalities
+    (a RAID1 stripe's two copies lie on physical stripes of opposite polarity, so no column
+    holds both halves of a unit; RAID5 and cRAID5 stripes have parity, §3.3 and §3.7)."""
+    pairs = [frozenset((a, b)) for a in range(columns) for b in range(a + 1, columns)]
+    return survival(pairs, failed, columns, "survives any single column failure (RAID1 copies on stripes of "
+                                            "opposite polarity, parity for RAID5 and cRAID5)")
+
+
+def cache_survival(arch: str, stats: dict[str, Any], placement: list[dict[str, Any]], array: Any = None,
+                   mirror_failed: Iterable[int] | None = None) -> str:
+    """What a DCD or a VC-RAID survives now. A DCD keeps one copy of everything (its data
+    disk, its cache-disk's log). A VC-RAID is its raid5 (`survival` of the raid5 `array`,
+    state and all) and its cache disks: a mirrored cache disk (`mirror_failed`: the sides
+    gone) survives one side; any other cache disk or partition is the only copy of what its
+    log holds until level 2 takes it home (stats: the bytes in the logs now)."""
+    logged = stats.get("cache_disk_used_bytes", 0)
+    held = f"{_kib(logged)} in the log now"
+    if arch == "dcd":
+        if len(placement) == 1 and not placement[0]["whole_drive"]:
+            return f"none: one drive holds the data and the cache-disk log ({held})"
+        return f"none: the data disk and the cache-disk each hold the only copy of some data ({held})"
+    parts = []
+    if array is not None:
+        layout = array.layout
+        members = f"d0-d{layout.n_disks - 1}"
+        parts.append(f"raid5 ({members}): " + survival(layout.failure_groups(), array.failed, layout.n_disks,
+                                                      layout.redundancy.rule))
+    if mirror_failed is not None:
+        sides = [p["drive"] for p in placement[:2]]
+        gone = sorted(set(mirror_failed))
+        if not gone:
+            parts.append(f"cache disk mirrored on {' and '.join(sides)}: survives one side's failure")
+        elif len(gone) == 1:
+            left = sides[1 - gone[0]] if len(sides) == 2 else "the other side"
+            parts.append(f"cache disk: none left: {sides[gone[0]] if len(sides) == 2 else 'one side'} failed, "
+                         f"a failure of {left} loses the writes not yet home ({held})")
+        else:
+            parts.append("cache disk: both sides failed: the writes not yet home are lost")
+        return "; ".join(parts)
+    whole = [p["drive"] for p in placement if p["whole_drive"]]
+    on_members = [p["drive"] for p in placement if not p["whole_drive"]]
+    if whole:
+        parts.append(f"cache disk{'s' if len(whole) > 1 else ''} {', '.join(whole)}: no copy, "
+                     f"{'each' if len(whole) > 1 else 'its'} failure loses the writes not yet home ({held})")
+    if on_members:
+        parts.append(f"cache partitions on {', '.join(on_members)}: no copy, a failure of their drive loses the "
+                     f"writes its log holds that are not yet home ({held})")
+    return "; ".join(parts)
+
+
+_MD_LAYOUT = {"near": "n", "far": "f", "offset": "o"}
+
+
+def md_missing_slots(detail_text: str) -> set[int]:
+    """The RaidDevice slots of `mdadm --detail`'s device table not in active sync: removed,
+    faulty, or a spare still rebuilding into the slot."""
+    missing = set()
+    for line in detail_text.splitlines():
+        cols = line.split()
+        if len(cols) >= 5 and cols[3].isdigit() and (cols[0] == "-" or cols[0].isdigit()):
+            state = " ".join(cols[4:])
+            if "active sync" not in state or "rebuilding" in state:
+                missing.add(int(cols[3]))
+    return missing
+
+
+def md_survival(fields: dict[str, str], detail_text: str) -> str:
+    """What an md array survives now, from `mdadm --detail` (its fields and its device
+    table): the level's groups (RAID 1: all members; RAID 4/5: any two; RAID 6: any three;
+    RAID 10: md's own copies, which raidlab's raid10 layout places as md does) minus the
+    slots that are not in active sync. "" when md's detail is not at hand."""
+    level = fields.get("Raid Level", "")
+    try:
+        n = int(fields.get("Raid Devices", ""))
+    except ValueError:
+        return ""
+    missing = md_missing_slots(detail_text)
+    everyone = range(n)
+    if level == "raid0":
+        groups = [frozenset((d,)) for d in everyone]
+        healthy = "none: any member's failure loses data (RAID 0)"
+    elif level == "raid1":
+        groups = [frozenset(everyone)]
+        healthy = (f"survives any {n - 1} failures" if n > 2 else "survives any single failure") \
+            + " (every member holds every block)"
+    elif level in ("raid4", "raid5", "raid6"):
+        size = 3 if level == "raid6" else 2
+        groups = [frozenset(c) for c in itertools.combinations(everyone, size)]
+        healthy = "survives any two failures" if level == "raid6" else "survives any single failure"
+    elif level == "raid10":
+        kind, _, copies = fields.get("Layout", "near=2").partition("=")
+        try:
+            layout = create_layout("raid10", n_disks=n, disk_size=64 * n * 4096, chunk_bytes=4096,
+                                   layout=f"{_MD_LAYOUT.get(kind.strip(), 'n')}{copies.strip() or 2}")
+        except RaidlabError:
+            return ""
+        groups, healthy = list(layout.failure_groups()), layout.redundancy.rule
+    else:
+        return ""
+    return survival(groups, missing, n, healthy)

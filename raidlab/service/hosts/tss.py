@@ -39,7 +39,7 @@ from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
 from raidlab.errors import UsageError
-from raidlab.service.hosts.status import write_cache_note
+from raidlab.service.hosts.status import tss_survival, write_cache_note
 from raidlab.service.hosts.volume import (arch_config, make_drives, report_progress, run_with_progress, serve_volume,
                                           write_back_drives)
 
@@ -103,6 +103,7 @@ class TSSHost:
         migrations = {k: v for k, v in stats.items() if k.startswith(("promote_", "victimize_"))}
         report = [
             f"state: {self._state()}",
+            f"redundancy: {tss_survival(g['columns'], device.failed)}",
             f"{stats['mode']} device: {g['columns']} columns, stripe unit {g['unit'] >> 10} KiB, "
             f"{counts['logical_stripes']} logical stripes of {g['stripe_data_bytes'] >> 10} KiB over "
             f"{g['physical_stripes']} physical stripes ({counts['free_stripes']} free, reserved "
