@@ -42,7 +42,8 @@ from raidlab import archs
 from raidlab.archs.caching import PER_DISK, arch_options, reserved_ram
 from raidlab.disks.disk import FAULTS, Partition
 from raidlab.errors import LabError, UsageError
-from raidlab.service.hosts.status import dcd_report, disks_table, placement_line, vcraid_report, write_cache_note
+from raidlab.service.hosts.status import (cache_survival, dcd_report, disks_table, placement_line, vcraid_report,
+                                          write_cache_note)
 from raidlab.service.hosts.volume import (UncleanStop, arch_config, make_drives, replace_drive, report_progress,
                                           serve_volume, stripe_cache_bytes, write_back_drives)
 
@@ -163,10 +164,14 @@ class CacheHost:
             report.append("raid5: resyncing after an unclean stop (every stripe made consistent from its data)")
         placement = self.cache_placement()
         report.append(placement_line(placement))
+        redundancy = cache_survival(self.spec.arch, stats, placement, getattr(self.target, "array", None),
+                                    None if self.mirror is None else self.mirror.failed)
+        report.append(f"redundancy: {redundancy}")
         report.append(f"drives: {write_cache_note([d.statistics() for d in self.drives])}")
         return {
             "kind": "cache",
             "state": self._state(),
+            "redundancy": redundancy,
             "failed_members": self._failed_drives(),
             "options": self.options,
             "recovered_at_assemble": self.recovered,
