@@ -20,6 +20,7 @@ naming it, never a silent omission: the import below is not guarded.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from raidlab.archs import dcd, disk, layouts, md, tss, vcraid
@@ -44,20 +45,36 @@ def names(runner: str | None = None) -> list[str]:
 
 
 def get(name: str, runner: str | None = None) -> Architecture:
-    """The architecture `name`, or a UsageError naming the known ids (for `runner`, if given)."""
+    """The architecture `name`, or a UsageError naming the known ids (for `runner`, if given),
+    the closest ones first when the name looks like a misspelling of one."""
     arch = REGISTRY.get(name)
     if arch is None or (runner is not None and runner not in arch.runners):
         known = names(runner)
         where = "" if arch is None else f" on the {runner} runner"
-        raise UsageError(f"unknown architecture {name!r}{where}", hint=f"choose one of: {', '.join(known)}",
-                         arch=name, known=known)
+        close = _close_to(name, known)
+        listing = f"{f'the {runner} runner runs' if runner else 'architectures'}: {', '.join(known)}"
+        raise UsageError(f"unknown architecture {name!r}{where}",
+                         hint=f"did you mean {' or '.join(close)}? ({listing})" if close else listing,
+                         arch=name, known=known, close=close)
     return arch
+
+
+def _close_to(name: str, known: list[str]) -> list[str]:
+    """The ids `name` may be a misspelling of: difflib's closest, and any other nearly as close."""
+    spelt = name.lower()
+    close = difflib.get_close_matches(spelt, known, n=3, cutoff=0.5)
+    if not close:
+        return []
+    best = difflib.SequenceMatcher(None, spelt, close[0]).ratio()
+    return [c for c in close if difflib.SequenceMatcher(None, spelt, c).ratio() >= best - 0.1]
 
 
 def validate(name: str, disks: int | None, disk_size: int | None, chunk: int | None, options: dict[str, Any],
              runner: str = "native", disk_model: str = "none", partitions: str | None = None) -> Architecture:
-    """Refuse an impossible configuration for `runner` before anything is started."""
-    arch = get(name)
+    """Refuse an impossible configuration for `runner` before anything is started. An id
+    that is no architecture at all is refused with those that run on `runner`; one that
+    exists but runs elsewhere says where it runs."""
+    arch = REGISTRY.get(name) or get(name, runner)
     arch.validate(Config(name, disks, disk_size, chunk, dict(options), disk_model, partitions=partitions), runner)
     return arch
 

@@ -109,6 +109,23 @@ class Built:
     parts: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+def _human(nbytes: int) -> str:
+    """64 KiB, 1.1 MiB, 2.5 GiB: a size as a person reads it (rounded up, never below it)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if nbytes >= size:
+            tenths = -(-nbytes * 10 // size)
+            return f"{tenths // 10}.{tenths % 10} {unit}".replace(".0 ", " ")
+    return f"{-(-nbytes // 1024)} KiB" if nbytes >= 1024 else f"{nbytes} bytes"
+
+
+def _flag(nbytes: int) -> str:
+    """A size as --disk-size takes it exactly: 8M, 1088K, or bytes."""
+    for suffix, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes % size == 0:
+            return f"{nbytes // size}{suffix}"
+    return str(nbytes)
+
+
 Check = Callable[[Config, str], None]
 Plan = Callable[[Config, str], list[Drive]]
 Builder = Callable[[BuildContext], Awaitable[Built]]
@@ -141,6 +158,36 @@ class Architecture:
             listing = ", ".join(f"{o.name} (default {o.default})" for o in self.options) or "none"
             raise UsageError(f"{self.name} has no option {unknown[0]!r}", hint=f"its options: {listing}")
 
+    def smallest_disk_size(self, config: Config, runner: str) -> int | None:
+        """The smallest member size, in whole chunks (64 KiB without a chunk), that `check`
+        takes with everything else of `config` as it is; None without a disk size or when
+        no size up to 1 TiB is taken (the configuration is wrong for another reason)."""
+        if self.check is None or config.disk_size is None:
+            return None
+        grain = config.chunk or 64 << 10
+
+        def fits(size: int) -> bool:
+            try:
+                self.check(dataclasses.replace(config, disk_size=size), runner)
+            except UsageError:
+                return False
+            return True
+
+        high = grain
+        while not fits(high):
+            high *= 2
+            if high > 1 << 40:
+                return None
+        low = high // 2 // grain  # in grains: low fails (or is nothing), high passes
+        high //= grain
+        while high - low > 1:
+            middle = (low + high) // 2
+            if fits(middle * grain):
+                high = middle
+            else:
+                low = middle
+        return high * grain
+
     def validate(self, config: Config, runner: str) -> None:
         """Refuse an impossible configuration for `runner` before anything starts."""
         if runner not in self.runners:
@@ -152,7 +199,15 @@ class Architecture:
         if config.chunk is not None and config.chunk % 512:
             raise UsageError(f"{self.name}: chunk {config.chunk} is not a whole number of 512-byte sectors")
         if self.check is not None:
-            self.check(config, runner)
+            try:
+                self.check(config, runner)
+            except UsageError:
+                smallest = self.smallest_disk_size(config, runner)
+                if smallest is None or config.disk_size is None or config.disk_size >= smallest:
+                    raise
+                raise UsageError(f"{self.name}: members of {_human(config.disk_size)} are too small: each needs at "
+                                 f"least {_human(smallest)}", hint=f"use --disk-size {_flag(smallest)} or more",
+                                 disk_size=config.disk_size, smallest=smallest) from None
         if config.partitions is not None and self.plan is not None:
             planned = self.plan(config, VIRTUAL if runner == "sim" else LIVE)
             from raidlab.disks.partitions import parse

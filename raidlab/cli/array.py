@@ -197,7 +197,21 @@ def _status_updates(name: str, status):
     return lambda m: _err.print(f"{time.strftime('%H:%M:%S')} {name}: {m}", soft_wrap=True)
 
 
-@click.command(cls=ListsArchitectures)
+class ListsWhatCreateBuilds(ListsArchitectures):
+    """`raidlab create --help` ends with the architectures `create` builds: those of a live
+    runner (native or the lab VM), not those that run in virtual time only."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from raidlab import archs as registry
+
+        built = [a for a in registry.REGISTRY.values() if {"native", "vm"} & set(a.runners)]
+        width = max(len(a.name) for a in built)
+        self.epilog = ("Architectures (options of one: raidlab archs NAME):\n\n\b\n"
+                       + "\n".join(f"{a.name:<{width}}  {a.summary}" for a in built))
+        click.Command.format_epilog(self, ctx, formatter)
+
+
+@click.command(cls=ListsWhatCreateBuilds)
 @click.argument("name")
 @click.option("--arch", required=True, help="architecture id (listed below)")
 @click.option("--disks", type=click.IntRange(1, 64), default=None,
