@@ -293,13 +293,18 @@ class ImageBuffer:
                 # and its space cannot be freed (one write may need more than the ring).
                 await self._append(batch, fua)
                 batch = []
+                # The background writer may have freed the space while the batch was logged
+                # (and set the event this write would otherwise wait on anew, for ever): look
+                # again before waiting. Nothing awaits between this look and the wait.
+                if (where := ring.place(need)) is not None:
+                    break
                 self.stats["waits_for_space"] += 1
                 if not self.running:  # no background task (e.g. a bare Array): write now
                     await self._write_or_wait(ring)
                     continue
-                self._wake[disk].set()
                 if self._space[disk].is_set():
                     self._space[disk] = sched.Event()
+                self._wake[disk].set()
                 await self._space[disk].wait()
             self._seq += 1
             entry = PendingImage(self._seq, disk, home, logical, bytes(payload), where, origin=ORIGIN.get())

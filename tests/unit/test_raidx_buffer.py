@@ -9,6 +9,7 @@ and its image agree. Failures are injected the way `raidlab fail` does it.
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 import trio
@@ -342,3 +343,39 @@ def test_without_a_background_task_a_full_buffer_is_written_out_inline():
 
     stats, same = run(body)
     assert stats["waits_for_space"] > 0 and stats["written_home"] > 0 and same
+
+
+def test_a_write_waiting_for_log_space_freed_while_it_logged_is_not_left_waiting():
+    """The background writer can free a full ring while a write is logging what it placed
+    so far; that write must see the space, not wait for a wake-up that has already come
+    (it once waited for ever with nothing pending). The interleaving is made certain here:
+    every append is followed by the background's work before the writer looks again."""
+    store = backends()
+
+    async def body(nursery):
+        array, _keeper, _members = await create(store, nursery, delay=FOREVER)
+        buffer = array.image_buffer
+        logged = buffer._append
+
+        async def append_then_background_writes_home(entries, fua):
+            # Called by ImageBuffer.log from inside its wait for space (its `where` is None
+            # there): the background writer empties the rings while this batch is logged.
+            waiting = sys._getframe(1).f_locals.get("where", 0) is None
+            await logged(entries, fua)
+            if waiting:
+                await buffer.write_pending()
+
+        buffer._append = append_then_background_writes_home
+        rng = random.Random(1)
+        reference = bytearray(array.size)
+        with trio.move_on_after(60) as deadline:
+            for offset in range(0, array.size - 256 * KiB, 192 * KiB):
+                data = rng.randbytes(192 * KiB)
+                await array.write(offset, data)
+                reference[offset:offset + len(data)] = data
+        assert not deadline.cancelled_caught, "a write waited for log space that was free"
+        assert await read_all(array) == reference
+        return buffer.statistics()
+
+    stats = run(body)
+    assert stats["logged"] > 0 and stats["written_home"] > 0
