@@ -10,7 +10,13 @@ layout's own plans (raidlab.engine.layouts.explain over the engine's `write_plan
 I/O is done.
 
 Units: --lba and --length count blocks of --block bytes (default 4K, or the chunk when it
-is smaller); member offsets count blocks from the start of each member.
+is smaller); every line says "block" or "blocks", member blocks counting from the start of
+each member. Without --disk-size each member is 16 chunks (SA-RAID's: 100), or as many more
+as a request given by --lba and --length needs; a --disk-size too small for the request is
+refused with the size it would take.
+
+A quiz (--seed, or no --lba) numbers its questions and ends with how to see the answers;
+no question shows any part of its answer before --answers.
 """
 
 from __future__ import annotations
@@ -74,16 +80,49 @@ def layout_params(name: str, n: int, options: dict[str, str]) -> tuple[dict, str
     return params, note
 
 
-def build(name: str, disks: int, chunk: int, disk_size: int | None, options: dict[str, str]):
-    """The layout (data area at offset 0) and a note on example parameters."""
-    from raidlab.engine.layouts import create_layout, layout_names
+def _layout_of(name: str, disks: int, chunk: int, size: int, params: dict):
+    from raidlab.engine.layouts import create_layout
+
+    return create_layout(name, n_disks=disks, disk_size=size, chunk_bytes=chunk, **params)
+
+
+def smallest_disk_for(name: str, disks: int, chunk: int, params: dict, need: int, *, multiple: int = 1) -> int | None:
+    """The smallest member size, in whole multiples of `multiple` chunk rows, whose layout
+    holds `need` logical bytes; None if none up to 1 TiB per member does."""
+    per_row = _layout_of(name, disks, chunk, multiple * chunk, params).capacity / multiple
+    rows = max(multiple, int(need // max(per_row, 1)) // multiple * multiple)
+    while rows * chunk <= 1 << 40:
+        try:
+            if _layout_of(name, disks, chunk, rows * chunk, params).capacity >= need:
+                return rows * chunk
+        except UsageError:
+            pass  # a size the layout cannot take (RAID-x's halves): the next one
+        rows += multiple
+    return None
+
+
+def build(name: str, disks: int, chunk: int, disk_size: int | None, options: dict[str, str], need: int = 0):
+    """The layout (data area at offset 0) and notes on example parameters and on a member
+    size grown to hold `need` logical bytes (the end of the request asked about)."""
+    from raidlab.engine.layouts import layout_names
+    from raidlab.engine.layouts.base import format_size
 
     if name not in layout_names():
         raise UsageError(f"no layout named {name!r}", hint=f"layouts: {', '.join(layout_names())}")
     params, note = layout_params(name, disks, options)
     rows = SA_ROWS if name in (*SA_LAYOUTS, "saz") else DEFAULT_ROWS
-    size = disk_size if disk_size is not None else rows * chunk
-    return create_layout(name, n_disks=disks, disk_size=size, chunk_bytes=chunk, **params), note
+    if disk_size is not None:
+        return _layout_of(name, disks, chunk, disk_size, params), note
+    layout = _layout_of(name, disks, chunk, rows * chunk, params)
+    if layout.capacity < need:
+        size = smallest_disk_for(name, disks, chunk, params, need, multiple=rows)
+        if size is None:
+            raise UsageError(f"no {name} on {disks} disks holds {need} bytes", hint="use a smaller --lba or --length")
+        layout = _layout_of(name, disks, chunk, size, params)
+        grown = (f"disks of {format_size(size)}: {rows} chunks each (the default) would end before the request "
+                 f"(--disk-size to choose)")
+        note = f"{note}\n{grown}" if note else grown
+    return layout, note
 
 
 def random_requests(layout, block: int, count: int, seed: int, op: str | None) -> list[tuple[int, int, bool]]:
@@ -106,7 +145,8 @@ def random_requests(layout, block: int, count: int, seed: int, op: str | None) -
 @click.option("--disks", type=click.IntRange(min=1), default=4, show_default=True, help="members")
 @click.option("--chunk", default="4K", show_default=True, help="chunk (stripe unit)")
 @click.option("--disk-size", default=None,
-              help=f"bytes per member (default: {DEFAULT_ROWS} chunks; SA-RAID's {SA_ROWS})")
+              help=f"bytes per member (default: {DEFAULT_ROWS} chunks, SA-RAID's {SA_ROWS}, or more to hold the "
+                   "request of --lba and --length)")
 @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
               help="a layout option (raid5 algorithm, raid10 layout, chained image_placement, sa bandwidths, ...)")
 @click.option("--block", default=None, help="the unit of --lba, --length and member offsets (default 4K, or the chunk)")
@@ -116,8 +156,8 @@ def random_requests(layout, block: int, count: int, seed: int, op: str | None) -
 @click.option("--read", "op", flag_value="read", help="a read")
 @click.option("--failed", type=int, multiple=True, help="a failed member (repeatable): degraded plans")
 @click.option("--reverse", is_flag=True, help="show the member operations and ask for the logical request")
-@click.option("--answers", is_flag=True, help="print the answers (random and reverse questions hide them)")
-@click.option("--seed", type=int, default=None, help="random requests from this seed (a quiz)")
+@click.option("--answers", is_flag=True, help="print the answers (a quiz and a reverse question hide them)")
+@click.option("--seed", type=int, default=None, help="numbered random requests from this seed (a quiz)")
 @click.option("--count", type=click.IntRange(min=1), default=5, show_default=True, help="random requests")
 @click.option("--draw", is_flag=True, help="draw the layout: one column per disk, one line per chunk row")
 @click.option("--rows", type=click.IntRange(min=1), default=None, help="chunk rows to draw (default: all, at most 64)")
@@ -131,48 +171,67 @@ def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, o
     raidlab explain raidx --draw                          # the RAID-x paper's Fig. 2
     raidlab explain raid5 --seed 7 --reverse              # a quiz; --answers to check it
     """
-    from raidlab.engine.layouts.explain import draw_layout, explain_request, header
+    from raidlab.engine.layouts.base import format_size
+    from raidlab.engine.layouts.explain import draw_layout, header, request_lines
     from raidlab.units import parse_size
 
     chunk_bytes = parse_size(chunk, "--chunk")
     size = parse_size(disk_size, "--disk-size") if disk_size is not None else None
-    layout, note = build(layout_name, disks, chunk_bytes, size, _key_values(options))
     unit = parse_size(block, "--block") if block is not None else min(4096, chunk_bytes)
+    need = (lba + length) * unit if lba is not None else 0
+    options_given = _key_values(options)
+    layout, note = build(layout_name, disks, chunk_bytes, size, options_given, need)
     if unit <= 0 or unit % 512 or (layout.uses_chunks and chunk_bytes % unit):
         raise UsageError(f"block of {unit} bytes does not divide the chunk of {chunk_bytes} bytes into sectors",
                          hint="use --block 512, 4K or the chunk")
     bad = [d for d in failed if not 0 <= d < disks]
     if bad:
         raise UsageError(f"--failed {bad[0]}: the layout has disks 0..{disks - 1}")
+    if lba is not None and need > layout.capacity:
+        params, _note = layout_params(layout_name, disks, options_given)
+        fits = smallest_disk_for(layout_name, disks, chunk_bytes, params, need)
+        raise UsageError(f"blocks {lba}..{lba + length - 1} are beyond the layout's {layout.capacity // unit} "
+                         f"blocks (disks of {format_size(layout.disk_size)})",
+                         hint=(f"give --disk-size {_size_flag(fits)} or more, or " if fits else "use ")
+                         + "a smaller --lba or --length")
+    click.echo(header(layout, unit))
+    if note:
+        click.echo(note)
+    entries = layout.geometry().get("virtual_device_array")
+    if entries:  # SA-RAID: each disk's share of the 100 entries, what the drawing spreads
+        click.echo("virtual device array: " + ", ".join(f"disk {d} {entries.count(d)} entries"
+                                                        for d in range(layout.n_disks)))
+    if failed:
+        click.echo(f"failed disks: {', '.join(map(str, sorted(set(failed))))}")
     if draw:
-        click.echo(header(layout, unit))
-        if note:
-            click.echo(note)
         click.echo(draw_layout(layout, rows))
         if lba is None and seed is None:
             return 0
     if lba is not None:
-        if (lba + length) * unit > layout.capacity:
-            raise UsageError(f"blocks {lba}..{lba + length - 1} are beyond the layout's "
-                             f"{layout.capacity // unit} blocks",
-                             hint="use a smaller --lba or --length, or a larger --disk-size")
-        requests = [(lba * unit, length * unit, op == "write")]
         show = answers or not reverse
-    else:
-        requests = random_requests(layout, unit, count, 0 if seed is None else seed, op)
-        show = answers
-    for i, (offset, nbytes, write) in enumerate(requests):
-        if i:
-            click.echo()
-        text = explain_request(layout, offset, nbytes, write=write, failed=failed, show_answers=show,
-                               reverse=reverse, block=unit)
-        if note and i == 0 and not draw:
-            first, _, rest = text.partition("\n")
-            text = f"{first}\n{note}\n{rest}"
-        elif i:
-            text = text.split("\n", 1)[1]  # the header once
-        click.echo(text)
+        click.echo("\n".join(request_lines(layout, lba * unit, length * unit, write=op == "write", failed=failed,
+                                           show_answers=show, reverse=reverse, block=unit)))
+        if not show:
+            click.echo(ANSWERS_HINT)
+        return 0
+    for number, (offset, nbytes, write) in enumerate(random_requests(layout, unit, count, seed or 0, op), 1):
+        click.echo(f"\nQuestion {number}:")
+        click.echo("\n".join(request_lines(layout, offset, nbytes, write=write, failed=failed,
+                                           show_answers=answers, reverse=reverse, block=unit)))
+    if not answers:
+        click.echo(f"\n{ANSWERS_HINT}")
     return 0
+
+
+ANSWERS_HINT = "To see the answers, run the same command with --answers."
+
+
+def _size_flag(nbytes: int) -> str:
+    """A --disk-size value: 2M, 320K, or bytes."""
+    for suffix, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes % size == 0:
+            return f"{nbytes // size}{suffix}"
+    return str(nbytes)
 
 
 def register(cli: click.Group) -> None:

@@ -1,6 +1,7 @@
 """`raidlab explain`: the member operations it prints are the engine's own plans, for every
-layout; the reverse question hides its answer until --answers; a seed gives the same quiz
-every time; bad input is one line and exit 2."""
+layout; the reverse question hides its answer until --answers and says how to see it; a seed
+gives the same numbered quiz every time; a request beyond the default disks gets disks that
+hold it; the drawing has a legend; bad input is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from raidlab.cli.explain import build
 from raidlab.engine.layouts import layout_names
 
 K = 1024
-OP = re.compile(r"^  (read|write) +\[disk (\d+), offset (\d+)\](?: x(\d+))?")
+OP = re.compile(r"^  (read|write) +\[disk (\d+), blocks? (\d+)(?:\.\.(\d+))?\]")
 
 
 def run(*args: str) -> str:
@@ -28,7 +29,8 @@ def printed_ops(text: str) -> list[tuple[str, int, int, int]]:
     for line in text.splitlines():
         m = OP.match(line)
         if m:
-            out.append((m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4) or 1)))
+            first = int(m.group(3))
+            out.append((m.group(1), int(m.group(2)), first, int(m.group(4) or first) - first + 1))
     return out
 
 
@@ -48,7 +50,7 @@ def test_every_layout_prints_the_engine_s_own_plan(name, write):
 
 def test_a_degraded_raid5_read_is_rebuilt_from_the_other_disks():
     text = run("raid5", "--lba", "5", "--failed", "1")
-    assert "failed disks: 1" in text and "rebuilt as XOR of disk 0, disk 2, disk 3" in text
+    assert "failed disks: 1" in text and "block 5 rebuilt as XOR of disks 0, 2, 3" in text
     assert all(disk != 1 for _op, disk, _off, _n in printed_ops(text))
 
 
@@ -57,7 +59,7 @@ def test_failures_the_layout_cannot_survive_name_the_lost_blocks_and_refuse_writ
     named as lost, the others are read from what survives; a write to such a block is
     refused with EIO, as the engine refuses it."""
     text = run("raidx", "--lba", "0", "--length", "12", "--failed", "1", "--failed", "3")
-    lost = re.findall(r"addr (\d+): no surviving copy \(disks 1, 3 failed\)", text)
+    lost = re.findall(r"block (\d+): no surviving copy \(disks 1, 3 failed\)", text)
     layout, _note = build("raidx", 4, 4 * K, None, {})
     expected = [str(b) for b in range(12) if {p.disk for p in layout.copies(b * 4 * K, 4 * K)[0]} <= {1, 3}]
     assert lost == expected and lost
@@ -68,38 +70,81 @@ def test_failures_the_layout_cannot_survive_name_the_lost_blocks_and_refuse_writ
 
 def test_the_reverse_question_hides_the_logical_request_until_answers():
     question = run("raid5", "--lba", "4", "--write", "--reverse")
-    assert question.splitlines()[-1] == "LOGICAL WRITE from addr:? size:?" and printed_ops(question)
+    lines = question.splitlines()
+    assert lines[-2:] == ["LOGICAL WRITE at block ?, ? blocks",
+                          "To see the answers, run the same command with --answers."]
+    assert printed_ops(question) and "stripe" not in question  # the stripe would give the block away
     answer = run("raid5", "--lba", "4", "--write", "--reverse", "--answers")
-    assert answer.splitlines()[-1] == "LOGICAL WRITE from addr:4 size:4096"
+    assert answer.splitlines()[-1] == "LOGICAL WRITE at block 4, 1 block" and "--answers" not in answer
+    assert "stripe 1: reconstruct-write" in answer
 
 
-def test_a_seeded_quiz_is_the_same_every_time_and_hides_answers_until_asked():
+def test_a_seeded_quiz_is_numbered_the_same_every_time_and_hides_answers_until_asked():
     quiz = run("raid5", "--seed", "7", "--count", "3")
     assert quiz == run("raid5", "--seed", "7", "--count", "3") != run("raid5", "--seed", "8", "--count", "3")
-    assert quiz.count("Physical reads/writes?") == 3 and not printed_ops(quiz)
+    assert [line for line in quiz.splitlines() if line.startswith("Question")] == \
+        ["Question 1:", "Question 2:", "Question 3:"]
+    assert quiz.count("Physical reads and writes?") == 3 and not printed_ops(quiz) and "stripe" not in quiz
+    assert quiz.splitlines()[-1] == "To see the answers, run the same command with --answers."
     answered = run("raid5", "--seed", "7", "--count", "3", "--answers")
-    assert [line for line in answered.splitlines() if line.startswith("LOGICAL")] == \
-        [line for line in quiz.splitlines() if line.startswith("LOGICAL")]
-    assert printed_ops(answered)
+    assert [line for line in answered.splitlines() if line.startswith(("LOGICAL", "Question"))] == \
+        [line for line in quiz.splitlines() if line.startswith(("LOGICAL", "Question"))]
+    assert printed_ops(answered) and "--answers" not in answered
+    reverse = run("raid5", "--seed", "7", "--count", "3", "--reverse")
+    assert reverse.count("LOGICAL") == reverse.count("at block ?, ? blocks") == 3 and "stripe" not in reverse
 
 
-def test_the_drawing_of_raidx_has_data_rows_then_image_rows():
-    text = run("raidx", "--draw", "--disk-size", "24K")
-    assert text.splitlines()[1:4] == ["row   disk 0 disk 1 disk 2 disk 3", "0         B0     B1     B2     B3",
-                                      "1         B4     B5     B6     B7"]
-    assert "M0" in text
-    assert run("raidx", "--draw", "--rows", "2").splitlines()[-1] == "... (14 more rows)"  # 16 rows by default
+def test_every_line_says_blocks_or_bytes():
+    """The logical request, every member operation and every reconstruction name their unit."""
+    text = run("raid5", "--disks", "5", "--lba", "3", "--length", "6", "--failed", "2")
+    for line in text.splitlines()[1:]:
+        if line.startswith(("LOGICAL", "  read", "  write")) or "rebuilt" in line:
+            assert re.search(r"\bblocks?\b", line), line
+    assert "size:" not in text and "addr" not in text and "offset" not in text
+
+
+def test_a_request_beyond_the_default_disks_gets_disks_that_hold_it():
+    """Lab 1's command: 16 chunks of 64 KiB per member end at block 1023; the disks grow to
+    the next whole 16 chunks that hold the request, and the plan is the engine's."""
+    text = run("raid5", "--disks", "5", "--chunk", "64K", "--lba", "1280", "--length", "16", "--write")
+    assert text.splitlines()[0].startswith("raid5 on 5 disks of 2 MiB, chunk 64 KiB")
+    assert "16 chunks each (the default) would end before the request" in text
+    assert "stripe 20: read-modify-write (RMW needs 2 member reads, RCW needs 3 member reads)" in text
+    layout, _note = build("raid5", 5, 64 * K, 2 << 20, {})
+    plan = layout.write_plan(1280 * 4 * K, 16 * 4 * K)
+    assert printed_ops(text) == [("read", r.disk, r.disk_offset // (4 * K), r.length // (4 * K)) for r in plan.reads] \
+        + [("write", e.disk, e.disk_offset // (4 * K), e.length // (4 * K)) for e in plan.writes]
+    assert "would end" not in run("raid5", "--lba", "4")  # a request that fits keeps the default
+
+
+def test_a_disk_size_too_small_for_the_request_says_how_large_it_must_be(capsys):
+    assert main(["explain", "raid5", "--disks", "5", "--chunk", "64K", "--lba", "1280", "--length", "16",
+                 "--write", "--disk-size", "1M"]) == 2
+    err = capsys.readouterr().err
+    assert "blocks 1280..1295 are beyond the layout's 1024 blocks" in err and "--disk-size 1344K or more" in err
+    # 1344K is the least that holds it: 1344 KiB of 64 KiB chunks x 4 data disks = 5376 KiB >= 1296 blocks
+    assert run("raid5", "--disks", "5", "--chunk", "64K", "--lba", "1280", "--length", "16", "--disk-size", "1344K")
+    assert main(["explain", "raid5", "--disks", "5", "--chunk", "64K", "--lba", "1280", "--length", "16",
+                 "--disk-size", "1280K"]) == 2
+
+
+def test_the_drawing_has_a_legend_for_its_symbols():
+    raidx = run("raidx", "--draw").splitlines()
+    assert raidx[-1] == ("one cell = one chunk of 4 KiB: Bn = logical chunk n (data); Mn = a mirror copy or image "
+                         "of chunk n; . = unused")
+    assert run("raid5", "--draw").splitlines()[-1].endswith("Pn = the parity of stripe n")
 
 
 def test_sa_layouts_get_example_bandwidths_and_say_so():
     text = run("sa3", "--lba", "0", "--length", "8")
     assert "bandwidths 20,10,..." in text
+    assert "virtual device array: disk 0 40 entries, disk 1 20 entries, disk 2 20 entries, disk 3 20 entries" in text
     assert sum(n for op, disk, _off, n in printed_ops(text) if disk == 0) > 2  # the fast disk takes more
 
 
 @pytest.mark.parametrize("args, words", [
     (["bogus"], "no layout named 'bogus'"),
-    (["raid5", "--lba", "999"], "beyond the layout's 48 blocks"),
+    (["raid5", "--lba", "999", "--disk-size", "64K"], "beyond the layout's 48 blocks"),
     (["raid5", "--failed", "9"], "--failed 9"),
     (["raid5", "-o", "algorithm"], "is not KEY=VALUE"),
     (["sa1", "-o", "bandwidths=1,2"], "names 2 disks, not 4"),

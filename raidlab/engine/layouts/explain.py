@@ -8,9 +8,15 @@ its layouts, from the same pure plans the engine executes, so what a student rea
 the engine does. Everything here returns text; nothing performs I/O; `raidlab explain`
 (raidlab.cli.explain) prints it.
 
-Units: addresses and offsets are printed in blocks of `block` bytes (default 4 KiB when
-everything is 4 KiB-aligned, else 512-byte sectors); member offsets count from the start of
-the layout's data area (the metadata area before `data_offset` is left out).
+Units: every address and length is said in blocks of `block` bytes, and every line says
+"block" or "blocks" (the header says how many bytes a block is: 4 KiB when everything is
+4 KiB-aligned, else a 512-byte sector); member blocks count from the start of the layout's
+data area (the metadata area before `data_offset` is left out). The one count that is not
+blocks, a RAID 5 method's cost, is said in member reads (requests).
+
+A question (show_answers=False) shows nothing that gives its answer away: the forward one
+no member operation and no stripe, the reverse one no logical block (not even in a
+degraded read's reconstruction) and no stripe number.
 """
 
 from __future__ import annotations
@@ -34,12 +40,25 @@ def _addr(nbytes: int, block: int) -> str:
     return str(nbytes // block)
 
 
+def _blocks(offset: int, length: int, block: int) -> str:
+    """"block 5", "blocks 8..10" (first and last), or bytes where a range is not whole blocks."""
+    if offset % block or length % block:
+        return f"bytes {offset}..{offset + length - 1}"
+    first, count = offset // block, length // block
+    return f"block {first}" if count == 1 else f"blocks {first}..{first + count - 1}"
+
+
+def _count(length: int, block: int) -> str:
+    n = length // block
+    return f"{n} block{'s' if n != 1 else ''}" if length % block == 0 else f"{length} bytes"
+
+
 def _where(layout: Layout, disk: int, disk_offset: int, length: int, block: int) -> str:
-    rel = disk_offset - layout.data_offset
-    text = f"[disk {disk}, offset {_addr(rel, block)}]"
-    if length != block:
-        text += f" x{length // block}" if length % block == 0 else f" {length} bytes"
-    return text
+    return f"[disk {disk}, {_blocks(disk_offset - layout.data_offset, length, block)}]"
+
+
+def _reads(n: int) -> str:
+    return f"{n} member read{'s' if n != 1 else ''}"
 
 
 def header(layout: Layout, block: int) -> str:
@@ -47,17 +66,20 @@ def header(layout: Layout, block: int) -> str:
     if isinstance(layout, ChunkMappedLayout) and hasattr(layout, "layout"):
         opts = f" layout {layout.layout}"
     text = (
-        f"{layout.name}{opts} on {layout.n_disks} disks, chunk {format_size(layout.chunk_bytes)}, "
-        f"capacity {format_size(layout.capacity)}; 1 block = {format_size(block)}"
+        f"{layout.name}{opts} on {layout.n_disks} disks of {format_size(layout.disk_size)}, chunk "
+        f"{format_size(layout.chunk_bytes)}, capacity {format_size(layout.capacity)}; "
+        f"1 block = {format_size(block)}"
     )
     if layout.data_offset:
-        text += f"; member offsets count from the data area at {format_size(layout.data_offset)}"
+        text += f"; member blocks count from the data area at {format_size(layout.data_offset)}"
     return text
 
 
 def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = False,
-                   failed: Iterable[int] = (), block: int | None = None) -> list[str]:
-    """The physical requests of one logical request, one line each, in issue order."""
+                   failed: Iterable[int] = (), block: int | None = None, reveal: bool = True) -> list[str]:
+    """The physical requests of one logical request, one line each, in issue order; with
+    reveal=False (a reverse question) without the lines that name the logical request:
+    the RAID 5 stripe and its method, the logical blocks a degraded read rebuilds."""
     failed = frozenset(failed)
     block = block or _block_size(layout, offset, length)
     lines: list[str] = []
@@ -66,12 +88,12 @@ def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = Fa
             plan = layout.write_plan(offset, length, failed)
         except DataUnavailableError as exc:  # the engine answers such a write with EIO
             return [f"  refused with EIO: {exc.strerror}"]
-        for stripe in plan.stripes:
+        for stripe in plan.stripes if reveal else ():
             alt = []
             if stripe.rmw_reads is not None:
-                alt.append(f"rmw needs {stripe.rmw_reads} reads")
+                alt.append(f"RMW needs {_reads(stripe.rmw_reads)}")
             if stripe.rcw_reads is not None:
-                alt.append(f"rcw needs {stripe.rcw_reads} reads")
+                alt.append(f"RCW needs {_reads(stripe.rcw_reads)}")
             lines.append(f"  stripe {stripe.stripe}: {_METHOD_WORDS.get(stripe.method, stripe.method)}"
                          + (f" ({', '.join(alt)})" if alt else ""))
         for rng in plan.reads:
@@ -88,10 +110,12 @@ def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = Fa
         plan = layout.degraded_read_plan(offset, length, failed)
     except DataUnavailableError:
         if length <= block:
-            return [f"  addr {_addr(offset, block)}: no surviving copy (disks {', '.join(map(str, sorted(failed)))} failed)"]
+            where = _blocks(offset, length, block) if reveal else "a block"
+            return [f"  {where}: no surviving copy (disks {', '.join(map(str, sorted(failed)))} failed)"]
         # Some blocks are lost: explain the request block by block.
         for start in range(offset, offset + length, block):
-            lines += physical_lines(layout, start, min(block, offset + length - start), failed=failed, block=block)
+            lines += physical_lines(layout, start, min(block, offset + length - start), failed=failed, block=block,
+                                    reveal=reveal)
         return lines
     for rng in plan.reads:
         loc = layout.locate(rng.disk, rng.disk_offset)
@@ -99,9 +123,9 @@ def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = Fa
                      f"{ROLE_WORDS.get(loc.role, loc.role)}")
     for piece in plan.pieces:
         if len(piece.sources) > 1:
-            disks = ", ".join(f"disk {plan.reads[i].disk}" for i, _off in piece.sources)
-            lines.append(f"  addr {_addr(piece.offset, block)}+{piece.length // block if piece.length % block == 0 else piece.length}"
-                         f" rebuilt as XOR of {disks}")
+            disks = ", ".join(str(plan.reads[i].disk) for i, _off in piece.sources)
+            where = _blocks(piece.offset, piece.length, block) if reveal else _count(piece.length, block)
+            lines.append(f"  {where} rebuilt as XOR of disks {disks}")
     return lines
 
 
@@ -115,29 +139,38 @@ _METHOD_WORDS = {
 }
 
 
+def request_lines(layout: Layout, offset: int, length: int, *, write: bool = False,
+                  failed: Iterable[int] = (), show_answers: bool = True, reverse: bool = False,
+                  block: int | None = None) -> list[str]:
+    """One logical request, OSTEP-style, without the layout's header.
+
+    forward (default): the logical request, then its physical requests (or the question
+    "Physical reads and writes?" when show_answers is False). reverse: the physical requests,
+    then the logical request (or "at block ?, ? blocks" when show_answers is False).
+    """
+    block = block or _block_size(layout, offset, length)
+    op = "WRITE" if write else "READ"
+    logical = f"LOGICAL {op} at block {_addr(offset, block)}, {_count(length, block)}"
+    if reverse:
+        lines = physical_lines(layout, offset, length, write=write, failed=failed, block=block,
+                               reveal=show_answers)
+        return [*lines, logical if show_answers else f"LOGICAL {op} at block ?, ? blocks"]
+    if not show_answers:
+        return [logical, "  Physical reads and writes?"]
+    return [logical, *physical_lines(layout, offset, length, write=write, failed=failed, block=block)]
+
+
 def explain_request(layout: Layout, offset: int, length: int, *, write: bool = False,
                     failed: Iterable[int] = (), show_answers: bool = True, reverse: bool = False,
                     block: int | None = None) -> str:
-    """OSTEP-style text for one logical request.
-
-    forward (default): the logical request, then its physical requests (or the question
-    "Physical reads/writes?" when show_answers is False). reverse: the physical requests,
-    then the logical request (or "addr:? size:?" when show_answers is False).
-    """
+    """The layout's header, the failed disks if any, and `request_lines`."""
     failed = frozenset(failed)
     block = block or _block_size(layout, offset, length)
-    op = "WRITE" if write else "READ"
-    logical = f"LOGICAL {op} from addr:{_addr(offset, block)} size:{length}"
-    lines = physical_lines(layout, offset, length, write=write, failed=failed, block=block)
     out = [header(layout, block)]
     if failed:
         out.append(f"failed disks: {', '.join(map(str, sorted(failed)))}")
-    if reverse:
-        out.extend(lines)
-        out.append(logical if show_answers else f"LOGICAL {op} from addr:? size:?")
-    else:
-        out.append(logical)
-        out.extend(lines if show_answers else ["  Physical reads/writes?"])
+    out += request_lines(layout, offset, length, write=write, failed=failed, show_answers=show_answers,
+                         reverse=reverse, block=block)
     return "\n".join(out)
 
 
@@ -148,24 +181,26 @@ def explain_physical(layout: Layout, disk: int, disk_offset: int, *, block: int 
     """
     block = block or _block_size(layout, disk_offset - layout.data_offset)
     loc = layout.locate(disk, disk_offset)
-    where = f"disk {disk}, offset {_addr(disk_offset - layout.data_offset, block)}"
+    where = f"disk {disk}, block {_addr(disk_offset - layout.data_offset, block)}"
     if loc.role == "parity":
         return f"{where}: parity of stripe {loc.stripe}"
     if loc.role in ("unused", "reserved"):
         return f"{where}: {loc.role}"
     copy = f" (copy {loc.copy})" if loc.copy else ""
-    return f"{where}: {ROLE_WORDS[loc.role]} of logical addr {_addr(loc.logical_offset, block)}{copy}"
+    return f"{where}: {ROLE_WORDS[loc.role]} of logical block {_addr(loc.logical_offset, block)}{copy}"
 
 
 def draw_layout(layout: Layout, rows: int | None = None, *, width: int = 5) -> str:
     """A picture like the RAID-x paper's Fig. 2: one column per disk, one line per chunk row.
 
     B<i> is logical chunk i, M<i> its mirror or image, P<s> the parity of stripe s, '.' an
-    unused chunk. rows defaults to the whole member (capped at 64 lines).
+    unused chunk; a legend under the drawing names the symbols it uses. rows defaults to the
+    whole member (capped at 64 lines).
     """
     total_rows = layout.chunks_per_disk if layout.uses_chunks else -(-layout.member_data_size // layout.chunk_bytes)
     rows = min(total_rows, 64) if rows is None else min(rows, total_rows)
     lines = ["row  " + "".join(f"{'disk ' + str(d):>{width + 2}}" for d in range(layout.n_disks))]
+    used: set[str] = set()
     for row in range(rows):
         cells = []
         for disk in range(layout.n_disks):
@@ -178,11 +213,25 @@ def draw_layout(layout: Layout, rows: int | None = None, *, width: int = 5) -> s
                 cell = f"M{loc.logical_offset // layout.chunk_bytes}"
             else:
                 cell = "."
+            used.add(cell[0])
             cells.append(f"{cell:>{width + 2}}")
         lines.append(f"{row:<5d}" + "".join(cells))
     if rows < total_rows:
         lines.append(f"... ({total_rows - rows} more rows)")
+    lines.append(legend(layout, used))
     return "\n".join(lines)
 
 
-__all__ = ["draw_layout", "explain_physical", "explain_request", "header", "physical_lines", "Raid5Layout"]
+_LEGEND = (("B", "Bn = logical chunk n (data)"), ("M", "Mn = a mirror copy or image of chunk n"),
+           ("P", "Pn = the parity of stripe n"), (".", ". = unused"))
+
+
+def legend(layout: Layout, symbols: Iterable[str] = "BMP.") -> str:
+    """What the drawing's cells mean, for the symbols it uses; a cell is one chunk."""
+    symbols = set(symbols)
+    words = "; ".join(text for symbol, text in _LEGEND if symbol in symbols)
+    return f"one cell = one chunk of {format_size(layout.chunk_bytes)}: {words}"
+
+
+__all__ = ["draw_layout", "explain_physical", "explain_request", "header", "legend", "physical_lines",
+           "request_lines", "Raid5Layout"]
