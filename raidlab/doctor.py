@@ -19,6 +19,8 @@ import subprocess
 from pathlib import Path
 
 from raidlab import archs
+from raidlab.errors import UsageError
+from raidlab.lab.private import HOME_ENV, check_ancestors, private_dir, raidlab_home
 from raidlab.tools.base import PACKAGES, version_of, which
 from raidlab.vm import kernel as vm_kernel
 
@@ -113,6 +115,7 @@ class Report:
                 }
                 for t in self.tools
             },
+            "home": str(raidlab_home()),
             "capabilities": {c.name: {"ok": c.ok, "detail": c.detail} for c in self.capabilities},
             "runners": {r.name: {"usable": r.usable, "reason": r.reason} for r in self.runners},
             "architectures": {a.name: {"family": a.family, "runners": a.runners, "usable_here": a.usable}
@@ -279,11 +282,28 @@ def architectures(runners: list[Runner]) -> list[ArchitectureStatus]:
     return out
 
 
+def check_home() -> Capability:
+    """The lab home in use (raidlab.lab.private): $RAIDLAB_HOME or the caller's default, and
+    whether raidlab will keep labs there (a directory private to the caller, or one it can
+    make so). Nothing is created."""
+    home = raidlab_home()
+    source = f"from ${HOME_ENV}" if os.environ.get(HOME_ENV) else f"the default; ${HOME_ENV} chooses another"
+    try:
+        check_ancestors(home)
+        if home.exists():
+            private_dir(home, create=False, tighten=False)
+    except UsageError as exc:
+        return Capability("lab home", False, f"{home} ({source}): {exc.message}")
+    made = "" if home.exists() else ", made by the first `raidlab create`"
+    return Capability("lab home", True, f"{home} ({source}{made})")
+
+
 def collect() -> Report:
     is_root = os.geteuid() == 0
     tools = [_tool_status(name) for name in TOOLS]
     have = {t.name: t.found for t in tools}
-    caps = [check_loop(), check_fuse(), check_md(), check_nbd(), check_kvm(), check_tcg(), check_cluster()]
+    caps = [check_home(), check_loop(), check_fuse(), check_md(), check_nbd(), check_kvm(), check_tcg(),
+            check_cluster()]
     ok = {c.name: c.ok for c in caps}
 
     runners: list[Runner] = []

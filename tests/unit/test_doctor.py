@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,25 @@ def test_bad_cli_usage_exits_two_without_traceback(raidlab_cmd, argv):
     proc = subprocess.run([*raidlab_cmd, *argv], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
+
+
+def test_doctor_shows_the_lab_home_in_use(monkeypatch, tmp_path):
+    """The home raidlab would use, where it comes from, and whether labs may live there; the
+    JSON names it too. Nothing is created."""
+    home = tmp_path / "labs-home"
+    monkeypatch.setenv("RAIDLAB_HOME", str(home))
+    cap = doctor.check_home()
+    assert cap.ok and cap.detail == f"{home} (from $RAIDLAB_HOME, made by the first `raidlab create`)"
+    assert not home.exists()
+    home.mkdir(mode=0o700)
+    assert doctor.check_home().detail == f"{home} (from $RAIDLAB_HOME)"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by others, not sticky: another user could swap the home
+    monkeypatch.setenv("RAIDLAB_HOME", str(shared / "home"))
+    refused = doctor.check_home()
+    assert not refused.ok and "writable by others" in refused.detail
+    monkeypatch.delenv("RAIDLAB_HOME")
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    assert doctor.check_home().detail.startswith(f"{Path.home() / '.local' / 'state' / 'raidlab'} (the default")
+    assert doctor.collect().as_json()["home"] == str(Path.home() / ".local" / "state" / "raidlab")
