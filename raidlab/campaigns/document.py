@@ -29,6 +29,7 @@ _VC = {"config": "scd", "cache_size": "8M", "ram_buffer": "1M"}
 FAULT_CELLS: dict[str, tuple[str, int, dict[str, Any], int]] = {
     "raid1": ("raid1", 2, {}, 1), "raid5": ("raid5", 4, {}, 1), "raid10": ("raid10", 4, {}, 1),
     "chained": ("chained", 4, {}, 1), "raidx": ("raidx", 4, {}, 1), "tss": ("tss", 4, {}, 1),
+    "tss-log": ("tss", 4, {"log": "on"}, 4),
     "vcraid": ("vcraid", 4, _VC, 1), "vcraid-mirrored-cache": ("vcraid", 4, {**_VC, "mirrored_cache": "on"}, 4),
     "vcraid-cache": ("vcraid", 4, _VC, 4), "dcd-data": ("dcd", 1, {}, 0), "dcd-cache": ("dcd", 1, {}, 1),
     "raid0": ("raid0", 4, {}, 1), "sa3": ("sa3", 4, {}, 1),

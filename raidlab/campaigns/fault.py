@@ -69,7 +69,8 @@ def drive_role(arch: str, disks: int, options: dict[str, Any], disk: int) -> tup
     if archs.get(arch).family == "engine":
         return "member", arch not in NON_REDUNDANT
     if arch == "tss":
-        return "column", True
+        # The data log's drive (log=on: the one after the columns) holds no data of its own.
+        return ("log drive", True) if disk == disks and str(options.get("log", "off")) == "on" else ("column", True)
     if arch == "dcd":
         return ("data disk", False) if disk == 0 else ("cache disk", False)
     if disk < disks:  # VC-RAID: a raid5 member, unless mcd keeps cache partitions on it

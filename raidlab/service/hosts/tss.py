@@ -125,7 +125,7 @@ class TSSHost:
                  m.get("bytes_read", 0) >> 10, m.get("bytes_written", 0) >> 10, f"{m.get('busy_time', 0):.3f}"]
                 for m in stats["members"]]
         report.append(f"columns: {write_cache_note(stats['members'])}")
-        return {"kind": "tss", "state": self._state(), "failed_members": sorted(device.failed),
+        return {"kind": "tss", "state": self._state(), "failed_members": self._failed_members(),
                 "report": report, "statistics": stats, "counts": counts,
                 "tables": [{"title": "columns", "columns": ["drive", "model", "reads", "writes", "KiB read",
                                                             "KiB written", "busy s"], "rows": rows}]}
@@ -140,17 +140,28 @@ class TSSHost:
 
     # ------------------------------------------------------------------ failure (§3.7)
 
-    def _column(self, request) -> int:
+    def _column(self, request, *, log_drive: bool = False) -> int:
+        """The drive a request names: a column, or with `log_drive` also the data log's drive
+        (the one after the columns, when the log is on)."""
         index = request.get("disk")
         columns = self.device.geometry.columns
+        if log_drive and index == columns and self.device.log is not None:
+            return index
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < columns:
-            extra = " (the data log drive cannot be failed)" if index == columns and self.device.log else ""
-            raise UsageError(f"no column {index}: {self.spec.name} has columns 0..{columns - 1}{extra}")
+            extra = f" and the data log's drive {columns}" if self.device.log is not None else ""
+            raise UsageError(f"no drive {index}: {self.spec.name} has columns 0..{columns - 1}{extra}")
         return index
 
+    def _failed_members(self) -> list[int]:
+        """The failed columns, and the data log's drive when the log failed."""
+        log = [self.device.geometry.columns] if self.device.log_failure is not None else []
+        return sorted(self.device.failed) + log
+
     async def op_fail(self, request, send) -> dict:
-        index = self._column(request)
+        index = self._column(request, log_drive=True)
         device, name = self.device, self.spec.name
+        if index == device.geometry.columns:
+            return await self._fail_log(index, request.get("mode") or "vanish")
         if index in device.failed:
             raise UsageError(f"column {index} of {name} is already failed",
                              hint=f"replace it with `raidlab replace {name} --disk {index}`")
@@ -164,17 +175,67 @@ class TSSHost:
             # A partial fault (raidlab.disks.disk, "Fault injection"): the column's drive keeps
             # answering, wrongly or slowly; an EIO on the device's own request fails the column.
             self.drives[index].fault = mode
-            return {"failed_members": sorted(device.failed), "state": self._state(), "fault": mode}
+            return {"failed_members": self._failed_members(), "state": self._state(), "fault": mode}
         self.drives[index].failed = True
         try:
             await device.fail(index)
         except OSError:
             pass  # forced: the device has lost its data, and says so on every request
-        return {"failed_members": sorted(device.failed), "state": self._state()}
+        return {"failed_members": self._failed_members(), "state": self._state()}
+
+    async def _fail_log(self, index: int, mode: str) -> dict:
+        """The data log's drive fails: writes go straight to the columns from now on
+        (raidlab.engine.tss.device, "data log"); a partial fault is found by the device's
+        next log write, flush or (read-eio) the scrub's read of the log."""
+        if mode not in ("vanish", *FAULTS):
+            raise UsageError(f"--mode {mode}: one of vanish, {', '.join(FAULTS)}")
+        if mode != "vanish":
+            self.drives[index].fault = mode
+            return {"failed_members": self._failed_members(), "state": self._state(), "fault": mode}
+        self.drives[index].failed = True
+        await self.device.fail_log()
+        return {"failed_members": self._failed_members(), "state": self._state()}
+
+    async def _replace_log(self, index: int) -> dict:
+        """A new drive for the data log: an empty log on it, writes logged again."""
+        if self.device.log_failure is None:
+            raise UsageError(f"the data log's drive {index} of {self.spec.name} has not failed",
+                             hint=f"fail it first with `raidlab fail {self.spec.name} --disk {index}`")
+        async with self.busy:
+            disk = self._new_drive(index)
+            await self.device.replace_log(disk)
+            self._take_new_drive(index, disk)
+        return {"failed_members": self._failed_members(), "state": self._state()}
+
+    def _new_drive(self, index: int) -> EmulatedDisk:
+        """A fresh drive for drive `index`, on a new image (its old one stays until it takes
+        the old name): the old drive's model, size, span, write cache, flushes and bus."""
+        new_image = self.session.lab.images_dir / f"d{index}.new.img"
+        new_image.unlink(missing_ok=True)
+        old = self.drives[index]
+        disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size),
+                            discipline=self.spec.discipline, io_in_thread=True,
+                            span=old.span, write_cache=old.write_cache, bus=old.bus, flushes=old.flushes)
+        if old.volatile is not None:
+            disk.enable_volatile_cache(volatile_log_path(new_image))
+        disk.start(self.session.nursery)
+        return disk
+
+    def _take_new_drive(self, index: int, disk: EmulatedDisk) -> None:
+        """`disk` (from _new_drive) replaces drive `index`, and its image takes the old name."""
+        images = self.session.lab.images_dir
+        self.drives[index].close()
+        os.replace(images / f"d{index}.new.img", images / f"d{index}.img")
+        if disk.volatile is not None:  # and its undo log
+            os.replace(disk.volatile.path, volatile_log_path(images / f"d{index}.img"))
+            disk.volatile.path = volatile_log_path(images / f"d{index}.img")
+        self.drives[index] = disk
 
     async def op_replace(self, request, send) -> dict:
-        index = self._column(request)
+        index = self._column(request, log_drive=True)
         device, name = self.device, self.spec.name
+        if index == device.geometry.columns:
+            return await self._replace_log(index)
         if index not in device.failed:
             raise UsageError(f"column {index} of {name} is not failed",
                              hint=f"fail it first with `raidlab fail {name} --disk {index}`")
@@ -182,17 +243,7 @@ class TSSHost:
             raise UsageError(f"{name} has lost data (failed columns {sorted(device.failed)}); a rebuild cannot "
                              "recover it")
         async with self.busy:
-            images = self.session.lab.images_dir
-            new_image = images / f"d{index}.new.img"
-            new_image.unlink(missing_ok=True)
-            old = self.drives[index]
-            # The replacement keeps the old drive's model, size, span, write cache and bus.
-            disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size),
-                                discipline=self.spec.discipline, io_in_thread=True,
-                                span=old.span, write_cache=old.write_cache, bus=old.bus, flushes=old.flushes)
-            if old.volatile is not None:
-                disk.enable_volatile_cache(volatile_log_path(new_image))
-            disk.start(self.session.nursery)
+            disk = self._new_drive(index)
             state = [0, 1]
             stripe = device.geometry.data_bytes  # progress in the bytes of the stripes looked at
             async with trio.open_nursery() as nursery:
@@ -201,20 +252,16 @@ class TSSHost:
                     index, disk, progress=lambda d, t: state.__setitem__(slice(0, 2), [d * stripe, t * stripe]))
                 nursery.cancel_scope.cancel()
             await send({"progress": [state[1], state[1]]})
-            old.close()
-            os.replace(new_image, images / f"d{index}.img")  # the replacement takes the old name
-            if disk.volatile is not None:  # and its undo log
-                os.replace(disk.volatile.path, volatile_log_path(images / f"d{index}.img"))
-                disk.volatile.path = volatile_log_path(images / f"d{index}.img")
-            self.drives[index] = disk
+            self._take_new_drive(index, disk)
             return {"rebuilt_stripes": rebuilt, "rebuilt_bytes": rebuilt * device.geometry.unit,
-                    "failed_members": sorted(device.failed), "state": self._state()}
+                    "failed_members": self._failed_members(), "state": self._state()}
 
     async def op_check(self, request, send) -> dict:
         if request.get("repair"):
             raise UsageError(f"{self.spec.name} (tss): --repair is for the engine's layouts",
                              hint=f"`raidlab check {self.spec.name}` reports mismatches")
         async with self.busy:
+            await self.device.check_log()  # a log drive that fails its reads is found here
             stripe = self.device.geometry.data_bytes
 
             async def scrub(progress):
@@ -229,7 +276,10 @@ class TSSHost:
             return "failed"
         if self.device._rebuilding is not None:
             return f"rebuilding column {self.device._rebuilding}"
-        return f"degraded (column {sorted(failed)[0]} failed)" if failed else "active"
+        state = f"degraded (column {sorted(failed)[0]} failed)" if failed else "active"
+        if self.device.log_failure is not None:
+            state += ", data log failed (writes unlogged)"
+        return state
 
     # ------------------------------------------------------------------ the ioctls (§3.9)
     # Each op is one method of raidlab.engine.tss.control.TSSControl, which a virtual-time
