@@ -62,7 +62,7 @@ TARGETS: dict[str, dict[str, Any]] = {
     "raid5": dict(arch="raid5", disks=4, options={}),
     "raid1": dict(arch="raid1", disks=2, options={}),
     "raidx": dict(arch="raidx", disks=4, options={"image_buffer": "disk"}),
-    "sa3": dict(arch="sa3", disks=4, options={"bandwidths": "40e6,30e6,20e6,10e6"}),
+    "sa3": dict(arch="sa3", disks=4, options={"bandwidths": (40e6, 30e6, 20e6, 10e6)}),
     "tss": dict(arch="tss", disks=4, options={}),
     "tss-log": dict(arch="tss", disks=4, options={"log": "on"}),
     "vcraid-scd": dict(arch="vcraid", disks=3, options={"config": "scd", "cache_size": "4M", "ram_buffer": "256K"}),
@@ -169,7 +169,8 @@ class DamageRun:
         argv = ["create", name, "--arch", self.config["arch"], "--disks", str(self.config["disks"]),
                 "--disk-size", str(self.disk_size), "--disk-model", "none", "--chunk", "64K", "--json"]
         for key, value in self._options().items():
-            argv += ["-o", f"{key}={value}"]
+            text = "[" + ",".join(f"{v:g}" for v in value) + "]" if isinstance(value, (list, tuple)) else value
+            argv += ["-o", f"{key}={text}"]
         return json.loads(self._raidlab(*argv).stdout)
 
     def _images(self, name: str) -> list[Path]:
