@@ -19,11 +19,14 @@ are on the members' media and need no replay. The journal is a plain log from it
 when every record is checkpointed it starts over, and when a record does not fit, the
 journal waits for the writes in flight, flushes the members and starts over. Assembly
 replays every record after the checkpoint, in order, to the members that are in service,
-flushes them and checkpoints. Records are self-checking (a CRC over header and payloads);
-the first record that is torn, foreign or not newer than the last ends the replay. If a
-newer whole record lies beyond that point, the stop is damage, not the crash (records are
-appended one at a time, FUA, in order): replaying only the records before it would write
-their data back over later writes, so assembly refuses the journal instead.
+flushes them and checkpoints. Records are self-checking (a CRC over header and payloads)
+and numbered one after another; replay walks them from the journal's start, skipping those
+the checkpoint covers (a checkpoint taken while records were in flight does not start the
+journal over, so they come first), and the first record that is torn, foreign or not the
+successor of the one before ends it. If a newer whole record lies beyond that point, the
+stop is damage, not the crash (records are appended one at a time, FUA, in order):
+replaying only the records before it would write their data back over later writes, so
+assembly refuses the journal instead.
 
 A journal drive that fails (a write to it answers an error, or `raidlab fail` names it)
 fails the journal, as md's r5l_log_disk_error does: from then on every write to the array
@@ -207,11 +210,16 @@ class StripeJournal:
                                 f"or another array's)", hint="give the array's own journal drive", member=name)
         journal.checkpoint_seq = journal.seq = checkpoint
         records: list[list[tuple[int, int, bytes]]] = []
-        position, last = BLOCK, checkpoint
+        position, last, previous = BLOCK, checkpoint, None
         while position + BLOCK <= journal.size:
             head = await target.read(position, BLOCK)
             magic, uuid, seq, count, crc = _RECORD.unpack_from(head)
-            if magic != RECORD_MAGIC or uuid != journal.uuid or seq <= last:
+            if magic != RECORD_MAGIC or uuid != journal.uuid:
+                break
+            # One pass of records from the start, numbered one after another: its first is
+            # at most the checkpoint's successor (a checkpoint taken while records were in
+            # flight does not start the journal over, and the records it covers stay first).
+            if not (seq == previous + 1 if previous is not None else seq <= checkpoint + 1):
                 break
             extents_len = count * _EXTENT.size
             if _RECORD.size + extents_len > BLOCK * 16:
@@ -227,13 +235,16 @@ class StripeJournal:
             expect = zlib.crc32(body, zlib.crc32(struct.pack("<8s16sQI", RECORD_MAGIC, journal.uuid, seq, count)))
             if expect != crc:
                 break  # torn: the crash came while it was written; its member writes never began
+            previous = seq
+            position += length
+            if seq <= checkpoint:
+                continue  # on the members' media already
             at, writes = extents_len, []
             for disk, offset, n in extents:
                 writes.append((disk, offset, bytes(body[at:at + n])))
                 at += n
             records.append(writes)
             last = seq
-            position += length
         newer = await journal._whole_record_after(position, last)
         if newer is not None:
             name = getattr(target, "name", "the journal drive")
