@@ -112,15 +112,18 @@ def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "2", "--crash", "raid5",
                "--crash-mode", "kill", "--crash-mode", "power", "--write-hole-trials", "1",
                "--write-hole-case", "raid5", "--write-hole-case", "raid5-journal",
-               "--fault", "raid0", "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest",
+               "--fault", "raid0", "--damage", "raid5", "--damage-trials", "2",
+               "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest",
                "--interrupt", "report", "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = doc.read_text()
     for mode in ("kill", "power"):
-        row = next(line for line in text.splitlines() if line.startswith(f"| raid5 | {mode} | raid5 |"))
+        row = next(line for line in text.splitlines() if line.startswith(f"| raid5 | {mode} | flush | raid5 |"))
+        # target | mode | promise | arch | options | disks | points | passed | checked | lost | lost, allowed |
+        # writes cut | in-destage cuts | fsck unclean | fsck unclean, allowed | errors | leaks | seed | seconds
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[:7] == ["raid5", mode, "raid5", "-", "4", "2", "2"] and cells[8] == "0", cells
-        assert cells[10:13] == ["0", "0", "0"], cells
+        assert cells[:8] == ["raid5", mode, "flush", "raid5", "-", "4", "2", "2"] and cells[9:11] == ["0", "0"], cells
+        assert cells[13] == "0" and cells[15:17] == ["0", "0"], cells
     # case | runner | options | trials | written | cut | refused | stripes wrong | garbled | replayed | errors | leaks
     hole = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
             for line in text.splitlines() if line.startswith(("| raid5 | native |", "| raid5-journal |"))}
@@ -132,13 +135,18 @@ def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
     fault_rows = [line for line in text.splitlines() if line.startswith("| raid0 | raid0 | 4 | d1 (member) |")]
     assert len(fault_rows) == 4 and all("| passed |" in line for line in fault_rows)
     assert "4 of 4 points passed." in text and "4 of 4 fault runs passed." in text
+    # target | arch | options | trials | passed | refused | recovered | wrong | errors | leaks | seed | seconds
+    damage = next(line for line in text.splitlines() if line.startswith("| raid5 | raid5 | - | 2 |"))
+    cells = [c.strip() for c in damage.strip("|").split("|")]
+    assert cells[4] == "2" and int(cells[5]) + int(cells[6]) == 2 and cells[7:10] == ["0", "0", "0"], cells
+    assert "2 of 2 trials passed, 0 read back wrong." in text
     rows = [line for line in text.splitlines() if line.startswith(("| create | SIG", "| crashtest | SIG",
                                                                     "| report | SIG"))]
     assert len(rows) == 9 and "9 of 9 points passed" in text
     assert not (tmp_path / "home" / "labs").exists() or not any((tmp_path / "home" / "labs").iterdir())
     # written again over its own earlier self
     proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "1", "--crash", "raid5",
-               "--crash-mode", "kill", "--write-hole-trials", "0",
+               "--crash-mode", "kill", "--write-hole-trials", "0", "--damage-trials", "0",
                "--fault", "raid0", "--interrupt-points", "0", "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 of 1 points passed." in doc.read_text()
