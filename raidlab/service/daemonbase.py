@@ -164,9 +164,12 @@ class ControlledDaemon:
                 raw = await _read_request(stream, fds)
                 if raw is None:
                     return
-                fields = json.loads(raw)
+                try:
+                    fields = json.loads(raw)
+                except ValueError as exc:
+                    raise RequestError(f"bad request: {exc}") from None
                 if not isinstance(fields, dict):
-                    raise ValueError("a request is a JSON object")
+                    raise RequestError("bad request: a request is a JSON object")
                 request = Request(fields, fds)
                 op = request.get("op")
                 handler = self.handler_for(op)
@@ -179,8 +182,6 @@ class ControlledDaemon:
                 self.connections.release()
         except RequestError as exc:
             await _quiet(send, {"ok": False, "error": str(exc)})
-        except ValueError as exc:  # not JSON, or not an object
-            await _quiet(send, {"ok": False, "error": f"bad request: {exc}"})
         except RaidlabError as exc:
             await _quiet(send, {"ok": False, "error": str(exc)})
         except OSError as exc:
@@ -199,8 +200,8 @@ class ControlledDaemon:
 
 
 class RequestError(RaidlabError):
-    """A request that is refused before it is parsed: too large, too slow, or carrying more
-    descriptors than a request may."""
+    """A request refused before any op sees it: too large, too slow, carrying more
+    descriptors than a request may, or not a JSON object."""
 
 
 async def _read_request(stream: trio.SocketStream, fds: list[int]) -> bytes | None:
