@@ -41,10 +41,11 @@ drives' write caches volatile (raidlab.disks.volatile: every drive keeps an undo
 writes its cache holds), and before `assemble` each image loses what its drive would have
 lost: `power` every write not made durable by a FLUSH or FUA, `power-model` what the drive's
 model had not written back yet, `power-random` a random subset of those, each drive on its
-own (the seed of the point). A point's result says how many writes each drive lost. The caching presets' caches are
-smaller than the untar, and every third of their points cuts inside a level-2 destage: the
-daemon is armed (`crash_at`) to kill itself between the destage's writes home and their
-flush, so the cut meets drives that hold destaged writes (kill_moment).
+own (the seed of the point). A point's result says how many writes each drive lost. The
+caching presets' caches are smaller than the untar, and every third of their points cuts
+inside a level-2 destage: the daemon is armed (`crash_at`) to kill itself between the
+destage's writes home and their flush, so the cut meets drives that hold destaged writes
+(kill_moment).
 """
 
 from __future__ import annotations
@@ -141,12 +142,12 @@ MODES = {"kill": None, "power": "all", "power-model": "model", "power-random": "
 # flush or FUA: raidlab.disks.disk, "Flushes") and for VC-RAID's durability=paper: an fsync
 # returns once the drives reported the writes, which a drive with its write cache on does from
 # the cache, as under the papers' Linux 2.0, which knew no flush or FUA; a kill keeps what the
-# drives reported (their caches keep power), a power cut may take it. Under "report" fsync'ed files lost
-# and an unclean ext4 are counted apart, as losses the promise allows; an error (a refused or
-# failed recovery), a leak or a hang still fail the point.
+# drives reported (their caches keep power), a power cut may take it. Under "report" fsync'ed
+# files lost and an unclean ext4 are counted apart, as losses the promise allows; an error (a
+# refused or failed recovery), a leak or a hang still fail the point.
 PROMISES = {
     "flush": "every write a flush or FUA acknowledged survives",
-    "report": "an fsync returns on the cache disk's report from its write cache; a power cut may take it",
+    "report": "an fsync returns on the drives' report from their write caches; a power cut may take it",
 }
 
 
@@ -263,8 +264,9 @@ def kill_moment(point_seed: int, point: int, files: int, in_destage: bool = Fals
     after an fsync returned (the moment a flush that acknowledged too early is caught: the
     acknowledged data is still in RAM); odd points anywhere in the untar. With `in_destage`
     every third point instead kills, after a file of the untar's second half (the cache has
-    filled by then), at the first moment the array's status shows a level-2 destage writing
-    home: the drives then hold writes of the destage that no flush has made durable yet."""
+    filled by then), inside the next level-2 destage: the daemon, armed by its `crash_at` op,
+    kills itself between the destage's writes home and their flush, so the drives hold writes
+    of the destage that no flush has made durable yet."""
     rng = random.Random(point_seed)
     if in_destage and point % 3 == 2:
         return rng.randrange(files // 2, files - 1), 0.0, "in-destage"
