@@ -26,21 +26,18 @@ guideline"). Policies are separate processes that use only these operations
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import trio
 
 from raidlab import archs
-from raidlab.disks import EmulatedDisk, ImageBackend
 from raidlab.disks.disk import FAULTS
-from raidlab.disks.volatile import log_path as volatile_log_path
 from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
 from raidlab.errors import UsageError
 from raidlab.service.hosts.status import tss_survival, write_cache_note
-from raidlab.service.hosts.volume import (arch_config, make_drives, report_progress, run_with_progress, serve_volume,
+from raidlab.service.hosts.volume import (arch_config, make_drives, replace_drive, run_with_progress, serve_volume,
                                           write_back_drives)
 
 
@@ -196,65 +193,41 @@ class TSSHost:
         await self.device.fail_log()
         return {"failed_members": self._failed_members(), "state": self._state()}
 
-    async def _replace_log(self, index: int) -> dict:
+    async def _replace_log(self, index: int, send) -> dict:
         """A new drive for the data log: an empty log on it, writes logged again."""
         if self.device.log_failure is None:
             raise UsageError(f"the data log's drive {index} of {self.spec.name} has not failed",
                              hint=f"fail it first with `raidlab fail {self.spec.name} --disk {index}`")
-        async with self.busy:
-            disk = self._new_drive(index)
+
+        async def fill(disk, progress) -> None:
             await self.device.replace_log(disk)
-            self._take_new_drive(index, disk)
+
+        async with self.busy:
+            self.drives[index] = await replace_drive(self.session, self.spec, self.drives[index], index, fill, send)
         return {"failed_members": self._failed_members(), "state": self._state()}
-
-    def _new_drive(self, index: int) -> EmulatedDisk:
-        """A fresh drive for drive `index`, on a new image (its old one stays until it takes
-        the old name): the old drive's model, size, span, write cache, flushes and bus."""
-        new_image = self.session.lab.images_dir / f"d{index}.new.img"
-        new_image.unlink(missing_ok=True)
-        old = self.drives[index]
-        disk = EmulatedDisk(old.name, old.model, ImageBackend(new_image, old.size),
-                            discipline=self.spec.discipline, io_in_thread=True,
-                            span=old.span, write_cache=old.write_cache, bus=old.bus, flushes=old.flushes)
-        if old.volatile is not None:
-            disk.enable_volatile_cache(volatile_log_path(new_image))
-        disk.start(self.session.nursery)
-        return disk
-
-    def _take_new_drive(self, index: int, disk: EmulatedDisk) -> None:
-        """`disk` (from _new_drive) replaces drive `index`, and its image takes the old name."""
-        images = self.session.lab.images_dir
-        self.drives[index].close()
-        os.replace(images / f"d{index}.new.img", images / f"d{index}.img")
-        if disk.volatile is not None:  # and its undo log
-            os.replace(disk.volatile.path, volatile_log_path(images / f"d{index}.img"))
-            disk.volatile.path = volatile_log_path(images / f"d{index}.img")
-        self.drives[index] = disk
 
     async def op_replace(self, request, send) -> dict:
         index = self._column(request, log_drive=True)
         device, name = self.device, self.spec.name
         if index == device.geometry.columns:
-            return await self._replace_log(index)
+            return await self._replace_log(index, send)
         if index not in device.failed:
             raise UsageError(f"column {index} of {name} is not failed",
                              hint=f"fail it first with `raidlab fail {name} --disk {index}`")
         if len(device.failed) > 1:
             raise UsageError(f"{name} has lost data (failed columns {sorted(device.failed)}); a rebuild cannot "
                              "recover it")
+        stripe = device.geometry.data_bytes  # progress in the bytes of the stripes looked at
+        rebuilt = 0
+
+        async def fill(disk, progress) -> None:
+            nonlocal rebuilt
+            rebuilt = await device.rebuild(index, disk, progress=lambda d, t: progress(d * stripe, t * stripe))
+
         async with self.busy:
-            disk = self._new_drive(index)
-            state = [0, 1]
-            stripe = device.geometry.data_bytes  # progress in the bytes of the stripes looked at
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(report_progress, send, state)
-                rebuilt = await device.rebuild(
-                    index, disk, progress=lambda d, t: state.__setitem__(slice(0, 2), [d * stripe, t * stripe]))
-                nursery.cancel_scope.cancel()
-            await send({"progress": [state[1], state[1]]})
-            self._take_new_drive(index, disk)
-            return {"rebuilt_stripes": rebuilt, "rebuilt_bytes": rebuilt * device.geometry.unit,
-                    "failed_members": self._failed_members(), "state": self._state()}
+            self.drives[index] = await replace_drive(self.session, self.spec, self.drives[index], index, fill, send)
+        return {"rebuilt_stripes": rebuilt, "rebuilt_bytes": rebuilt * device.geometry.unit,
+                "failed_members": self._failed_members(), "state": self._state()}
 
     async def op_check(self, request, send) -> dict:
         if request.get("repair"):
