@@ -279,19 +279,19 @@ def _umask() -> int:
     return 0o022
 
 
-def write_whole(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
+def write_whole(path: str | os.PathLike, write: Callable[[Path], object], *, mode: int | None = None) -> Path:
     """Call `write(partial)` to write the file's bytes into a partial file that mkstemp made
     in the same directory (hidden, a random name holding PARTIAL, its suffix kept: a figure's
     format follows it), fsync it, then rename it over `path` (module doc). The partial file
-    gets the mode a new file would (0666 less the umask) instead of mkstemp's 0600. A partial
-    name that no longer names the file mkstemp made when `write` returns is refused, never
-    renamed over `path`."""
+    gets `mode`, by default the mode a new file would (0666 less the umask) instead of
+    mkstemp's 0600. A partial name that no longer names the file mkstemp made when `write`
+    returns is refused, never renamed over `path`."""
     path = Path(path)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}{PARTIAL}", suffix=path.suffix)
     partial = Path(name)
     made = os.fstat(fd)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
         write(partial)
         now = _lstat(partial)
         if now is None or not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (made.st_dev, made.st_ino):

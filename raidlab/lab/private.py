@@ -10,21 +10,19 @@ written to them, the state that cleanup trusts, the daemon's control socket. So:
   root's or sticky (as /tmp is): otherwise another user could rename one away and put a
   directory of theirs, or links, in its place. A directory that fails this is refused,
   never used (`private_dir`). What raidlab creates there it creates 0700;
-* files in a lab are written whole under a name nobody can guess beforehand (mkstemp:
-  O_CREAT|O_EXCL, never through a link), then renamed over the final name, 0600
-  (`write_private`); files that must not exist yet are opened O_EXCL|O_NOFOLLOW
-  (`create_private`).
+* files in a lab are written whole under a name nobody can guess beforehand, then renamed
+  over the final name, 0600 (`write_private`, through raidlab.outputs.write_whole); files
+  that must not exist yet are opened O_EXCL|O_NOFOLLOW (`create_private`).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from raidlab.errors import UsageError
-from raidlab.outputs import trusted_uids
+from raidlab.outputs import trusted_uids, write_whole
 
 HOME_ENV = "RAIDLAB_HOME"
 
@@ -95,22 +93,12 @@ def private_dir(path: str | os.PathLike, *, create: bool = True, tighten: bool =
     return path
 
 
-def write_private(path: str | os.PathLike, data: str | bytes, *, fsync: bool = True) -> Path:
-    """Write `data` as the whole of file `path` (0600): into a new file of a name nobody
-    guesses, beside it, then renamed over it (module doc)."""
-    path = Path(path)
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
-    return path
+def write_private(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write `data` as the whole of file `path`, 0600, as every file raidlab writes whole
+    (raidlab.outputs.write_whole: a new file of a name nobody guesses, beside it, fsynced,
+    then renamed over it)."""
+    raw = data.encode() if isinstance(data, str) else data
+    return write_whole(path, lambda partial: partial.write_bytes(raw), mode=0o600)
 
 
 def create_private(path: str | os.PathLike, flags: int = os.O_WRONLY) -> int:

@@ -79,7 +79,7 @@ class Daemon(ControlledDaemon):
             self.guest_device = opened.get("guest_device")
             await session.nursery.start(self.serve_control)
             runtime = {"pid": os.getpid(), "mode": self.mode, "runner": spec.runner, **opened}
-            write_private(session.lab.path / RUNTIME_FILE, json.dumps(runtime), fsync=False)
+            write_private(session.lab.path / RUNTIME_FILE, json.dumps(runtime))
             session.push_sync("runtime file", lambda: _unlink(session.lab.path / RUNTIME_FILE))
             self.report_ready({**runtime, "arch": spec.arch})
             await trio.sleep_forever()
