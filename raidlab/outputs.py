@@ -154,6 +154,14 @@ def owned_dir(path: str | os.PathLike, option: str) -> Path:
     return path
 
 
+def check_parents(path: str | os.PathLike, what: str) -> None:
+    """UsageError unless every directory above `path` that exists (and every link on the way)
+    is the caller's or root's and lets no one else rename its entries (module doc): what a
+    directory raidlab keeps private must sit under (raidlab.lab.private)."""
+    path = Path(path)
+    _check_chain(_existing_ancestor(path.parent), what, path)
+
+
 def _existing_ancestor(path: Path) -> Path:
     probe = path
     while _lstat(probe) is None and probe != probe.parent:

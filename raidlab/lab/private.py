@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 
 from raidlab.errors import UsageError
-from raidlab.outputs import trusted_uids, write_whole
+from raidlab.outputs import check_parents, write_whole
 
 HOME_ENV = "RAIDLAB_HOME"
 
@@ -46,19 +46,10 @@ def _refuse(path: Path, why: str) -> UsageError:
 
 
 def check_ancestors(path: Path) -> None:
-    """UsageError unless every directory above `path` (as resolved) is safe for it: owned by
-    root, the caller or the user who ran sudo (raidlab.outputs.trusted_uids), and writable by
-    no one else unless sticky."""
-    trusted = trusted_uids()
-    for parent in Path(os.path.realpath(path)).parents:
-        try:
-            st = os.stat(parent)
-        except FileNotFoundError:
-            continue  # made later, by the caller, under the ones checked here
-        if st.st_uid not in trusted:
-            raise _refuse(parent, f"(above {path}) belongs to uid {st.st_uid}")
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            raise _refuse(parent, f"(above {path}) is writable by others and not sticky")
+    """UsageError unless every directory above `path` is safe for it (module doc), checked
+    as every output directory's parents are (raidlab.outputs.check_parents: root's, the
+    caller's or the sudo caller's, and writable by no one else unless sticky)."""
+    check_parents(path, HOME_ENV)
 
 
 def private_dir(path: str | os.PathLike, *, create: bool = True, tighten: bool = True) -> Path:

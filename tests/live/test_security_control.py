@@ -236,7 +236,7 @@ mkdir -p {base}/theirs"""])
                             "--disk-model", "none", cwd=cwd)
             assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
             assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
-            assert "not to you" in proc.stderr or "belongs to uid" in proc.stderr, proc.stderr
+            assert "not to you" in proc.stderr or "belongs to nobody (uid 65534)" in proc.stderr, proc.stderr
         assert (victim.read_bytes(), victim_img.read_bytes()) == before
         assert not (base / "theirs" / "home").exists()
         # Without RAIDLAB_HOME the home is the user's own, wherever the command is typed: a
