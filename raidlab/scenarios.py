@@ -190,6 +190,7 @@ class Scenario:
     text: str  # the file as read, kept in every results directory
     control: Control | None = None  # [control], if the scenario has one
     cold_start: bool = True  # live runs: settle the array and drop the page cache after mkfs (raidlab.runners.live)
+    host: dict[str, Any] | None = None  # [host]: the machine virtual time charges (raidlab.disks.host.resolve)
 
     def arch(self, label: str) -> ArchEntry:
         for entry in self.archs:
@@ -214,7 +215,7 @@ class Scenario:
 
 # --- the schema: table -> allowed keys ---------------------------------------------------
 
-_TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report", "control"}
+_TOP = {"scenario", "arch", "workload", "case", "quick", "paper", "claim", "report", "control", "host", "sweep"}
 _SCENARIO = {"id", "title", "paper", "source", "kind", "runner", "repeat", "description", "vm_available_memory",
              "cold_start"}
 _ARCH = {"label", "arch", "disks", "disk_model", "disk_size", "chunk", "discipline", "options", "series", "policy",
@@ -229,6 +230,7 @@ _CLAIM = {"id", "text", "kind", "metric", "case", "cases", "better", "order", "n
           "arch"}
 _REPORT = {"style", "metrics", "better", "x", "x_label", "panel", "y_label"}
 _CONTROL = {"engine", "md", "band", "text"}
+_SWEEP = {"key", "values", "label", "reason"}
 
 
 def parse_size(text: Any, path: Path, key: str) -> int:
@@ -313,13 +315,7 @@ def load(path: str | Path, *, check_references: bool = True) -> Scenario:
     except OSError as exc:
         raise UsageError(f"cannot read scenario {path}: {exc.strerror}",
                          hint="give the path of a scenarios/*.toml file") from None
-    scenario = loads(text, path, check_references=check_references)
-    _check_named_files(scenario, path)
-    if check_references and scenario.kind == "sim":
-        # A replay's references are virtual time's: architectures no array daemon builds (the
-        # traditional single `disk`) and the trace workload's case parameters.
-        return _check_sim_references(scenario)
-    return scenario
+    return loads(text, path, check_references=check_references, file_checks=True)
 
 
 # The case parameters that name a file raidlab opens.
@@ -429,13 +425,35 @@ def _check_andrew_params(params: dict) -> None:
     resolve_sim(params)
 
 
-def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool = True) -> Scenario:
+def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool = True,
+          file_checks: bool = False) -> Scenario:
     path = Path(path)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(path, "(syntax)", str(exc)) from None
+    return load_doc(doc, text, path, check_references=check_references, file_checks=file_checks)
+
+
+def load_doc(doc: dict[str, Any], text: str, path: Path | str = "<scenario>", *, check_references: bool = True,
+             file_checks: bool = False) -> Scenario:
+    """A scenario from its parsed TOML document `doc`, whose text is `text` (kept as
+    Scenario.text); `loads` is this after parsing. `raidlab sweep` builds each variant here
+    from the base document with one assumption changed, so a variant passes every check a
+    file does.
+
+    file_checks: also make the checks `load` makes of a file: the files the cases name must
+    be readable by the owner of `path` (a variant's `path` is its base file), and a sim
+    scenario's references are checked against virtual time. [[sweep]] tables (the
+    assumptions `raidlab sweep` varies when given none) are checked here for their keys and
+    types; what each key names is resolved by raidlab.sweep."""
+    path = Path(path)
     top = _Reader(path, "", doc, _TOP)
+    for i, table in enumerate(top.tables("sweep")):
+        r = _Reader(path, f"sweep[{i}]", table, _SWEEP)
+        r.get("key", str), r.get("label", str, ""), r.get("reason", str, "")
+        if not r.get("values", list):
+            raise ScenarioError(path, r.where("values"), "needs at least one value")
 
     head = _Reader(path, "scenario", doc.get("scenario"), _SCENARIO) if "scenario" in doc else None
     if head is None:
@@ -475,6 +493,7 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
         with _collecting(errors):
             control = _load_control(path, doc["control"], labels, archs, check_references)
     quick = _load_quick(path, doc.get("quick", {}), labels, case_names)
+    host = _load_host(path, doc.get("host"), kind, errors)
     vm_available_mib = None
     if "vm_available_memory" in head.table:
         key = "scenario.vm_available_memory"
@@ -487,12 +506,38 @@ def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool 
         vm_available_mib=vm_available_mib,
         description=head.get("description", str, ""), archs=archs, workload=workload_name, cases=cases,
         paper_values=paper_values, claims=claims, report=report, quick=quick, text=text, control=control,
-        cold_start=head.get("cold_start", bool, True))
+        cold_start=head.get("cold_start", bool, True), host=host)
     if check_references and not errors:
         _check_workload_params(scenario, quick, errors)
     if errors:
         raise _all_of(errors)
+    if file_checks:
+        _check_named_files(scenario, path)
+        if check_references and kind == "sim":
+            # A replay's references are virtual time's: architectures no array daemon builds (the
+            # traditional single `disk`) and the trace workload's case parameters.
+            return _check_sim_references(scenario)
     return scenario
+
+
+def _load_host(path: Path, table: Any, kind: str, errors: list) -> dict[str, Any] | None:
+    """The [host] table as written (model, replaced values, `calibrated`), checked against the
+    host catalog; virtual time only (a live run's host is this machine)."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ScenarioError(path, "host", "must be a table ([host])")
+    if kind != "sim":
+        raise ScenarioError(path, "host", "a host model is for sim scenarios (kind = \"sim\")",
+                            hint="a live run's host is the machine it runs on")
+    from raidlab.disks import host as hosts
+
+    with _collecting(errors):
+        try:
+            hosts.resolve(table)
+        except UsageError as exc:
+            raise ScenarioError(path, "host", str(exc), hint=getattr(exc, "hint", None)) from None
+    return dict(table)
 
 
 @contextlib.contextmanager

@@ -42,7 +42,8 @@ MODES = (OVERLAP, SERIAL)
 class Timeline:
     """Intervals of one resource booked in time order, each taking the first gap that fits
     (a later request may fit before an earlier long one; see the module doc). A bus is one;
-    so are the ports and processors of the cluster's virtual twin (raidlab.cluster.twin)."""
+    so are the ports of the cluster's virtual twin (raidlab.cluster.twin) and the processors
+    of a host (raidlab.disks.host)."""
 
     def __init__(self) -> None:
         self._starts: list[float] = []  # booked intervals, sorted by start, disjoint
@@ -56,6 +57,11 @@ class Timeline:
         self._starts.insert(index, start)
         self._ends.insert(index, start + duration)
         return start
+
+    def earliest_start(self, now: float, earliest: float, duration: float) -> float:
+        """Where `reserve` would book `duration` seconds, without booking them."""
+        self._forget_before(now)
+        return self._first_gap(max(earliest, now), duration)
 
     def _first_gap(self, earliest: float, duration: float) -> float:
         start = earliest

@@ -40,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from raidlab import archs
+from raidlab.disks import host as hosts
 from raidlab.errors import UsageError
 from raidlab.units import parse_size
 from raidlab.runners.virtual import SimSpec, StreamReader, replay, sim_config
@@ -72,7 +73,9 @@ def trace_device_size(scenario: Any) -> int:
     return min(sizes)
 
 
-def _sim_spec(arch_entry: Any, params: dict[str, Any]):
+def _sim_spec(arch_entry: Any, params: dict[str, Any], host: Any = None):
+    """The SimSpec of one [[arch]] entry with the case's replay parameters, on `host` (a
+    HostModel, or None: no host charged)."""
     arch = _get(arch_entry, "arch")
     disks = _get(arch_entry, "disks")
     return SimSpec(
@@ -88,11 +91,23 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any]):
         bus=_get(arch_entry, "bus"), drives=_get(arch_entry, "drives"), partitions=_get(arch_entry, "partitions"),
         write_cache=_get(arch_entry, "write_cache", "model") or "model", span=_get(arch_entry, "span"),
         flushes=_get(arch_entry, "flushes", "honoured") or "honoured",
-        scheduler=str(params.get("scheduler", "trio")))
+        scheduler=str(params.get("scheduler", "trio")), host=host)
 
 
 def _metric(value: float | None, unit: str) -> dict[str, Any]:
     return {"value": value, "unit": unit}
+
+
+def host_metrics(stats: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's host counters as metrics (raidlab.disks.host.Host.statistics): each processor's
+    utilisation and the seconds of each kind of work; none without a host."""
+    if not stats:
+        return {}
+    out = {f"host_utilization_cpu{p['cpu']}": _metric(p.get("utilization"), "fraction")
+           for p in stats["processors"]}
+    for kind, work in stats["work"].items():
+        out[f"host_{kind}_s"] = _metric(work["seconds"], "s")
+    return out
 
 
 def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
@@ -144,16 +159,17 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
     synthetic trace replays seed trace_seed + k - 1: a replay is deterministic, so repeating
     one seed would only repeat its number."""
     params = dict(_get(case, "params", {}) or {})
+    host = hosts.resolve(_get(scenario, "host"))
     if _get(scenario, "workload") == "seqfile":
-        return run_stream_case(arch_entry, params, repetition=repetition)
+        return run_stream_case(arch_entry, params, repetition=repetition, host=host)
     if _get(scenario, "workload") == "parallel":
-        return run_parallel_case(arch_entry, params, repetition=repetition)
+        return run_parallel_case(arch_entry, params, repetition=repetition, host=host)
     if _get(scenario, "workload") == "bonnie":
-        return run_bonnie_case(arch_entry, params, repetition=repetition)
+        return run_bonnie_case(arch_entry, params, repetition=repetition, host=host)
     if _get(scenario, "workload") == "andrew":
-        return run_andrew_case(arch_entry, params, repetition=repetition)
+        return run_andrew_case(arch_entry, params, repetition=repetition, host=host)
     validate_params(params)
-    spec = _sim_spec(arch_entry, params)
+    spec = _sim_spec(arch_entry, params, host)
     stats = TraceStats()
     equivalent: list[list[str]] = []
     if "profile" in params:
@@ -243,7 +259,8 @@ def run_case(scenario: Any, arch_entry: Any, case: Any, *, repetition: int = 1) 
     }
 
 
-def run_stream_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1) -> dict[str, Any]:
+def run_stream_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1,
+                    host: Any = None) -> dict[str, Any]:
     """The seqfile workload in virtual time (raidlab.runners.stream) on `arch_entry`: repetition
     k uses scheduling seed `seed` + k - 1 (a run is deterministic; the seed only breaks ties
     between simultaneous events, so repetitions show how much those matter)."""
@@ -252,7 +269,7 @@ def run_stream_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
 
     resolved = resolve(params)
     resolved["seed"] = resolved["seed"] + repetition - 1
-    spec = _sim_spec(arch_entry, {})
+    spec = _sim_spec(arch_entry, {}, host)
     report = run_stream(spec, resolved)
     speed = report.pop("speed")
     metrics: dict[str, Any] = {}
@@ -269,6 +286,7 @@ def run_stream_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
     if report.get("bus"):
         metrics["bus_utilization"] = _metric(report["bus"]["utilization"], "fraction")
         metrics["bus_wait_s"] = _metric(report["bus"]["wait_s"], "s")
+    metrics.update(host_metrics(report.get("host")))
     probe = (report.get("arch_state") or {}).get("probe")
     if probe:
         for entry in probe:
@@ -277,7 +295,8 @@ def run_stream_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
             "raw": {"stream": report, "speed": speed}}
 
 
-def run_parallel_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1) -> dict[str, Any]:
+def run_parallel_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1,
+                      host: Any = None) -> dict[str, Any]:
     """The parallel workload on the cluster's twin (raidlab.runners.parallel) on `arch_entry`:
     repetition k uses seed `seed` + k - 1 (scheduling ties and the small accesses' places)."""
     from raidlab.runners.parallel import run_parallel
@@ -285,7 +304,7 @@ def run_parallel_case(arch_entry: Any, params: dict[str, Any], *, repetition: in
 
     resolved = resolve(params)
     resolved["seed"] = resolved["seed"] + repetition - 1
-    report = run_parallel(_sim_spec(arch_entry, {}), resolved)
+    report = run_parallel(_sim_spec(arch_entry, {}, host), resolved)
     speed = report.pop("speed")
     seconds = report["seconds"]
     metrics: dict[str, Any] = {
@@ -303,7 +322,8 @@ def run_parallel_case(arch_entry: Any, params: dict[str, Any], *, repetition: in
             "raw": {"parallel": report, "speed": speed}}
 
 
-def run_bonnie_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1) -> dict[str, Any]:
+def run_bonnie_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1,
+                    host: Any = None) -> dict[str, Any]:
     """Bonnie from one node of the cluster's twin (raidlab.runners.bonnie) on `arch_entry`:
     repetition k uses seed `seed` + k - 1 (scheduling ties and the seeks' places)."""
     from raidlab.runners.bonnie import PHASES, run_bonnie
@@ -311,7 +331,7 @@ def run_bonnie_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
 
     resolved = resolve(params)
     resolved["seed"] = resolved["seed"] + repetition - 1
-    report = run_bonnie(_sim_spec(arch_entry, {}), resolved)
+    report = run_bonnie(_sim_spec(arch_entry, {}, host), resolved)
     speed = report.pop("speed")
     metrics: dict[str, Any] = {}
     for name in PHASES:
@@ -328,7 +348,8 @@ def run_bonnie_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
             "raw": {"bonnie": report, "speed": speed}}
 
 
-def run_andrew_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1) -> dict[str, Any]:
+def run_andrew_case(arch_entry: Any, params: dict[str, Any], *, repetition: int = 1,
+                    host: Any = None) -> dict[str, Any]:
     """One Andrew benchmark per client on the cluster's twin (raidlab.runners.andrew) on
     `arch_entry`: repetition k uses seed `seed` + k - 1 (scheduling ties, the reads' places)."""
     from raidlab.runners.andrew import run_andrew
@@ -336,7 +357,7 @@ def run_andrew_case(arch_entry: Any, params: dict[str, Any], *, repetition: int 
 
     resolved = resolve(params)
     resolved["seed"] = resolved["seed"] + repetition - 1
-    report = run_andrew(_sim_spec(arch_entry, {}), resolved)
+    report = run_andrew(_sim_spec(arch_entry, {}, host), resolved)
     speed = report.pop("speed")
     metrics: dict[str, Any] = {
         "elapsed_seconds": _metric(report["elapsed_seconds"], "s"),

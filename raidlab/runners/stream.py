@@ -18,12 +18,14 @@ engine code and drive models:
   the read, that many reads of `random_kb` (the paper suggests twice the chunk) at random
   block-aligned places inside the file, `random_depth` in flight, seeded by `seed`; the
   drives' buffers then hold little of what is asked.
-* host (optional; 0 = none): the paper's explanation of its ceiling (§3.2) as a model. A
-  write first copies the whole file into the buffer cache at `host_write_mb_s`, and the
-  fsync starts after that ("the system first waits for the data to be copied to the OS
-  buffers, then copies the data out to disk. There is no overlap"); a read copies each block
-  to the user at `host_read_mb_s` on one CPU, overlapped with the reads still in flight, and
-  a block's read-ahead slot frees once it is copied.
+* host (the scenario's [host], raidlab.disks.host; none: nothing charged): the paper's
+  explanation of its ceilings (§3.2) as a model. A write first copies the whole file into
+  the buffer cache (a copy on the program's processor, 0), and the fsync starts after that
+  ("the system first waits for the data to be copied to the OS buffers, then copies the data
+  out to disk. There is no overlap"); a read copies each block to the user on the program's
+  processor, overlapped with the reads still in flight, and a block's read-ahead slot frees
+  once it is copied. Every request the volume is sent costs the host's per-request cost, on
+  whichever processor is free first.
 
 Bandwidth of a phase = file bytes / the phase's virtual seconds, in MB/s (10^6 bytes/s). The
 file starts at `file_offset` of the volume and the inode block lies at `inode_offset`
@@ -42,6 +44,7 @@ from raidlab.workloads.seqfile import resolve_sim as resolve
 from raidlab.runners.virtual import SimSpec, build_virtual, layout_report, run_timed
 
 KiB = 1024
+PROGRAM_CPU = 0  # the processor the benchmark program (and its copies) runs on
 
 
 async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
@@ -65,17 +68,23 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         before = [m.statistics() for m in members]
         bus = built.parts.get("bus")
         bus_before = bus.statistics() if bus is not None else None
+        host = built.parts.get("host")
         payload = bytes(block)
+
+        async def request() -> None:
+            if host is not None:
+                await host.charge("request")
 
         # -- write: copy into the buffer cache, then fsync (every block, then the inode)
         t0 = sched.current_time()
-        if p["host_write_mb_s"]:
-            await sched.sleep(size / (p["host_write_mb_s"] * 1e6))
+        if host is not None:
+            await host.charge("copy", size, cpu=PROGRAM_CPU)
         copied_at = sched.current_time()
         limit = sched.Semaphore(p["write_depth"])
 
         async def write_one(offset: int) -> None:
             try:
+                await request()
                 await target.write(offset, payload)
             finally:
                 limit.release()
@@ -85,6 +94,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
                 await limit.acquire()
                 writers.start_soon(write_one, offset)
         if p["metadata"]:
+            await request()
             await target.write(inode, payload)
         await target.flush()
         write_s = sched.current_time() - t0
@@ -93,22 +103,21 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         # -- read, caches cold: the inode, then the blocks through the read-ahead window
         t1 = sched.current_time()
         if p["metadata"]:
+            await request()
             await target.read(inode, block)
         window = sched.Semaphore(p["read_depth"])
-        cpu = sched.Lock()
-        copy_s = block / (p["host_read_mb_s"] * 1e6) if p["host_read_mb_s"] else 0.0
         done: dict[int, sched.Event] = {}
 
         async def read_one(offset: int) -> None:
+            await request()
             await target.read(offset, block)
             done.setdefault(offset, sched.Event()).set()
 
         async def consumer() -> None:
             for offset in range(start, start + size, block):
                 await done.setdefault(offset, sched.Event()).wait()
-                if copy_s:
-                    async with cpu:
-                        await sched.sleep(copy_s)
+                if host is not None:
+                    await host.charge("copy", block, cpu=PROGRAM_CPU)
                 del done[offset]
                 window.release()
 
@@ -131,7 +140,10 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         async def random_one(offset: int) -> None:
             began = sched.current_time()
             try:
+                await request()
                 await target.read(offset, piece)
+                if host is not None:
+                    await host.charge("copy", piece, cpu=PROGRAM_CPU)
             finally:
                 responses.append(sched.current_time() - began)
                 pending.release()
@@ -163,6 +175,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         "file_bytes": size,
         "write_seconds": write_s,
         "write_copy_seconds": copied_at - t0,
+        "host": host.statistics(elapsed=write_s + read_s + random_s) if host is not None else None,
         "read_seconds": read_s,
         "write_mb_s": size / write_s / 1e6,
         "read_mb_s": size / read_s / 1e6,

@@ -58,6 +58,7 @@ from raidlab.archs.layouts import drive_capacity
 from raidlab.disks.bus import Bus, parse_bus
 from raidlab.disks import partitions
 from raidlab.disks.disk import EmulatedDisk, write_cache_override
+from raidlab.disks.host import Host
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 from raidlab.policies import make_policy
 from raidlab.runners.clock import run_replay
@@ -160,6 +161,7 @@ class SimSpec:
     flushes: str = "honoured"              # the host's flushes and FUA at every drive: honoured | dropped
     span: str | None = None                # every drive's span (full | start); None: as the plan says
     scheduler: str = "trio"                # who runs virtual time: trio | kernel (raidlab.runners.clock)
+    host: Any = None                       # the machine's processors and costs (raidlab.disks.host.HostModel)
 
 
 def _per_block(sums: list) -> float | None:
@@ -247,7 +249,9 @@ async def build_virtual(spec: SimSpec, nursery: sched.Nursery,
     `spec.span` says (or the plan's); with fewer
     `spec.drives` than members, the members are partitions of them (`on_drives`;
     parts["physical"]). `wrap_members` may put each metered member behind a proxy of its own
-    (the cluster twin's RemoteMember) before the architecture is built over them."""
+    (the cluster twin's RemoteMember) before the architecture is built over them. With
+    `spec.host` the run has that machine's processors (parts["host"], raidlab.disks.host),
+    which the workload charges for its copies and the architecture for its own work."""
     arch, config = sim_config(spec)
     planned = arch.plan(config, archs.VIRTUAL)
     bus_spec = parse_bus(spec.bus, [drive.model for drive in planned])
@@ -285,6 +289,7 @@ async def build_virtual(spec: SimSpec, nursery: sched.Nursery,
     built = await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",
                                                 clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget))
     built.parts.setdefault("bus", bus)
+    built.parts.setdefault("host", Host(spec.host) if spec.host is not None else None)
     if physical:
         built.parts.setdefault("physical", physical)
     return built

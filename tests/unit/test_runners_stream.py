@@ -12,6 +12,7 @@ from raidlab.runners import sim
 from raidlab.runners.stream import run_stream
 from raidlab.workloads.seqfile import resolve_sim as resolve
 from raidlab.runners.virtual import SimSpec
+from raidlab.disks.host import HostModel
 
 MODEL = "ibm-ultrastar-9lzx"
 KiB = 1024
@@ -44,15 +45,29 @@ def test_sa3_puts_less_of_the_file_on_the_slow_partition():
     assert sum(shares) == 4096 * KiB
 
 
-def test_the_host_model_adds_the_copy_before_fsync_and_slows_reads():
+def test_the_host_adds_the_copy_before_fsync_and_slows_reads():
     plain = run_stream(_spec(), {"file_kb": 4096})
-    host = run_stream(_spec(), {"file_kb": 4096, "host_write_mb_s": 100.0, "host_read_mb_s": 50.0})
-    copy = 4096 * KiB / 100e6
+    host = run_stream(_spec(host=HostModel("h", copy_mb_s=50.0)), {"file_kb": 4096})
+    copy = 4096 * KiB / 50e6
     assert host["write_copy_seconds"] == pytest.approx(copy)
     # the fsync after the copy starts at another angle of the platters: about the same time
     assert host["write_seconds"] == pytest.approx(plain["write_seconds"] + copy, rel=0.02)
-    assert host["read_seconds"] >= 4096 * KiB / 50e6             # every block copied on one CPU
+    assert host["read_seconds"] >= copy                       # every block copied on the program's processor
     assert host["read_seconds"] > plain["read_seconds"]
+    work = host["host"]["work"]
+    assert work["copy"]["bytes"] == 2 * 4096 * KiB           # into the buffer cache, then out to the user
+    assert work["copy"]["seconds"] == pytest.approx(2 * copy)
+    assert work["request"]["count"] == 2 * (1024 + 1)         # every block and the inode, written and read
+    assert plain["host"] is None
+
+
+def test_a_per_request_cost_takes_a_free_processor():
+    one = run_stream(_spec(host=HostModel("h", request_us=500.0)), {"file_kb": 1024})
+    two = run_stream(_spec(host=HostModel("h", processors=2, request_us=500.0)), {"file_kb": 1024})
+    busy = [p["busy_s"] for p in two["host"]["processors"]]
+    assert sum(busy) == pytest.approx(2 * 257 * 500e-6)       # 256 blocks and the inode, each way
+    assert min(busy) > 0                                       # both processors took requests
+    assert two["write_seconds"] < one["write_seconds"]
 
 
 def test_a_shared_bus_is_reported():
@@ -67,7 +82,6 @@ def test_a_shared_bus_is_reported():
     ({"file_kb": 10, "block_kb": 4}, "whole number"),
     ({"fiel_kb": 4}, "no parameter"),
     ({"read_depth": 0}, "read_depth. must be >= 1"),
-    ({"host_write_mb_s": "fast"}, "must be float"),
 ])
 def test_bad_parameters_are_refused(params, words):
     with pytest.raises(UsageError, match=words):
@@ -103,3 +117,20 @@ def test_random_reads_after_the_file_are_seeded_and_counted():
     assert one["random_mb_s"] == pytest.approx(200 * 8 * KiB / one["random_seconds"] / 1e6)
     assert one["random_mean_ms"] > 1                                    # mostly seeks, not buffer hits
     assert "random_seconds" not in run_stream(_spec(), {"file_kb": 1024})
+
+
+def test_a_scenarios_host_table_is_charged_and_recorded(tmp_path):
+    text = scenarios.load("scenarios/sa-raid-figures.toml").text
+    hosted = scenarios.loads(text + '\n[host]\nmodel = "sa-raid-dual-pentium"\ncopy_mb_s = 40\n'
+                                    'calibrated = "a test\'s value"\n', tmp_path / "hosted.toml")
+    entry, case = hosted.arch("raid0-b1c1d1e1"), hosted.case("1m")
+    doc = sim.run_case(hosted, entry, case)
+    host = doc["raw"]["stream"]["host"]
+    assert host["model"]["name"] == "sa-raid-dual-pentium" and host["model"]["copy_mb_s"] == 40
+    assert host["model"]["sources"]["copy_mb_s"] == "a test's value"
+    assert doc["metrics"]["host_copy_s"]["value"] == pytest.approx(2 * 1024 * KiB / 40e6)
+    assert doc["metrics"]["read_mb_s"]["value"] < 40
+    with pytest.raises(scenarios.ScenarioError, match="no parameter"):
+        scenarios.loads(text + '\n[host]\nmodel = "none"\ncopy_rate = 3\n', tmp_path / "bad.toml")
+    with pytest.raises(scenarios.ScenarioError, match="unknown host"):
+        scenarios.loads(text + '\n[host]\nmodel = "pentium-9000"\n', tmp_path / "bad.toml")
