@@ -95,6 +95,9 @@ class BuildContext:
     # the builder assembled it and before its recovery writes to it: the service refuses a
     # dirty degraded raid5 there (raidlab.service.hosts.volume.UncleanStop).
     assembled: Callable[[Any, Any], None] = lambda array, keeper: None
+    # Virtual time: the run's host (raidlab.disks.host.Host), which an architecture charges
+    # for its own processor work (TSS's compression and parity); None: nothing charged.
+    host: Any = None
 
 
 @dataclasses.dataclass

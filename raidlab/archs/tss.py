@@ -13,9 +13,11 @@ Options (-o):
 * logical_stripes: how many logical stripes the device exports (default: as many as fit
   beside the reserved stripe; a static RAID1 device, half as many);
 * read_balance: RAID1 reads from the copy whose columns served fewer reads (§4), on/off;
-* cpu_cost: what compression and decompression cost in virtual time (none, measured: lz4
-  timed on this host, or "C/D": C MB/s compressing and D MB/s decompressing); live, the
-  host's own CPU pays and only none is accepted;
+* cpu_cost: what compression and decompression cost in virtual time (none; host: the run's
+  host charges compression, its cache copy and parity on its processors, see
+  raidlab.engine.tss.compression; measured: lz4 timed on this host; or "C/D": C MB/s
+  compressing and D MB/s decompressing); live, the host's own CPU pays and only none is
+  accepted;
 * log, log_size, log_model: the data log (§3.8) on a drive of its own after the columns
   (the paper's "additional partition for logging"), 4 MiB of the first column's model by
   default (an assumption: the paper gives no size);
@@ -40,7 +42,7 @@ from raidlab.archs.base import LIVE, VIRTUAL, Architecture, BuildContext, Built,
 from raidlab.archs.layouts import drive_size
 from raidlab.disks import catalog
 from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss, plan_geometry
-from raidlab.engine.tss.compression import CpuCost, measured_cost
+from raidlab.engine.tss.compression import CpuCost, HostCost, measured_cost
 from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.device import MODES
 from raidlab.engine.tss.maptable import PLACEMENTS
@@ -56,7 +58,7 @@ OPTIONS = (
     Option("substripes", 4, "cRAID5 allocation units per physical stripe (§3.3)"),
     Option("logical_stripes", None, "logical stripes exported (default: all that fit)"),
     Option("read_balance", "on", "RAID1 reads from the less-read copy (§4): on/off"),
-    Option("cpu_cost", "none", "compression time in virtual time: none, measured, or C/D MB/s"),
+    Option("cpu_cost", "none", "processor time in virtual time: none, host (the run's host), measured, or C/D MB/s"),
     Option("log", "off", "the data log (§3.8) on a log drive after the columns: on/off"),
     Option("log_size", "4M", "bytes of the log drive"),
     Option("log_model", None, "the log drive's model (default: the first column's)"),
@@ -110,19 +112,27 @@ def tss_options(options: dict[str, Any]) -> tuple[TSSOptions, str]:
     return parsed, cost
 
 
-def cpu_cost(text: str, clock: str, *, check_only: bool = False) -> CpuCost | None:
-    """The CpuCost named by the cpu_cost option (module doc)."""
+def cpu_cost(text: str, clock: str, *, check_only: bool = False, host: Any = None) -> CpuCost | HostCost | None:
+    """The cost named by the cpu_cost option (module doc); `host` is the run's host, which
+    cpu_cost=host charges."""
     if text == "none":
         return None
     if clock == LIVE:
         raise UsageError(f"cpu_cost={text} charges time in virtual time only",
                          hint="a live device pays the host's real CPU time; drop the option")
+    if text == "host":
+        if check_only:
+            return None
+        if host is None:
+            raise UsageError("cpu_cost=host needs a host to charge",
+                             hint="give the scenario a [host] table (raidlab.disks.host)")
+        return HostCost(host)
     if text == "measured":
         return None if check_only else measured_cost()
     try:
         compress_mb_s, decompress_mb_s = (float(part) for part in text.split("/"))
     except ValueError:
-        raise UsageError(f"option cpu_cost={text} is not none, measured or C/D",
+        raise UsageError(f"option cpu_cost={text} is not none, host, measured or C/D",
                          hint="write it like cpu_cost=2.1/5.4 (MB/s compressing / decompressing)") from None
     if not (compress_mb_s > 0 and decompress_mb_s > 0):
         raise UsageError(f"option cpu_cost={text}: rates must be positive")
@@ -183,7 +193,7 @@ async def build(ctx: BuildContext) -> Built:
     """Create or assemble the device over the drives of `plan`. parts: "device", and
     "control" (its TSSControl, which a replay's policy uses)."""
     options, cost_text = tss_options(ctx.config.options)
-    cost = cpu_cost(cost_text, ctx.clock)
+    cost = cpu_cost(cost_text, ctx.clock, host=ctx.host)
     if ctx.mode == "create":
         ctx.status(f"creating a {options.mode} TSS over {len(ctx.drives)} columns")
         device = await create_tss(ctx.name, ctx.drives, unit=_unit(ctx.config, ctx.clock), options=options,

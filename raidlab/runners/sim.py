@@ -131,6 +131,7 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
     if bus is not None:
         out["bus_utilization"] = _metric(bus["utilization"], "fraction")
         out["bus_wait_s"] = _metric(bus["wait_s"], "s")
+    out.update(host_metrics(report.get("host")))
     arch = report["architecture"]
     for key in ("log_writes", "destages", "forced_destages", "waited_for_full_buffer", "large_writes_to_data_disk",
                 "idle_periods_found", "read_hits_ram_sectors", "read_hits_cache_disk_sectors",

@@ -286,10 +286,12 @@ async def build_virtual(spec: SimSpec, nursery: sched.Nursery,
                   for d, (at, s) in zip(planned, places)]
     if wrap_members is not None:
         drives = wrap_members(drives)
+    host = Host(spec.host) if spec.host is not None else None
     built = await arch.build(archs.BuildContext(f"sim-{spec.arch}", config, drives, mode="create",
-                                                clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget))
+                                                clock=archs.VIRTUAL, nursery=nursery, meter=MeteredTarget,
+                                                host=host))
     built.parts.setdefault("bus", bus)
-    built.parts.setdefault("host", Host(spec.host) if spec.host is not None else None)
+    built.parts.setdefault("host", host)
     if physical:
         built.parts.setdefault("physical", physical)
     return built
@@ -459,6 +461,8 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
             bus_stats = now | {k: now[k] - bus_base[k] for k in _BUS_KEYS}
             bus_stats["utilization"] = bus_stats["busy_s"] / elapsed if elapsed > 0 else 0.0
         arch_stats = built.statistics()
+        host = built.parts.get("host")
+        host_stats = host.statistics(elapsed=elapsed) if host is not None else None
         disks_nursery.cancel_scope.cancel()
     all_samples = array("d", samples[READ])
     all_samples.extend(samples[WRITE])
@@ -508,6 +512,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         "throttled": state["throttled"],
         "per_disk": per_disk,
         "bus": bus_stats,
+        "host": host_stats,
         "drives": drive_stats,
         "layout": layout_report(spec, built.members) if physical else None,
         "architecture": arch_stats,

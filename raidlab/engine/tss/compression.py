@@ -6,11 +6,23 @@ format, the same family and of the same intent: a stripe is compressed whole, an
 whose compressed form does not save at least one sub-stripe is stored as it is.
 
 Time: live, compression costs what it costs on this host, inside the request. In virtual
-time the engine's own CPU time does not advance the clock, so a `CpuCost` charges each
-compression and decompression a time per byte of the uncompressed stripe with sched.sleep:
-`measured_cost()` measures lz4 on this host; the Pentium 75 of the paper's set-up (§5.3) is
-an assumption with its derivation where scenarios use it. The device reports the rates it
-was charged, so a result says which one it used.
+time the engine's own CPU time does not advance the clock, so the device is given a cost
+that charges its processor work:
+
+* `HostCost` (cpu_cost=host): the run's host (raidlab.disks.host), the same component that
+  charges every other architecture's and workload's processor work. A compression or
+  decompression holds a processor for the uncompressed stripe at the host's compress or
+  decompress rate, plus one copy of the stripe between the buffer cache and the page cache
+  (TSS §6: "cRAID5 involves lot of copying from buffer cache to page cache, during
+  compression / decompression ... the page cache and buffer cache are separate in
+  Linux-2.2.5"); every parity computation (RAID5 and cRAID5 stripes alike) holds it for the
+  bytes XORed at the host's parity rate (§6 names "an additional parity calculation time"
+  among RAID5's costs).
+* `CpuCost`: compression and decompression alone, a time per byte of the uncompressed stripe
+  that holds nothing (sched.sleep): `measured_cost()` measures lz4 on this host, or rates
+  given as C/D MB/s. Parity is free.
+
+The device reports the cost it was charged, so a result says which one it used.
 """
 
 from __future__ import annotations
@@ -46,10 +58,37 @@ class CpuCost:
     async def decompressing(self, nbytes: int) -> None:
         await sched.sleep(nbytes * self.decompress_s_per_byte)
 
+    async def xor(self, nbytes: int) -> None:
+        """Parity is not charged by a rate-only cost."""
+
     def describe(self) -> dict:
         return {"label": self.label,
                 "compress_mb_s": round(1e-6 / self.compress_s_per_byte, 3) if self.compress_s_per_byte else None,
                 "decompress_mb_s": round(1e-6 / self.decompress_s_per_byte, 3) if self.decompress_s_per_byte else None}
+
+
+class HostCost:
+    """Compression, its cache copy and parity charged on the run's host (module doc)."""
+
+    def __init__(self, host) -> None:
+        self.host = host
+
+    async def compressing(self, nbytes: int) -> None:
+        await self.host.charge("compress", nbytes)
+        await self.host.charge("copy", nbytes)
+
+    async def decompressing(self, nbytes: int) -> None:
+        await self.host.charge("decompress", nbytes)
+        await self.host.charge("copy", nbytes)
+
+    async def xor(self, nbytes: int) -> None:
+        await self.host.charge("parity", nbytes)
+
+    def describe(self) -> dict:
+        m = self.host.model
+        return {"label": f"host {m.name}", "compress_mb_s": m.compress_mb_s or None,
+                "decompress_mb_s": m.decompress_mb_s or None, "copy_mb_s": m.copy_mb_s or None,
+                "parity_mb_s": m.parity_mb_s or None, "cost_scale": m.cost_scale}
 
 
 def measured_cost(stripe_bytes: int = 64 * 1024, repeat: int = 20) -> CpuCost:

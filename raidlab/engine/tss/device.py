@@ -865,6 +865,8 @@ class TSSDevice:
         base = g.unit_offset(ps)
         calls = [(self._write_piece, g.data_column(ps, i), base, unit) for i, unit in enumerate(units)]
         calls.append((self._write_piece, g.polarity(ps), base, xor_blocks(units)))
+        if self.cost is not None:
+            await self.cost.xor(len(whole))
         self.counters["full_stripe_writes"] += 1
         await _in_order(calls)
 
@@ -905,6 +907,8 @@ class TSSDevice:
                 delta.append(bytes(pad_before) + olds[i] + bytes(pad_after))
                 delta.append(bytes(pad_before) + new + bytes(pad_after))
             parity = xor_blocks(delta)
+            if self.cost is not None:
+                await self.cost.xor(sum(len(d) for d in delta))
         else:
             self.counters["rcw_writes"] += 1
             units: list[bytearray] = [bytearray(hi - lo) for _ in range(g.data_units)]
@@ -926,6 +930,8 @@ class TSSDevice:
                 reads += [(read_into, index, column, offset, n) for offset, n in spans if n > 0]
             await _in_order(reads)
             parity = xor_blocks(units)
+            if self.cost is not None:
+                await self.cost.xor(sum(len(u) for u in units))
         calls, pos = [], 0
         for _u, column, offset, n in pieces:
             calls.append((self._write_piece, column, offset, bytes(view[pos:pos + n])))
