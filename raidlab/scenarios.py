@@ -493,7 +493,7 @@ def load_doc(doc: dict[str, Any], text: str, path: Path | str = "<scenario>", *,
         with _collecting(errors):
             control = _load_control(path, doc["control"], labels, archs, check_references)
     quick = _load_quick(path, doc.get("quick", {}), labels, case_names)
-    host = _load_host(path, doc.get("host"), kind, errors)
+    host = _load_host(path, doc.get("host"), kind, {c.id for c in claims}, errors)
     vm_available_mib = None
     if "vm_available_memory" in head.table:
         key = "scenario.vm_available_memory"
@@ -520,7 +520,7 @@ def load_doc(doc: dict[str, Any], text: str, path: Path | str = "<scenario>", *,
     return scenario
 
 
-def _load_host(path: Path, table: Any, kind: str, errors: list) -> dict[str, Any] | None:
+def _load_host(path: Path, table: Any, kind: str, claim_ids: set[str], errors: list) -> dict[str, Any] | None:
     """The [host] table as written (model, replaced values, `calibrated`), checked against the
     host catalog; virtual time only (a live run's host is this machine)."""
     if table is None:
@@ -532,6 +532,15 @@ def _load_host(path: Path, table: Any, kind: str, errors: list) -> dict[str, Any
                             hint="a live run's host is the machine it runs on")
     from raidlab.disks import host as hosts
 
+    calibrated_on = table.get("calibrated_on", [])
+    if not isinstance(calibrated_on, list) or not all(isinstance(c, str) for c in calibrated_on):
+        raise ScenarioError(path, "host.calibrated_on", "must be a list of claim ids")
+    unknown = [c for c in calibrated_on if c not in claim_ids]
+    if unknown:
+        raise ScenarioError(path, "host.calibrated_on", f"no claim {unknown[0]!r} in this scenario")
+    if calibrated_on and "calibrated" not in table:
+        raise ScenarioError(path, "host.calibrated", "say how the values were calibrated on the claims named "
+                                                     "in calibrated_on")
     with _collecting(errors):
         try:
             hosts.resolve(table)

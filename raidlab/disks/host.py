@@ -185,11 +185,14 @@ def get(name: str) -> HostModel:
 
 def resolve(table: dict[str, Any] | None) -> HostModel | None:
     """The host a scenario's [host] table names: `model` (a catalog name), and any field
-    replaced by its value, with `calibrated` (text) saying where replaced values came from.
-    None without a table: no host (virtual time charges no processor)."""
+    replaced by its value, with `calibrated` (text) saying where replaced values came from
+    and `calibrated_on` (claim ids) the claims whose rows they were calibrated on, which the
+    report shows but does not judge. None without a table: no host (virtual time charges no
+    processor)."""
     if not table:
         return None
     table = dict(table)
+    table.pop("calibrated_on", None)  # the claims the values were calibrated on (the report reads it)
     model = table.pop("model", None)
     if not isinstance(model, str):
         raise UsageError("[host] needs model = \"<name>\"", hint=f"hosts: {', '.join(names())}")

@@ -23,6 +23,9 @@ can check a verdict by hand from the tables beside it:
   stated for every named case is refuted by one case that fails, so a failing case makes the
   verdict "does not hold" even while another case has no result; the missing cases are named
   beside it either way.
+* calibration (not judged): a model parameter was calibrated on this claim's row (the
+  scenario's [host] names the claim in `calibrated_on`), so it holds by construction; its
+  measured value is shown, and it is not counted as evidence either way.
 
 A verdict that does not hold says why, case by case, in the words a reader checks it with:
 a ratio or value "above" or "below" its band (`hplajw 219.94 above 100-210`), an order by
@@ -32,7 +35,7 @@ the pair that came out the other way (`small: raid0 939 below scd 1630`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from raidlab.report.results import Stat
 from raidlab.scenarios import Claim
@@ -41,7 +44,8 @@ HOLDS = "holds"
 FAILS = "does not hold"
 NOT_JUDGED = "not judged (quick size)"
 NOT_MEASURED = "not measured"
-VERDICTS = (HOLDS, FAILS, NOT_JUDGED, NOT_MEASURED)  # the banner's order
+CALIBRATION = "calibration (not judged)"
+VERDICTS = (HOLDS, FAILS, NOT_JUDGED, NOT_MEASURED, CALIBRATION)  # the banner's order
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,12 +76,14 @@ def _same(name: str) -> str:
 
 def evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat],
              planned_cases: set[str] | None = None, *, quick: bool = False,
-             name: Callable[[str], str] = _same) -> Verdict:
+             name: Callable[[str], str] = _same, calibration: Collection[str] = ()) -> Verdict:
     """`planned_cases`: the cases the run planned (a --quick run plans a subset). A claim is
     judged on its cases that were planned and says which were not run; if none was planned
     it is not measured. `quick`: the runs were quick-size, so nothing is judged (the
     measured line is still given). `name`: how an [[arch]] label is shown (the report names
-    architectures as its figures do)."""
+    architectures as its figures do). `calibration`: ids of claims whose row a model
+    parameter was calibrated on (the scenario's [host] `calibrated_on`): such a claim holds
+    by construction, so it is shown with its measured value but not judged."""
     cases = [c for c in claim.cases if planned_cases is None or c in planned_cases]
     skipped = [c for c in claim.cases if c not in cases]
     if not cases:
@@ -88,6 +94,8 @@ def evaluate(claim: Claim, stats: dict[tuple[str, str, str], Stat],
                                       f"{', '.join(skipped)} not run)")
     if quick:
         verdict = dataclasses.replace(verdict, verdict=NOT_JUDGED, why=())
+    elif claim.id in calibration:
+        verdict = dataclasses.replace(verdict, verdict=CALIBRATION, why=())
     return verdict
 
 

@@ -41,9 +41,10 @@ from raidlab.scenarios import paper_citation, pattern_x
 FORMATS = ("md", "html")
 NOTES = "NOTES.md"
 LONG_TABLE = 24  # a metric table of more rows than this is folded: one row per case, one column per arch
-MARKS = {claimsmod.HOLDS: "✓", claimsmod.FAILS: "✗", claimsmod.NOT_JUDGED: "–", claimsmod.NOT_MEASURED: "?"}
+MARKS = {claimsmod.HOLDS: "✓", claimsmod.FAILS: "✗", claimsmod.NOT_JUDGED: "–", claimsmod.NOT_MEASURED: "?",
+         claimsmod.CALIBRATION: "≡"}
 CLASSES = {claimsmod.HOLDS: "holds", claimsmod.FAILS: "fails", claimsmod.NOT_JUDGED: "not-judged",
-           claimsmod.NOT_MEASURED: "not-measured"}
+           claimsmod.NOT_MEASURED: "not-measured", claimsmod.CALIBRATION: "calibration"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,7 +258,9 @@ def claim_verdicts(results: Results, stats: dict | None = None) -> list[claimsmo
     quick = bool(results.manifest.get("quick"))
     name = labels.arch_namer(results.scenario)
     planned_cases = _planned_cases(results.manifest)
-    return [claimsmod.evaluate(c, stats, planned_cases, quick=quick, name=name) for c in results.scenario.claims]
+    calibration = set((results.scenario.host or {}).get("calibrated_on", ()))
+    return [claimsmod.evaluate(c, stats, planned_cases, quick=quick, name=name, calibration=calibration)
+            for c in results.scenario.claims]
 
 
 def _repetitions(results: Results) -> int | None:

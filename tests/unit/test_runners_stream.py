@@ -134,3 +134,21 @@ def test_a_scenarios_host_table_is_charged_and_recorded(tmp_path):
         scenarios.loads(text + '\n[host]\nmodel = "none"\ncopy_rate = 3\n', tmp_path / "bad.toml")
     with pytest.raises(scenarios.ScenarioError, match="unknown host"):
         scenarios.loads(text + '\n[host]\nmodel = "pentium-9000"\n', tmp_path / "bad.toml")
+
+
+def test_a_claim_the_host_was_calibrated_on_is_shown_not_judged(tmp_path):
+    from raidlab.report import claims as claimsmod
+    from raidlab.report.results import Stat
+
+    text = scenarios.load("scenarios/sa-raid-figures.toml").text
+    hosted = scenarios.loads(text + '\n[host]\nmodel = "sa-raid-dual-pentium"\ncopy_mb_s = 65\n'
+                                    'calibrated = "the read ceiling"\ncalibrated_on = ["read-ceiling"]\n',
+                             tmp_path / "hosted.toml")
+    claim = next(c for c in hosted.claims if c.id == "read-ceiling")
+    stats = {("raid0-b1c1d1e1", "256m", "read_mb_s"): Stat(n=1, mean=64.8, sd=None, min=64.8, max=64.8, unit="MB/s")}
+    verdict = claimsmod.evaluate(claim, stats, calibration=set(hosted.host["calibrated_on"]))
+    assert verdict.verdict == claimsmod.CALIBRATION and "64.8" in verdict.measured
+    assert claimsmod.evaluate(claim, stats).verdict == claimsmod.HOLDS
+    with pytest.raises(scenarios.ScenarioError, match="no claim"):
+        scenarios.loads(text + '\n[host]\nmodel = "none"\ncalibrated = "x"\ncalibrated_on = ["nope"]\n',
+                        tmp_path / "bad.toml")
