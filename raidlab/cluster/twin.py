@@ -7,9 +7,15 @@ sixteen clients are more than one host serves faithfully. The twin keeps the sam
 and puts a model where the live cluster has a kernel object:
 
 * **Nodes.** Node k holds disks k*D .. k*D+D-1 of the array (D disks per node, node order as
-  in the live cluster) and runs client k. Every node has one processor (the paper's nodes
-  were single Pentium PCs), which does the node's client-side driver work *and* serves the
-  node's disks to the others.
+  in the live cluster) and runs client k. Every node is a machine of one host model, the
+  scenario's [host] (raidlab.disks.host: the same component that charges the stream runner
+  and the replay), with its own processors (`Host`): they do the node's client-side driver
+  work *and* serve the node's disks to the others, and run the node's programs (a putc
+  loop, a compiler: `Network.compute`, booked in the host's program slices, so driver work
+  that arrives while a program computes waits at most one slice, as the kernel preempts a
+  user program). RAID-x's nodes are `raidx-pentium-node`: one Pentium each. Without a host
+  the nodes are the catalog's `none`: driver work is free, a program still takes its time
+  (the workload states it).
 * **Links and the switch** (the paper's switched Fast Ethernet, full duplex, §4.1): each node
   has a cable with a send side (node to switch) and a receive side (switch to node), each a
   Timeline at the link rate. The switch itself is non-blocking (16 ports of a switch of the
@@ -23,13 +29,14 @@ and puts a model where the live cluster has a kernel object:
 * **The cooperative disk driver** (§5, our NBD's part). A request to a disk on another node
   is a message to that node (the request and, for a write, its data), the serving node's
   work, the disk's own service (the disk model, unchanged), and a reply (for a read, with
-  its data). Driver work costs processor time at both ends: `cdd_request_us` for each
-  message a node sends or receives (so twice per request at each end: the request and its
-  reply) plus the bytes at `cdd_mb_s` (copies through the protocol stack). The paper measured this
-  overhead's consequence (§7: "each IDE disk can only deliver at most 4 MB/s due to network
-  protocols and software overheads"); a scenario states how it sets the two parameters. A
-  request to a disk on the client's own node goes straight to the disk: no network, no
-  driver cost (the paper's local disk through its own driver).
+  its data). Driver work costs processor time at both ends: one `message` charge on the
+  node's host for each message it sends or receives (so twice per request at each end: the
+  request and its reply), `message_us` plus the bytes at `message_mb_s` (copies through the
+  protocol stack). The paper measured this overhead's consequence (§7: "each IDE disk can
+  only deliver at most 4 MB/s due to network protocols and software overheads"); the host
+  catalog's entry says how its two numbers were set. A request to a disk on the client's
+  own node goes straight to the disk: no network, no driver cost (the paper's local disk
+  through its own driver).
 * **Which client sends a request.** Each client task sets CLIENT (the engine's request
   origin, raidlab.engine.origin) to its node; trio hands a task's context to the tasks it
   starts, so every member request the engine issues for that client carries the client's
@@ -54,7 +61,9 @@ from typing import Any
 
 from raidlab import sched
 from raidlab.blockdev import TargetProxy
+from raidlab.disks import host as hosts
 from raidlab.disks.bus import Timeline
+from raidlab.disks.host import Host, HostModel
 from raidlab.engine.origin import ORIGIN as CLIENT
 from raidlab.errors import UsageError
 
@@ -63,8 +72,8 @@ HEADER_BYTES = 28  # an NBD request or simple reply header
 
 @dataclass(frozen=True)
 class NetworkParams:
-    """The twin's network and driver parameters (module doc); every one is stated by the
-    scenario that uses it."""
+    """The twin's network parameters (module doc); every one is stated by the scenario that
+    uses it. What the nodes' processors cost is their host's (raidlab.disks.host)."""
 
     nodes: int
     disks_per_node: int = 1
@@ -72,8 +81,6 @@ class NetworkParams:
     latency_us: float = 20.0         # one hop through NIC, cable and switch, beyond the frames' time
     frame_payload: int = 1448        # TCP segment in a 1500-byte Ethernet frame
     frame_wire: int = 1538           # the frame on the wire with preamble and inter-frame gap
-    cdd_request_us: float = 0.0      # driver processor time per message sent or received
-    cdd_mb_s: float = 0.0            # driver copy rate at each end (0: free)
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.disks_per_node < 1:
@@ -81,44 +88,43 @@ class NetworkParams:
                              f"{self.disks_per_node}")
         if not self.link_mb_s > 0:
             raise UsageError(f"link rate {self.link_mb_s} MB/s must be positive")
-        if self.latency_us < 0 or self.cdd_request_us < 0 or self.cdd_mb_s < 0:
-            raise UsageError("latency and driver costs cannot be negative")
+        if self.latency_us < 0:
+            raise UsageError(f"latency {self.latency_us} µs cannot be negative")
         if not 0 < self.frame_payload <= self.frame_wire:
             raise UsageError(f"frame payload {self.frame_payload} must be positive and within the frame "
                              f"({self.frame_wire} bytes)")
 
 
-# A program's processor time is booked in slices this long, so the kernel's driver work on the
-# node waits at most this long for it (assumed: 1 ms, a tenth of Linux 2.2's 10 ms tick; the
-# driver's work is done on interrupt and kernel-thread time, which preempts a user program at
-# its next return to user mode).
-PROGRAM_SLICE_S = 0.001
-
-
 class Node:
-    """One node's processor and the two sides of its cable, with what they did."""
+    """One node: its machine (a Host of the twin's model) and the two sides of its cable,
+    with what they did."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, model: HostModel) -> None:
         self.index = index
+        self.host = Host(model)
         self.send = Timeline()
         self.receive = Timeline()
-        self.cpu = Timeline()
         self.counters = {"bytes_sent": 0, "bytes_received": 0, "messages_sent": 0, "messages_received": 0,
-                         "send_busy_s": 0.0, "receive_busy_s": 0.0, "cpu_busy_s": 0.0,
-                         "send_wait_s": 0.0, "receive_wait_s": 0.0, "cpu_wait_s": 0.0,
-                         "requests_served": 0, "requests_sent": 0, "program_cpu_s": 0.0}
+                         "send_busy_s": 0.0, "receive_busy_s": 0.0, "send_wait_s": 0.0, "receive_wait_s": 0.0,
+                         "requests_served": 0, "requests_sent": 0}
 
     def statistics(self) -> dict[str, Any]:
-        return {"node": self.index, **self.counters}
+        """The node's counters; the processor's come from its host, in processor-seconds over
+        all its processors: busy (driver work and programs), waiting for a processor, and of
+        the busy time the programs' own."""
+        host = self.host
+        return {"node": self.index, **self.counters, "processors": len(host.cpus), "cpu_busy_s": sum(host.busy),
+                "cpu_wait_s": sum(host.wait), "program_cpu_s": host.seconds["program"]}
 
 
 class Network:
     """The nodes, their cables and the switch of one twin (module doc)."""
 
-    def __init__(self, params: NetworkParams) -> None:
+    def __init__(self, params: NetworkParams, host: HostModel | None = None) -> None:
         self.params = params
+        self.model = host if host is not None else hosts.get("none")
         self.rate = params.link_mb_s * 1e6
-        self.nodes = [Node(k) for k in range(params.nodes)]
+        self.nodes = [Node(k, self.model) for k in range(params.nodes)]
 
     def wire_seconds(self, nbytes: int) -> float:
         frames = max(1, math.ceil(nbytes / self.params.frame_payload))
@@ -150,38 +156,19 @@ class Network:
         await sched.sleep_until(end)
 
     async def work(self, node: int, nbytes: int) -> None:
-        """Driver work for one message of `nbytes` on node's processor."""
-        p = self.params
-        duration = p.cdd_request_us * 1e-6 + (nbytes / (p.cdd_mb_s * 1e6) if p.cdd_mb_s else 0.0)
-        if duration <= 0:
-            return
-        now = sched.current_time()
-        cpu = self.nodes[node]
-        start = cpu.cpu.reserve(now, now, duration)
-        cpu.counters["cpu_busy_s"] += duration
-        cpu.counters["cpu_wait_s"] += start - now
-        await sched.sleep_until(start + duration)
+        """Driver work for one message of `nbytes` on the node's host (a `message` charge, on
+        whichever of its processors can start soonest)."""
+        await self.nodes[node].host.charge("message", nbytes)
 
     async def compute(self, node: int, seconds: float) -> None:
-        """A program's own processor time on `node` (a putc loop, a compiler), on the same
-        processor as the node's driver work, booked in slices of PROGRAM_SLICE_S: the driver
-        runs in the kernel, which takes the processor from a user program at once, so driver
-        work that arrives while a program computes waits at most one slice (one booking of the
-        whole time would hold every request for the others' disks until the program ends)."""
-        cpu = self.nodes[node]
-        left = seconds
-        while left > 1e-12:
-            piece = min(PROGRAM_SLICE_S, left)
-            now = sched.current_time()
-            start = cpu.cpu.reserve(now, now, piece)
-            cpu.counters["cpu_busy_s"] += piece
-            cpu.counters["cpu_wait_s"] += start - now
-            cpu.counters["program_cpu_s"] += piece
-            await sched.sleep_until(start + piece)
-            left -= piece
+        """A program's own processor time on `node` (a putc loop, a compiler), on processor 0
+        of its host, the one its driver work also uses first (Host.program: in slices, so the
+        driver's work, which the kernel does at once, waits at most one slice)."""
+        await self.nodes[node].host.program(seconds, cpu=0)
 
     def statistics(self) -> dict[str, Any]:
-        return {"params": self.params.__dict__, "nodes": [n.statistics() for n in self.nodes]}
+        return {"params": self.params.__dict__, "host": self.model.describe(),
+                "nodes": [n.statistics() for n in self.nodes]}
 
 
 class RemoteMember(TargetProxy):
@@ -241,24 +228,26 @@ class RemoteMember(TargetProxy):
         return await self._request(client, 0, 0, lambda: self.inner.trim(offset, length))
 
 
-def twin_network(p: dict[str, Any], members: int, least_nodes: int) -> NetworkParams:
+def twin_network(p: dict[str, Any], members: int, least_nodes: int, host: HostModel | None) -> Network:
     """The twin's network for a workload's parameters (nodes, disks_per_node, link_mb_s,
-    latency_us, cdd_request_us, cdd_mb_s): `p["nodes"]` nodes, or when 0 as many as the
-    members' nodes or `least_nodes` (the workload's clients), whichever is more."""
+    latency_us), its nodes machines of `host` (None: the catalog's `none`): `p["nodes"]`
+    nodes, or when 0 as many as the members' nodes or `least_nodes` (the workload's
+    clients), whichever is more."""
     dpn = p["disks_per_node"]
     disk_nodes = -(-members // dpn)
     nodes = p["nodes"] or max(least_nodes, disk_nodes)
     if nodes < disk_nodes:
         raise UsageError(f"{members} members at {dpn} per node need {disk_nodes} nodes, not {nodes}")
-    return NetworkParams(nodes=nodes, disks_per_node=dpn, link_mb_s=p["link_mb_s"], latency_us=p["latency_us"],
-                         cdd_request_us=p["cdd_request_us"], cdd_mb_s=p["cdd_mb_s"])
+    return Network(NetworkParams(nodes=nodes, disks_per_node=dpn, link_mb_s=p["link_mb_s"],
+                                 latency_us=p["latency_us"]), host)
 
 
-def on_twin(p: dict[str, Any], least_nodes: int, holder: dict[str, Any]):
+def on_twin(p: dict[str, Any], least_nodes: int, holder: dict[str, Any], host: HostModel | None):
     """A `wrap_members` for raidlab.runners.virtual.build_virtual: member m on node
-    m // disks_per_node of a new twin network, which is left in holder["network"]."""
+    m // disks_per_node of a new twin network whose nodes are machines of `host` (a
+    SimSpec's host), which is left in holder["network"]."""
     def wrap(drives: list) -> list:
-        params = twin_network(p, len(drives), least_nodes)
-        network = holder["network"] = Network(params)
-        return [RemoteMember(d, i // params.disks_per_node, network) for i, d in enumerate(drives)]
+        network = holder["network"] = twin_network(p, len(drives), least_nodes, host)
+        dpn = network.params.disks_per_node
+        return [RemoteMember(d, i // dpn, network) for i, d in enumerate(drives)]
     return wrap

@@ -9,9 +9,9 @@ client's node of the cluster's twin (raidlab.cluster.twin):
 * the phase's reads, one after another (the program waits for each: metadata and files
   not in the cache), each `read_kb / reads` KiB at a seeded random 1 KiB-aligned place of the
   client's own region of the volume (its file system);
-* the phase's programs' processor time (`cpu_ms` x `cpu_scale`) on the node's one
-  processor, which also does the node's driver work: sending its own requests and serving
-  its disk to every other client;
+* the phase's programs' processor time (`cpu_ms` x `cpu_scale`) on the node's processor
+  (every node a machine of the scenario's [host], raidlab.disks.host), which also does the
+  node's driver work: sending its own requests and serving its disk to every other client;
 * the phase's writes handed to the kernel's write-behind at the phase's end (the phase does
   not wait for them; at most `write_depth` in flight), each `write_kb / writes` KiB, one after
   another from the start of the client's region (a fresh file system allocates from its
@@ -55,7 +55,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     holder: dict[str, Any] = {}
 
     async with sched.open_nursery() as nursery:
-        built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["clients"], holder))
+        built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["clients"], holder, spec.host))
         network: Network = holder["network"]
         target = built.target
         if base + clients * region > target.size:
@@ -116,8 +116,8 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
         nursery.cancel_scope.cancel()
 
     for node in nodes["nodes"]:
-        for key in ("send", "receive", "cpu"):
-            node[f"{key}_utilization"] = node[f"{key}_busy_s"] / done if done > 0 else 0.0
+        for key, servers in (("send", 1), ("receive", 1), ("cpu", node["processors"])):
+            node[f"{key}_utilization"] = node[f"{key}_busy_s"] / (done * servers) if done > 0 else 0.0
     elapsed = [r["elapsed"] for r in results]
     return {
         "params": p,

@@ -26,9 +26,10 @@ A write phase ends when the program closes the file (Bonnie times the close, not
 what is still being written behind then (at most `write_depth` requests) is finished before
 the next phase, untimed. Every read misses: the 500 MB file is many times the memory of the
 paper's nodes (§10.1: "large enough to avoid the buffer caching effects"). The program's
-processor time (the loops and copies) runs on the client node's one processor, the same
-one that does the node's driver work (raidlab.cluster.twin), so a putc loop and the
-driver compete as they did on the paper's nodes.
+processor time (the loops and copies, at the rates above) runs on the client node's
+processor, the same one that does the node's driver work (raidlab.cluster.twin: every node
+a machine of the scenario's [host]), so a putc loop and the driver compete as they did on
+the paper's nodes.
 
 Rates are MB/s (10^6 bytes per second) of the file's 2^20-byte megabytes (Bonnie's -s),
 and seeks per second. Deterministic for a (spec, params) pair except `speed` (wall clock).
@@ -108,7 +109,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     holder: dict[str, Any] = {}
 
     async with sched.open_nursery() as nursery:
-        built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["client"] + 1, holder))
+        built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["client"] + 1, holder, spec.host))
         network: Network = holder["network"]
         target = built.target
         if base + size > target.size:
@@ -134,7 +135,8 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
             rate = amount / seconds if seconds > 0 else 0.0
             phases[name] = {
                 "seconds": seconds, unit: rate / 1e6 if unit == "mb_s" else rate,
-                "client_cpu_utilization": (node1["cpu_busy_s"] - node0["cpu_busy_s"]) / seconds if seconds else 0.0,
+                "client_cpu_utilization": ((node1["cpu_busy_s"] - node0["cpu_busy_s"]) / (seconds * node1["processors"])
+                                           if seconds else 0.0),
                 "client_program_cpu_s": node1["program_cpu_s"] - node0["program_cpu_s"],
                 "client_bytes_sent": node1["bytes_sent"] - node0["bytes_sent"],
                 "client_bytes_received": node1["bytes_received"] - node0["bytes_received"],

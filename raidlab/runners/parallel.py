@@ -5,7 +5,7 @@ architecture is built by the same builder as every replay (raidlab.runners.virtu
 member wrapped so that it sits on its node of the twin (raidlab.cluster.twin: member m on
 node m // disks_per_node); then every client, in a task whose context names its node,
 issues its accesses at the same instant. The engine is the live one; only the clock, the
-disks and the network are models.
+disks, the network and the nodes' processors (the scenario's [host]) are models.
 
 The report: aggregate bandwidth, each client's time and bandwidth, each member's requests
 (local and remote) and utilisation, each node's cable and processor (bytes, busy and
@@ -42,7 +42,7 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
     holder: dict[str, Any] = {}
 
     async with sched.open_nursery() as nursery:
-        built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["clients"], holder))
+        built = await build_virtual(spec, nursery, wrap_members=on_twin(p, p["clients"], holder, spec.host))
         network: Network = holder["network"]
         target = built.target
         if base + clients * size > target.size:
@@ -121,8 +121,8 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
             "busy_s": busy, "utilization": busy / elapsed if elapsed > 0 else 0.0,
             "background_bytes_written": z["bytes_written"] - y["bytes_written"]})
     for node in nodes["nodes"]:
-        for key in ("send", "receive", "cpu"):
-            node[f"{key}_utilization"] = node[f"{key}_busy_s"] / elapsed if elapsed > 0 else 0.0
+        for key, servers in (("send", 1), ("receive", 1), ("cpu", node["processors"])):
+            node[f"{key}_utilization"] = node[f"{key}_busy_s"] / (elapsed * servers) if elapsed > 0 else 0.0
     return {
         "params": p,
         "bytes": total,

@@ -95,13 +95,13 @@ class Param:
 
 
 # The network of the cluster's twin, as every virtual-time workload over it takes it
-# (raidlab.cluster.twin.twin_network reads them; `nodes` each workload states itself).
+# (raidlab.cluster.twin.twin_network reads them; `nodes` each workload states itself). What
+# a node's processor costs (the cooperative disk driver's work per message) is not a
+# workload parameter: every node is a machine of the scenario's [host] (raidlab.disks.host).
 TWIN_NETWORK_PARAMS: dict[str, Param] = {
     "disks_per_node": Param(int, 1, "array members on each node, in node order (the paper: 1)", minimum=1),
     "link_mb_s": Param(float, 12.5, "each direction of a node's switch port, MB/s (the paper: 12.5)", minimum=0.001),
     "latency_us": Param(float, 20.0, "one hop's latency beyond the frames' own time, µs (assumed)", minimum=0),
-    "cdd_request_us": Param(float, 0.0, "driver processor time per message a node sends or receives, µs", minimum=0),
-    "cdd_mb_s": Param(float, 0.0, "driver copy rate at each end, MB/s (0: free)", minimum=0),
 }
 
 

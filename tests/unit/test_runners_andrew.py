@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from raidlab import scenarios
+from raidlab.disks import host as hosts
 from raidlab.errors import UsageError
 from raidlab.runners import sim
 from raidlab.runners.andrew import run_andrew
@@ -17,13 +18,14 @@ MiB = 1 << 20
 NO_IO = {"reads": [0] * 5, "read_kb": [0] * 5, "writes": [0] * 5, "write_kb": [0] * 5}
 
 
-def _spec(arch: str = "raidx", disks: int = 4) -> SimSpec:
+def _spec(arch: str = "raidx", disks: int = 4, host: str | None = "raidx-pentium-node") -> SimSpec:
     return SimSpec(arch=arch, disk_model="maxtor-91020d6", disks=disks, chunk=32 * 1024, disk_size=256 * MiB,
-                   discipline="scan", options={"image_buffer": "memory"} if arch == "raidx" else {})
+                   discipline="scan", options={"image_buffer": "memory"} if arch == "raidx" else {},
+                   host=hosts.get(host) if host else None)
 
 
 def test_deterministic():
-    params = {"clients": 3, "cdd_request_us": 100.0, "cdd_mb_s": 4.05, "region_kb": 16384}
+    params = {"clients": 3, "region_kb": 16384}
     assert run_andrew(_spec(), params)["clients"] == run_andrew(_spec(), params)["clients"]
 
 
@@ -46,7 +48,7 @@ def test_writes_go_behind_unless_the_client_waits_for_them():
 
 
 def test_clients_share_disks_cables_and_each_others_processors():
-    params = {"cdd_request_us": 100.0, "cdd_mb_s": 4.05, "region_kb": 16384, "nodes": 8}
+    params = {"region_kb": 16384, "nodes": 8}
     one = run_andrew(_spec(disks=8), {**params, "clients": 1})
     eight = run_andrew(_spec(disks=8), {**params, "clients": 8})
     assert len(eight["clients"]) == 8

@@ -24,7 +24,10 @@ repeat = 1
 
 [workload]
 name = "bonnie"
-params = { file_mb = 4000, cdd_request_us = 100.0, cdd_mb_s = 4.05 }
+params = { file_mb = 4000 }
+
+[host]
+model = "raidx-pentium-node"
 
 [[case]]
 name = "long"
