@@ -19,6 +19,10 @@ A host is a catalog entry (data/hosts.toml, read like the drive catalog: every n
   (`compress_mb_s`, `decompress_mb_s`, per uncompressed byte) and a network message through
   the protocol stack (`message_us` + bytes at `message_mb_s`). A rate of 0 (or a cost of 0)
   means that work is free on this host: not charged.
+* `message_holds_cpu`: whether a message's cost is processor work (true: it is booked on a
+  processor like every other charge) or a delay that holds nothing (false: the protocol's
+  waiting, which any number of messages do at once). Which reading a paper's "software
+  overheads" deserve is a stated assumption; a sweep can flip it.
 * `cost_scale`: every charge multiplied by it (1 for the catalog's values); a sweep varies it
   to show what a claim owes to the host as a whole.
 
@@ -64,6 +68,7 @@ FIELDS: dict[str, type] = {
     "decompress_mb_s": float,
     "message_us": float,
     "message_mb_s": float,
+    "message_holds_cpu": bool,
     "cost_scale": float,
 }
 
@@ -88,14 +93,15 @@ class HostModel:
     decompress_mb_s: float = 0.0
     message_us: float = 0.0
     message_mb_s: float = 0.0
+    message_holds_cpu: bool = True
     cost_scale: float = 1.0
     sources: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.processors < 1:
             raise UsageError(f"host {self.name}: processors must be at least 1, not {self.processors}")
-        for key in FIELDS:
-            if key != "processors" and getattr(self, key) < 0:
+        for key, kind in FIELDS.items():
+            if kind is float and getattr(self, key) < 0:
                 raise UsageError(f"host {self.name}: {key} cannot be negative ({getattr(self, key)})")
 
     def seconds(self, kind: str, nbytes: int = 0) -> float:
@@ -129,10 +135,7 @@ class HostModel:
             raise UsageError(f"host has no parameter {unknown[0]!r}", hint=f"its parameters: {', '.join(FIELDS)}")
         fields: dict[str, Any] = {}
         for key, value in values.items():
-            try:
-                fields[key] = FIELDS[key](value)
-            except (TypeError, ValueError):
-                raise UsageError(f"host parameter {key} = {value!r} is not a number") from None
+            fields[key] = _typed(key, value, UsageError)
         sources = dict(self.sources) | {key: why for key in fields}
         return dataclasses.replace(self, **fields, sources=tuple(sorted(sources.items())))
 
@@ -140,6 +143,21 @@ class HostModel:
         """The model as a result document records it: every field and where it came from."""
         return {"name": self.name, "description": self.description,
                 **{key: getattr(self, key) for key in FIELDS}, "sources": dict(self.sources)}
+
+
+def _typed(key: str, value: Any, error: type[Exception]) -> Any:
+    """`value` as field `key`'s type: a flag must be true or false, a number a number."""
+    kind = FIELDS[key]
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise error(f"host parameter {key} = {value!r} is not true or false")
+        return value
+    if isinstance(value, bool):
+        raise error(f"host parameter {key} = {value!r} is not a number")
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise error(f"host parameter {key} = {value!r} is not a number") from None
 
 
 def _build(name: str, entry: dict) -> HostModel:
@@ -157,7 +175,7 @@ def _build(name: str, entry: dict) -> HostModel:
             sources[key] = "assumed: " + str(spec["assumed"])
         else:
             raise HostCatalogError(f"{name}.{key}: a number without `source` or `assumed`")
-        fields[key] = FIELDS[key](spec["value"])
+        fields[key] = _typed(key, spec["value"], HostCatalogError)
     for key in FIELDS:
         if key not in fields and key != "cost_scale":
             raise HostCatalogError(f"{name}: {key} is not given (a free host gives 0 with its reason)")
@@ -212,6 +230,7 @@ class Host:
         self.seconds = {kind: 0.0 for kind in KINDS}
         self.counts = {kind: 0 for kind in KINDS}
         self.bytes = {kind: 0 for kind in KINDS}
+        self.delay_s = 0.0  # message costs that held no processor (message_holds_cpu false)
 
     def _pick(self, now: float, duration: float) -> int:
         starts = [cpu.earliest_start(now, now, duration) for cpu in self.cpus]
@@ -238,8 +257,17 @@ class Host:
 
     async def charge(self, kind: str, nbytes: int = 0, *, cpu: int | None = None) -> float:
         """One piece of `kind` work over `nbytes` (HostModel.seconds), on `cpu` or the soonest
-        free processor; returns when it is done."""
-        return await self.run_for(self.model.seconds(kind, nbytes), kind, cpu=cpu, nbytes=nbytes)
+        free processor; returns when it is done. A message whose cost does not hold the
+        processor (message_holds_cpu false) is a delay of that length, which any number of
+        messages take at once."""
+        seconds = self.model.seconds(kind, nbytes)
+        if kind == "message" and not self.model.message_holds_cpu:
+            self.counts[kind] += 1
+            self.bytes[kind] += nbytes
+            self.delay_s += seconds
+            await sched.sleep(seconds)
+            return sched.current_time()
+        return await self.run_for(seconds, kind, cpu=cpu, nbytes=nbytes)
 
     async def program(self, seconds: float, *, cpu: int) -> None:
         """A user program's own processor time on `cpu`, in slices (module doc); scaled by
@@ -258,5 +286,6 @@ class Host:
                            for i in range(len(self.cpus))],
             "work": {kind: {"count": self.counts[kind], "bytes": self.bytes[kind], "seconds": self.seconds[kind]}
                      for kind in KINDS if self.counts[kind]},
+            "message_delay_s": self.delay_s,
         }
         return out

@@ -151,3 +151,19 @@ def test_bad_host_tables_are_refused():
         hosts.resolve({"model": "none", "copy_mb_s": -1})
     with pytest.raises(UsageError, match="not a number"):
         hosts.resolve({"model": "none", "copy_mb_s": "fast"})
+
+
+def test_a_message_that_holds_no_processor_is_a_delay_many_take_at_once():
+    h = Host(HostModel("h", message_us=1000.0, message_holds_cpu=False))
+    ends = []
+
+    async def main():
+        async with sched.open_nursery() as n:
+            for _ in range(3):
+                n.start_soon(lambda: _record(h.charge("message", 0, cpu=0), ends))
+    seconds, _ = _run(main)
+    assert seconds == pytest.approx(1e-3) and ends == pytest.approx([1e-3] * 3)
+    stats = h.statistics()
+    assert stats["processors"][0]["busy_s"] == 0.0 and stats["message_delay_s"] == pytest.approx(3e-3)
+    with pytest.raises(UsageError, match="true or false"):
+        hosts.resolve({"model": "none", "message_holds_cpu": "no"})
