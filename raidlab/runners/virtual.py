@@ -358,9 +358,12 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         read, write, flush, trim = target.read, target.write, target.flush, target.trim
         compact = spec.compact
         first_time: float | None = None
+        host = built.parts.get("host")
 
         async def one(op: str, offset: int, length: int, issue_at: float) -> None:
             nonlocal slot_free
+            if host is not None:  # the block layer's and the driver's work for the request
+                await host.charge("request")
             if op == READ:
                 await read(offset, length)
             elif op == WRITE:

@@ -167,3 +167,20 @@ def test_a_message_that_holds_no_processor_is_a_delay_many_take_at_once():
     assert stats["processors"][0]["busy_s"] == 0.0 and stats["message_delay_s"] == pytest.approx(3e-3)
     with pytest.raises(UsageError, match="true or false"):
         hosts.resolve({"model": "none", "message_holds_cpu": "no"})
+
+
+def test_a_replay_charges_every_request_on_the_host_and_a_free_host_changes_nothing():
+    from raidlab.runners.virtual import SimSpec, replay_requests
+    from raidlab.traces.synth import synth
+
+    def run(model):
+        spec = SimSpec(arch="disk", disk_model="hp-c2200a", host=model)
+        return replay_requests(spec, synth("hplajw", 60, 1))
+
+    bare, free = run(None), run(hosts.get("dcd-simulator"))
+    assert free["response"] == bare["response"] and bare["host"] is None
+    requests = free["trace"]["requests"]
+    assert free["host"]["work"]["request"]["count"] == requests
+    dear = run(HostModel("h", request_us=500.0))
+    assert dear["host"]["processors"][0]["busy_s"] == pytest.approx(requests * 500e-6)
+    assert dear["response"]["write"]["mean_ms"] > bare["response"]["write"]["mean_ms"] + 0.4
