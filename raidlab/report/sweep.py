@@ -218,7 +218,6 @@ def to_blocks(data: dict, out: Path, figures: dict[str, Path]) -> list[tuple[str
     blocks.append(("table", (["assumption", "key", "base value", "swept values", "why"],
                              [[a.get("label") or a["key"], f"`{a['key']}`", _value_words(a.get("base")),
                                ", ".join(a["values"]), a.get("reason", "")] for a in data["assumptions"]])))
-    blocks.append(("h2", "Claims"))
     for claim in data["claims"]:
         blocks.append(("h2", f"`{claim['id']}`: {claim['text']}"))
         blocks.append(("p", _base_words(claim)))
@@ -268,8 +267,9 @@ def tornado(claim: dict, path: Path) -> Path | None:
     ax.axvspan(lo, hi, color="tab:green", alpha=0.15, label=f"band: {claim['band']}")
     for y, (name, low, high, low_at, high_at, base) in enumerate(bars):
         ax.barh(y, max(high - low, (right - left) * 0.004), left=low, height=0.5, color="tab:blue")
-        ax.annotate(str(low_at), (low, y), xytext=(-4, 0), textcoords="offset points", ha="right", va="center",
-                    fontsize=8)
+        if low_at != high_at:  # one value (or two that measure the same): named once, at the right
+            ax.annotate(str(low_at), (low, y), xytext=(-4, 0), textcoords="offset points", ha="right",
+                        va="center", fontsize=8)
         ax.annotate(str(high_at), (high, y), xytext=(4, 0), textcoords="offset points", ha="left", va="center",
                     fontsize=8)
         if multi and base is not None:
