@@ -15,10 +15,13 @@ from raidlab.runners import sim
 
 
 def _scenario(host: str | None, tmp_path):
-    text = scenarios.load("scenarios/tss-table3.toml").text.replace('cpu_cost = "7.7/25"', 'cpu_cost = "host"')
-    if host is not None:
-        text += f'\n[host]\nmodel = "tss-pentium-75"\n{host}\n'
-    return scenarios.loads(text, tmp_path / "tss-host.toml")
+    """tss-table3 (cpu_cost = "host") with its [host] table's lines after the model replaced
+    by `host`, or without a [host] table (None)."""
+    text = scenarios.load("scenarios/tss-table3.toml").text
+    assert 'cpu_cost = "host"' in text
+    table = '\n[host]\nmodel = "tss-pentium-75"\n'
+    replaced = table + host + "\n" if host is not None else "\n"
+    return scenarios.loads(text.replace(table, replaced, 1), tmp_path / "tss-host.toml")
 
 
 def _run(scn, label: str) -> dict:
