@@ -111,10 +111,12 @@ class Node:
     def statistics(self) -> dict[str, Any]:
         """The node's counters; the processor's come from its host, in processor-seconds over
         all its processors: busy (driver work and programs), waiting for a processor, and of
-        the busy time the programs' own."""
+        the busy time the programs' own; and the driver's message costs that held no
+        processor (a host whose message_holds_cpu is false)."""
         host = self.host
         return {"node": self.index, **self.counters, "processors": len(host.cpus), "cpu_busy_s": sum(host.busy),
-                "cpu_wait_s": sum(host.wait), "program_cpu_s": host.seconds["program"]}
+                "cpu_wait_s": sum(host.wait), "program_cpu_s": host.seconds["program"],
+                "message_delay_s": host.delay_s}
 
 
 class Network:

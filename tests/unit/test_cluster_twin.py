@@ -231,6 +231,15 @@ def test_without_a_host_the_driver_is_free_and_a_program_takes_its_time():
     assert network.nodes[0].statistics()["cpu_busy_s"] == pytest.approx(2.0)
 
 
+def test_a_message_cost_that_holds_no_processor_is_a_delay_the_node_reports():
+    network = Network(NetworkParams(nodes=2), HostModel(name="delay", message_us=100.0, message_holds_cpu=False))
+    served = _serve_while_computing(network)
+    assert served[0] == pytest.approx(100e-6) and served[1] == pytest.approx(2.0)
+    counters = network.nodes[0].statistics()
+    assert counters["cpu_busy_s"] == pytest.approx(2.0)
+    assert counters["message_delay_s"] == pytest.approx(100e-6)
+
+
 def test_a_nodes_processor_utilisation_is_a_share_of_all_its_processors():
     spec = dataclasses.replace(_spec("raid0"), host=HostModel(name="smp", processors=2, message_us=100.0))
     report = run_parallel(spec, {"clients": 4, "op": "read", "file_kb": 4096})
