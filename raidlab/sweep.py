@@ -240,9 +240,20 @@ def check_key(key: str) -> None:
 
 def base_values(doc: dict, key: str) -> list[Any]:
     """The base document's value(s) at `key` (one per [[arch]] for `arch.*...`); None where
-    the document leaves it to its default."""
+    the document leaves it to its default. A [host] value the table leaves to its catalog
+    model is the model's (raidlab.disks.host), so a sweep shows what it varies from."""
     check_key(key)
-    return [table.get(leaf) for table, leaf in _targets(copy.deepcopy(doc), _segments(key), key, "")]
+    values = [table.get(leaf) for table, leaf in _targets(copy.deepcopy(doc), _segments(key), key, "")]
+    segments = _segments(key)
+    host = doc.get("host")
+    if (len(segments) == 2 and segments[0] == "host" and values == [None] and isinstance(host, dict)
+            and isinstance(host.get("model"), str)):
+        from raidlab.disks import host as hosts
+
+        model = hosts.get(host["model"])
+        if segments[1] in hosts.FIELDS:
+            return [getattr(model, segments[1])]
+    return values
 
 
 def apply(doc: dict, key: str, value: Any) -> dict:
