@@ -346,7 +346,6 @@ def test_an_out_directory_that_holds_a_sweep_is_refused(tmp_path):
 
 
 def test_a_host_value_left_to_the_catalog_shows_the_catalogs_value():
-
     doc = tomllib.loads('[host]\nmodel = "raidx-pentium-node"\n')
     assert sweep.base_values(doc, "host.message_mb_s") == [4.05]
     assert sweep.base_values(doc, "host.message_holds_cpu") == [True]
