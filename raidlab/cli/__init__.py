@@ -44,6 +44,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.run",
     "raidlab.cli.sweep",
     "raidlab.cli.report",
+    "raidlab.cli.claims",
     "raidlab.cli.explain",
     "raidlab.cli.cluster",
 ]
