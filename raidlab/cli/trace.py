@@ -29,6 +29,16 @@ def _key_values(pairs: tuple[str, ...]) -> dict[str, str]:
             for key, value in parse_key_values(pairs, example="cache=logical").items()}
 
 
+def _host_value(text: str) -> bool | float | str:
+    """A --host-option value: true/false, a number, or the text as given (the host refuses it)."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _print_stats(s: dict) -> None:
     click.echo(f"requests        {s['requests']}  (reads {s['reads']}, writes {s['writes']}, "
                f"flushes {s['flushes']}, trims {s['trims']})")
@@ -76,6 +86,11 @@ def _print_sim(r: dict) -> None:
         click.echo(f"members on {layout['drives']} drives: {where}")
         for d in r.get("drives") or []:
             click.echo(f"{d['name']:<8}{d['utilization']:>7.1%} busy (whole drive)")
+    if r.get("host"):
+        h = r["host"]
+        work = ", ".join(f"{kind} {w['seconds']:.3g} s" for kind, w in h["work"].items() if w["seconds"])
+        click.echo(f"host {h['model']['name']}: " + ", ".join(f"cpu{p['cpu']} {p.get('utilization', 0):.1%} busy"
+                                                          for p in h["processors"]) + (f" ({work})" if work else ""))
     if r.get("bus"):
         b = r["bus"]
         click.echo(f"bus {b['rate_mb_s']:g} MB/s ({b['mode']}): {b['utilization']:.1%} busy, "
@@ -271,10 +286,15 @@ def register(cli: click.Group) -> None:
     @click.option("--scheduler", type=click.Choice(SCHEDULERS), default="trio", show_default=True,
                   help="Who runs virtual time: trio's run loop, seeded, or raidlab's discrete-event kernel "
                        "(the same engine code, faster; ties at one instant run in the order they woke).")
+    @click.option("--host", "host_model", default=None, metavar="MODEL",
+                  help="The machine virtual time charges (a host of raidlab/disks/data/hosts.toml): each "
+                       "request's cost, TSS's compression with -o cpu_cost=host (default: none).")
+    @click.option("--host-option", "host_options", multiple=True, metavar="KEY=VALUE",
+                  help="Replace one of the host's values, e.g. copy_mb_s=65 (repeatable).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
             outstanding, compressibility, policy, policy_options, bus, write_cache, flushes, span, drives,
-            partitions, skip_bad, scheduler, as_json) -> int:
+            partitions, skip_bad, scheduler, host_model, host_options, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader, detect_format
@@ -297,13 +317,22 @@ def register(cli: click.Group) -> None:
             from raidlab.policies import make_policy
 
             make_policy(policy, _key_values(policy_options))  # bad options: one line, before anything runs
+        if host_options and host_model is None:
+            raise UsageError("--host-option without --host", hint="name the host with --host")
+        host = None
+        if host_model is not None:
+            from raidlab.disks import host as hosts
+
+            values = {key: _host_value(value) for key, value in _key_values(host_options).items()}
+            host = hosts.resolve({"model": host_model, **values, "calibrated": "given with --host-option"}
+                                 if values else {"model": host_model})
         spec = SimSpec(arch=arch, disk_model=disk_model, disks=disks, chunk=_size(chunk, "--chunk"),
                        disk_size=_size(disk_size, "--disk-size"), discipline=discipline, compact=compact, seed=seed,
                        options=_key_values(options), outstanding=outstanding,
                        compressibility=compressibility, policy=policy,
                        policy_options=_key_values(policy_options), bus=bus, drives=drives,
                        partitions=partitions, write_cache=write_cache, flushes=flushes, span=span,
-                       scheduler=scheduler)
+                       scheduler=scheduler, host=host)
         reader = TraceReader(trace_file, detect_format(trace_file, fmt), skip_bad=skip_bad)
         progress = _SimProgress()
         try:

@@ -184,3 +184,22 @@ def test_a_replay_charges_every_request_on_the_host_and_a_free_host_changes_noth
     dear = run(HostModel("h", request_us=500.0))
     assert dear["host"]["processors"][0]["busy_s"] == pytest.approx(requests * 500e-6)
     assert dear["response"]["write"]["mean_ms"] > bare["response"]["write"]["mean_ms"] + 0.4
+
+
+def test_raidlab_sim_takes_a_host_and_its_values(tmp_path, capsys):
+    import json
+
+    from raidlab.cli import main
+    from raidlab.traces.formats import write_raidlab
+    from raidlab.traces.synth import synth
+
+    trace = tmp_path / "t.trace"
+    with trace.open("w") as out:
+        write_raidlab(synth("hplajw", 120, 1), out)
+    argv = ["sim", "--arch", "disk", "--disk-model", "hp-c2200a", "--trace", str(trace), "--json"]
+    assert main(argv + ["--host", "dcd-simulator", "--host-option", "request_us=500"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["host"]["model"]["request_us"] == 500
+    assert report["host"]["processors"][0]["busy_s"] == pytest.approx(report["trace"]["requests"] * 500e-6)
+    assert main(argv + ["--host-option", "request_us=500"]) == 2
+    assert "--host-option without --host" in capsys.readouterr().err
