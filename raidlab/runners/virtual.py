@@ -464,7 +464,6 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
             bus_stats = now | {k: now[k] - bus_base[k] for k in _BUS_KEYS}
             bus_stats["utilization"] = bus_stats["busy_s"] / elapsed if elapsed > 0 else 0.0
         arch_stats = built.statistics()
-        host = built.parts.get("host")
         host_stats = host.statistics(elapsed=elapsed) if host is not None else None
         disks_nursery.cancel_scope.cancel()
     all_samples = array("d", samples[READ])
