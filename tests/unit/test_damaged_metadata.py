@@ -613,7 +613,13 @@ def test_tss_data_log_replays_only_records_it_wrote_whole(data):
     async def scan():
         return await tsslog.DataLog(Image(damaged), ours).scan()
 
-    got = {(s, ls, st_, bytes(p)) for s, ls, st_, p in run(scan)}
+    try:
+        found = run(scan)
+    except md.MetadataError as err:  # damage to a record a whole header says was written whole
+        assert damaged != bytes(device.buf), f"the undamaged log is refused: {err}"
+        assert "\n" not in str(err)
+        return
+    got = {(s, ls, st_, bytes(p)) for s, ls, st_, p in found}
     # Only records written whole come back; a committed one whose commit record was damaged
     # may come back too (what replaying it again does is test_damaged_assembly's subject).
     assert got <= written, kind  # a foreign record's bytes are never among them

@@ -72,6 +72,7 @@ from raidlab.engine.caches.log import (
     CacheDiskLog,
     LogStore,
     destage_order_of,
+    end_markers_of,
     log_id_of,
     log_layout,
     max_record_bytes,
@@ -149,7 +150,8 @@ class DCD(Destaging):
         self.log = CacheDiskLog(cache_disk, 0, int(g["log_start"]), cache_disk.size, SECTOR,
                                 log_id_of(superblock.array_uuid))
         self.store = LogStore([self.log], SECTOR, epoch=superblock.generation,
-                              layout=log_layout(g), order=destage_order_of(g))
+                              layout=log_layout(g), order=destage_order_of(g),
+                              end_markers=end_markers_of(g))
         self.bypass = False
         self._ram_capacity = self.ram_buffer // SECTOR
         self._collecting: dict[int, bytes] = {}

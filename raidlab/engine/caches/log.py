@@ -25,11 +25,22 @@ chain; the scan never goes past it.
 Where this departs from the papers, and why:
 
 * Stale records above the top. After a pop the bytes above the CLP still hold old records.
-  Each pop therefore writes a *marker* at the new CLP (the paper's "marked as blank"): a
-  blank sector. The scan also requires sequence numbers to increase along the chain, and
-  every assembly starts a new epoch (the superblock generation is the high bits of every
-  sequence number), so an old record that happens to sit right after the top can never
-  extend the chain.
+  Each pop therefore writes a *marker* at the new CLP (the paper's "marked as blank"): an
+  end record (below), in the older layouts a blank sector. The scan also requires sequence
+  numbers to increase along the chain, and every assembly starts a new epoch (the
+  superblock generation is the high bits of every sequence number), so an old record that
+  happens to sit right after the top can never extend the chain.
+* Ends of the chain (every log made now: geometry key `log_end_markers`). A pop's marker,
+  and the start of an empty log, is an *end record*: one sector with its own sequence
+  number, taken after every record it pops. So whatever the chain ends at, a whole record
+  after it with a larger number than the chain's top and than the end's own is proof of
+  damage, not of a crash (CacheDiskLog._check_end), and so is a newer end record: the
+  records below a marker were whole when it was written. A record zeroed, overwritten by a
+  stale or foreign one, or damaged beyond recognition in the middle of the log is refused at
+  assembly, never taken for the end of the log with the acknowledged writes after it lost.
+  The older layouts' marker is a blank sector, which cannot be told from a zeroed record.
+  What no format can tell from a torn last write: damage to the top record when nothing
+  was written after it.
 * Tombstones. LWFD destages the *newest* copy of a block first, while older copies of the
   same block may remain lower in the stack (holes). Replaying the log after a crash would
   resurrect such an older copy over the newer data already on the data disk; the papers do
@@ -130,10 +141,14 @@ from raidlab.engine.metadata import MetadataError
 MAGIC = b"RLCDLOG1"
 # magic, log id, seq, kind, n_summary_sectors, n_extents, n_blocks, block_size, data_crc, summary_crc
 HEADER = struct.Struct("<8sQQB3xIIIIII")
+# The three bytes after the kind: zero in the older layouts; with end markers, the state of
+# the log's tombstone area when a data or end record was written (module doc: ends of the
+# chain), `area_word`. Covered by the summary checksum like the rest of the header.
+AREA_BYTES = slice(25, 28)
 EXTENT = struct.Struct("<QI")
 TOMB_EXTENT = struct.Struct("<QIQ")  # first address, count, bound (see module doc: tombstones)
 TAIL = struct.Struct("<QQ")  # offset of the chain's oldest record, floor (module doc: oldest-first)
-KIND_DATA, KIND_TOMBSTONE, KIND_TAIL = 1, 2, 3
+KIND_DATA, KIND_TOMBSTONE, KIND_TAIL, KIND_END = 1, 2, 3, 4
 BLANK_SECTOR = bytes(SECTOR)
 # Default start of the log region on a cache disk: [0, 8 KiB) holds the superblock slots
 # (raidlab.engine.metadata), the rest up to 64 KiB is reserved.
@@ -141,6 +156,26 @@ DEFAULT_LOG_START = 64 * 1024
 EPOCH_SHIFT = 40
 # How far past the end of a chain the scan looks for newer records (CacheDiskLog._check_end).
 CHECK_WINDOW = 256 * 1024
+
+
+def area_word(half: int, pos: int) -> int:
+    """The tombstone area's state (current half, bytes used in it) in the three header bytes:
+    0 when it does not fit (no claim is made)."""
+    sectors = pos // SECTOR
+    return 1 | half << 1 | sectors << 2 if sectors < 1 << 22 else 0
+
+
+def area_of(word: int) -> tuple[int, int] | None:
+    """(half, bytes used) that `area_word` encoded, or None for no claim."""
+    return ((word >> 1) & 1, (word >> 2) * SECTOR) if word & 1 else None
+
+
+def _with_area(header: bytes, word: int) -> bytes:
+    return header[:AREA_BYTES.start] + word.to_bytes(3, "little") + header[AREA_BYTES.stop:]
+
+
+def _area_word_in(raw: bytes) -> int:
+    return int.from_bytes(raw[AREA_BYTES], "little")
 
 
 def log_id_of(array_uuid: str) -> int:
@@ -201,7 +236,9 @@ def tombstone_runs(bounds: dict[int, int]) -> list[tuple[int, int, int]]:
 #   log_journal = 1, log_tombstone_area = 1: LAYOUT_AREA, tombstones in their own area (every
 #                              log made now; LOG_GEOMETRY)
 LAYOUT_PLAIN, LAYOUT_JOURNAL, LAYOUT_AREA = "plain", "journal", "area"
-LOG_GEOMETRY = {"log_journal": 1, "log_tombstone_area": 1}
+#   log_end_markers = 1:       a pop's marker (and an empty log's start) is an end record with
+#                              a sequence number, not a blank sector (module doc: ends of the chain)
+LOG_GEOMETRY = {"log_journal": 1, "log_tombstone_area": 1, "log_end_markers": 1}
 # The destage order, geometry key `destage_order` (no key: LWFD, the papers'); oldest-first
 # is the ablation of the module doc, with a circular log and two tail slots.
 ORDER_LWFD, ORDER_OLDEST = "lwfd", "oldest"
@@ -214,6 +251,12 @@ def log_layout(geometry: dict) -> str:
     if geometry.get("log_tombstone_area"):
         return LAYOUT_AREA
     return LAYOUT_JOURNAL if geometry.get("log_journal") else LAYOUT_PLAIN
+
+
+def end_markers_of(geometry: dict) -> bool:
+    """Whether the logs of the array whose superblock geometry this is mark the end of their
+    chain with end records (module doc: ends of the chain) rather than blank sectors."""
+    return bool(geometry.get("log_end_markers"))
 
 
 def destage_order_of(geometry: dict) -> str:
@@ -245,9 +288,9 @@ def max_record_bytes(n_blocks: int, block_size: int) -> int:
 
 
 def encode_record(log_id: int, seq: int, kind: int, addresses: Sequence[int],
-                  data: bytes, block_size: int, bounds: dict[int, int] | None = None) -> bytes:
+                  data: bytes, block_size: int, bounds: dict[int, int] | None = None, area: int = 0) -> bytes:
     """One record; `addresses` in data order (data records), or for a tombstone `bounds`
-    (address -> the newest sequence number of the copies it hides)."""
+    (address -> the newest sequence number of the copies it hides); `area`: an `area_word`."""
     if kind == KIND_TOMBSTONE:
         tomb = tombstone_runs(bounds or {})
         n_summary = summary_sectors_for(len(tomb), kind)
@@ -262,34 +305,59 @@ def encode_record(log_id: int, seq: int, kind: int, addresses: Sequence[int],
     if kind == KIND_DATA and len(data) != n_blocks * block_size:
         raise ValueError("data does not match the addresses")
     data_crc = zlib.crc32(data) if kind == KIND_DATA else 0
-    unsigned = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, runs_count, n_blocks,
-                           block_size, data_crc, 0) + body
+    unsigned = _with_area(HEADER.pack(MAGIC, log_id, seq, kind, n_summary, runs_count, n_blocks,
+                                      block_size, data_crc, 0), area) + body
     summary = unsigned.ljust(n_summary * SECTOR, b"\0")
     crc = zlib.crc32(summary)
-    summary = HEADER.pack(MAGIC, log_id, seq, kind, n_summary, runs_count, n_blocks,
-                          block_size, data_crc, crc) + summary[HEADER.size:]
+    summary = _with_area(HEADER.pack(MAGIC, log_id, seq, kind, n_summary, runs_count, n_blocks,
+                                     block_size, data_crc, crc), area) + summary[HEADER.size:]
     return summary + (data if kind == KIND_DATA else b"")
+
+
+def _encode_sector(log_id: int, seq: int, kind: int, payload: bytes, block_size: int, area: int = 0) -> bytes:
+    """A one-sector record of `kind` (a tail or an end record) carrying `payload`."""
+    fields = (MAGIC, log_id, seq, kind, 1, 0, 0, block_size, 0)
+    sector = (_with_area(HEADER.pack(*fields, 0), area) + payload).ljust(SECTOR, b"\0")
+    return _with_area(HEADER.pack(*fields, zlib.crc32(sector)), area) + sector[HEADER.size:]
+
+
+def _parse_sector(raw: bytes, log_id: int, block_size: int, kind: int) -> int | None:
+    """The sequence number of a whole one-sector record of `kind` of this log, else None."""
+    if len(raw) != SECTOR:
+        return None
+    magic, lid, seq, got, n_summary, n_ext, n_blocks, bsize, dcrc, crc = HEADER.unpack_from(raw)
+    if magic != MAGIC or lid != log_id or got != kind or bsize != block_size:
+        return None
+    zeroed = _with_area(HEADER.pack(magic, lid, seq, got, n_summary, n_ext, n_blocks, bsize, dcrc, 0),
+                        _area_word_in(raw))
+    if zlib.crc32(zeroed + raw[HEADER.size:]) != crc:
+        return None
+    return seq
 
 
 def encode_tail(log_id: int, seq: int, offset: int, floor: int, block_size: int) -> bytes:
     """A tail record (module doc: oldest-first): one sector naming where the chain starts."""
-    fields = (MAGIC, log_id, seq, KIND_TAIL, 1, 0, 0, block_size, 0)
-    sector = (HEADER.pack(*fields, 0) + TAIL.pack(offset, floor)).ljust(SECTOR, b"\0")
-    return HEADER.pack(*fields, zlib.crc32(sector)) + sector[HEADER.size:]
+    return _encode_sector(log_id, seq, KIND_TAIL, TAIL.pack(offset, floor), block_size)
 
 
 def parse_tail(raw: bytes, log_id: int, block_size: int) -> tuple[int, int, int] | None:
     """(seq, offset, floor) of a whole tail record of this log in `raw` (one sector), else None."""
-    if len(raw) != SECTOR:
-        return None
-    magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, dcrc, crc = HEADER.unpack_from(raw)
-    if magic != MAGIC or lid != log_id or kind != KIND_TAIL or bsize != block_size:
-        return None
-    zeroed = HEADER.pack(magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, dcrc, 0)
-    if zlib.crc32(zeroed + raw[HEADER.size:]) != crc:
+    seq = _parse_sector(raw, log_id, block_size, KIND_TAIL)
+    if seq is None:
         return None
     offset, floor = TAIL.unpack_from(raw, HEADER.size)
     return seq, offset, floor
+
+
+def encode_end(log_id: int, seq: int, block_size: int, area: int = 0) -> bytes:
+    """An end record (module doc: ends of the chain): one sector, where the chain stops;
+    `area`: an `area_word`."""
+    return _encode_sector(log_id, seq, KIND_END, b"", block_size, area)
+
+
+def parse_end(raw: bytes, log_id: int, block_size: int) -> int | None:
+    """The sequence number of a whole end record of this log in `raw` (one sector), else None."""
+    return _parse_sector(raw, log_id, block_size, KIND_END)
 
 
 @dataclasses.dataclass
@@ -301,6 +369,7 @@ class ParsedSummary:
     data_crc: int
     addresses: list[int]
     bounds: list[int] | None = None  # tombstones: per address
+    area: int = 0                    # an area_word, or 0
 
 
 def parse_first_sector(raw: bytes, log_id: int, block_size: int) -> tuple[int, int] | None:
@@ -324,7 +393,8 @@ def parse_summary(summary: bytes, log_id: int, block_size: int) -> ParsedSummary
     extent = TOMB_EXTENT if kind == KIND_TOMBSTONE else EXTENT
     if len(summary) != n_summary * SECTOR or HEADER.size + n_ext * extent.size > len(summary):
         return None
-    zeroed = HEADER.pack(magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, data_crc, 0)
+    zeroed = _with_area(HEADER.pack(magic, lid, seq, kind, n_summary, n_ext, n_blocks, bsize, data_crc, 0),
+                        _area_word_in(summary))
     if zlib.crc32(zeroed + summary[HEADER.size:]) != crc:
         return None
     addresses: list[int] = []
@@ -341,7 +411,7 @@ def parse_summary(summary: bytes, log_id: int, block_size: int) -> ParsedSummary
             addresses.extend(range(first_addr, first_addr + count))
     if kind == KIND_DATA and len(addresses) != n_blocks:
         return None
-    return ParsedSummary(seq, kind, n_summary, n_blocks, data_crc, addresses, bounds)
+    return ParsedSummary(seq, kind, n_summary, n_blocks, data_crc, addresses, bounds, _area_word_in(summary))
 
 
 @dataclasses.dataclass
@@ -389,6 +459,10 @@ class CacheDiskLog:
         self.records: list[LogRecord] = []
         self.lock = sched.Lock()
         self.data_fua = True  # data records written FUA (VC-RAID's durability=paper: plain writes)
+        self.end_markers = False  # the chain's ends are end records (LogStore: end_markers)
+        # The newest record of the chain (or its end record) that states the tombstone area:
+        # (its sequence number, the area_word), found by `scan`, checked by `scan_area`.
+        self.vouched: tuple[int, int] | None = None
         # Byte ranges of this log being read now (`pinned`): a write into one waits.
         self._pins: list[tuple[int, int]] = []
         self._unpinned = sched.Event()
@@ -502,6 +576,7 @@ class CacheDiskLog:
             if last > newest[0]:
                 newest = (last, half, pos)
         _, self.area_current, self.area_pos = newest
+        self._check_area(newest[0])
         return found
 
     async def clear_area(self) -> None:
@@ -560,11 +635,17 @@ class CacheDiskLog:
             return self.start
         return self.clp
 
+    def _area_word(self) -> int:
+        """What a data or end record written now states of the tombstone area (module doc:
+        ends of the chain); 0 without end markers."""
+        return area_word(self.area_current, self.area_pos) if self.end_markers and self.area_half else 0
+
     async def write_record(self, seq: int, kind: int, addresses: list[int], data: bytes,
                            bounds: dict[int, int] | None = None, journal: bool = False) -> LogRecord:
         """Append one record at the CLP (or the start, wrapping a circular log); `journal`: a
         marker, copied to the journal slot first when longer than a sector (module doc)."""
-        raw = encode_record(self.log_id, seq, kind, addresses, data, self.block_size, bounds)
+        raw = encode_record(self.log_id, seq, kind, addresses, data, self.block_size, bounds,
+                            self._area_word() if kind == KIND_DATA else 0)
         offset = self._place(len(raw))
         if offset is None:
             raise RuntimeError(f"log {self.index}: record of {len(raw)} bytes does not fit ({self.free} free)")
@@ -632,6 +713,16 @@ class CacheDiskLog:
             await self._wait_unpinned(offset, offset + SECTOR)
             await self.target.write(offset, BLANK_SECTOR, fua=True)
 
+    async def write_end(self, offset: int, seq: int) -> None:
+        """Where the chain stops (module doc: ends of the chain): an end record numbered
+        `seq` with end markers, else a blank sector."""
+        if not self.end_markers:
+            await self.write_blank(offset)
+        elif offset < self.end:
+            await self._wait_unpinned(offset, offset + SECTOR)
+            await self.target.write(offset, encode_end(self.log_id, seq, self.block_size, self._area_word()),
+                                    fua=True)
+
     async def clear_journal(self) -> None:
         if self.end < self.region_end:
             await self.target.write(self.end, BLANK_SECTOR, fua=True)
@@ -657,6 +748,7 @@ class CacheDiskLog:
         from its tail record's offset to the end of the log, then from the start of the
         region up to that offset (module doc: oldest-first)."""
         await self._check_owner()
+        self.vouched = None
         if not self.circular:
             chain = await self._walk(self.start, self.end, -1)
         else:
@@ -707,6 +799,7 @@ class CacheDiskLog:
             rec = LogRecord(seq, pos, parsed.kind, parsed.addresses, n_summary * SECTOR, self.block_size,
                             parsed.bounds)
             chain.append(rec)
+            self._vouch(seq, parsed.area)
             pos, last_seq = rec.end, seq
         return chain
 
@@ -716,29 +809,49 @@ class CacheDiskLog:
         Records of one log are written one at a time, each FUA (data_fua; `always_fua` for
         tombstones), so a record was whole before the next one was begun, and the next one
         has a larger sequence number than every record written before it. What the chain
-        can legitimately end at: a pop's marker (a blank sector; popped records above it
-        may be newer than the top), the record a crash tore (the newest written), or what
-        was there before the top was written (older records). In the last two cases no
-        record within CHECK_WINDOW after `pos` is newer than both the top and what `pos`
-        claims to be. So when `pos` is not blank and still names itself (a first sector
-        of this log, whole or failing its checksum, or one whose magic, log id, kind or
-        block size alone is damaged), a whole newer record after it proves damage: the
-        records after it hold acknowledged writes the chain would silently lose.
+        can legitimately end at: a pop's marker (popped records above it may be newer than
+        the top, but not than the marker, numbered after them), the record a crash tore (the
+        newest written), or what was there before the top was written (older records). In
+        every case no record within CHECK_WINDOW after `pos` is newer than both the top and
+        the marker, or than what a torn record at `pos` claims to be. So a whole newer record
+        after `pos` proves damage: the records after it hold acknowledged writes the chain
+        would silently lose.
 
-        Not caught: a first sector zeroed (it reads as a marker) or damaged beyond
-        recognition, and a record that was newest when damaged (nothing newer follows)."""
+        With end markers (module doc: ends of the chain) that holds whatever `pos` holds: a
+        blank sector, a marker, a first sector of this log failing its checksum, or one
+        damaged beyond recognition. The older layouts' marker is a blank sector, with no
+        number to bar the popped records above it, so there a blank sector, or a first
+        sector no longer recognisable as this log's, ends the chain unchecked.
+
+        Not caught: damage to the newest record when nothing newer follows it (what a torn
+        last write leaves too)."""
         if not (self.data_fua or always_fua) or pos + SECTOR > limit:
             return
         window = await self.target.read(pos, (min(limit, pos + CHECK_WINDOW) - pos) // SECTOR * SECTOR)
-        if window[:SECTOR] == BLANK_SECTOR:
-            return
-        claimed = await self._claimed_seq(pos, window[:SECTOR], limit)
-        if claimed is None:
-            return
+        marker = parse_end(window[:SECTOR], self.log_id, self.block_size) if self.end_markers else None
+        if marker is not None:
+            claimed: int | None = marker
+            if marker > last_seq:
+                self._vouch(marker, _area_word_in(window[:SECTOR]))
+        elif window[:SECTOR] == BLANK_SECTOR:
+            if not self.end_markers:
+                return
+            claimed = last_seq
+        else:
+            claimed = await self._claimed_seq(pos, window[:SECTOR], limit)
+            if claimed is None:
+                if not self.end_markers:
+                    return
+                claimed = last_seq
         if self.seq_ceiling is not None and claimed >= self.seq_ceiling:
             claimed = last_seq  # a sequence number of an epoch not begun: its own field is damaged
         bar = max(claimed, last_seq)
         for at in range(SECTOR, len(window), SECTOR):
+            end = parse_end(window[at:at + SECTOR], self.log_id, self.block_size) if self.end_markers else None
+            if end is not None and end > bar:
+                raise self.damaged(f"the chain ends at byte {pos}, but a newer end record (epoch "
+                                   f"{end >> EPOCH_SHIFT}, number {end & ((1 << EPOCH_SHIFT) - 1)}) "
+                                   f"follows at byte {pos + at}")
             first = parse_first_sector(window[at:at + SECTOR], self.log_id, self.block_size)
             if first is None or first[0] <= bar:
                 continue
@@ -754,6 +867,23 @@ class CacheDiskLog:
                                f"{newer.seq >> EPOCH_SHIFT}, number {newer.seq & ((1 << EPOCH_SHIFT) - 1)}) "
                                f"follows at byte {pos + at}")
 
+    def _vouch(self, seq: int, word: int) -> None:
+        if word and (self.vouched is None or seq > self.vouched[0]):
+            self.vouched = (seq, word)
+
+    def _check_area(self, newest_seq: int) -> None:
+        """Refuse the tombstone area if it holds less than the chain's newest record says it
+        did when it was written (module doc: ends of the chain): a tombstone the record
+        vouches for is missing. `newest_seq`: the newest tombstone found."""
+        if self.vouched is None or newest_seq > self.vouched[0]:
+            return  # none stated, or the area has moved on since (appended, or compacted)
+        seq, word = self.vouched
+        stated = area_of(word)
+        if stated is not None and (stated[0] != self.area_current or self.area_pos < stated[1]):
+            raise self.damaged(f"the tombstone area holds {self.area_pos} bytes in half {self.area_current}, "
+                               f"but record {seq & ((1 << EPOCH_SHIFT) - 1)} (epoch {seq >> EPOCH_SHIFT}) was "
+                               f"written after {stated[1]} bytes in half {stated[0]}")
+
     async def _claimed_seq(self, pos: int, first: bytes, limit: int) -> int | None:
         """The sequence number the (failing) record at `pos` names: its first sector's, if
         it is one of this log's; or, if only its magic, log id, kind or block size is
@@ -766,7 +896,8 @@ class CacheDiskLog:
             return None
         rest = (await self.target.read(pos, n_summary * SECTOR))[HEADER.size:] if n_summary > 1 else first[HEADER.size:]
         for kind in (KIND_DATA, KIND_TOMBSTONE):
-            header = HEADER.pack(MAGIC, self.log_id, seq, kind, n_summary, n_ext, n_blocks, self.block_size, dcrc, 0)
+            header = _with_area(HEADER.pack(MAGIC, self.log_id, seq, kind, n_summary, n_ext, n_blocks,
+                                            self.block_size, dcrc, 0), _area_word_in(first))
             if zlib.crc32(header + rest) == crc:
                 return seq
         return None
@@ -804,10 +935,11 @@ class LogStore:
     """
 
     def __init__(self, logs: Sequence[CacheDiskLog], block_size: int, epoch: int,
-                 layout: str = LAYOUT_AREA, order: str = ORDER_LWFD) -> None:
+                 layout: str = LAYOUT_AREA, order: str = ORDER_LWFD, end_markers: bool = True) -> None:
         """`layout` (from `log_layout` of the array's geometry): where tombstones go and what
         each log reserves at its end; `order` (`destage_order_of`): LWFD pops the top of each
-        log, oldest-first destages its tail and makes it circular (module doc)."""
+        log, oldest-first destages its tail and makes it circular (module doc); `end_markers`
+        (`end_markers_of`): the chain's ends are end records, not blank sectors."""
         if order not in DESTAGE_ORDERS:
             raise ValueError(f"unknown destage order {order!r}")
         if order == ORDER_OLDEST and layout != LAYOUT_AREA:
@@ -816,8 +948,10 @@ class LogStore:
         self.block_size = block_size
         self.layout = layout
         self.order = order
+        self.end_markers = end_markers and layout == LAYOUT_AREA
         slot = marker_journal_bytes([log.region_end - log.start for log in self.logs], block_size)
         for log in self.logs:
+            log.end_markers = self.end_markers
             if layout == LAYOUT_AREA:
                 log.reserve_area(slot)
             elif layout == LAYOUT_JOURNAL:
@@ -1071,13 +1205,13 @@ class LogStore:
             self.unrecorded.add(addr)
 
     async def _write_marker(self, log: CacheDiskLog) -> None:
-        """What ends the chain at the new CLP (module doc): a blank sector, after the
-        tombstone of this pop in the tombstone area; in the older layouts, a blank or the
-        tombstone itself."""
+        """What ends the chain at the new CLP (module doc): an end record (a blank sector
+        without end markers), after the tombstone of this pop in the tombstone area; in the
+        older layouts, a blank or the tombstone itself."""
         if self.layout == LAYOUT_AREA:
             if self.unrecorded:
                 await self._write_tombstone(log)
-            await log.write_blank(log.clp)
+            await log.write_end(log.clp, self.next_seq())
         elif self.unrecorded:
             await self._write_tombstone(log, journal=self.layout == LAYOUT_JOURNAL)
         else:
@@ -1178,10 +1312,11 @@ class LogStore:
                 del self.mapping[addr]
 
     async def format(self) -> None:
-        """An empty log on every cache disk: a blank sector at each log start and journal slot."""
+        """An empty log on every cache disk: an end record (or a blank sector) at each log
+        start, and a blank sector at the start of each journal slot or area half."""
         for log in self.logs:
             log.records = []
-            await log.write_blank(log.start)
+            await log.write_end(log.start, self.next_seq())
             if self.layout == LAYOUT_AREA:
                 await log.clear_area()
             else:

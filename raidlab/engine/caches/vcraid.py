@@ -72,7 +72,7 @@ from raidlab.engine import build, metadata
 from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
                                            oldest_unlogged, watermarks_of)
 from raidlab.engine.caches.log import (DEFAULT_LOG_START, DESTAGE_ORDERS, LOG_GEOMETRY, ORDER_LWFD, ORDER_OLDEST,
-                                       CacheDiskLog, LogStore, destage_order_of, log_id_of, log_layout,
+                                       CacheDiskLog, LogStore, destage_order_of, end_markers_of, log_id_of, log_layout,
                                        max_record_bytes, reserved_bytes, runs_of)
 from raidlab.errors import UsageError
 
@@ -176,7 +176,8 @@ class VCRAID(Destaging):
         self.logs = [CacheDiskLog(d, i, DEFAULT_LOG_START, d.size, self.block_size, log_id)
                      for i, d in enumerate(self.cache_disks)]
         self.store = LogStore(self.logs, self.block_size, epoch=superblock.generation,
-                              layout=log_layout(g), order=destage_order_of(g))
+                              layout=log_layout(g), order=destage_order_of(g),
+                              end_markers=end_markers_of(g))
         for log in self.logs:  # module doc: durability
             log.data_fua = self.durability == "strict"
         # RAM buffer (§3.1)

@@ -21,11 +21,26 @@ A header holds the record's sequence number and the *tail*: the oldest sequence 
 committed when it was written. The log drive carries no superblock, so every header names
 its device: the CRC32 of a header is seeded with the CRC32 of the device's array uuid, and a
 log drive of another device (or a former one on the same drive) holds no record of this one.
-Headers of the first format (MAGIC_V1: the CRC not seeded) are still read, for logs made
-before; this one writes only the second. Space is reused only behind the tail, so a record older than
-the newest tail seen on the device was committed, even if its commit record has since been
-overwritten; recovery replays only uncommitted records at or after that tail. Every header
-and the data carry CRC32s: a torn record was never acknowledged and is skipped.
+Space is reused only behind the tail, so a record older than the newest tail seen on the
+device was committed, even if its commit record has since been overwritten; recovery
+replays only uncommitted records at or after that tail. Every header and the data carry
+CRC32s: a torn record was never acknowledged and is skipped.
+
+Damage is told from a crash by two more fields of each header. Records are written
+concurrently (asynchronous writes), so a missing record followed by whole newer ones is
+also what a crash leaves: the newer ones were begun while it was still being written.
+So each header names `prev`, the sequence number of the data record reserved before it,
+and `durable`: every data record numbered up to it was whole on the device when this
+header was made. A data record that some whole header names as `prev`, at or after the
+tail, not committed, and numbered at most the largest `durable` seen, was written whole
+before a header that is still whole: if it does not read back whole now, the log is
+damaged, and recovery refuses it (MetadataError) rather than lose its acknowledged write
+without a word. Not caught: damage to a record newer than every `durable` (records still
+being written when the last header was made), which a crash can leave torn as well.
+
+Formats: MAGIC_V1 (the CRC not seeded) and MAGIC_V2 (seeded, without `prev` and
+`durable`) are still read, for logs made before, with no damage check; this one writes only
+the third.
 
 Asynchronous writes (§4) acknowledge a write once its record is on the log; the stripe
 write and the commit follow in the background (raidlab.engine.tss.device). A log that is
@@ -42,10 +57,13 @@ from typing import Any
 
 from raidlab import sched
 from raidlab.blockdev import SECTOR
+from raidlab.engine.metadata import MetadataError
 
 MAGIC_V1 = b"TSSLOG\x00\x01"   # header CRC not seeded with the device's uuid
-MAGIC = b"TSSLOG\x00\x02"      # header CRC seeded with the CRC32 of the device's uuid
-HEADER = struct.Struct("<8sIQQQIIII")  # magic kind seq tail target ls start length data_crc
+MAGIC_V2 = b"TSSLOG\x00\x02"   # header CRC seeded with the CRC32 of the device's uuid
+MAGIC = b"TSSLOG\x00\x03"      # seeded, with prev and durable (module doc)
+HEADER_V2 = struct.Struct("<8sIQQQIIII")  # magic kind seq tail target ls start length data_crc
+HEADER = struct.Struct("<8sIQQQIIIIQQ")   # ... prev durable
 DATA, COMMIT = 1, 2
 
 
@@ -66,20 +84,25 @@ class LogRecord:
 
 
 def _header(kind: int, seq: int, tail: int, target: int, ls: int, start: int, length: int, data_crc: int,
-            seed: int = 0) -> bytes:
-    body = HEADER.pack(MAGIC, kind, seq, tail, target, ls, start, length, data_crc)
+            seed: int = 0, prev: int = 0, durable: int = 0) -> bytes:
+    body = HEADER.pack(MAGIC, kind, seq, tail, target, ls, start, length, data_crc, prev, durable)
     return body + struct.pack("<I", zlib.crc32(body, seed)) + bytes(SECTOR - HEADER.size - 4)
 
 
 def _parse(sector: bytes, seed: int = 0) -> tuple | None:
-    """The fields of a whole header of this device (`seed`: owner_seed of its uuid), else None."""
-    if len(sector) < HEADER.size + 4 or sector[:8] not in (MAGIC, MAGIC_V1):
+    """The fields of a whole header of this device (`seed`: owner_seed of its uuid), else
+    None: magic, kind, seq, tail, target, ls, start, length, data_crc, prev, durable (the
+    last two None in the older formats)."""
+    magic = sector[:8]
+    layout = HEADER if magic == MAGIC else HEADER_V2 if magic in (MAGIC_V1, MAGIC_V2) else None
+    if layout is None or len(sector) < layout.size + 4:
         return None
-    body = sector[:HEADER.size]
-    (crc,) = struct.unpack_from("<I", sector, HEADER.size)
-    if zlib.crc32(body, seed if sector[:8] == MAGIC else 0) != crc:
+    body = sector[:layout.size]
+    (crc,) = struct.unpack_from("<I", sector, layout.size)
+    if zlib.crc32(body, 0 if magic == MAGIC_V1 else seed) != crc:
         return None
-    return HEADER.unpack(body)
+    fields = layout.unpack(body)
+    return fields if layout is HEADER else (*fields, None, None)
 
 
 class DataLog:
@@ -93,6 +116,8 @@ class DataLog:
         self.capacity = device.size // SECTOR * SECTOR
         self._next_seq = 1
         self._head = 0                  # next byte to write
+        self._last_data = 0             # the data record reserved last (the next one's prev)
+        self._writing: set[int] = set()  # data records whose log write has not completed
         self._records: collections.deque[LogRecord] = collections.deque()  # oldest first, data records
         self._space = sched.Condition()  # notified when commits free space
         self.counters: collections.Counter[str] = collections.Counter()
@@ -104,6 +129,11 @@ class DataLog:
             if not record.committed:
                 return record.seq
         return self._next_seq
+
+    @property
+    def durable(self) -> int:
+        """Every data record numbered up to this is whole on the device (module doc)."""
+        return min(self._writing) - 1 if self._writing else self._next_seq - 1
 
     def _used_from(self) -> int:
         """Offset of the oldest byte still needed (the first uncommitted record), or the
@@ -150,10 +180,16 @@ class DataLog:
         self._next_seq += 1
         record = LogRecord(seq, offset, size, ls, start, len(data))
         self._records.append(record)
+        prev, self._last_data = self._last_data, seq
+        self._writing.add(seq)
         if on_reserved is not None:
             on_reserved(record)
-        header = _header(DATA, seq, self.tail, 0, ls, start, len(data), zlib.crc32(data), self.seed)
-        await self.device.write(offset, header + bytes(data), fua=True)
+        header = _header(DATA, seq, self.tail, 0, ls, start, len(data), zlib.crc32(data), self.seed,
+                         prev, self.durable)
+        try:
+            await self.device.write(offset, header + bytes(data), fua=True)
+        finally:
+            self._writing.discard(seq)
         self.counters["records"] += 1
         self.counters["record_bytes"] += size
         return record
@@ -164,7 +200,8 @@ class DataLog:
         seq = self._next_seq
         self._next_seq += 1
         await self.device.write(record.offset + record.size - SECTOR,
-                                _header(COMMIT, seq, self.tail, record.seq, 0, 0, 0, 0, self.seed), fua=True)
+                                _header(COMMIT, seq, self.tail, record.seq, 0, 0, 0, 0, self.seed,
+                                        durable=self.durable), fua=True)
         record.committed = True
         self.counters["commits"] += 1
         async with self._space:
@@ -175,15 +212,20 @@ class DataLog:
         raw = await self.device.read(0, self.capacity)
         records: dict[int, tuple[int, int, int, int, int]] = {}
         committed: set[int] = set()
-        newest_tail, newest_seq = 0, 0
+        named: dict[int, int] = {}   # a data record some whole header names as prev -> where
+        newest_tail, newest_seq, durable = 0, 0, 0
         pos = 0
         while pos < self.capacity:
             parsed = _parse(raw[pos:pos + SECTOR], self.seed)
             if parsed is None:
                 pos += SECTOR
                 continue
-            _magic, kind, seq, tail, target, ls, start, length, data_crc = parsed
+            _magic, kind, seq, tail, target, ls, start, length, data_crc, prev, durable_then = parsed
             newest_tail, newest_seq = max(newest_tail, tail), max(newest_seq, seq)
+            if durable_then is not None:
+                durable = max(durable, durable_then)
+                if kind == DATA and prev:
+                    named[prev] = pos
             if kind == COMMIT:
                 committed.add(target)
                 pos += SECTOR
@@ -195,6 +237,12 @@ class DataLog:
             else:
                 pos += SECTOR  # torn: never acknowledged
         self._next_seq = newest_seq + 1
+        lost = sorted(k for k in named if newest_tail <= k <= durable and k not in records and k not in committed)
+        if lost:
+            raise MetadataError(
+                f"{getattr(self.device, 'name', 'the log drive')}: the TSS data log is damaged: record {lost[0]} "
+                f"was written whole (record {durable} and all before it were) but does not read back whole",
+                hint="its logged writes cannot all be replayed; the device cannot be assembled")
         out = []
         for seq in sorted(records):
             if seq < newest_tail or seq in committed:
