@@ -76,7 +76,7 @@ def test_the_verdicts_are_in_the_first_screen_and_every_figure_is_readable(tmp_p
     _check_in_the_browser(chromium, tmp_path, copy / "report" / "report.html")
 
 
-# The committed reports a reader opens first (results/README.md names them current).
+# Committed reports, one per paper, as a reader opens them.
 COMMITTED = ["tss-table3/20261126-094556/report", "raidx-fig8-clients/20261126-180330/report",
              "sa-raid-figures/20261126-113144/report", "dcd-table2/20261126-140806/report",
              "vcraid-table2-postmark/paper-conditions-all-cases"]
