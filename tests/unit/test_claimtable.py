@@ -70,3 +70,12 @@ def test_the_command_writes_the_table(roots, tmp_path):
     out = tmp_path / "CLAIMS.md"
     assert main(["claims", "--results", str(results), "--scenarios", str(scns), "--write", str(out)]) == 0
     assert out.read_text().startswith("# Claims")
+
+
+def test_the_committed_claim_table_is_the_one_the_committed_results_give():
+    # results/CLAIMS.md is generated, never edited: a result or current.toml changed without
+    # `raidlab claims --write results/CLAIMS.md` shows up here.
+    root = Path(__file__).resolve().parents[2]
+    table = claimtable.markdown(claimtable.rows(root / "results", root / "scenarios"))
+    committed = (root / "results" / "CLAIMS.md").read_text()
+    assert table == committed, "results/CLAIMS.md differs from what `raidlab claims` writes: run it again"
