@@ -90,8 +90,9 @@ def _run_on_kernel(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
 
     def handler(signum: int, _frame: Any) -> None:
         received.append(signum)
-        if sched.KERNEL is not None:
-            sched.KERNEL.stop_requested.append(signum)
+        kernel = sched.running_kernel()
+        if kernel is not None:
+            kernel.stop_requested.append(signum)
 
     old = _install(handler, extra=("SIGINT",))
     try:

@@ -22,73 +22,82 @@ simulation wants; a replay's backends are memory anyway).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 
+from raidlab.sched import kernel as _k
+
 T = TypeVar("T")
 
-KERNEL: Any = None  # the running raidlab.sched.kernel.Kernel, or None (trio)
 SCHEDULERS = ("trio", "kernel")  # who can run virtual time (raidlab.runners.clock.run_replay)
+running_kernel = _k.running  # the raidlab.sched.kernel.Kernel running the calling code, or None (trio)
 
-from raidlab.sched import kernel as _k  # noqa: E402  (it reads KERNEL above)
-
-Cancelled = (trio.Cancelled, _k.Cancelled)  # for `except sched.Cancelled` and isinstance
+Cancelled = (trio.Cancelled, _k.Cancelled)  # either scheduler's: for `except sched.Cancelled` and isinstance
 TASK_STATUS_IGNORED = trio.TASK_STATUS_IGNORED
-Nursery = trio.Nursery  # the type both nurseries offer (start_soon, start, cancel_scope)
+
+
+class Nursery(Protocol):
+    """What both schedulers' nurseries offer (trio.Nursery, raidlab.sched.kernel.Nursery)."""
+
+    cancel_scope: Any
+
+    def start_soon(self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: Any = None) -> None: ...
+
+    async def start(self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: Any = None) -> Any: ...
 
 
 def current_time() -> float:
-    k = KERNEL
+    k = running_kernel()
     return k.now if k is not None else trio.current_time()
 
 
 def sleep(seconds: float) -> Awaitable[None]:
-    return _k.sleep(seconds) if KERNEL is not None else trio.sleep(seconds)
+    return _k.sleep(seconds) if running_kernel() is not None else trio.sleep(seconds)
 
 
 def sleep_until(deadline: float) -> Awaitable[None]:
-    return _k.sleep_until(deadline) if KERNEL is not None else trio.sleep_until(deadline)
+    return _k.sleep_until(deadline) if running_kernel() is not None else trio.sleep_until(deadline)
 
 
 def checkpoint() -> Awaitable[None]:
-    return _k.checkpoint() if KERNEL is not None else trio.lowlevel.checkpoint()
+    return _k.checkpoint() if running_kernel() is not None else trio.lowlevel.checkpoint()
 
 
 def checkpoint_if_cancelled() -> Awaitable[None]:
-    return _k.checkpoint_if_cancelled() if KERNEL is not None else trio.lowlevel.checkpoint_if_cancelled()
+    return _k.checkpoint_if_cancelled() if running_kernel() is not None else trio.lowlevel.checkpoint_if_cancelled()
 
 
 def cancel_shielded_checkpoint() -> Awaitable[None]:
-    return _k.cancel_shielded_checkpoint() if KERNEL is not None else trio.lowlevel.cancel_shielded_checkpoint()
+    return _k.cancel_shielded_checkpoint() if running_kernel() is not None else trio.lowlevel.cancel_shielded_checkpoint()
 
 
 def open_nursery() -> Any:
-    return _k.open_nursery() if KERNEL is not None else trio.open_nursery()
+    return _k.open_nursery() if running_kernel() is not None else trio.open_nursery()
 
 
 def move_on_after(seconds: float) -> Any:
-    return _k.move_on_after(seconds) if KERNEL is not None else trio.move_on_after(seconds)
+    return _k.move_on_after(seconds) if running_kernel() is not None else trio.move_on_after(seconds)
 
 
 def CancelScope(**kw: Any) -> Any:  # noqa: N802 - a constructor, named as trio's
-    return _k.CancelScope(**kw) if KERNEL is not None else trio.CancelScope(**kw)
+    return _k.CancelScope(**kw) if running_kernel() is not None else trio.CancelScope(**kw)
 
 
 def Event() -> Any:  # noqa: N802
-    return _k.Event() if KERNEL is not None else trio.Event()
+    return _k.Event() if running_kernel() is not None else trio.Event()
 
 
 def Lock() -> Any:  # noqa: N802
-    return _k.Lock() if KERNEL is not None else trio.Lock()
+    return _k.Lock() if running_kernel() is not None else trio.Lock()
 
 
 def Condition(lock: Any = None) -> Any:  # noqa: N802
-    return _k.Condition(lock) if KERNEL is not None else trio.Condition(lock)
+    return _k.Condition(lock) if running_kernel() is not None else trio.Condition(lock)
 
 
 def Semaphore(initial_value: int) -> Any:  # noqa: N802
-    return _k.Semaphore(initial_value) if KERNEL is not None else trio.Semaphore(initial_value)
+    return _k.Semaphore(initial_value) if running_kernel() is not None else trio.Semaphore(initial_value)
 
 
 def CapacityLimiter(total_tokens: int) -> Any:  # noqa: N802
@@ -98,24 +107,16 @@ def CapacityLimiter(total_tokens: int) -> Any:  # noqa: N802
 
 
 async def to_thread_run_sync(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    if KERNEL is not None:
+    if running_kernel() is not None:
         return fn(*args)
     return await trio.to_thread.run_sync(fn, *args, **kw)
 
 
 def in_kernel() -> bool:
     """True while raidlab's kernel runs this code (a replay), False under trio."""
-    return KERNEL is not None
+    return running_kernel() is not None
 
 
 def run_kernel(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """fn(*args) to its end on a fresh discrete-event kernel (virtual time from 0)."""
-    global KERNEL
-    if KERNEL is not None:
-        raise RuntimeError("a raidlab kernel already runs in this process")
-    kernel = _k.Kernel()
-    KERNEL = kernel
-    try:
-        return kernel.run(fn, *args)
-    finally:
-        KERNEL = None
+    return _k.Kernel().run(fn, *args)

@@ -184,6 +184,17 @@ class Kernel:
             task.nursery._child_done(task)
 
     def run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """fn(*args) to its end on this kernel, which is the running one (`running()`) in
+        this context, and in every task's, until it returns."""
+        if _RUNNING.get() is not None:
+            raise RuntimeError("a raidlab kernel already runs in this context")
+        token = _RUNNING.set(self)
+        try:
+            return self._run(fn, *args)
+        finally:
+            _RUNNING.reset(token)
+
+    def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         self.root_scope = CancelScope()
         root = self.spawn(fn(*args), None, name="root")
         try:
@@ -233,13 +244,13 @@ class Kernel:
 
 
 # ------------------------------------------------------------------------- the facade's types
-# One kernel runs at a time per process (raidlab.sched.KERNEL); the types below find it there.
+# The kernel that runs the calling code is a context variable that Kernel.run sets in the
+# context it runs in, which every task's context copies: the types below find it there, and
+# raidlab.sched asks `running()` which scheduler to answer from.
 
-from raidlab import sched as _sched  # noqa: E402  (the facade imports this module; KERNEL is read per call)
-
-
-def _kernel() -> Kernel:
-    return _sched.KERNEL  # type: ignore[return-value]
+_RUNNING: contextvars.ContextVar[Kernel | None] = contextvars.ContextVar("raidlab_kernel", default=None)
+running = _RUNNING.get  # the Kernel running the calling code, or None
+_kernel = _RUNNING.get  # the same, where a kernel is known to run
 
 
 async def checkpoint() -> None:

@@ -149,6 +149,13 @@ def test_the_scheduler_facade_is_the_bottom_layer():
     assert found == set()
 
 
+def test_the_kernel_does_not_import_its_facade():
+    """raidlab.sched (the facade) asks its kernel which scheduler runs; the kernel keeps
+    that in a context variable of its own and imports nothing of raidlab."""
+    source, is_package = tree_sources()["raidlab.sched.kernel"]
+    assert {t for t in imports_of(source, "raidlab.sched.kernel", is_package) if t.startswith("raidlab")} == set()
+
+
 # The places that run trio itself: its virtual clock and the disk benchmark's trio.run.
 TRIO_RUNNERS = {"raidlab.engine.virtual", "raidlab.disks.bench"}
 
