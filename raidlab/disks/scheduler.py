@@ -56,10 +56,6 @@ class Discipline:
         """Take `item` out of the queue (merged into the request being served)."""
         self._items.remove(item)
 
-    def remove_all(self) -> list:
-        items, self._items = self._items, []
-        return items
-
 
 class Fifo(Discipline):
     name = "fifo"
@@ -69,11 +65,6 @@ class Fifo(Discipline):
 
     def pop(self, arm_cylinder: int) -> Queued:
         return self._items.popleft()
-
-    def remove_all(self) -> list:
-        items = list(self._items)
-        self._items.clear()
-        return items
 
 
 class Sstf(Discipline):

@@ -15,9 +15,9 @@ I/O sits around them):
   read-modify-write must not interleave with another write of the same parity bytes, and
   every write of a row writes that row's parity, so two writes conflict exactly when they
   share a row; writes to different rows of one stripe run at once, as md's stripe_heads
-  do. (The first version locked whole stripes: VC-RAID's level-2 destage of 64 scattered
-  1 KB blocks then queued ~8 of its ~14 writes per segment behind each other, 84,970 waits
-  in PostMark medium.) Row locks are taken in ascending order, so two writes spanning
+  do. (A lock per whole stripe would queue most of a destage's small scattered writes
+  behind each other: VC-RAID's level-2 destage writes 64 scattered 1 KB blocks in ~14
+  writes per segment, many sharing a stripe but not a row.) Row locks are taken in ascending order, so two writes spanning
   several stripes cannot deadlock. Mirror layouts need no lock: a block device user (the
   filesystem, the page cache) does not issue overlapping writes at once.
 * Parity layouts keep md's stripe cache (raidlab.engine.stripecache): the member pages a

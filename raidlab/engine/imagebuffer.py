@@ -44,10 +44,10 @@ How raidlab builds that buffer, and why:
   home (concurrently when their ranges are disjoint, in log order otherwise), flushes the
   disk once, and persists "cleared up to
   sequence S" in a two-slot tail record (FUA, alternating slots like the superblock).
-  Entries at or below S are stale; the ring space they use is reused. (First version:
-  one FUA write per image; `raidlab bench engine --arch raidx` showed the writer, one
-  fdatasync per image on the `none` disks' files, could not keep up and writers waited
-  for log space; a flush per batch fixed that.)
+  Entries at or below S are stale; the ring space they use is reused. One flush per batch
+  rather than one FUA write per image: on the `none` disks' files each FUA is an
+  fdatasync, and a writer paying one per image cannot keep up with the writes that fill
+  the log (`raidlab bench engine --arch raidx` shows it).
 * Reads. The data copy is always current (step 2), so a healthy read never looks at the
   buffer. With a member failed, a read may be served from image homes; the pending
   entries overlapping it (snapshot taken before the member reads are issued) are laid

@@ -7,8 +7,8 @@ inside the lab VM (vm runner). The session therefore offers only what both place
 exactly: run an argv with a timeout and get (rc, stdout, stderr, seconds) back, copy a file
 in, copy a file out, and a scratch directory on a filesystem other than the array's.
 
-* NativeSession: subprocess through raidlab.tools.base.run, so every command line is in the
-  active CommandLog like any other external program; a timeout kills the command.
+* NativeSession: subprocess through raidlab.tools.base.run (a missing program is one line
+  naming its package); a timeout kills the command.
 * DaemonSession: the array daemon owns the lab VM (raidlab.vm.hosted), so the
   session sends the daemon's `exec`/`put`/`get` ops over its control socket. File contents
   do not travel inside the JSON (a 122 MB source tarball would be base64 in one line), nor

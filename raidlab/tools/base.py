@@ -1,21 +1,18 @@
-"""Run external programs: locate, record, fail clearly.
+"""Run external programs: locate, run, fail clearly.
 
-Why one function: results must record the exact command lines that produced them
-(so anyone can run them again), and a missing program must become one actionable
-line (MissingToolError names the Debian package). Wrappers in this package call `run`
-and never `subprocess` directly.
+Why one function: a missing program must become one actionable line (MissingToolError
+names the Debian package), and a failed one a ToolFailedError with its argv, exit status
+and last output line. Wrappers in this package call `run` and never `subprocess`
+directly. What a result records of the commands a workload ran is the workload's own
+record (raidlab.workloads.base.Commands, each command's argv, exit status and time).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
-import shlex
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from raidlab.errors import MissingToolError, ToolFailedError
 
@@ -63,17 +60,6 @@ PACKAGES: dict[str, str] = {
 }
 
 
-@dataclasses.dataclass
-class CommandRecord:
-    argv: list[str]
-    returncode: int | None
-    seconds: float
-
-    @property
-    def command_line(self) -> str:
-        return shlex.join(self.argv)
-
-
 def _tool_failed(result: CommandResult) -> ToolFailedError:
     """The default error of a failed command: argv, exit status and the last output line."""
     return ToolFailedError(result.argv, result.rc, result.stderr_text or result.stdout_text)
@@ -118,35 +104,6 @@ class CommandResult:
         return self
 
 
-class CommandLog:
-    """Collects the command lines run while it is active (see `recording`)."""
-
-    def __init__(self) -> None:
-        self.records: list[CommandRecord] = []
-
-    def as_json(self) -> list[dict]:
-        return [
-            {"cmd": r.command_line, "returncode": r.returncode, "seconds": round(r.seconds, 6)}
-            for r in self.records
-        ]
-
-
-_active_log: contextvars.ContextVar[CommandLog | None] = contextvars.ContextVar(
-    "raidlab_command_log", default=None
-)
-
-
-@contextlib.contextmanager
-def recording(log: CommandLog | None = None) -> Iterator[CommandLog]:
-    """Record every `run` inside the block into `log` (a new one if not given)."""
-    log = log or CommandLog()
-    token = _active_log.set(log)
-    try:
-        yield log
-    finally:
-        _active_log.reset(token)
-
-
 def which(program: str) -> str | None:
     found = shutil.which(program)
     if found is None:
@@ -178,23 +135,15 @@ def run(
     """Run a program (blocking). Output is captured as text unless capture=False."""
     argv = [str(a) for a in argv]
     exe = require(argv[0])
-    start = time.monotonic()
-    rc: int | None = None
-    try:
-        proc = subprocess.run(
-            [exe, *argv[1:]],
-            input=input.encode() if isinstance(input, str) else input,
-            stdout=subprocess.PIPE if capture else None,
-            stderr=subprocess.PIPE if capture else None,
-            timeout=timeout,
-            env=env,
-            cwd=cwd,
-        )
-        rc = proc.returncode
-    finally:
-        log = _active_log.get()
-        if log is not None:
-            log.records.append(CommandRecord(argv, rc, time.monotonic() - start))
+    proc = subprocess.run(
+        [exe, *argv[1:]],
+        input=input.encode() if isinstance(input, str) else input,
+        stdout=subprocess.PIPE if capture else None,
+        stderr=subprocess.PIPE if capture else None,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+    )
     out = proc.stdout.decode(errors="replace") if proc.stdout is not None else ""
     err = proc.stderr.decode(errors="replace") if proc.stderr is not None else ""
     result = subprocess.CompletedProcess(argv, proc.returncode, out, err)

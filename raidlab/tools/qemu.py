@@ -1,9 +1,8 @@
-"""qemu-system-x86_64: find it, build its argv from a description, start it, record it.
+"""qemu-system-x86_64: find it, build its argv from a description, start it.
 
 Why a spawn function next to `base.run`: QEMU is the one external program raidlab keeps
 running while it talks to it, so `base.run` (run to completion) does not fit. `spawn` still
-goes through `require` (MissingToolError names the package) and records the exact command
-line in the active CommandLog, updating the record's exit code when the process is reaped.
+goes through `require` (MissingToolError names the package).
 
 Why `build_argv` is a pure function of a `QemuMachine`: the argv is what a result records
 and what a test can check without booting anything. The lab VM runner
@@ -18,11 +17,10 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Sequence
 
 from raidlab.errors import VMError
-from raidlab.tools.base import CommandRecord, _active_log, require, run, version_of
+from raidlab.tools.base import require, run, version_of
 
 QEMU = "qemu-system-x86_64"
 
@@ -128,27 +126,20 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 class QemuProcess:
-    """A running QEMU. `kill()` is idempotent; `wait()` reaps it and records the exit code."""
+    """A running QEMU. `kill()` is idempotent; `wait()` reaps it."""
 
-    def __init__(self, popen: subprocess.Popen, record: CommandRecord | None, started: float):
+    def __init__(self, popen: subprocess.Popen):
         self.popen = popen
-        self._record = record
-        self._started = started
 
     @property
     def pid(self) -> int:
         return self.popen.pid
 
     def poll(self) -> int | None:
-        rc = self.popen.poll()
-        if rc is not None:
-            self._note_exit(rc)
-        return rc
+        return self.popen.poll()
 
     def wait(self, timeout: float | None = None) -> int:
-        rc = self.popen.wait(timeout)
-        self._note_exit(rc)
-        return rc
+        return self.popen.wait(timeout)
 
     def kill(self, grace: float = 30.0) -> int:
         """SIGKILL and reap. A QEMU blocked in uninterruptible I/O (e.g. on the file of a hung
@@ -166,11 +157,6 @@ class QemuProcess:
                           hint="it is blocked in I/O on a disk file; is the server of a FUSE or NBD disk hung?",
                           pid=self.pid) from None
 
-    def _note_exit(self, rc: int) -> None:
-        if self._record is not None and self._record.returncode is None:
-            self._record.returncode = rc
-            self._record.seconds = time.monotonic() - self._started
-
 
 def spawn(argv: Sequence[str], *, stderr_path: str, env: dict[str, str] | None = None) -> QemuProcess:
     """Start QEMU in its own session; it gets SIGKILL if the starting thread dies.
@@ -182,7 +168,6 @@ def spawn(argv: Sequence[str], *, stderr_path: str, env: dict[str, str] | None =
     argv = [str(a) for a in argv]
     exe = require(argv[0])
     in_main = threading.current_thread() is threading.main_thread()
-    started = time.monotonic()
     with open(stderr_path, "ab") as err:
         popen = subprocess.Popen(
             [exe, *argv[1:]],
@@ -192,12 +177,7 @@ def spawn(argv: Sequence[str], *, stderr_path: str, env: dict[str, str] | None =
             close_fds=True,
             env=env,
         )
-    record = None
-    log = _active_log.get()
-    if log is not None:
-        record = CommandRecord(argv, None, 0.0)
-        log.records.append(record)
-    return QemuProcess(popen, record, started)
+    return QemuProcess(popen)
 
 
 def accelerators() -> set[str]:
