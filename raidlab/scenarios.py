@@ -383,9 +383,11 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
     if scenario.workload not in SIM_WORKLOADS:
         raise ScenarioError(where, "workload.name", f"{scenario.workload!r} does not run in virtual time",
                             hint=f"sim scenarios run: {', '.join(SIM_WORKLOADS)}")
-    check = {"trace": trace_workload.validate_params, "seqfile": _check_stream_params,
-             "parallel": _check_parallel_params, "bonnie": _check_bonnie_params,
-             "andrew": _check_andrew_params}[scenario.workload]
+    if scenario.workload == "trace":
+        check = trace_workload.validate_params
+    else:
+        def check(params: dict) -> None:
+            workloads.resolve_sim(scenario.workload, params)
     for i, case in enumerate(scenario.cases):
         for variant, params in (("params", case.params), ("quick params", quick_params(scenario, case))):
             try:
@@ -399,30 +401,6 @@ def _check_sim_references(scenario: Scenario) -> Scenario:
 # cluster's twin (raidlab.runners.parallel); Bonnie from one node of the twin
 # (raidlab.runners.bonnie); Andrew on every client node of the twin (raidlab.runners.andrew)
 SIM_WORKLOADS = ("trace", "seqfile", "parallel", "bonnie", "andrew")
-
-
-def _check_stream_params(params: dict) -> None:
-    from raidlab.workloads.seqfile import resolve_sim
-
-    resolve_sim(params)
-
-
-def _check_parallel_params(params: dict) -> None:
-    from raidlab.workloads.parallel import resolve_sim
-
-    resolve_sim(params)
-
-
-def _check_bonnie_params(params: dict) -> None:
-    from raidlab.workloads.bonnie import resolve_sim
-
-    resolve_sim(params)
-
-
-def _check_andrew_params(params: dict) -> None:
-    from raidlab.workloads.andrew import resolve_sim
-
-    resolve_sim(params)
 
 
 def loads(text: str, path: Path | str = "<scenario>", *, check_references: bool = True,

@@ -29,6 +29,14 @@ _MODULES = {
 }
 
 NAMES = tuple(_MODULES)
+# name -> module whose `resolve_sim` checks the workload's parameters in virtual time (the
+# trace replay's own parameters are raidlab.workloads.trace.validate_params)
+_SIM_MODULES = {
+    "seqfile": "raidlab.workloads.seqfile",
+    "parallel": "raidlab.workloads.parallel",
+    "bonnie": "raidlab.workloads.bonnie",
+    "andrew": "raidlab.workloads.andrew",
+}
 
 
 def get(name: str):
@@ -38,3 +46,13 @@ def get(name: str):
         raise UsageError(f"unknown workload {name!r}", hint=f"known: {', '.join(NAMES)}",
                          workload=name)
     return importlib.import_module(module).WORKLOAD
+
+
+def resolve_sim(name: str, params: dict) -> dict:
+    """Workload `name`'s virtual-time parameters, defaults filled in and checked (UsageError
+    naming the key or the constraint)."""
+    module = _SIM_MODULES.get(name)
+    if module is None:
+        raise UsageError(f"workload {name!r} has no virtual-time parameters of its own",
+                         hint=f"those that do: {', '.join(_SIM_MODULES)}")
+    return importlib.import_module(module).resolve_sim(params)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from raidlab.errors import UsageError, WorkloadError
 from raidlab.workloads.base import (TWIN_NETWORK_PARAMS, Commands, Outcome, Param, Progress, RunnerSession,
-                                    Workload, join, require_empty_target, text)
+                                    Workload, join, require_empty_target, sim_resolver, text)
 
 GENERATOR_VERSION = 1          # bump when `tree` changes its output
 ROOT = "andrew"
@@ -155,14 +155,7 @@ SIM_PARAMS: dict[str, Param] = {
 }
 
 
-def resolve_sim(params: dict) -> dict:
-    """The virtual-time parameters with defaults filled in; UsageError for an unknown key or a
-    bad value."""
-    unknown = sorted(set(params) - set(SIM_PARAMS))
-    if unknown:
-        raise UsageError(f"andrew in virtual time has no parameter {unknown[0]!r}",
-                         hint=f"its parameters: {', '.join(SIM_PARAMS)}")
-    out = {key: spec.check("andrew", key, params.get(key, spec.default)) for key, spec in SIM_PARAMS.items()}
+def _sim_combination(out: dict) -> None:
     for key in ("cpu_ms", "reads", "read_kb", "writes", "write_kb"):
         if len(out[key]) != len(PHASES):
             raise UsageError(f"{key} has {len(out[key])} values; Andrew has {len(PHASES)} phases ({', '.join(PHASES)})")
@@ -176,7 +169,9 @@ def resolve_sim(params: dict) -> dict:
     if out["nodes"] and out["nodes"] < out["clients"]:
         raise UsageError(f"{out['clients']} clients need {out['clients']} nodes, not {out['nodes']}",
                          hint="each client runs on its own node")
-    return out
+
+
+resolve_sim = sim_resolver("andrew", SIM_PARAMS, _sim_combination)
 
 
 def _device_stat_path(commands: Commands, device: str | None) -> str | None:

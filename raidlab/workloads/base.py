@@ -105,6 +105,26 @@ TWIN_NETWORK_PARAMS: dict[str, Param] = {
 }
 
 
+def sim_resolver(workload: str, declared: dict[str, Param],
+                 combination: Callable[[dict[str, Any]], None] | None = None) -> Callable[[dict], dict]:
+    """The `resolve_sim` of a workload that runs in virtual time: its parameters with the
+    declarations' defaults filled in, each value checked by its declaration, then
+    `combination` (constraints between values, raising UsageError); UsageError for an
+    unknown key."""
+    def resolve_sim(params: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(params) - set(declared))
+        if unknown:
+            raise UsageError(f"{workload} in virtual time has no parameter {unknown[0]!r}",
+                             hint=f"its parameters: {', '.join(declared)}")
+        out = {key: spec.check(workload, key, params.get(key, spec.default)) for key, spec in declared.items()}
+        if combination is not None:
+            combination(out)
+        return out
+
+    resolve_sim.__doc__ = f"{workload}'s virtual-time parameters, defaults filled in and checked (sim_resolver)."
+    return resolve_sim
+
+
 class Workload:
     """Base of the drivers. Subclasses set name/title/source/params and implement `execute`."""
 

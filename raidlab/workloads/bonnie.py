@@ -35,7 +35,7 @@ import time
 from raidlab.errors import UsageError, WorkloadError
 from raidlab.tools.base import require, run as run_on_host
 from raidlab.workloads.base import (TWIN_NETWORK_PARAMS, Commands, Outcome, Param, Progress, RunnerSession,
-                                    Workload, join, require_empty_target, text)
+                                    Workload, join, require_empty_target, sim_resolver, text)
 
 # bonnie++ 1.98+ CSV columns (format_version "1.98"), in order.
 CSV_COLUMNS = (
@@ -141,21 +141,16 @@ SIM_PARAMS: dict[str, Param] = {
 }
 
 
-def resolve_sim(params: dict) -> dict:
-    """The virtual-time parameters with defaults filled in; UsageError for an unknown key or a
-    bad value."""
-    unknown = sorted(set(params) - set(SIM_PARAMS))
-    if unknown:
-        raise UsageError(f"bonnie in virtual time has no parameter {unknown[0]!r}",
-                         hint=f"its parameters: {', '.join(SIM_PARAMS)}")
-    out = {key: spec.check("bonnie", key, params.get(key, spec.default)) for key, spec in SIM_PARAMS.items()}
+def _sim_combination(out: dict) -> None:
     if (out["file_mb"] * 1024) % out["request_kb"]:
         raise UsageError(f"file_mb {out['file_mb']} is not a whole number of {out['request_kb']} KiB requests")
     if out["chunk_kb"] > out["file_mb"] * 1024:
         raise UsageError(f"chunk_kb {out['chunk_kb']} is larger than the file")
     if out["nodes"] and out["client"] >= out["nodes"]:
         raise UsageError(f"client node {out['client']} is not one of the {out['nodes']} nodes")
-    return out
+
+
+resolve_sim = sim_resolver("bonnie", SIM_PARAMS, _sim_combination)
 
 
 class Bonnie(Workload):

@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from raidlab.errors import UsageError
-from raidlab.workloads.base import TWIN_NETWORK_PARAMS, Param
+from raidlab.workloads.base import TWIN_NETWORK_PARAMS, Param, sim_resolver
 
 SIM_PARAMS: dict[str, Param] = {
     "clients": Param(int, 1, "clients, one per node, all at once (the paper: 1 to 16)", minimum=1, maximum=1024),
@@ -59,16 +59,12 @@ SIM_PARAMS: dict[str, Param] = {
 }
 
 
-def resolve_sim(params: dict[str, Any]) -> dict[str, Any]:
-    """The virtual-time parameters with defaults filled in; UsageError for an unknown key or a
-    bad value."""
-    unknown = sorted(set(params) - set(SIM_PARAMS))
-    if unknown:
-        raise UsageError(f"parallel has no parameter {unknown[0]!r}", hint=f"its parameters: {', '.join(SIM_PARAMS)}")
-    out = {key: spec.check("parallel", key, params.get(key, spec.default)) for key, spec in SIM_PARAMS.items()}
+def _sim_combination(out: dict[str, Any]) -> None:
     if out["file_kb"] % out["block_kb"]:
         raise UsageError(f"file_kb {out['file_kb']} is not a whole number of {out['block_kb']} KiB blocks")
     if out["nodes"] and out["nodes"] < out["clients"]:
         raise UsageError(f"{out['clients']} clients need {out['clients']} nodes, not {out['nodes']}",
                          hint="each client runs on its own node")
-    return out
+
+
+resolve_sim = sim_resolver("parallel", SIM_PARAMS, _sim_combination)

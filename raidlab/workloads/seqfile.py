@@ -25,7 +25,7 @@ from typing import Any
 
 from raidlab.errors import UsageError, WorkloadError
 from raidlab.workloads.base import (Commands, Outcome, Param, Progress, RunnerSession, Workload, join,
-                                    require_empty_target, text)
+                                    require_empty_target, sim_resolver, text)
 from raidlab.workloads.cprogram import program
 
 KiB = 1024
@@ -51,18 +51,14 @@ SIM_PARAMS: dict[str, Param] = {
 }
 
 
-def resolve_sim(params: dict[str, Any]) -> dict[str, Any]:
-    """The virtual-time parameters (raidlab.runners.stream) with defaults filled in; UsageError
-    for an unknown key or a bad value (the declarations' own checks, as every workload's)."""
-    unknown = sorted(set(params) - set(SIM_PARAMS))
-    if unknown:
-        raise UsageError(f"seqfile has no parameter {unknown[0]!r}", hint=f"its parameters: {', '.join(SIM_PARAMS)}")
-    out = {key: spec.check("seqfile", key, params.get(key, spec.default)) for key, spec in SIM_PARAMS.items()}
+def _sim_combination(out: dict[str, Any]) -> None:
     if out["file_kb"] % out["block_kb"]:
         raise UsageError(f"file_kb {out['file_kb']} is not a whole number of {out['block_kb']} KiB blocks")
     if out["random_kb"] > out["file_kb"] or out["random_kb"] % out["block_kb"]:
         raise UsageError(f"random_kb {out['random_kb']} must be whole {out['block_kb']} KiB blocks within the file")
-    return out
+
+
+resolve_sim = sim_resolver("seqfile", SIM_PARAMS, _sim_combination)  # raidlab.runners.stream's parameters
 
 
 def parse_output(stdout: str) -> dict[str, dict]:
