@@ -1,23 +1,6 @@
-"""Scenario files (scenarios/*.toml): one paper table or figure as data, checked before a run.
+"""The scenario file's schema: every table's closed set of keys, the references resolved,
+and the loaded Scenario as plain frozen data (the package doc says why a strict loader)."""
 
-Why a strict loader: a scenario decides hours of runs and which published number is set
-beside which measurement. A misspelt key (`disk_modle`), an unknown architecture, workload or
-drive model must be refused at load time with one line naming the file and the key,
-before any array is created; silently ignoring it would produce a plausible but
-wrong comparison. So every table has a closed set of keys, every reference (arch ids, drive
-models, workload names and parameters, labels used by [[paper]] and [[claim]]) is resolved
-here, and the loaded Scenario is plain frozen data that `raidlab run` and `raidlab report`
-both read. The schema is documented for authors in scenarios/README.md.
-
-Beyond architectures, cases and the paper's numbers: [[arch]] may carry `series` and the
-report may take its x value from an architecture option (the RAM-buffer sweep of VC-RAID
-Fig. 6 varies an arch option, not a workload parameter); [workload] and [[case]] may carry
-`filesystem`, `mkfs_options`, `mount_options` (Fig. 7 runs each program on a `-o sync` and
-an async mount); [report] describes how the figure is drawn; [[claim]] may name several
-cases; [control] names the engine's raid5 and md's raid5 run side by side on the same drives,
-whose ratio tells whether an engine-vs-md difference comes from the two ways of running an
-array rather than from the architecture compared.
-"""
 
 from __future__ import annotations
 
@@ -35,6 +18,7 @@ from raidlab.disks import catalog
 from raidlab.disks.bus import parse_bus
 from raidlab.disks.disk import FLUSH_SETTINGS, SPANS, WRITE_CACHE_SETTINGS
 from raidlab.policies import make_policy
+from raidlab.scenarios.axes import ARCH_X_FIELDS, pattern_x
 from raidlab.errors import UsageError
 from raidlab.outputs import trusted_uids
 from raidlab.tools.mkfs import check_mkfs_options
@@ -965,95 +949,3 @@ def _load_quick(path: Path, table: Any, labels: set, cases: set) -> dict:
                     raise ScenarioError(path, f"quick.{key}", f"no {what} {name!r}")
             out[key] = chosen
     return out
-
-
-# [[arch]] fields a figure may put on its x axis (chunk in KiB)
-ARCH_X_FIELDS = ("partitions", "disk_model", "bus", "disks", "chunk")
-
-
-def x_value(spec: ReportSpec, arch: ArchEntry, params: dict) -> Any:
-    """The x of a line figure for one run: a workload parameter, else an arch option (a size
-    option such as ram_buffer = "4M" is given in MiB), else an [[arch]] field such as
-    `partitions` (SA-RAID's configurations, drawn as groups of bars)."""
-    if spec.x == "chunk":
-        return arch.chunk // 1024 if arch.chunk else None
-    if spec.x in ARCH_X_FIELDS:
-        return getattr(arch, spec.x)
-    value = params.get(spec.x, arch.options.get(spec.x))
-    if isinstance(value, str):
-        try:
-            return parse_size(value, Path("<report>"), spec.x) / 2**20
-        except ScenarioError:
-            return value
-    return value
-
-
-def pattern_x(pattern: str, metric: str) -> int | float | None:
-    """A metric pattern with "{x}" (the TPS driver reports tps_c1..tps_c4, one per client
-    count): the x a concrete metric name carries, or None if it does not match."""
-    import re
-
-    head, _, tail = pattern.partition("{x}")
-    m = re.fullmatch(re.escape(head) + r"(\d+(?:\.\d+)?)" + re.escape(tail), metric)
-    if m is None:
-        return None
-    text = m.group(1)
-    return float(text) if "." in text else int(text)
-
-
-# ---------------------------------------------------------------------- planning runs (pure)
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannedRun:
-    arch: ArchEntry
-    case: Case
-    repetition: int  # 1-based
-
-    @property
-    def run_id(self) -> str:
-        return f"{self.arch.label}--{self.case.name}--r{self.repetition}"
-
-
-def plan_runs(scenario: Scenario, *, quick: bool = False, repeat: int | None = None,
-              only: tuple[str, ...] = (), cases_only: tuple[str, ...] = ()) -> list[PlannedRun]:
-    """The runs in execution order (pure). `only` keeps those arch labels, `cases_only` those
-    cases; `quick` applies the scenario's [quick] table (sizes, parameters, subsets, repeat)."""
-    archs = list(scenario.archs)
-    cases = list(scenario.cases)
-    reps = scenario.repeat
-    if quick:
-        q = scenario.quick
-        if "archs" in q:
-            archs = [a for a in archs if a.label in q["archs"]]
-        if "cases" in q:
-            cases = [c for c in cases if c.name in q["cases"]]
-        if "disk_size" in q:
-            # A partition's size is the drive's partition table's, not a quick size.
-            archs = [a if a.partitions is not None else dataclasses.replace(a, disk_size=q["disk_size"])
-                     for a in archs]
-        cases = [dataclasses.replace(c, params=quick_params(scenario, c)) for c in cases]
-        reps = q.get("repeat", reps)
-    archs = _select(archs, only, [a.label for a in scenario.archs], lambda a: a.label,
-                    "--only", "architecture labelled", "labels", scenario.path)
-    cases = _select(cases, cases_only, [c.name for c in scenario.cases], lambda c: c.name,
-                    "--case", "case named", "cases", scenario.path)
-    if repeat is not None:
-        reps = repeat
-    return [PlannedRun(a, c, k) for k in range(1, reps + 1) for a in archs for c in cases]
-
-
-def _select(planned: list, wanted: tuple[str, ...], known: list[str], key, option: str, what: str,
-            plural: str, path: Path) -> list:
-    """`planned` narrowed to the entries `wanted` names (all of them when nothing is wanted);
-    a name the scenario does not have, or a choice that leaves nothing to run, is refused."""
-    if not wanted:
-        return planned
-    for name in wanted:
-        if name not in known:
-            raise UsageError(f"{option} {name}: no {what} {name!r} in {path}",
-                             hint=f"{plural}: {', '.join(known)}")
-    chosen = [p for p in planned if key(p) in wanted]
-    if not chosen:
-        raise UsageError(f"{option} {','.join(wanted)}: none of these runs in the --quick subset of {path}")
-    return chosen
