@@ -57,14 +57,13 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from raidlab.disks import catalog
 from raidlab.errors import UsageError
-from raidlab.lab.private import write_private
+from raidlab.lab import saved
 from raidlab.tools.ip import IFNAME_MAX
 from raidlab.tools.nbd import NBD_PORT, nbd_uri
 from raidlab.units import format_link_rate
@@ -235,25 +234,13 @@ class ClusterSpec:
         return LinkShape.for_rate(self.link_bits)
 
     def save(self, lab_path: Path) -> None:
-        write_private(lab_path / CLUSTER_FILE, json.dumps(dataclasses.asdict(self), indent=2))
+        saved.save(self, lab_path / CLUSTER_FILE)
 
     @classmethod
     def load(cls, lab_path: Path) -> "ClusterSpec":
-        from raidlab.service.spec import spec_problem
-
-        path = lab_path / CLUSTER_FILE
-        hint = "restore the file, or release the cluster with `raidlab lab cleanup`"
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"no cluster in {lab_path}",
-                             hint="bring one up with `raidlab cluster up`") from None
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise UsageError(f"{path} is damaged: {exc}", hint=hint) from None
-        problem = spec_problem(cls, doc)
-        if problem:
-            raise UsageError(f"{path} is damaged: {problem}", hint=hint)
-        return cls(**doc)
+        return saved.load(cls, lab_path / CLUSTER_FILE,
+                          missing=UsageError(f"no cluster in {lab_path}", hint="bring one up with `raidlab cluster up`"),
+                          damaged_hint="restore the file, or release the cluster with `raidlab lab cleanup`")
 
 
 def node_addresses(subnet: str, nodes: int) -> list[ipaddress.IPv4Interface]:

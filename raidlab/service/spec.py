@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import socket
 import struct
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from raidlab.errors import UsageError
-from raidlab.lab.private import write_private
+from raidlab.lab import saved
 
 SPEC_FILE = "array.json"
 RUNTIME_FILE = "runtime.json"
@@ -65,47 +64,13 @@ class ArraySpec:
     power_loss: bool = False
 
     def save(self, lab_path: Path) -> None:
-        write_private(lab_path / SPEC_FILE, json.dumps(dataclasses.asdict(self), indent=2))
+        saved.save(self, lab_path / SPEC_FILE)
 
     @classmethod
     def load(cls, lab_path: Path) -> "ArraySpec":
-        path = lab_path / SPEC_FILE
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise UsageError(f"no array in {lab_path}", hint="create one with `raidlab create`") from None
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise UsageError(f"{path} is damaged: {exc}", hint=_DAMAGED_HINT) from None
-        problem = spec_problem(cls, doc)
-        if problem:
-            raise UsageError(f"{path} is damaged: {problem}", hint=_DAMAGED_HINT)
-        return cls(**doc)
-
-
-_DAMAGED_HINT = "the array's member images are untouched; restore the file, or destroy the array"
-_SIMPLE_TYPES = {"str": str, "int": int, "bool": bool, "dict[str, Any]": dict, "str | None": (str, type(None)),
-                 "int | None": (int, type(None)), "list[dict[str, Any]] | None": (list, type(None))}
-
-
-def spec_problem(cls: type, doc: Any) -> str | None:
-    """Why `doc` cannot be the saved form of dataclass `cls` (a JSON object with its fields,
-    each of its annotated type), or None."""
-    if not isinstance(doc, dict):
-        return "not a JSON object"
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(doc) - set(fields))
-    if unknown:
-        return f"unknown field {unknown[0]!r}"
-    for name, field in fields.items():
-        if name not in doc:
-            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-                return f"field {name!r} is missing"
-            continue
-        wanted = _SIMPLE_TYPES.get(str(field.type))
-        value = doc[name]
-        if wanted is not None and (not isinstance(value, wanted) or (isinstance(value, bool) and wanted is int)):
-            return f"field {name!r} is {value!r}, not of type {field.type}"
-    return None
+        return saved.load(cls, lab_path / SPEC_FILE,
+                          missing=UsageError(f"no array in {lab_path}", hint="create one with `raidlab create`"),
+                          damaged_hint="the array's member images are untouched; restore the file, or destroy the array")
 
 
 CONTROL_SOCKET = "control.sock"  # the daemon's control socket, a file of the lab directory
