@@ -27,11 +27,20 @@ from raidlab.errors import UsageError
                    "reached each of its drives, and which claims compare columns whose drives served "
                    "different numbers of flushes (writes no report)")
 @click.option("--title", default=None, help="with --flushes: the section's heading (default: the scenario)")
-def report(results, formats, scenario_file, out_dir, left_out, flushes, title):
+@click.option("--site", "site_dir", type=click.Path(path_type=Path), default=None,
+              help="write a static HTML site of the whole reproduction there instead: an index of the papers, "
+                   "a page per paper with its claims, figures, conditions and raw files (RESULTS: the results "
+                   "root whose current.toml names the current directories)")
+@click.option("--scenarios", "scenario_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("scenarios"), show_default=True, help="with --site: the scenario files")
+def report(results, formats, scenario_file, out_dir, left_out, flushes, title, site_dir, scenario_dir):
     """Figures, our numbers beside the paper's, and claim verdicts for a results directory.
 
     Several RESULTS directories of one scenario (e.g. cases run on different days) make one
-    combined report, written to --out."""
+    combined report, written to --out. With --site DIR, RESULTS is the results root and DIR
+    gets a static site of every paper's current results."""
+    if site_dir is not None:
+        return _site(results, site_dir, scenario_dir, (scenario_file, out_dir, left_out, flushes, title))
     if flushes:
         return _flushes(results, scenario_file, left_out, title, out_dir)
     if title is not None:
@@ -55,6 +64,25 @@ def report(results, formats, scenario_file, out_dir, left_out, flushes, title):
         signal.signal(signal.SIGTERM, previous)
     for path in written:
         click.echo(str(path))
+    return 0
+
+
+def _site(results, site_dir, scenario_dir, others) -> int:
+    from raidlab.report.site import write_site
+
+    if any(others):
+        raise UsageError("--site writes the whole site from the results root; it takes no --scenario, --out, "
+                         "--leave-out, --flushes or --title", hint="current.toml says which runs count")
+    if len(results) != 1 or not results[0].is_dir():
+        raise UsageError("--site takes one RESULTS: the results root (e.g. results/)")
+    if not scenario_dir.is_dir():
+        raise UsageError(f"{scenario_dir}: no such scenario directory")
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        written = write_site(results[0], scenario_dir, site_dir, progress=lambda m: click.echo(m, err=True))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo(str(written[0]))
     return 0
 
 

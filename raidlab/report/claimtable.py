@@ -136,8 +136,14 @@ def rows(results_root: Path, scenario_dir: Path) -> list[Row]:
     return out
 
 
-def _system(paper: str) -> str:
+def system_of(paper: str) -> str:
+    """The system a paper describes, as the table names it (controls have no paper)."""
     return scenarios.PAPERS[paper][0] if paper in scenarios.PAPERS else "controls (no paper)"
+
+
+def left_out_of(results_root: Path) -> dict[str, list[str]]:
+    """Per scenario, the run files current.toml leaves out (paths relative to results_root)."""
+    return {sid: list(entry.get("leave_out", [])) for sid, entry in _entries(results_root).items()}
 
 
 def markdown(table: list[Row]) -> str:
@@ -151,7 +157,7 @@ def markdown(table: list[Row]) -> str:
         by_paper.setdefault(row.paper, []).append(row)
     lines += ["| paper | claims holding | judged | calibration | not judged or measured |", "|---|---|---|---|---|"]
     for paper, group in by_paper.items():
-        system = _system(paper)
+        system = system_of(paper)
         holds = sum(r.count(claimsmod.HOLDS) for r in group)
         judged = sum(r.judged for r in group)
         calib = sum(r.count(claimsmod.CALIBRATION) for r in group)
@@ -160,7 +166,7 @@ def markdown(table: list[Row]) -> str:
         lines.append(f"| {system} | {holds} | {judged} | {calib} | {other}"
                      + (f" (not counted: {', '.join(pending)})" if pending else "") + " |")
     for paper, group in by_paper.items():
-        system = _system(paper)
+        system = system_of(paper)
         lines += ["", f"## {system}", "", "| scenario | results | holds / judged | headline |", "|---|---|---|---|"]
         for r in group:
             if r.pending:
