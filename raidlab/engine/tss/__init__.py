@@ -5,7 +5,19 @@ compressed RAID5 stripes under one map table, moved between them by temperature.
     maptable      §3.3/§3.6 map table, compression table, bitmap, reserved stripe
     temperature   §3.9 temperature, access and uptodate fields; aging and degradation
     compression   §3.5 lz4 on whole stripes, and its time in virtual time
-    device        §3.4-3.6 the integrated device: stripe I/O, promotion, victimization
+    persist       §3.2 the map table's private area
+    datalog       §3.8 the data log's records, scan and replay order
+    device        §3.4-3.9 the integrated device, composed of one component per mechanism:
+      columns       §3.7 member I/O, failed columns, durability
+      physical      §3.3-3.4 RAID1 copies and parity stripes, degraded reads and writes
+      space         §3.6 map changes in the paper's order, the reserved stripe
+      compressed    §3.5 cRAID5 stripes in shared sub-stripes
+      personalities §3.4-3.6 a logical stripe's request by its personality, allocation
+      migration     §3.6 promotion and victimization, §3.9 what policies ask
+      logwrites     §3.8 writes through the data log, §4 asynchronous writes
+      repair        §3.7 rebuild and scrub, §3.8 shared-stripe resync after a crash
+    build         create and assemble a device over its drives
+    control       §3.9 the driver's ioctls as one control interface
 """
 
 from raidlab.engine.tss.device import TSSDevice

@@ -25,8 +25,9 @@ from raidlab.engine import metadata
 from raidlab.engine.build import MetadataKeeper, check_members, read_superblocks
 from raidlab.engine.tss.compression import CpuCost
 from raidlab.engine.tss.datalog import DataLog
-from raidlab.engine.tss.device import DEFAULT_MAX_ASYNC, MODES, WRITE_MODES, TSSDevice
+from raidlab.engine.tss.device import MODES, TSSDevice
 from raidlab.engine.tss.geometry import DEFAULT_SUBSTRIPES, TSSGeometry
+from raidlab.engine.tss.logwrites import DEFAULT_MAX_ASYNC, WRITE_MODES
 from raidlab.engine.tss.maptable import PLACEMENTS, RAID1, MapTable
 from raidlab.engine.tss.persist import PRIVATE_OFFSET, MapStore, private_area_bytes
 from raidlab.errors import UsageError

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidlab.engine.tss.device import PROMOTE, VICTIMIZE, MigrationRefused, TSSDevice
+from raidlab.engine.tss.device import TSSDevice
 from raidlab.engine.tss.maptable import CRAID5, RAID1, RAID5
+from raidlab.engine.tss.migration import PROMOTE, VICTIMIZE, MigrationRefused
 from raidlab.engine.tss.temperature import DEFAULT_DEGRADE_FACTOR
 from raidlab.errors import UsageError
 

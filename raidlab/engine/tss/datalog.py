@@ -43,7 +43,7 @@ Formats: MAGIC_V1 (the CRC not seeded) and MAGIC_V2 (seeded, without `prev` and
 the third.
 
 Asynchronous writes (§4) acknowledge a write once its record is on the log; the stripe
-write and the commit follow in the background (raidlab.engine.tss.device). A log that is
+write and the commit follow in the background (raidlab.engine.tss.logwrites). A log that is
 full makes new records wait for commits.
 """
 

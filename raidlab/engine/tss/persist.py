@@ -25,7 +25,7 @@ refused. (Format 1, HEADER_MAGIC_V1, made before: no seed, no sequence number, a
 record an invalid stripe, the first copy that decodes wins. Such an area is still read, and
 written in its own format.)
 
-Order, the device's duty (raidlab.engine.tss.device): the data of a new location are written
+Order, the device's duty (raidlab.engine.tss.space): the data of a new location are written
 first, then the record (FUA, both copies), then the old location is released in memory, so
 space a durable record still points at is never reused. A move through the reserved stripe
 writes the header first, naming the vacated stripe reserved and keeping the old reserved
