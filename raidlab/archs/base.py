@@ -15,6 +15,14 @@ trio's real clock and in virtual time. Where the
 papers' simulators laid a drive out differently from a live lab (a cache disk that uses the
 first bytes of its drive, per-partition busy time), `plan` and `build` see the clock and say
 so in their docstrings.
+
+Beyond building it, a declaration says what the rest of raidlab needs to know of the
+architecture, so no other module compares its id: its `Family` (the service host that serves
+it live and the `raidlab doctor` runners it needs), what it contributes to the campaigns
+(`CrashPreset`, `FaultCell`, `DamageTarget`, `WriteHoleCase`), what `raidlab faulttest` may
+fail (`drive_role`, `check_faults`), whether a flush is on the media (`flush_on_media`), its
+replay metrics (`sim_metrics`), its column of the RAID-x paper's Table 3 (`Peaks`), and
+what its family's live host asks of it (`serving`).
 """
 
 from __future__ import annotations
@@ -129,6 +137,71 @@ def _flag(nbytes: int) -> str:
     return str(nbytes)
 
 
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A family of architectures: the service host that serves them live (the host class whose
+    `family` is this name, raidlab.service.hosts) and, for each live runner they run on, the
+    runner of `raidlab doctor` that must be usable for them to run there."""
+
+    name: str
+    doctor_runners: dict[str, str] = dataclasses.field(default_factory=dict)  # live runner -> doctor runner
+
+
+@dataclasses.dataclass(frozen=True)
+class CrashPreset:
+    """A target of `raidlab crashtest` (raidlab.campaigns.crash; `crashtest all` and `raidlab
+    reliability` run every architecture's): its name, members, options, whether every third
+    point cuts inside a level-2 destage (a cache smaller than the untar), and the drives'
+    flush world (raidlab.disks.disk, "Flushes")."""
+
+    name: str
+    disks: int
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    in_destage: bool = False
+    flushes: str = "honoured"
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultCell:
+    """A cell of the fault campaign (raidlab.campaigns.fault, docs/reliability.md): its label,
+    members, options, and the drive that goes bad."""
+
+    name: str
+    disks: int
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    drive: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class DamageTarget:
+    """A target of the damaged-metadata campaign (raidlab.campaigns.damage): an architecture
+    with state on its drives, and the options that give it that state."""
+
+    name: str
+    disks: int
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteHoleCase:
+    """A case of the write-hole campaign (raidlab.campaigns.writehole: a power cut on a degraded
+    parity array of four drives): its name, options and live runner."""
+
+    name: str
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    runner: str = "native"
+
+
+@dataclasses.dataclass(frozen=True)
+class Peaks:
+    """The architecture's column of the RAID-x paper's Table 3 (raidlab.cluster.peaks): its
+    heading there, and `cells(n, m, B, R, W)`, the theoretical peaks for n disks, a file of m
+    blocks, a disk's bandwidth B and read and write times per block R and W."""
+
+    title: str
+    cells: Callable[[int, int, float, float, float], dict[str, Any]]
+
+
 Check = Callable[[Config, str], None]
 Plan = Callable[[Config, str], list[Drive]]
 Builder = Callable[[BuildContext], Awaitable[Built]]
@@ -149,6 +222,29 @@ class Architecture:
     plan: Plan | None = None
     build: Builder | None = None
     volume: Volume | None = None  # the bytes it serves, known without building it (a replay's trace fits it)
+    # One data disk: --disks is 1 or left out and --chunk means nothing (a replay leaves both out).
+    one_disk: bool = False
+    # The campaigns. Every architecture that runs live says what it contributes to
+    # `crashtest all` and the fault campaign, () to take no part; None (nothing said) is
+    # refused when the registry is built, so no architecture is left out without a word.
+    crash_presets: tuple[CrashPreset, ...] | None = None
+    fault_cells: tuple[FaultCell, ...] | None = None
+    damage_targets: tuple[DamageTarget, ...] = ()
+    write_hole_cases: tuple[WriteHoleCase, ...] = ()
+    # `raidlab faulttest`: what drive `disk` of `config` is to the architecture, and whether
+    # it keeps every byte without that drive; None: its drives are not failed by faulttest.
+    drive_role: Callable[[Config, int], tuple[str, bool]] | None = None
+    # Refuse (UsageError) failure injection these options have none of (faulttest, `raidlab fail`).
+    check_faults: Callable[[dict[str, Any]], None] | None = None
+    # Whether a flush returns only once what it covers is on the media with these options;
+    # None: always. A crash test's power cut holds one that does not to the drives' report.
+    flush_on_media: Callable[[dict[str, Any]], bool] | None = None
+    # A replay's metrics of its own from its statistics: name -> (value, unit).
+    sim_metrics: Callable[[dict[str, Any]], dict[str, tuple[Any, str]]] | None = None
+    peaks: Peaks | None = None  # its column of the RAID-x paper's Table 3
+    # What its family's live host asks of it beyond plan and build (the cache family's:
+    # raidlab.archs.caching.Serving); None: nothing.
+    serving: Any = None
 
     def option_names(self) -> list[str]:
         return [option.name for option in self.options]

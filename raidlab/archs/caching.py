@@ -15,19 +15,46 @@ deliberately disable the destage process") sets the idle threshold beyond any tr
 is full (raidlab.engine.caches.dcd: "an emulator must not stop"), where the paper ran
 "shorter traces until the cache-disk is full", and its `forced_destages` says whether that
 happened.
+
+Both are served live by the cache family's host (raidlab.service.hosts.cache); what that
+host asks of each beyond its plan and build (its options, `raidlab status` lines, what it
+survives, why a drive without a copy is not failed or rebuilt, the RAM it holds) is its
+declaration's `serving` (`Serving` below).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from raidlab.archs.base import VIRTUAL, Drive, Option
+from raidlab.archs.base import VIRTUAL, Drive, Family, Option
 from raidlab.blockdev import SECTOR
 from raidlab.engine.caches.log import DESTAGE_ORDERS
 from raidlab.errors import UsageError
 from raidlab.units import parse_duration, parse_size
 
 KiB, MiB = 1024, 1 << 20
+
+# The cache family: served live by the cache host, natively over loop and FUSE.
+FAMILY = Family("cache", {"native": "native-engine", "vm": "vm"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Serving:
+    """What the cache family's live host (raidlab.service.hosts.cache) asks of one caching
+    architecture beyond its plan and build."""
+
+    options: Callable[[dict[str, Any]], dict[str, Any]]  # -o options as the live mechanism reads them
+    status_lines: Callable[[dict[str, Any], dict[str, Any]], list[str]]  # `raidlab status`: statistics, options
+    # What it survives now: its statistics, where its caches are (the host's cache_placement),
+    # the engine array under it (or None), the failed sides of its mirrored cache disk (None: none).
+    survival: Callable[[dict[str, Any], list[dict[str, Any]], Any, Iterable[int] | None], str]
+    no_copy_fail: str     # why `raidlab fail` of a drive holding the only copy of some data loses it
+    no_copy_replace: str  # why `raidlab replace` cannot rebuild such a drive
+    reserved_ram: Callable[[dict[str, Any]], int] = lambda options: 0  # see reserved_ram
+
+
 EXT4_BLOCK_SIZES = (1024, 2048, 4096)  # ext4 mounts only block sizes up to the 4 KiB page
 
 # One set of option names and defaults for `raidlab create` and `raidlab sim`.
@@ -184,10 +211,12 @@ def reserved_ram(arch: str, options: dict[str, Any]) -> int:
     reserved at boot (§3.1; §4.3.1: 'if the RAM buffer is too large, the remaining system RAM
     used for regular file system becomes small'). Here the buffer lives in the array daemon on
     the host, so a lab VM with an available-memory target (RAIDLAB_VM_AVAILABLE_MIB) gives up
-    the same amount instead. 0 for DCD (its buffer is the paper's NVRAM, not system RAM)."""
-    if arch != "vcraid":
-        return 0
-    return arch_options(arch, options)["ram_buffer"]
+    the same amount instead. 0 for DCD (its buffer is the paper's NVRAM, not system RAM).
+    Each architecture says it in its declaration's `serving`; 0 without one."""
+    from raidlab import archs
+
+    serving = archs.get(arch).serving
+    return serving.reserved_ram(options) if serving is not None else 0
 
 
 OPTION_HELP: dict[str, str] = {

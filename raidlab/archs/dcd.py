@@ -37,16 +37,25 @@ and its results name them as here:
   DCD's without those two (the replay reports each disk itself), with `cache`, `destage`, the
   link's rate and busy seconds, and for a logical DCD the shared drive's busy seconds and
   deepest queue.
+
+Served live by the cache family's host: `raidlab status` lines and what a DCD survives are
+`serving` below (raidlab.archs.caching.Serving). In the campaigns, a DCD runs the crash test
+in both report modes with a cache smaller than the untar (level-2 destage during it, and cut
+inside it), and the fault campaign fails its data disk and its cache-disk.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from raidlab.archs.base import LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, Drive
-from raidlab.archs.caching import (DCD_OPTIONS, check_whole_sectors, destage_policy_of, idle_threshold_of,
-                                   option_list, options_of, sim_options)
+from collections.abc import Iterable
+
+from raidlab.archs.base import (LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, CrashPreset, DamageTarget,
+                                Drive, FaultCell)
+from raidlab.archs.caching import (DCD_OPTIONS, FAMILY, Serving, arch_options, check_whole_sectors, destage_policy_of,
+                                   idle_threshold_of, option_list, options_of, sim_options)
 from raidlab.archs.layouts import drive_size
+from raidlab.archs.words import kib, pct
 from raidlab.disks import catalog
 from raidlab.engine.caches.dcd import HostLink, assemble_dcd, check_dcd_config, create_dcd
 from raidlab.errors import UsageError
@@ -161,9 +170,59 @@ async def build(ctx: BuildContext) -> Built:
     return Built(link, [cache_disk, data_disk], statistics, parts)
 
 
+def status_lines(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
+    """`raidlab status` lines for a DCD (statistics of DCD.statistics())."""
+    return [
+        f"DCD ({opts['cache']}), report {s['report']}, {'[bold]bypass[/]' if s['bypass'] else 'caching'}; "
+        f"idle threshold {opts['idle_threshold'] * 1000:g} ms, destage {opts['destage']}, large writes > {kib(opts['large_write'])} go to the data disk",
+        f"RAM buffer: {kib(s['ram_used_bytes'])} of {kib(s['ram_buffer_bytes'])} "
+        f"({pct(s['ram_used_bytes'], s['ram_buffer_bytes'])}); cache-disk log: {kib(s['cache_disk_used_bytes'])} "
+        f"of {kib(s['cache_disk_bytes'])} ({pct(s['cache_disk_used_bytes'], s['cache_disk_bytes'])}), "
+        f"{s['log_records']} records, {s['cache_disk_blocks_mapped']} sectors mapped",
+        f"reads {s['reads']} ({kib(s['bytes_read'])}); sectors read from RAM {s['read_hits_ram_sectors']}, "
+        f"cache-disk {s['read_hits_cache_disk_sectors']}, data disk {s['read_hits_data_disk_sectors']}",
+        f"writes {s['writes']} ({kib(s['bytes_written'])}), flushes {s['flushes']}; large writes to the data disk "
+        f"{s['large_writes_to_data_disk']}; log writes {s['log_writes']} ({kib(s['log_write_bytes'])}); "
+        f"waited for a full RAM buffer {s['waited_for_full_buffer']}",
+        f"destage (LWFD): {s['destages']} segments ({kib(s['destaged_bytes'])}), holes dropped "
+        f"{s['destage_holes_dropped']}, suspended {s['destages_suspended']}, forced {s['forced_destages']}; "
+        f"idle periods found {s['idle_periods_found']}; tombstones {s['tombstones']}; "
+        f"recovered at assemble {s['recovered_blocks']} blocks",
+    ]
+
+
+def survival(stats: dict[str, Any], placement: list[dict[str, Any]], array: Any = None,
+             mirror_failed: Iterable[int] | None = None) -> str:
+    """What a DCD survives now: nothing, for it keeps one copy of everything (its data disk,
+    its cache-disk's log), on one drive (logical) or two (physical)."""
+    held = f"{kib(stats.get('cache_disk_used_bytes', 0))} in the log now"
+    if len(placement) == 1 and not placement[0]["whole_drive"]:
+        return f"none: one drive holds the data and the cache-disk log ({held})"
+    return f"none: the data disk and the cache-disk each hold the only copy of some data ({held})"
+
+
+def drive_role(config: Config, disk: int) -> tuple[str, bool]:
+    """d0 the data disk, d1 the cache-disk; a DCD keeps its data without neither."""
+    return ("data disk", False) if disk == 0 else ("cache disk", False)
+
+
+def _live_options(options: dict[str, Any]) -> dict[str, Any]:
+    return arch_options("dcd", options)
+
+
+SMALL_CACHE = dict(cache_size="2M", ram_buffer="256K")  # smaller than a crash test's untar
+
 ARCHITECTURES = (
     Architecture(
-        name="dcd", family="cache", summary="DCD: RAM buffer + log cache-disk in front of one data disk",
+        name="dcd", family=FAMILY.name, summary="DCD: RAM buffer + log cache-disk in front of one data disk",
         source="Hu & Yang, DCD (ISCA 96) §2-4", options=option_list(DCD_OPTIONS), check=check, plan=plan,
-        build=build, volume=volume),
+        build=build, volume=volume, one_disk=True,
+        crash_presets=(CrashPreset("dcd-immediate", 1, {"report": "immediate", **SMALL_CACHE}, in_destage=True),
+                       CrashPreset("dcd-after-complete", 1, {"report": "after-complete", **SMALL_CACHE},
+                                   in_destage=True)),
+        fault_cells=(FaultCell("dcd-data", 1, drive=0), FaultCell("dcd-cache", 1, drive=1)),
+        damage_targets=(DamageTarget("dcd", 1, {"cache_size": "4M", "ram_buffer": "256K"}),),
+        drive_role=drive_role,
+        serving=Serving(options=_live_options, status_lines=status_lines, survival=survival,
+                        no_copy_fail="a DCD has no redundancy", no_copy_replace="a DCD has no redundancy")),
 )

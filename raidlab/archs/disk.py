@@ -5,9 +5,11 @@ A replay's baseline: the drive model alone, no array and no cache (`raidlab sim 
 
 from __future__ import annotations
 
-from raidlab.archs.base import Architecture, BuildContext, Built, Config, Drive
+from raidlab.archs.base import Architecture, BuildContext, Built, Config, Drive, Family
 from raidlab.archs.layouts import drive_size
 from raidlab.errors import UsageError
+
+FAMILY = Family("disk")  # virtual time only: no live host, no doctor runner
 
 
 def check(config: Config, runner: str) -> None:
@@ -30,7 +32,7 @@ async def build(ctx: BuildContext) -> Built:
 
 
 ARCHITECTURES = (
-    Architecture(name="disk", family="disk", summary="one drive, no array (the DCD paper's traditional disk)",
+    Architecture(name="disk", family=FAMILY.name, summary="one drive, no array (the DCD paper's traditional disk)",
                  source="Hu & Yang, DCD §4", runners=("sim",), check=check, plan=plan, build=build,
-                 volume=volume),
+                 volume=volume, one_disk=True),
 )

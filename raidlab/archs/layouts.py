@@ -10,6 +10,12 @@ raidlab.engine.layouts and nothing here. One option is the array's, not the layo
 
 Live, member drives are d0..d{N-1} of --disk-size each. In virtual time without a disk size,
 each member is the drive model's capacity trimmed so the data area is whole chunks.
+
+Campaigns: a layout takes part in `raidlab crashtest all` and the fault campaign with a
+preset and a cell of its own id on max(4, min_disks) members unless CAMPAIGNS below says
+otherwise, and `raidlab faulttest` knows from the layout's failure groups whether the array
+keeps its data without the drive it fails. So a new layout is crash- and fault-tested from
+the moment it is listed.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from raidlab.archs.base import VIRTUAL, Architecture, BuildContext, Built, Config, Drive, Option
+from raidlab.archs.base import (LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, CrashPreset, DamageTarget,
+                                Drive, Family, FaultCell, Option, Peaks, WriteHoleCase)
 from raidlab.disks import catalog
 from raidlab.engine import build as engine_build
-from raidlab.engine.layouts import DEFAULT_CHUNK, LAYOUTS, Layout
+from raidlab.engine.layouts import DEFAULT_CHUNK, LAYOUTS, Layout, create_layout
 from raidlab.engine.metadata import DEFAULT_DATA_OFFSET
 from raidlab.errors import UsageError
 from raidlab.units import parse_size
@@ -31,6 +38,59 @@ DEFAULT_DISKS = 4  # virtual time, when --disks is not given
 DEFAULT_DISK_SIZE_WITHOUT_GEOMETRY = 1 << 30  # drive models with no capacity (none, ssd)
 JOURNALLED = ("raid5",)  # layouts with a `journal` option (raidlab.engine.journal)
 JOURNAL_MIN = 4 << 20  # at least twice the largest plan: a 1 MiB request and its parity
+
+# The engine family: served live by the engine host, natively over loop and FUSE.
+FAMILY = Family("engine", {"native": "native-engine", "vm": "vm"})
+
+# SA3's member bandwidths in its crash preset and damage target: an uneven mapping, persisted.
+UNEVEN_BANDWIDTHS = (40e6, 30e6, 20e6, 10e6)
+
+# What a layout contributes to the campaigns where it is not the default (module doc); keys
+# crash, fault, damage, write_hole. The crash presets are the redundant layouts (no state of
+# their own beyond the superblock: the contract that a flush returns once acknowledged writes
+# are on the members, alone) and those with state of their own: RAID-x's image buffer on
+# disk and in memory (pending images are lost in a crash; the data itself is home), SA3's
+# persisted virtual device array, which assemble must find again. SA3 stands for SA-RAID's
+# layouts in every campaign. raid5 runs the crash test also in the papers' world (no drive
+# ever gets a flush or FUA), and the write-hole campaign without and with its journal.
+CAMPAIGNS: dict[str, dict[str, tuple]] = {
+    "raid0": dict(crash=()),
+    "raid1": dict(crash=(CrashPreset("raid1", 2),), fault=(FaultCell("raid1", 2),),
+                  damage=(DamageTarget("raid1", 2),)),
+    "raid5": dict(crash=(CrashPreset("raid5", 4), CrashPreset("raid5-paper-world", 4, flushes="dropped")),
+                  damage=(DamageTarget("raid5", 4),),
+                  write_hole=(WriteHoleCase("raid5"), WriteHoleCase("raid5-journal", {"journal": "4M"}))),
+    "raidx": dict(crash=(CrashPreset("raidx", 4, {"image_buffer": "disk"}),
+                         CrashPreset("raidx-memory", 4, {"image_buffer": "memory"})),
+                  damage=(DamageTarget("raidx", 4, {"image_buffer": "disk"}),)),
+    "sa1": dict(crash=(), fault=()),
+    "sa2": dict(crash=(), fault=()),
+    "sa3": dict(crash=(CrashPreset("sa3", 4, {"bandwidths": UNEVEN_BANDWIDTHS}),),
+                damage=(DamageTarget("sa3", 4, {"bandwidths": UNEVEN_BANDWIDTHS}),)),
+    "saz": dict(crash=(), fault=()),
+}
+
+# The RAID-x paper's Table 3 (Hwang, Jin & Ho §3.3-3.4; raidlab.cluster.peaks): for n disks,
+# a file of m blocks, a disk's bandwidth B and read and write times per block R and W.
+PEAKS: dict[str, Peaks] = {
+    "raid10": Peaks("RAID-10", lambda n, m, B, R, W: {
+        "read": n * B, "large_write": n * B, "small_write": n * B,
+        "large_read_time": m * R / n, "small_read_time": R, "large_write_time": 2 * m * W / n,
+        "small_write_time": 2 * W, "fault_coverage": f"{n // 2} disk failures (one per mirror pair)"}),
+    "raid5": Peaks("RAID-5", lambda n, m, B, R, W: {
+        "read": n * B, "large_write": (n - 1) * B, "small_write": (n - 1) * B / 2,
+        "large_read_time": m * R / n, "small_read_time": R, "large_write_time": m * W / (n - 1),
+        "small_write_time": R + W, "fault_coverage": "single disk failure"}),
+    "chained": Peaks("chained", lambda n, m, B, R, W: {
+        "read": n * B, "large_write": n * B, "small_write": n * B,
+        "large_read_time": m * R / n, "small_read_time": R, "large_write_time": 2 * m * W / n,
+        "small_write_time": 2 * W, "fault_coverage": f"{n // 2} disk failures (no two neighbours)"}),
+    "raidx": Peaks("RAID-x", lambda n, m, B, R, W: {
+        "read": n * B, "large_write": n * B, "small_write": n * B,
+        "large_read_time": m * R / n, "small_read_time": R,
+        "large_write_time": m * W / n + m * W / (n * (n - 1)),
+        "small_write_time": W, "fault_coverage": "single disk failure"}),
+}
 
 
 
@@ -128,14 +188,27 @@ def _architecture(cls: type[Layout]) -> Architecture:
 
         return Built(array, list(ctx.drives), statistics, {"array": array, "keeper": keeper})
 
+    def drive_role(config: Config, disk: int) -> tuple[str, bool]:
+        """A member, and whether the layout's failure groups keep every byte without it."""
+        params = dict(n_disks=config.disks or DEFAULT_DISKS, disk_size=member_size(config, LIVE),
+                      chunk_bytes=config.chunk or DEFAULT_CHUNK, data_offset=DEFAULT_DATA_OFFSET,
+                      **layout_of(config.options))
+        return "member", create_layout(name, **cls.placeholder_params(params)).survives({disk})
+
     options = layout_options(cls)
     if journals:
         options += (Option("journal", None, "a write journal of this size on one more drive (md's "
                                             "--write-journal: data and parity journalled first, the write hole "
                                             "closed); e.g. journal=16M"),)
+    campaigns = CAMPAIGNS.get(name, {})
+    disks = max(DEFAULT_DISKS, cls.min_disks)
     arch = Architecture(
-        name=name, family="engine", summary=cls.summary, source=cls.source,
-        options=options, check=check, plan=plan, build=build)
+        name=name, family=FAMILY.name, summary=cls.summary, source=cls.source,
+        options=options, check=check, plan=plan, build=build,
+        crash_presets=campaigns.get("crash", (CrashPreset(name, disks),)),
+        fault_cells=campaigns.get("fault", (FaultCell(name, disks),)),
+        damage_targets=campaigns.get("damage", ()), write_hole_cases=campaigns.get("write_hole", ()),
+        drive_role=drive_role, peaks=PEAKS.get(name))
     return arch
 
 

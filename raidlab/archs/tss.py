@@ -32,22 +32,34 @@ Drives: live, d0..d{N-1} of --disk-size. In virtual time the drives keep their d
 (Drive.keeps_data): cRAID5 decompresses what it wrote, so a replay needs the bytes; memory
 grows only with what the replay writes. Without --chunk in virtual time the stripe unit is
 16 KiB, an assumption (the paper does not give its stripe unit).
+
+Served live by the TSS family's host (raidlab.service.hosts.tss), with the paper's ioctls as
+control operations (`raidlab tss`). In the campaigns: the crash test runs it with the map
+table on its private area alone and with its data log, writes acknowledged after the stripe
+write and commit (sync) or once logged (async); the fault campaign fails a column and the
+log drive; a replay reports the space each personality holds and the migrations
+(`sim_metrics`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from raidlab.archs.base import LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, Drive, Option
+from raidlab.archs.base import (LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, CrashPreset, DamageTarget,
+                                Drive, Family, FaultCell, Option)
 from raidlab.archs.layouts import drive_size
 from raidlab.disks import catalog
 from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss, plan_geometry
 from raidlab.engine.tss.compression import CpuCost, HostCost, measured_cost
 from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.device import MODES
-from raidlab.engine.tss.maptable import PLACEMENTS
+from raidlab.engine.tss.maptable import CRAID5, PLACEMENTS, RAID1, RAID5
 from raidlab.errors import UsageError
 from raidlab.units import parse_size
+
+# The TSS family: served live by its own host, natively over loop and FUSE.
+FAMILY = Family("tss", {"native": "native-engine", "vm": "vm"})
+PERSONALITIES = (RAID1, RAID5, CRAID5)
 
 DEFAULT_UNIT_VIRTUAL = 16 * 1024
 DEFAULT_COLUMNS = 3  # the paper's three Quantum Fireball drives (§5.3)
@@ -212,10 +224,38 @@ async def build(ctx: BuildContext) -> Built:
     return Built(device, list(ctx.drives), statistics, {"device": device, "control": TSSControl(device)})
 
 
+def drive_role(config: Config, disk: int) -> tuple[str, bool]:
+    """A column, or with log=on the data log's drive after the columns, which holds no data of
+    its own; the device keeps every byte without either."""
+    log = str(config.options.get("log", "off")) == "on"
+    return ("log drive", True) if disk == (config.disks or DEFAULT_COLUMNS) and log else ("column", True)
+
+
+def sim_metrics(stats: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """A replay's metrics: the space each personality holds (the paper's Tables 3-4) and its
+    overhead, the migrations, and what asynchronous writes cost the others."""
+    space = stats["space"]
+    backed = sum(space[f"logical_{kind}"] for kind in PERSONALITIES)
+    used = sum(space[f"physical_{kind}"] for kind in PERSONALITIES)
+    out: dict[str, tuple[Any, str]] = {"space_overhead": (used / backed if backed else None, "fraction")}
+    for kind in PERSONALITIES:
+        out[f"stripes_{kind}"] = (stats["personalities"][kind], "stripes")
+    out["migrations"] = (sum(v for k, v in stats.items() if k.startswith(("promote_", "victimize_"))), "count")
+    for key in ("wait_for_async_s", "wait_for_slot_s"):
+        out[key] = (stats.get(key, 0.0), "s")
+    out["waits_for_async"] = (stats.get("waits_for_async", 0), "count")
+    return out
+
+
 ARCHITECTURES = (
     Architecture(
-        name="tss", family="tss",
+        name="tss", family=FAMILY.name,
         summary="TSS: RAID1 / RAID5 / compressed RAID5 stripes under one map table, moved by temperature",
         source="Pallipadi & Gopinath, Temperature Sensitive Storage (ALS 2001) §3-5", options=OPTIONS,
-        check=check, plan=plan, build=build, volume=volume_size),
+        check=check, plan=plan, build=build, volume=volume_size,
+        crash_presets=(CrashPreset("tss", 4), CrashPreset("tss-log-sync", 4, {"log": "on", "writes": "sync"}),
+                       CrashPreset("tss-log-async", 4, {"log": "on", "writes": "async"})),
+        fault_cells=(FaultCell("tss", 4), FaultCell("tss-log", 4, {"log": "on"}, 4)),
+        damage_targets=(DamageTarget("tss", 4), DamageTarget("tss-log", 4, {"log": "on"})),
+        drive_role=drive_role, sim_metrics=sim_metrics),
 )

@@ -42,18 +42,31 @@ those (the replay reports each disk itself), with `destage`.
 
 Checks: a live array's block size must be one ext4 mounts (1K, 2K, 4K); a replay mounts no
 filesystem, so it takes any block size the mechanism does.
+
+Served live by the cache family's host: `raidlab status` lines and what a VC-RAID survives
+are `serving` below (raidlab.archs.caching.Serving). In the campaigns: the crash test runs
+every configuration with a cache smaller than the untar (level-2 destage during it, and cut
+inside it), scd and mcd also in durability `paper` with drives that never get a flush (the
+papers' world), where a power cut holds it to the drives' report (`flush_on_media`); the
+fault campaign fails a raid5 member and the cache disk, unmirrored and mirrored; failure
+injection is not built for 1c and 1d (`check_faults`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from raidlab.archs.base import LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, Drive
-from raidlab.archs.caching import (EXT4_BLOCK_SIZES, PER_DISK, VCRAID_OPTIONS, check_whole_sectors,
-                                   destage_policy_of, idle_threshold_of, mcd_partition, option_list, options_of)
+from raidlab.archs.base import (LIVE, VIRTUAL, Architecture, BuildContext, Built, Config, CrashPreset, DamageTarget,
+                                Drive, FaultCell)
+from raidlab.archs.caching import (EXT4_BLOCK_SIZES, FAMILY, PER_DISK, VCRAID_OPTIONS, Serving, arch_options,
+                                   check_whole_sectors, destage_policy_of, idle_threshold_of, mcd_partition,
+                                   option_list, options_of)
 from raidlab.archs.layouts import DEFAULT_DISKS, member_size
+from raidlab.archs.words import kib, pct
+from raidlab.archs.words import survival as group_survival
 from raidlab.disks import catalog
 from raidlab.engine import build as engine_build
 from raidlab.engine.caches import assemble_vcraid, create_vcraid
@@ -256,10 +269,142 @@ async def build(ctx: BuildContext) -> Built:
     return Built(vc, caches + array_members, statistics, parts)
 
 
+def status_lines(s: dict[str, Any], opts: dict[str, Any]) -> list[str]:
+    """`raidlab status` lines for a VC-RAID (statistics of VCRAID.statistics())."""
+    per_disk = ", ".join(kib(u) for u in s["cache_disk_used_per_disk"])
+    n_caches = len(s["cache_disk_used_per_disk"])
+    if s["config"] in PER_DISK:  # the caches sit below the raid5: they count its member requests
+        shape = (f"raid5 ({s['array']['state']}) over {n_caches} per-disk caches "
+                 + ("sharing one RAM buffer" if s["config"] == "1c" else "with private RAM buffers")
+                 + " (counts below are the raid5's requests to its members)")
+    else:
+        shape = f"raid5 ({s['array']['state']}) behind a RAM buffer and {n_caches} cache disk(s)"
+    return [
+        f"VC-RAID {s['config']}: {shape}; block {s['block_size']} B, "
+        f"idle threshold {opts['idle_threshold'] * 1000:g} ms, destage {opts['destage']}, level-2 segment {kib(opts['destage_segment'])}",
+        f"RAM buffer: {kib(s['ram_used_bytes'])} of {kib(s['ram_buffer_bytes'])} "
+        f"({pct(s['ram_used_bytes'], s['ram_buffer_bytes'])}), {s['ram_dirty_blocks']} dirty blocks; "
+        f"cache disks: {kib(s['cache_disk_used_bytes'])} of {kib(s['cache_disk_bytes'])} "
+        f"({pct(s['cache_disk_used_bytes'], s['cache_disk_bytes'])}; per disk {per_disk}), "
+        f"{s['cache_disk_blocks_mapped']} blocks mapped",
+        f"reads {s['reads']} ({kib(s['bytes_read'])}); blocks read from RAM {s['read_hits_ram_blocks']}, "
+        f"cache disk {s['read_hits_cache_disk_blocks']}, array {s['read_hits_array_blocks']}",
+        f"writes {s['writes']} ({kib(s['bytes_written'])}), synchronous {s['sync_writes']}, flushes "
+        f"{s['flushes']}, partial-block {s['partial_block_writes']}; waited for a full RAM buffer "
+        f"{s['waited_for_full_buffer']}",
+        f"level-1 destage: {s['level1_destages']} log writes ({kib(s['level1_bytes'])}), per cache disk "
+        f"{'/'.join(str(n) for n in s['level1_per_disk'])}; level-2 destage: {s['level2_destages']} segments ({kib(s['level2_bytes'])}), "
+        f"holes dropped {s['level2_holes_dropped']}, suspended {s['level2_suspended']}, forced {s['level2_forced']}; "
+        f"idle periods found {s['idle_periods_found']}; recovered at assemble {s['recovered_blocks']} blocks",
+    ]
+
+
+def survival(stats: dict[str, Any], placement: list[dict[str, Any]], array: Any = None,
+             mirror_failed: Iterable[int] | None = None) -> str:
+    """What a VC-RAID survives now: its raid5 (the failure groups of the raid5 `array`, state
+    and all) and its cache disks: a mirrored cache disk (`mirror_failed`: the sides gone)
+    survives one side; any other cache disk or partition is the only copy of what its log
+    holds until level 2 takes it home (stats: the bytes in the logs now)."""
+    held = f"{kib(stats.get('cache_disk_used_bytes', 0))} in the log now"
+    parts = []
+    if array is not None:
+        layout = array.layout
+        members = f"d0-d{layout.n_disks - 1}"
+        parts.append(f"raid5 ({members}): " + group_survival(layout.failure_groups(), array.failed, layout.n_disks,
+                                                            layout.redundancy.rule))
+    if mirror_failed is not None:
+        sides = [p["drive"] for p in placement[:2]]
+        gone = sorted(set(mirror_failed))
+        if not gone:
+            parts.append(f"cache disk mirrored on {' and '.join(sides)}: survives one side's failure")
+        elif len(gone) == 1:
+            left = sides[1 - gone[0]] if len(sides) == 2 else "the other side"
+            parts.append(f"cache disk: none left: {sides[gone[0]] if len(sides) == 2 else 'one side'} failed, "
+                         f"a failure of {left} loses the writes not yet home ({held})")
+        else:
+            parts.append("cache disk: both sides failed: the writes not yet home are lost")
+        return "; ".join(parts)
+    whole = [p["drive"] for p in placement if p["whole_drive"]]
+    on_members = [p["drive"] for p in placement if not p["whole_drive"]]
+    if whole:
+        parts.append(f"cache disk{'s' if len(whole) > 1 else ''} {', '.join(whole)}: no copy, "
+                     f"{'each' if len(whole) > 1 else 'its'} failure loses the writes not yet home ({held})")
+    if on_members:
+        parts.append(f"cache partitions on {', '.join(on_members)}: no copy, a failure of their drive loses the "
+                     f"writes its log holds that are not yet home ({held})")
+    return "; ".join(parts)
+
+
+def drive_role(config: Config, disk: int) -> tuple[str, bool]:
+    """d0..d{N-1} raid5 members (mcd's first ones holding a cache partition unless its caches
+    are drives of their own), then the cache disk(s): with mirrored_cache=on the cache disk
+    and its backup, which each keep the log without the other."""
+    options, disks = config.options, config.disks or DEFAULT_DISKS
+    if disk < disks:  # a raid5 member, unless mcd keeps cache partitions on it
+        holds_cache = (options.get("config") == "mcd" and not options.get("cache_models")
+                       and disk < int(options.get("cache_disks", 2)))
+        return ("raid5 member holding a cache partition", False) if holds_cache else ("raid5 member", True)
+    mirrored = str(options.get("mirrored_cache", "off")) in ("on", "True", "true")
+    if mirrored and disk in (disks, disks + 1):
+        return ("cache disk" if disk == disks else "backup cache disk") + " (mirrored)", True
+    return "cache disk", False
+
+
+def check_faults(options: dict[str, Any]) -> None:
+    """Failure injection is built for scd and mcd, not for 1c and 1d."""
+    config = str(options.get("config", "scd"))
+    if config in PER_DISK:
+        raise UsageError(f"failure injection is not built for VC-RAID {config}", hint="use config=scd or mcd")
+
+
+def flush_on_media(options: dict[str, Any]) -> bool:
+    """durability=paper: a sync write or flush counts as done once the drives reported the
+    cache disk's log write, which a drive with its write cache on does from the cache."""
+    return options.get("durability") != "paper"
+
+
+def _live_options(options: dict[str, Any]) -> dict[str, Any]:
+    return arch_options("vcraid", options)
+
+
+def _reserved_ram(options: dict[str, Any]) -> int:
+    """Its RAM buffer, system RAM of the paper's machine (raidlab.archs.caching.reserved_ram)."""
+    return arch_options("vcraid", options)["ram_buffer"]
+
+
+# The crash presets' caches (smaller than the untar) and the fault cells' (with the crash
+# presets' small RAM buffer).
+CRASH_CACHE = dict(cache_size="2M", ram_buffer="256K")
+PER_DISK_CACHE = dict(cache_size="3M", ram_buffer="384K")
+FAULT_CACHE = {"config": "scd", "cache_size": "8M", "ram_buffer": "1M"}
+
+
+def _crash(name: str, disks: int, config: str, cache: dict[str, str], durability: str = "strict",
+           flushes: str = "honoured") -> CrashPreset:
+    return CrashPreset(name, disks, dict(config=config, **cache, durability=durability), in_destage=True,
+                       flushes=flushes)
+
+
 ARCHITECTURES = (
     Architecture(
-        name="vcraid", family="cache",
+        name="vcraid", family=FAMILY.name,
         summary="VC-RAID: raid5 behind a RAM buffer and cache disk(s) (scd, mcd, 1c, 1d)",
         source="He & Yang, VC-RAID §2-4", options=option_list(VCRAID_OPTIONS), check=check, plan=plan,
-        build=build),
+        build=build,
+        crash_presets=(_crash("vcraid-scd", 3, "scd", CRASH_CACHE),
+                       _crash("vcraid-scd-paper", 3, "scd", CRASH_CACHE, "paper", flushes="dropped"),
+                       _crash("vcraid-mcd", 4, "mcd", CRASH_CACHE),
+                       _crash("vcraid-mcd-paper", 4, "mcd", CRASH_CACHE, "paper", flushes="dropped"),
+                       _crash("vcraid-1c", 3, "1c", PER_DISK_CACHE),
+                       _crash("vcraid-1d", 3, "1d", PER_DISK_CACHE)),
+        fault_cells=(FaultCell("vcraid", 4, FAULT_CACHE, 1),
+                     FaultCell("vcraid-mirrored-cache", 4, {**FAULT_CACHE, "mirrored_cache": "on"}, 4),
+                     FaultCell("vcraid-cache", 4, FAULT_CACHE, 4)),
+        damage_targets=(DamageTarget("vcraid-scd", 3, {"config": "scd", "cache_size": "4M", "ram_buffer": "256K"}),
+                        DamageTarget("vcraid-mcd", 4, {"config": "mcd", "cache_size": "4M", "ram_buffer": "256K"})),
+        drive_role=drive_role, check_faults=check_faults, flush_on_media=flush_on_media,
+        serving=Serving(options=_live_options, status_lines=status_lines, survival=survival,
+                        no_copy_fail="its cache disk is not mirrored",
+                        no_copy_replace="an unmirrored cache disk's log exists nowhere else",
+                        reserved_ram=_reserved_ram)),
 )
