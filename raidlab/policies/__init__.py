@@ -11,6 +11,7 @@ A policy is a class with `async run(control)`, looping until cancelled; `POLICIE
 names `raidlab tss policy` and scenarios use to the classes.
 """
 
+from raidlab.engine.tss.maptable import CRAID5, RAID1, RAID5
 from raidlab.policies.five_minute import FiveMinutePolicy
 from raidlab.policies.watermark import WatermarkPolicy
 
@@ -38,7 +39,7 @@ def make_policy(name: str, options: dict | None = None):
     kwargs = {}
     if name == "watermark":
         marks = {}
-        for kind in ("raid1", "raid5", "craid5"):
+        for kind in (RAID1, RAID5, CRAID5):
             if kind in options:
                 value = str(options.pop(kind))
                 try:

@@ -11,19 +11,29 @@ from typing import Any
 
 import trio
 
+from raidlab import archs
+from raidlab.archs.tss import FAMILY as TSS
 from raidlab.errors import UsageError
 from raidlab.lab import Lab
 from raidlab.service import control
 from raidlab.service.spec import ArraySpec
 
 
+def require_tss(lab: Lab, hint: str) -> None:
+    """UsageError unless `lab` holds an array of the TSS family (whose host answers the tss_*
+    operations), with `hint` saying what works on one."""
+    arch = ArraySpec.load(lab.path).arch
+    declared = archs.REGISTRY.get(arch)
+    if declared is None or declared.family != TSS.name:
+        names = " or ".join(a.name for a in archs.of_family(TSS.name))
+        raise UsageError(f"{lab.name} is a {arch} array, not {names}", hint=hint)
+
+
 class SocketControl:
     """TSSControl's methods, answered by the daemon of lab `lab` (module doc)."""
 
     def __init__(self, lab: Lab) -> None:
-        arch = ArraySpec.load(lab.path).arch
-        if arch != "tss":
-            raise UsageError(f"{lab.name} is a {arch} array, not tss", hint="policies manage arrays made with --arch tss")
+        require_tss(lab, "policies manage arrays made with --arch tss")
         self.lab = lab
 
     async def _call(self, op: str, **fields: Any) -> dict[str, Any]:

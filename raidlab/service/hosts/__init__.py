@@ -28,14 +28,20 @@ Each host class provides
 from __future__ import annotations
 
 from raidlab import archs
+from raidlab.errors import UsageError
 from raidlab.service.hosts.cache import CacheHost
 from raidlab.service.hosts.engine import EngineHost
 from raidlab.service.hosts.md import MdHost
 from raidlab.service.hosts.tss import TSSHost
 
-HOSTS = {"engine": EngineHost, "cache": CacheHost, "tss": TSSHost, "md": MdHost}
+HOSTS = {host.family: host for host in (EngineHost, CacheHost, TSSHost, MdHost)}  # family -> its host
 
 
 def host_class(arch: str):
-    """The host class that serves `arch` live, or UsageError naming the known ids."""
-    return HOSTS[archs.get(arch).family]
+    """The host class that serves `arch` live, or UsageError naming the known ids (or saying
+    that no host serves its family: one that runs in virtual time only)."""
+    family = archs.get(arch).family
+    if family not in HOSTS:
+        raise UsageError(f"{arch} has no live host: its family {family!r} runs in virtual time only",
+                         hint="run it with `raidlab sim`")
+    return HOSTS[family]

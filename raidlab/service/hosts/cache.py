@@ -10,10 +10,14 @@ clean stop, crash recovery on `assemble`, and operations of their own (`status` 
 
 What an architecture needs is declared in the registry (raidlab.archs.dcd, raidlab.archs.vcraid):
 `plan` says which member images to make, `build` creates or assembles the mechanism over
-them (the same builder `raidlab sim` runs in virtual time). This host makes those images,
-calls `build` with the live clock, serves the result as `volume`, and answers `status`,
-`fail`, `replace`, `check` and `bypass` from the parts the builder returns (the mechanism,
-its drives, its cache disks and their mirror).
+them (the same builder `raidlab sim` runs in virtual time), and `serving`
+(raidlab.archs.caching.Serving) says what this host cannot see in the parts: the options as
+the mechanism reads them, its `status` lines, what it survives, why a drive without a copy
+is not failed or rebuilt, the RAM it holds. This host makes those images, calls `build`
+with the live clock, serves the result as `volume`, and answers `status`, `fail`,
+`replace`, `check` and `bypass` from the parts the builder returns (the mechanism, its
+drives, its cache disks and their mirror): a mechanism with an engine array under it (its
+`array`) has that array's state, resync and rebuild; one with `set_bypass` a bypass mode.
 
 Not built (refused with one line): a mirrored cache for mcd/1c/1d, failure injection for
 1c/1d; the DCD's NVRAM RAM buffer. `raidlab fail` works on every drive (refusing,
@@ -39,11 +43,9 @@ from typing import Any
 import trio
 
 from raidlab import archs
-from raidlab.archs.caching import PER_DISK, arch_options, reserved_ram
 from raidlab.disks.disk import FAULTS, Partition
 from raidlab.errors import LabError, UsageError
-from raidlab.service.hosts.status import (cache_survival, dcd_report, disks_table, placement_line, vcraid_report,
-                                          write_cache_note)
+from raidlab.service.hosts.status import disks_table, placement_line, write_cache_note
 from raidlab.service.hosts.volume import (UncleanStop, arch_config, make_drives, replace_drive, report_progress,
                                           serve_volume, stripe_cache_bytes, write_back_drives)
 
@@ -54,7 +56,9 @@ class CacheHost:
     def __init__(self, daemon):
         self.daemon = daemon
         self.spec = daemon.spec
-        self.options = arch_options(self.spec.arch, self.spec.options)
+        self.arch = archs.get(self.spec.arch)
+        self.serving = self.arch.serving      # raidlab.archs.caching.Serving
+        self.options = self.serving.options(self.spec.options)
         self.target = None          # the DCD or VCRAID
         self.drives: list = []      # the EmulatedDisks, one per image
         self.volume_path: Path | None = None
@@ -65,7 +69,7 @@ class CacheHost:
         self.session = None
         self.fs = None              # the FUSE filesystem serving `volume` (the daemon's op_capture swaps its target)
         self.busy = trio.Lock()     # one repair operation (replace, check) at a time
-        self.unclean = None         # UncleanStop of the raid5 under VC-RAID
+        self.unclean = None         # UncleanStop of the engine array under the cache (VC-RAID's raid5)
 
     # ------------------------------------------------------------------ build / assemble
 
@@ -80,16 +84,16 @@ class CacheHost:
 
         async def drain():
             # A clean stop: the RAM buffer goes to the cache disk(s) (what a flush does), so
-            # `assemble` finds every write; the raid5 under VC-RAID records a clean stop
-            # (unless its resync after an unclean stop did not finish).
+            # `assemble` finds every write; the array under the cache (VC-RAID's raid5) records
+            # a clean stop (unless its resync after an unclean stop did not finish).
             await self.target.flush()
             note = "RAM buffer flushed to the cache disk"
             if self.unclean is not None:
-                note += "; raid5 " + await self.unclean.mark_clean()
+                note += f"; {self.target.array.layout.name} " + await self.unclean.mark_clean()
             return note
 
         session.push(f"{spec.arch} RAM buffer", drain)
-        if self.unclean is not None:   # the raid5 under VC-RAID, after its log was written to it
+        if self.unclean is not None:   # the array under the cache, after its log was written to it
             self.unclean.start_resync(mode, session.nursery)
         # Natively the array is a loop device over `volume`; the lab VM gets the file itself.
         self.volume_path, self.loop_device = await serve_volume(session, fs, loop=spec.runner == "native")
@@ -103,8 +107,10 @@ class CacheHost:
         plan) with the registry's builder, its background tasks in the session's nursery,
         and keep what the operations need from the parts it returns."""
         def assembled(array, keeper):
-            # VC-RAID's raid5, before the log is written to it: refused dirty and degraded
-            self.unclean = UncleanStop(self.spec.name, array, keeper, self.daemon.status, self.busy, part="raid5")
+            # the array under the cache (VC-RAID's raid5), before the log is written to it:
+            # refused dirty and degraded
+            self.unclean = UncleanStop(self.spec.name, array, keeper, self.daemon.status, self.busy,
+                                       part=array.layout.name)
             self.unclean.refuse_if_dirty_degraded(mode)
 
         built = await archs.get(self.spec.arch).build(archs.BuildContext(
@@ -113,19 +119,21 @@ class CacheHost:
         parts = built.parts
         self.target, self.drives, self.caches = parts["mechanism"], parts["drives"], parts["caches"]
         self.mirror, self.recovered = parts["mirror"], parts["recovered"]
-        if self.unclean is None and self.spec.arch == "vcraid":   # created: a clean start
-            self.unclean = UncleanStop(self.spec.name, self.target.array, self.target.keeper, self.daemon.status,
-                                       self.busy, part="raid5")
+        array = getattr(self.target, "array", None)
+        if self.unclean is None and array is not None:   # created: a clean start
+            self.unclean = UncleanStop(self.spec.name, array, self.target.keeper, self.daemon.status,
+                                       self.busy, part=array.layout.name)
 
     def _state(self) -> str:
         failure = getattr(self.target, "failure", None)
         if failure is not None:  # a drive it needed failed under a background task
             return f"failed: {failure}"
-        if self.spec.arch == "vcraid":
+        array = getattr(self.target, "array", None)
+        if array is not None:  # the state of the array under the cache
             if self.mirror is not None and self.mirror.failed:
-                return f"{self.target.array.state}, cache mirror degraded"
-            return self.target.array.state
-        return "bypass" if self.target.bypass else "caching"
+                return f"{array.state}, cache mirror degraded"
+            return array.state
+        return "bypass" if getattr(self.target, "bypass", False) else "caching"
 
     def cache_placement(self) -> list[dict[str, Any]]:
         """Which drive holds which cache: a whole drive (scd's cache disk and its backup,
@@ -144,16 +152,16 @@ class CacheHost:
 
     def guest_ram_reserved(self) -> int:
         """Bytes of the lab VM's available memory this architecture gives up: its RAM
-        buffer (see reserved_ram) and the stripe cache of its array (as md's raid5 keeps
-        one in the guest's RAM)."""
-        return (reserved_ram(self.spec.arch, self.options)
+        buffer (its declaration's, see raidlab.archs.caching.reserved_ram) and the stripe
+        cache of its array (as md's raid5 keeps one in the guest's RAM)."""
+        return (self.serving.reserved_ram(self.options)
                 + stripe_cache_bytes(getattr(self.target, "array", None)))
 
     # ------------------------------------------------------------------ ops
 
     async def op_status(self, request, send) -> dict:
         stats = self.target.statistics()
-        report = dcd_report(stats, self.options) if self.spec.arch == "dcd" else vcraid_report(stats, self.options)
+        report = self.serving.status_lines(stats, self.options)
         if self.mirror is not None:
             m = self.mirror.statistics()
             sides = ", ".join(f"{label} d{self.spec.disks + i} {'[red]failed[/]' if i in self.mirror.failed else 'ok'}"
@@ -161,11 +169,12 @@ class CacheHost:
             report.append(f"mirrored cache disk (§3.4): {sides}; {m['mirrored_writes']} mirrored writes, "
                           f"{m['reads_from_backup']} reads from the backup")
         if self.unclean is not None and self.unclean.pending:
-            report.append("raid5: resyncing after an unclean stop (every stripe made consistent from its data)")
+            report.append(f"{self.target.array.layout.name}: resyncing after an unclean stop (every stripe made "
+                          f"consistent from its data)")
         placement = self.cache_placement()
         report.append(placement_line(placement))
-        redundancy = cache_survival(self.spec.arch, stats, placement, getattr(self.target, "array", None),
-                                    None if self.mirror is None else self.mirror.failed)
+        redundancy = self.serving.survival(stats, placement, getattr(self.target, "array", None),
+                                           None if self.mirror is None else self.mirror.failed)
         report.append(f"redundancy: {redundancy}")
         report.append(f"drives: {write_cache_note([d.statistics() for d in self.drives])}")
         return {
@@ -190,9 +199,11 @@ class CacheHost:
         a side of the mirrored cache disk the mirror, a log's cache disk or a DCD's drive the
         mechanism, which then fails the requests that need it. Refused (unless forced) when
         data would be lost: a DCD drive, an unmirrored cache disk, a raid5 member the array
-        cannot lose. A slow drive loses nothing and needs no force."""
+        cannot lose or that holds a cache partition. A slow drive loses nothing and needs no
+        force. Refused always where the architecture has no failure injection for these
+        options (its `check_faults`)."""
         index, force = int(request["disk"]), bool(request.get("force"))
-        name, arch = self.spec.name, self.spec.arch
+        name = self.spec.name
         mode = request.get("mode") or "vanish"
         if mode not in ("vanish", *FAULTS):
             raise UsageError(f"--mode {mode}: one of vanish, {', '.join(FAULTS)}")
@@ -202,21 +213,19 @@ class CacheHost:
         if drive.failed or index in self._failed_drives():
             raise UsageError(f"drive {index} of {name} has already failed")
         n = self.spec.disks
-        if arch == "vcraid" and self.options["config"] in PER_DISK:
-            raise UsageError(f"failure injection is not built for VC-RAID {self.options['config']}",
-                             hint="use config=scd or mcd")
+        if self.arch.check_faults is not None:
+            self.arch.check_faults(self.options)
         mirror_side = self.mirror is not None and index in (n, n + 1)
-        raid5_member = arch == "vcraid" and index < n
+        array = getattr(self.target, "array", None)
+        raid5_member = array is not None and index < n   # a member of the array under the cache
         if raid5_member:
-            array = self.target.array
-            holds_cache = (self.options["config"] == "mcd" and self.options["cache_models"] is None
-                           and index < self.options["cache_disks"])
+            holds_cache = any(isinstance(cache, Partition) and cache.disk.name == drive.name for cache in self.caches)
             if (not array.layout.survives(array.failed | {index}) or holds_cache) and not force and mode != "slow":
-                why = "holds a cache partition" if holds_cache else "is one the raid5 cannot lose"
+                why = "holds a cache partition" if holds_cache else f"is one the {array.layout.name} cannot lose"
                 raise UsageError(f"drive {index} of {name} {why}: failing it would lose data",
                                  hint="use --force to inject the failure anyway")
         elif not mirror_side and not force and mode != "slow":
-            what = "a DCD has no redundancy" if arch == "dcd" else "its cache disk is not mirrored"
+            what = self.serving.no_copy_fail
             raise UsageError(f"{name}: {what}: failing drive {index} would lose data",
                              hint="use --force to inject the failure anyway (or -o mirrored_cache=on)")
         if mode != "vanish":
@@ -240,7 +249,7 @@ class CacheHost:
         the other side. Anything else has nothing left to rebuild from and is refused before
         any work starts."""
         index = int(request["disk"])
-        name, arch, n = self.spec.name, self.spec.arch, self.spec.disks
+        name, n = self.spec.name, self.spec.disks
         if not 0 <= index < len(self.drives):
             raise UsageError(f"no drive {index}: {name} has drives 0..{len(self.drives) - 1}")
         old = self.drives[index]
@@ -260,10 +269,10 @@ class CacheHost:
                     lambda disk, progress: self.mirror.replace_side(side, disk, progress=progress), send)
             return {"replaced_drive": index, "copied_bytes": old.size, "failed_members": self._failed_drives(),
                     "state": self._state()}
-        if arch == "vcraid" and index < n:
-            array = self.target.array
+        array = getattr(self.target, "array", None)
+        if array is not None and index < n:   # a member of the array under the cache
             if index not in array.failed:
-                raise UsageError(f"drive {index} of {name} is not a failed raid5 member")
+                raise UsageError(f"drive {index} of {name} is not a failed {array.layout.name} member")
             if not array.layout.survives(array.failed):
                 raise UsageError(f"{name}'s raid5 has lost data (failed members {sorted(array.failed)}); "
                                  "a rebuild cannot recover it")
@@ -273,8 +282,7 @@ class CacheHost:
                     lambda disk, progress: array.rebuild(index, disk, progress=progress), send)
             return {"rebuilt_bytes": array.layout.member_data_size, "raid5_failed_members": sorted(array.failed),
                     "failed_members": self._failed_drives(), "state": self._state()}
-        what = ("a DCD has no redundancy" if arch == "dcd"
-                else "an unmirrored cache disk's log exists nowhere else")
+        what = self.serving.no_copy_replace
         raise UsageError(f"{name}: drive {index} cannot be rebuilt: {what}",
                          hint="destroy the array and create it again (or use -o mirrored_cache=on next time)")
 
@@ -342,7 +350,7 @@ class CacheHost:
 
     async def op_bypass(self, request, send) -> dict:
         """DCD §3.1: turn the DCD into a plain disk (after draining) or back into a DCD."""
-        if self.spec.arch != "dcd":
+        if not hasattr(self.target, "set_bypass"):
             raise UsageError(f"{self.spec.name} is a {self.spec.arch}: only a DCD has a bypass mode")
         on = bool(request.get("on", True))
         before = self.target.statistics()
