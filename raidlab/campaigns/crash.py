@@ -18,12 +18,13 @@ Each point is one independent run, so a failure names its seed and kill moment:
     (ext4 replays its journal) -> e2fsck -fn must be clean -> every fsync'ed file must have
     its checksum -> destroy.
 
-The presets are DCD's two report modes, VC-RAID's four configurations (scd and mcd also in
-durability `paper`; each mode's promise is PROMISES'), TSS without and with
-its data log (sync and async writes), RAID-x with its image buffer on disk and in memory,
-SA3 with an uneven persisted mapping, the engine's redundant layouts, and md's raid1, raid5
-(also with its write journal) and raid10; any other
-architecture id runs with --disks and -o options, so the harness serves it too. After each
+The presets are the architectures' own (each declaration's `crash_presets`, raidlab.archs,
+in the registry's order; each says why it is there): DCD's two report modes, VC-RAID's four
+configurations (scd and mcd also in durability `paper`; each mode's promise is PROMISES'),
+TSS without and with its data log (sync and async writes), RAID-x with its image buffer on
+disk and in memory, SA3 with an uneven persisted mapping, the engine's redundant layouts,
+and md's raid1, raid5 (also with its write journal) and raid10; any other architecture id
+runs with --disks and -o options, so the harness serves it too. After each
 point the host is searched, without the lab's records, for loop devices, mounts and
 processes that still name the lab: a point that leaves one fails.
 Everything a point starts (daemon, writer, mounts, loop devices, lab) is released on
@@ -83,63 +84,22 @@ from raidlab.tools.mount import is_mount_point, mount, umount
 
 KiB, MiB = 1024, 1 << 20
 
-# The caching presets' caches are smaller than the untar (about 7 MiB in 120 files), so the
-# cache disks fill and level-2 destage runs during it, and every third point cuts inside one
-# (`in_destage`, kill_moment). VC-RAID runs in both durability modes; each mode's promise is
-# PROMISES'.
+# Every architecture's crash presets (raidlab.archs.base.CrashPreset), by name. The caching
+# presets' caches are smaller than the untar (about 7 MiB in 120 files), so the cache disks
+# fill and level-2 destage runs during it, and every third point cuts inside one
+# (`in_destage`, kill_moment).
 PRESETS: dict[str, dict[str, Any]] = {
-    "dcd-immediate": dict(arch="dcd", disks=1, in_destage=True,
-                          options=dict(report="immediate", cache_size="2M", ram_buffer="256K")),
-    "dcd-after-complete": dict(arch="dcd", disks=1, in_destage=True,
-                               options=dict(report="after-complete", cache_size="2M", ram_buffer="256K")),
-    "vcraid-scd": dict(arch="vcraid", disks=3, in_destage=True,
-                       options=dict(config="scd", cache_size="2M", ram_buffer="256K", durability="strict")),
-    # The papers' world (raidlab.disks.disk, "Flushes"): VC-RAID in durability paper, and no
-    # drive ever sent a flush or FUA; its baselines beside it in the same world.
-    "vcraid-scd-paper": dict(arch="vcraid", disks=3, in_destage=True, flushes="dropped",
-                             options=dict(config="scd", cache_size="2M", ram_buffer="256K", durability="paper")),
-    "vcraid-mcd": dict(arch="vcraid", disks=4, in_destage=True,
-                       options=dict(config="mcd", cache_size="2M", ram_buffer="256K", durability="strict")),
-    "vcraid-mcd-paper": dict(arch="vcraid", disks=4, in_destage=True, flushes="dropped",
-                             options=dict(config="mcd", cache_size="2M", ram_buffer="256K", durability="paper")),
-    "vcraid-1c": dict(arch="vcraid", disks=3, in_destage=True,
-                      options=dict(config="1c", cache_size="3M", ram_buffer="384K", durability="strict")),
-    "vcraid-1d": dict(arch="vcraid", disks=3, in_destage=True,
-                      options=dict(config="1d", cache_size="3M", ram_buffer="384K", durability="strict")),
-    # TSS: the map table on its private area; with the data log, writes acknowledged once
-    # logged (async) or after the stripe write and commit (sync).
-    "tss": dict(arch="tss", disks=4, options=dict()),
-    "tss-log-sync": dict(arch="tss", disks=4, options=dict(log="on", writes="sync")),
-    "tss-log-async": dict(arch="tss", disks=4, options=dict(log="on", writes="async")),
-    # RAID-x: data written home at once, its image later from a log on the image disk (disk)
-    # or from memory (pending images are lost in a crash; the data itself is home).
-    "raidx": dict(arch="raidx", disks=4, options=dict(image_buffer="disk")),
-    "raidx-memory": dict(arch="raidx", disks=4, options=dict(image_buffer="memory")),
-    # SA-RAID: the virtual device array, built once from member bandwidths (here given, so
-    # the mapping is uneven) and persisted; assemble must find the same mapping again.
-    "sa3": dict(arch="sa3", disks=4, options=dict(bandwidths=(40e6, 30e6, 20e6, 10e6))),
-    # The engine's redundant layouts: no state of their own beyond the superblock, the
-    # contract (a flush returns once acknowledged writes are on the members) alone.
-    "raid1": dict(arch="raid1", disks=2, options=dict()),
-    "raid5": dict(arch="raid5", disks=4, options=dict()),
-    "raid5-paper-world": dict(arch="raid5", disks=4, flushes="dropped", options=dict()),
-    "raid10": dict(arch="raid10", disks=4, options=dict()),
-    "chained": dict(arch="chained", disks=4, options=dict()),
-    # md's levels in the lab VM over the same emulated drives: the kernel's own contract.
-    # Fresh images are all zeros, so parity and copies already agree: --assume-clean skips an
-    # initial resync that would change nothing. The journal: mdadm --write-journal.
-    "md-raid1": dict(arch="md-raid1", disks=2, options=dict(assume_clean=True)),
-    "md-raid5": dict(arch="md-raid5", disks=4, options=dict(assume_clean=True)),
-    "md-raid5-paper-world": dict(arch="md-raid5", disks=4, flushes="dropped", options=dict(assume_clean=True)),
-    "md-raid10": dict(arch="md-raid10", disks=4, options=dict(assume_clean=True)),
-    "md-raid5-journal": dict(arch="md-raid5", disks=4, options=dict(assume_clean=True, journal="4M")),
+    preset.name: dict(arch=arch.name, disks=preset.disks, options=dict(preset.options), in_destage=preset.in_destage,
+                      flushes=preset.flushes)
+    for arch in archs.REGISTRY.values() for preset in arch.crash_presets or ()
 }
 MODES = {"kill": None, "power": "all", "power-model": "model", "power-random": "random"}  # -> power_cut's mode
 
 # What a point may lose, by the promise of the array's mode (`promise_of`). "flush": every write
 # a flush or FUA acknowledged is on the media, so every fsync'ed file survives and ext4 is clean,
 # killed or cut. "report", under a power cut, in the papers' world (drives that never get a
-# flush or FUA: raidlab.disks.disk, "Flushes") and for VC-RAID's durability=paper: an fsync
+# flush or FUA: raidlab.disks.disk, "Flushes") and for an architecture whose options let a
+# flush return before the media has it (its `flush_on_media`: VC-RAID's durability=paper): an fsync
 # returns once the drives reported the writes, which a drive with its write cache on does from
 # the cache, as under the papers' Linux 2.0, which knew no flush or FUA; a kill keeps what the
 # drives reported (their caches keep power), a power cut may take it. Under "report" fsync'ed
@@ -154,7 +114,8 @@ PROMISES = {
 def promise_of(arch: str, options: dict[str, Any], mode: str, flushes: str = "honoured") -> str:
     """The promise a point of `arch` with `options` and drives whose flushes are `flushes`,
     in crash `mode`, is held to (PROMISES)."""
-    if MODES[mode] is not None and (flushes == "dropped" or (arch == "vcraid" and options.get("durability") == "paper")):
+    on_media = archs.get(arch).flush_on_media
+    if MODES[mode] is not None and (flushes == "dropped" or (on_media is not None and not on_media(options))):
         return "report"
     return "flush"
 FILE_SIZES = (700, 3000, 4096, 12_000, 40_000, 100_000, 250_000)

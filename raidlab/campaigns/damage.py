@@ -57,17 +57,11 @@ KINDS = ("flip", "zero", "torn", "stale", "foreign", "swap")
 SECTOR_4K = 4096
 STEP_TIMEOUT = 300.0  # seconds for one create, assemble or destroy
 
-# The stateful architectures, each with the options that give it state on its drives.
+# The stateful architectures, each with the options that give it state on its drives: every
+# architecture's damage targets (raidlab.archs.base.DamageTarget), by name.
 TARGETS: dict[str, dict[str, Any]] = {
-    "raid5": dict(arch="raid5", disks=4, options={}),
-    "raid1": dict(arch="raid1", disks=2, options={}),
-    "raidx": dict(arch="raidx", disks=4, options={"image_buffer": "disk"}),
-    "sa3": dict(arch="sa3", disks=4, options={"bandwidths": (40e6, 30e6, 20e6, 10e6)}),
-    "tss": dict(arch="tss", disks=4, options={}),
-    "tss-log": dict(arch="tss", disks=4, options={"log": "on"}),
-    "vcraid-scd": dict(arch="vcraid", disks=3, options={"config": "scd", "cache_size": "4M", "ram_buffer": "256K"}),
-    "vcraid-mcd": dict(arch="vcraid", disks=4, options={"config": "mcd", "cache_size": "4M", "ram_buffer": "256K"}),
-    "dcd": dict(arch="dcd", disks=1, options={"cache_size": "4M", "ram_buffer": "256K"}),
+    target.name: dict(arch=arch.name, disks=target.disks, options=dict(target.options))
+    for arch in archs.REGISTRY.values() for target in arch.damage_targets
 }
 
 

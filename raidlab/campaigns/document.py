@@ -17,22 +17,17 @@ import re
 from pathlib import Path
 from typing import Any
 
+from raidlab import archs
 from raidlab.errors import UsageError
 from raidlab.outputs import make_dirs, read_regular, remove_partials, write_whole
 
 TITLE = "# Reliability: what raidlab's arrays survive"  # the document's first line (its marker)
 
-# The fault campaign's cells: label -> (arch, members, options, the drive that goes bad).
-# VC-RAID's small cache is the crash presets'; its cache disk is d4 after four raid5 members,
-# a DCD's d1 after its data disk d0.
-_VC = {"config": "scd", "cache_size": "8M", "ram_buffer": "1M"}
+# The fault campaign's cells: label -> (arch, members, options, the drive that goes bad), every
+# architecture's (raidlab.archs.base.FaultCell), in the registry's order.
 FAULT_CELLS: dict[str, tuple[str, int, dict[str, Any], int]] = {
-    "raid1": ("raid1", 2, {}, 1), "raid5": ("raid5", 4, {}, 1), "raid10": ("raid10", 4, {}, 1),
-    "chained": ("chained", 4, {}, 1), "raidx": ("raidx", 4, {}, 1), "tss": ("tss", 4, {}, 1),
-    "tss-log": ("tss", 4, {"log": "on"}, 4),
-    "vcraid": ("vcraid", 4, _VC, 1), "vcraid-mirrored-cache": ("vcraid", 4, {**_VC, "mirrored_cache": "on"}, 4),
-    "vcraid-cache": ("vcraid", 4, _VC, 4), "dcd-data": ("dcd", 1, {}, 0), "dcd-cache": ("dcd", 1, {}, 1),
-    "raid0": ("raid0", 4, {}, 1), "sa3": ("sa3", 4, {}, 1),
+    cell.name: (arch.name, cell.disks, dict(cell.options), cell.drive)
+    for arch in archs.REGISTRY.values() for cell in arch.fault_cells or ()
 }
 
 NOT_YET = [

@@ -5,7 +5,9 @@ wrong data).
 
 The drive is one of the engine's layouts' members, a TSS column, a VC-RAID raid5 member
 (behind the RAM buffer and the log), a VC-RAID cache disk (a side of the mirrored cache disk
-with mirrored_cache=on, else the only copy of the log), or a DCD's data disk or cache disk.
+with mirrored_cache=on, else the only copy of the log), or a DCD's data disk or cache disk:
+what it is, and whether the array keeps its data without it, is its architecture's
+`drive_role` (raidlab.archs); an architecture without one is not fault-tested.
 One independent run per fault mode, each on an array of its own (raidlab.disks.disk, "Fault
 injection"):
 
@@ -52,8 +54,6 @@ INJECT_AFTER = 0.5          # seconds into fio B
 # fast array wrote all of region B within INJECT_AFTER, and a write-eio fault then met no
 # write at all (2,048 writes at this rate take about 4 s; its verify reads are not paced).
 PACED_WRITE_IOPS = 500
-NON_REDUNDANT = ("raid0", "sa1", "sa2", "sa3", "saz")
-FAMILIES = ("engine", "tss", "cache")
 OPTIMAL = ("optimal", "active")  # an engine array's and VC-RAID's state with nothing failed; TSS's
 
 
@@ -64,23 +64,18 @@ def drives_of(arch: str, disks: int, disk_size: int, chunk: int, options: dict[s
     return [d.name for d in archs.get(arch).plan(Config(arch, disks, disk_size, chunk, dict(options)), LIVE)]
 
 
-def drive_role(arch: str, disks: int, options: dict[str, Any], disk: int) -> tuple[str, bool]:
-    """What drive `disk` is to the array, and whether the array keeps its data without it."""
-    if archs.get(arch).family == "engine":
-        return "member", arch not in NON_REDUNDANT
-    if arch == "tss":
-        # The data log's drive (log=on: the one after the columns) holds no data of its own.
-        return ("log drive", True) if disk == disks and str(options.get("log", "off")) == "on" else ("column", True)
-    if arch == "dcd":
-        return ("data disk", False) if disk == 0 else ("cache disk", False)
-    if disk < disks:  # VC-RAID: a raid5 member, unless mcd keeps cache partitions on it
-        holds_cache = (options.get("config") == "mcd" and not options.get("cache_models")
-                       and disk < int(options.get("cache_disks", 2)))
-        return ("raid5 member holding a cache partition", False) if holds_cache else ("raid5 member", True)
-    mirrored = str(options.get("mirrored_cache", "off")) in ("on", "True", "true")
-    if mirrored and disk in (disks, disks + 1):
-        return ("cache disk" if disk == disks else "backup cache disk") + " (mirrored)", True
-    return "cache disk", False
+def drive_role(arch: str, disks: int, options: dict[str, Any], disk: int, *, disk_size: int,
+               chunk: int) -> tuple[str, bool]:
+    """What drive `disk` is to the array, and whether the array keeps its data without it
+    (the architecture's `drive_role`)."""
+    from raidlab.archs.base import Config
+
+    return archs.get(arch).drive_role(Config(arch, disks, disk_size, chunk, dict(options)), disk)
+
+
+def fault_tested() -> list[str]:
+    """The architectures faulttest fails drives of: those with a `drive_role`."""
+    return [arch.name for arch in archs.REGISTRY.values() if arch.drive_role is not None]
 
 
 @dataclasses.dataclass
@@ -145,7 +140,7 @@ class FaultRun:
                  home: str | None, status: Callable[[str], None], disk: int = FAULTY):
         self.arch, self.disks, self.options, self.disk = arch, disks, options, disk
         self.disk_size, self.chunk, self.home, self.status = disk_size, chunk, home, status
-        self.role, self.redundant = drive_role(arch, disks, options, disk)
+        self.role, self.redundant = drive_role(arch, disks, options, disk, disk_size=disk_size, chunk=chunk)
         self.lab = Lab(f"faulttest-{arch}", home=home, create=True)
 
     def _member_state(self) -> tuple[bool, str]:
@@ -251,17 +246,20 @@ def run_faulttest(arch: str, *, disks: int, options: dict[str, Any], disk_size: 
     for mode in modes:
         if mode not in MODES:
             raise UsageError(f"unknown fault mode {mode!r}", hint=f"one of {', '.join(MODES)}")
-    family = archs.get(arch).family
-    if family not in FAMILIES:
-        raise UsageError(f"faulttest runs the engine's layouts, tss, dcd and vcraid; {arch} is of the "
-                         f"{family} family", hint="use raid1, raid5, raid10, chained, raidx, raid0, sa3, tss, "
-                                                  "dcd or vcraid")
+    declared = archs.get(arch)
+    if declared.drive_role is None:
+        tested = fault_tested()
+        raise UsageError(f"faulttest fails drives of {', '.join(tested[:-1])} and {tested[-1]}; {arch} (of the "
+                         f"{declared.family} family) is not one", hint=f"use one of {', '.join(tested)}")
     archs.validate(arch, disks, disk_size, chunk, options)
     names = drives_of(arch, disks, disk_size, chunk, options)
     if not 0 <= disk < len(names):
         raise UsageError(f"--disk {disk}: {arch} with these options has drives 0..{len(names) - 1}")
-    if arch == "vcraid" and str(options.get("config", "scd")) in ("1c", "1d"):
-        raise UsageError("faulttest: failure injection is not built for VC-RAID 1c and 1d", hint="use config=scd or mcd")
+    if declared.check_faults is not None:
+        try:
+            declared.check_faults(options)
+        except UsageError as exc:
+            raise UsageError(f"faulttest: {exc.message}", hint=exc.hint) from None
     if disk_size < 4 * REGION:
         raise UsageError(f"--disk-size must hold the three fio regions: at least {4 * REGION >> 20} MiB")
     check_live_prerequisites("raidlab faulttest")

@@ -39,6 +39,7 @@ COMMANDS = ("create", "destroy", "crashtest", "run", "report")
 # When the signal comes: a random moment within about the command's own duration here.
 DELAYS = {"create": (0.05, 2.0), "destroy": (0.02, 0.6), "crashtest": (0.2, 4.0), "run": (0.5, 12.0),
           "report": (0.2, 2.5)}
+SUBJECT = "raid5"  # the engine array create and destroy make and crashtest cuts (one point)
 RUN_SCENARIO = "scenarios/raidx-fig7-andrew-phases.toml"  # live, native, about 10 s
 REPORT_RESULTS = "results/raidx-fig7-andrew-phases"    # its newest run: 5 figures, about 2 s
 
@@ -103,11 +104,11 @@ def _report_damage(results: Path, reference: dict[str, bytes]) -> list[str]:
 
 def _argv(command: str) -> list[str]:
     if command == "create":
-        return ["create", "i", "--arch", "raid5", "--disks", "3", "--disk-size", "32M"]
+        return ["create", "i", "--arch", SUBJECT, "--disks", "3", "--disk-size", "32M"]
     if command == "destroy":
         return ["destroy", "i"]
     if command == "crashtest":
-        return ["crashtest", "raid5", "--points", "1"]
+        return ["crashtest", SUBJECT, "--points", "1"]
     if command == "report":
         return ["report"]
     return ["run", RUN_SCENARIO, "--quick"]

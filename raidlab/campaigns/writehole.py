@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from raidlab import archs
 from raidlab.disks.volatile import power_cut_images
 from raidlab.errors import RaidlabError
 from raidlab.export.serve import check_live_prerequisites
@@ -55,15 +56,14 @@ STRIPE = (DISKS - 1) * CHUNK
 REGION_STRIPES = 64           # stripes filled and eligible
 BLOCK = 4096
 SAFE_MODE_DELAY = 600          # seconds md waits before marking the array clean, in md trials
-# case -> (architecture, options, runner). md's members are fresh zeroed images, whose parity
+# case -> (architecture, options, runner): every architecture's write-hole cases
+# (raidlab.archs.base.WriteHoleCase). md's members are fresh zeroed images, whose parity
 # is already right: --assume-clean skips an initial resync that would change nothing.
 CASES: dict[str, tuple[str, dict[str, Any], str]] = {
-    "raid5": ("raid5", {}, "native"),
-    "raid5-journal": ("raid5", {"journal": "4M"}, "native"),
-    "md-raid5": ("md-raid5", {"assume_clean": True}, "vm"),
-    "md-raid5-journal": ("md-raid5", {"assume_clean": True, "journal": "4M"}, "vm"),
+    case.name: (arch.name, dict(case.options), case.runner)
+    for arch in archs.REGISTRY.values() for case in arch.write_hole_cases
 }
-JOURNALLED = {"raid5-journal", "md-raid5-journal"}
+JOURNALLED = {name for name, (_arch, options, _runner) in CASES.items() if options.get("journal")}
 # md's journal replay at assembly (drivers/md/raid5-cache.c, r5l_recovery_log)
 _MD_REPLAY = re.compile(r"recovering (\d+) data-only stripes and (\d+) data-parity stripes")
 

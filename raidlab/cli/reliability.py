@@ -23,9 +23,8 @@ _err = Console(stderr=True, highlight=False)
               type=click.Choice(["kill", "power", "power-model", "power-random"]),
               help="crash modes per target (repeatable; default: kill, power, power-random)")
 @click.option("--fault", "fault_cells", multiple=True,
-              help="cells of the fault campaign (repeatable; default: all of raidlab.campaigns.document.FAULT_CELLS: "
-                   "raid1 raid5 raid10 chained raidx tss vcraid vcraid-mirrored-cache vcraid-cache dcd-data "
-                   "dcd-cache raid0 sa3)")
+              help="cells of the fault campaign (repeatable; default: all of raidlab.campaigns.document.FAULT_CELLS, "
+                   "every architecture's fault cells)")
 @click.option("--damage-trials", type=click.IntRange(0, 10000), default=24, show_default=True,
               help="trials of the damaged-metadata campaign per target (0: none)")
 @click.option("--damage", "damage_targets", multiple=True,
@@ -39,8 +38,9 @@ _err = Console(stderr=True, highlight=False)
 @click.option("--write-hole-trials", type=click.IntRange(0, 1000), default=10, show_default=True,
               help="trials of the write-hole campaign per case (0: none)")
 @click.option("--write-hole-case", "write_hole_cases", multiple=True,
-              type=click.Choice(["raid5", "raid5-journal", "md-raid5", "md-raid5-journal"]),
-              help="cases of the write-hole campaign (repeatable; default: all four; md's run in the lab VM)")
+              help="cases of the write-hole campaign (repeatable; default: all of raidlab.campaigns.writehole.CASES, "
+                   "every architecture's write-hole cases: raid5's and md-raid5's, without and with a journal; "
+                   "md's run in the lab VM)")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--write", "out", type=click.Path(dir_okay=False), default=None,
               help="write the document there (docs/reliability.md)")
@@ -76,6 +76,11 @@ def reliability(points, crash_targets, crash_modes, fault_cells, damage_trials, 
     unknown = [c for c in cells if c not in FAULT_CELLS]
     if unknown:
         raise UsageError(f"--fault {unknown[0]}: no such cell", hint=f"one of {', '.join(FAULT_CELLS)}")
+    from raidlab.campaigns.writehole import CASES as WRITE_HOLE_CASES
+
+    unknown = [c for c in write_hole_cases if c not in WRITE_HOLE_CASES]
+    if unknown:
+        raise UsageError(f"--write-hole-case {unknown[0]}: no such case", hint=f"one of {', '.join(WRITE_HOLE_CASES)}")
     modes = list(crash_modes) or ["kill", "power", "power-random"]
     configs = [config_for(t, disks=None, options={}, disk_model="none", disk_size=parse_size("64M", "size"),
                           chunk=64 << 10, files=120, mode=mode) for t in targets for mode in modes]
