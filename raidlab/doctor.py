@@ -260,15 +260,10 @@ def _vm_kernel_state() -> tuple[bool, str]:
     return vm_kernel.availability()
 
 
-# Which doctor runner serves an architecture family on each of its runners.
-_FAMILY_RUNNERS = {"engine": {"native": "native-engine", "vm": "vm"},
-                   "cache": {"native": "native-engine", "vm": "vm"},
-                   "tss": {"native": "native-engine", "vm": "vm"},
-                   "md": {"native": "native-md", "vm": "vm"}}
-
-
 def architectures(runners: list[Runner]) -> list[ArchitectureStatus]:
-    """Every architecture of the registry (raidlab.archs) and the runners it can use here."""
+    """Every architecture of the registry (raidlab.archs) and the runners it can use here: a
+    live runner where the doctor runner its family names for it is usable (the registry
+    refuses a family that names none, so none is left out unsaid)."""
     usable = {r.name: r.usable for r in runners}
     out = []
     for arch in archs.REGISTRY.values():
@@ -276,7 +271,12 @@ def architectures(runners: list[Runner]) -> list[ArchitectureStatus]:
         for runner in arch.runners:
             if runner == "sim":
                 here.append(runner)  # virtual time needs nothing of the host
-            elif usable.get(_FAMILY_RUNNERS.get(arch.family, {}).get(runner, ""), False):
+                continue
+            needed = archs.family(arch.family).doctor_runners[runner]
+            if needed not in usable:
+                raise RuntimeError(f"the {arch.family} family needs the doctor runner {needed!r}, which "
+                                   f"raidlab doctor does not probe")
+            if usable[needed]:
                 here.append(runner)
         out.append(ArchitectureStatus(arch.name, arch.family, list(arch.runners), here, arch.summary))
     return out
