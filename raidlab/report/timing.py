@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from raidlab import archs
+from raidlab.archs.caching import FAMILY as CACHE_FAMILY
 from raidlab.runners import speed as speedmod
 
 TIME_COLUMNS = ["case", "arch", "runs", "wall s", "guest CPU s", "engine CPU s", "busiest drive",
@@ -125,16 +127,18 @@ def _counter(stats: dict, *keys: str) -> float | None:
 
 
 def run_cache(run: dict[str, Any]) -> dict[str, Any] | None:
-    """The cache counters of one run of VC-RAID or DCD (None for other architectures)."""
+    """The cache counters of one run of a caching architecture, VC-RAID or DCD (None for the
+    other families). Each counter is the first of its names the statistics hold: VC-RAID's
+    (level-2 destage, blocks) or DCD's (destage, sectors)."""
     after, before = _stats(run.get("array_status")), _stats(run.get("array_status_before"))
-    if after.get("arch") not in ("vcraid", "dcd"):
+    arch = archs.REGISTRY.get(after.get("arch"))
+    if arch is None or arch.family != CACHE_FAMILY.name:
         return None
-    vc = after["arch"] == "vcraid"
 
     def d(*keys: str) -> float | None:
         return _delta(_counter(after, *keys), _counter(before, *keys))
 
-    bytes_key = ("level2_bytes",) if vc else ("destaged_bytes",)
+    bytes_key = ("level2_bytes", "destaged_bytes")
     cold = run.get("cold_start") or {}
     return {
         "hits": d("read_hits_cache_disk_blocks", "read_hits_cache_disk_sectors"),

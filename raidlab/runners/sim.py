@@ -78,10 +78,12 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any], host: Any = None):
     HostModel, or None: no host charged)."""
     arch = _get(arch_entry, "arch")
     disks = _get(arch_entry, "disks")
+    declared = archs.REGISTRY.get(arch)
+    one_disk = declared is not None and declared.one_disk  # --disks 1 and --chunk mean nothing there
     return SimSpec(
         arch=arch, disk_model=_get(arch_entry, "disk_model"),
-        disks=None if arch in ("disk", "dcd") and disks in (None, 1) else disks,
-        chunk=_get(arch_entry, "chunk") if arch not in ("disk", "dcd") else None,
+        disks=None if one_disk and disks in (None, 1) else disks,
+        chunk=_get(arch_entry, "chunk") if not one_disk else None,
         disk_size=_get(arch_entry, "disk_size"), discipline=_get(arch_entry, "discipline", "fifo") or "fifo",
         compact=float(params.get("compact", 1.0)), seed=int(params.get("seed", 0)),
         options=dict(_get(arch_entry, "options", {}) or {}),
@@ -138,18 +140,10 @@ def metrics_of(report: dict[str, Any]) -> dict[str, Any]:
                 "read_hits_data_disk_sectors", "level1_destages", "level2_destages"):
         if key in arch:
             out[key] = _metric(arch[key], "count")
-    if arch.get("arch") == "tss":  # the space each personality holds (TSS Tables 3-4), migrations
-        space = arch["space"]
-        backed = sum(space[f"logical_{kind}"] for kind in ("raid1", "raid5", "craid5"))
-        used = sum(space[f"physical_{kind}"] for kind in ("raid1", "raid5", "craid5"))
-        out["space_overhead"] = _metric(used / backed if backed else None, "fraction")
-        for kind in ("raid1", "raid5", "craid5"):
-            out[f"stripes_{kind}"] = _metric(arch["personalities"][kind], "stripes")
-        out["migrations"] = _metric(sum(v for k, v in arch.items() if k.startswith(("promote_", "victimize_"))),
-                                    "count")
-        for key in ("wait_for_async_s", "wait_for_slot_s"):  # what asynchronous writes cost the others
-            out[key] = _metric(arch.get(key, 0.0), "s")
-        out["waits_for_async"] = _metric(arch.get("waits_for_async", 0), "count")
+    declared = archs.REGISTRY.get(arch.get("arch"))
+    if declared is not None and declared.sim_metrics is not None:  # its own (TSS: space per personality, migrations)
+        for name, (value, unit) in declared.sim_metrics(arch).items():
+            out[name] = _metric(value, unit)
     return out
 
 
