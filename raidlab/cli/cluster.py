@@ -300,6 +300,7 @@ def clients_cmd(name, array, clients, op, file_size, block, depth, base, home, a
 def peaks_cmd(disks, disk_model, chunk, blocks, as_json):
     """RAID-x Table 3 (theoretical peaks of RAID-10, RAID-5, chained declustering, RAID-x)
     evaluated on a disk model: B, R and W measured on the model in virtual time."""
+    from raidlab import archs
     from raidlab.cluster.peaks import ARCHS, peaks
     from raidlab.units import parse_size
 
@@ -312,9 +313,8 @@ def peaks_cmd(disks, disk_model, chunk, blocks, as_json):
                f"n = {disks}, m = {blocks}")
     table = Table(title="RAID-x Table 3 with numbers (bandwidths MB/s, times ms)")
     table.add_column("", no_wrap=True)
-    names = {"raid10": "RAID-10", "raid5": "RAID-5", "chained": "chained", "raidx": "RAID-x"}
     for arch in ARCHS:
-        table.add_column(names[arch], justify="right")
+        table.add_column(archs.get(arch).peaks.title, justify="right")
     rows = [("max bandwidth, read", "read", 1e-6), ("max bandwidth, large write", "large_write", 1e-6),
             ("max bandwidth, small write", "small_write", 1e-6), ("time, large read", "large_read_time", 1e3),
             ("time, small read", "small_read_time", 1e3), ("time, large write", "large_write_time", 1e3),

@@ -21,6 +21,9 @@ they are measured on the disk model through EmulatedDisk on the virtual clock, a
 disk bench` measures it: B the sequential read rate of the outermost zone in requests of
 one block; R and W the mean of isolated random one-block reads and writes over the whole
 drive, the write cache off (a write cache would hide W, which the table means to count).
+
+The columns are the architectures' own: each of the four declares its column, heading and
+formulas, in the registry (raidlab.archs: `peaks`, raidlab.archs.layouts).
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ from typing import Any
 import trio
 import trio.testing
 
+from raidlab import archs
 from raidlab.disks.backend import MemoryBackend
 from raidlab.disks.bench import default_size, random_qd1, sequential_rate, zone_ranges
 from raidlab.disks import catalog
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.errors import UsageError
 
-ARCHS = ("raid10", "raid5", "chained", "raidx")
+ARCHS = tuple(arch.name for arch in archs.REGISTRY.values() if arch.peaks is not None)  # Table 3's columns
 
 
 def disk_figures(model: str, block: int, *, samples: int = 400, seed: int = 1) -> dict[str, float]:
@@ -66,21 +70,7 @@ def table3(n: int, m: int, B: float, R: float, W: float) -> dict[str, dict[str, 
     """Table 3's cells for n disks and a file of m blocks: bandwidths in bytes/s, times in s."""
     if n < 3 or m < 1:
         raise UsageError(f"Table 3 needs at least 3 disks and one block, not n={n}, m={m}")
-    return {
-        "raid10": {"read": n * B, "large_write": n * B, "small_write": n * B,
-                   "large_read_time": m * R / n, "small_read_time": R, "large_write_time": 2 * m * W / n,
-                   "small_write_time": 2 * W, "fault_coverage": f"{n // 2} disk failures (one per mirror pair)"},
-        "raid5": {"read": n * B, "large_write": (n - 1) * B, "small_write": (n - 1) * B / 2,
-                  "large_read_time": m * R / n, "small_read_time": R, "large_write_time": m * W / (n - 1),
-                  "small_write_time": R + W, "fault_coverage": "single disk failure"},
-        "chained": {"read": n * B, "large_write": n * B, "small_write": n * B,
-                    "large_read_time": m * R / n, "small_read_time": R, "large_write_time": 2 * m * W / n,
-                    "small_write_time": 2 * W, "fault_coverage": f"{n // 2} disk failures (no two neighbours)"},
-        "raidx": {"read": n * B, "large_write": n * B, "small_write": n * B,
-                  "large_read_time": m * R / n, "small_read_time": R,
-                  "large_write_time": m * W / n + m * W / (n * (n - 1)),
-                  "small_write_time": W, "fault_coverage": "single disk failure"},
-    }
+    return {name: archs.get(name).peaks.cells(n, m, B, R, W) for name in ARCHS}
 
 
 def peaks(model: str, n: int, block: int, m: int) -> dict[str, Any]:
