@@ -612,15 +612,14 @@ def _print_cluster_status(name: str, result: dict) -> None:
 
 
 def _arch_lines(result: dict) -> list[str]:
-    """What an architecture keeps of its own, in words: SA-RAID's measured bandwidths and
-    virtual device array, saz's regions, RAID-x's pending images."""
+    """What an architecture keeps of its own, in words: its layout's creation record (SA-RAID's
+    measured bandwidths, the layout's `state_lines`), the virtual device array, saz's
+    bandwidth curves, RAID-x's pending images."""
+    from raidlab.engine.layouts import LAYOUTS
+
     geo, state, stats = result["geometry"], result.get("arch_state") or {}, result["statistics"]
-    lines = []
-    probe = state.get("probe") or []
-    if probe and geo.get("arch", "").startswith("sa") and geo.get("arch") != "saz":
-        lines.append("probe (write then read): " + ", ".join(
-            f"d{p['member']} {p['bandwidth'] / 1e6:.1f} MB/s" if p.get("bandwidth") else f"d{p['member']} untimed"
-            for p in probe))
+    layout = LAYOUTS.get(geo.get("arch", ""))
+    lines = layout.state_lines(state) if layout is not None else []
     vda = geo.get("virtual_device_array")
     if vda:
         shares = ", ".join(f"d{d} {vda.count(d)}" for d in range(geo["n_disks"]))

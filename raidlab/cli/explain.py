@@ -27,9 +27,6 @@ import click
 
 from raidlab.errors import UsageError
 
-SA_LAYOUTS = ("sa1", "sa2", "sa3")
-DEFAULT_ROWS = 16  # chunk rows per member when --disk-size is not given
-SA_ROWS = 100  # SA-RAID's: one cycle of the 100-entry virtual device array fits
 
 
 def _key_values(options: tuple[str, ...]) -> dict[str, str]:
@@ -54,9 +51,11 @@ def _numbers(key: str, text: str, n: int) -> tuple[float, ...]:
 
 def layout_params(name: str, n: int, options: dict[str, str]) -> tuple[dict, str]:
     """The layout's own options from -o KEY=VALUE (numbers and lists parsed), with the
-    example values SA-RAID's layouts need when none are given, and a note naming them."""
+    example values the layout needs when none are given (SA-RAID's: its `explain_example`),
+    and a note naming them."""
+    from raidlab.engine.layouts import layout_class
+
     params: dict = {}
-    note = ""
     for key, value in options.items():
         if key == "bandwidths":
             params[key] = _numbers(key, value, n)
@@ -70,14 +69,7 @@ def layout_params(name: str, n: int, options: dict[str, str]) -> tuple[dict, str
             params[key] = int(value)
         else:
             params[key] = value
-    if name in SA_LAYOUTS and "bandwidths" not in params and "virtual_device_array" not in params:
-        params["bandwidths"] = (20.0,) + (10.0,) * (n - 1)
-        note = "bandwidths 20,10,... (an example: disk 0 twice as fast; -o bandwidths=... to change)"
-    if name == "saz" and "bandwidth_curves" not in params:
-        params["bandwidth_curves"] = ((20.0, 10.0),) + ((10.0, 5.0),) * (n - 1)
-        params.setdefault("regions", 2)
-        note = "bandwidth_curves 20:10,10:5,... (an example; -o bandwidth_curves=... to change)"
-    return params, note
+    return layout_class(name).explain_example(n, params)
 
 
 def _layout_of(name: str, disks: int, chunk: int, size: int, params: dict):
@@ -104,13 +96,13 @@ def smallest_disk_for(name: str, disks: int, chunk: int, params: dict, need: int
 def build(name: str, disks: int, chunk: int, disk_size: int | None, options: dict[str, str], need: int = 0):
     """The layout (data area at offset 0) and notes on example parameters and on a member
     size grown to hold `need` logical bytes (the end of the request asked about)."""
-    from raidlab.engine.layouts import layout_names
+    from raidlab.engine.layouts import layout_class, layout_names
     from raidlab.engine.layouts.base import format_size
 
     if name not in layout_names():
         raise UsageError(f"no layout named {name!r}", hint=f"layouts: {', '.join(layout_names())}")
     params, note = layout_params(name, disks, options)
-    rows = SA_ROWS if name in (*SA_LAYOUTS, "saz") else DEFAULT_ROWS
+    rows = layout_class(name).explain_rows  # chunk rows per member when --disk-size is not given
     if disk_size is not None:
         return _layout_of(name, disks, chunk, disk_size, params), note
     layout = _layout_of(name, disks, chunk, rows * chunk, params)
@@ -145,8 +137,8 @@ def random_requests(layout, block: int, count: int, seed: int, op: str | None) -
 @click.option("--disks", type=click.IntRange(min=1), default=4, show_default=True, help="members")
 @click.option("--chunk", default="4K", show_default=True, help="chunk (stripe unit)")
 @click.option("--disk-size", default=None,
-              help=f"bytes per member (default: {DEFAULT_ROWS} chunks, SA-RAID's {SA_ROWS}, or more to hold the "
-                   "request of --lba and --length)")
+              help="bytes per member (default: the layout's explain_rows chunks, 16 or SA-RAID's 100, or more to "
+                   "hold the request of --lba and --length)")
 @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
               help="a layout option (raid5 algorithm, raid10 layout, chained image_placement, sa bandwidths, ...)")
 @click.option("--block", default=None, help="the unit of --lba, --length and member offsets (default 4K, or the chunk)")

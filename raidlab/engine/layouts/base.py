@@ -407,6 +407,8 @@ class Layout:
     # True when the layout's image copies go through the array's image hook (RAID-x's buffer
     # of pending images, raidlab.engine.imagebuffer) instead of straight to their homes.
     buffers_images: ClassVar[bool] = False
+    # `raidlab explain`: chunk rows per member when no --disk-size is given.
+    explain_rows: ClassVar[int] = 16
 
     def __post_init__(self) -> None:
         if self.member_data_size is None and isinstance(self.disk_size, int) and isinstance(self.data_offset, int):
@@ -430,6 +432,18 @@ class Layout:
         if options:
             raise UsageError(f"{cls.name} takes no creation options ({', '.join(sorted(options))})")
         return params, {}
+
+    @classmethod
+    def explain_example(cls, n_disks: int, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """`raidlab explain`: `params` completed with example values for what creation would
+        measure (SA-RAID's bandwidths), and a note naming them ("" when none was needed)."""
+        return params, ""
+
+    @classmethod
+    def state_lines(cls, arch_state: dict[str, Any]) -> list[str]:
+        """`raidlab status`: what the creation record `prepare` kept in the superblock's
+        arch_state says, in lines (SA-RAID's probe); none for most layouts."""
+        return []
 
     # ---- validation
 

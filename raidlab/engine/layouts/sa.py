@@ -168,6 +168,7 @@ class StaticallyAdaptiveLayout(ChunkMappedLayout):
     # of why the array is laid out as it is); sixteen members' records fit with room to spare.
     # The paper's arrays have four.
     max_disks: ClassVar[int | None] = 16
+    explain_rows: ClassVar[int] = VIRTUAL_DEVICES  # one cycle of the virtual device array fits
 
     def __post_init__(self) -> None:
         if self.bandwidths is not None and not isinstance(self.bandwidths, tuple):
@@ -189,6 +190,25 @@ class StaticallyAdaptiveLayout(ChunkMappedLayout):
         if "bandwidths" in params or "virtual_device_array" in params:
             return params
         return {**params, "bandwidths": tuple([1.0] * params["n_disks"])}
+
+    @classmethod
+    def explain_example(cls, n_disks: int, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Without bandwidths or an array: disk 0 twice as fast as the others."""
+        if "bandwidths" in params or "virtual_device_array" in params:
+            return params, ""
+        return ({**params, "bandwidths": (20.0,) + (10.0,) * (n_disks - 1)},
+                "bandwidths 20,10,... (an example: disk 0 twice as fast; -o bandwidths=... to change)")
+
+    @classmethod
+    def state_lines(cls, arch_state: dict[str, Any]) -> list[str]:
+        """The creation-time probe: each member's bandwidth (untimed on a drive model that
+        takes no time)."""
+        probe = arch_state.get("probe") or []
+        if not probe:
+            return []
+        return ["probe (write then read): " + ", ".join(
+            f"d{p['member']} {p['bandwidth'] / 1e6:.1f} MB/s" if p.get("bandwidth") else f"d{p['member']} untimed"
+            for p in probe)]
 
     @classmethod
     async def prepare(cls, members: Sequence[Any], params: dict[str, Any], *, status=None,

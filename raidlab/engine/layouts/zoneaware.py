@@ -121,6 +121,7 @@ class ZoneAwareLayout(ChunkMappedLayout):
         "bandwidth_curves": "per member, bandwidths (bytes/s) at evenly spaced points instead of the probe",
         "regions": "about how many regions the device is cut into (each with its own array)",
     }
+    explain_rows: ClassVar[int] = VIRTUAL_DEVICES  # one cycle of a region's virtual device array fits
 
     def __post_init__(self) -> None:
         if self.bandwidth_curves is not None:
@@ -134,6 +135,16 @@ class ZoneAwareLayout(ChunkMappedLayout):
         if "bandwidth_curves" in params:
             return params
         return {**params, "bandwidth_curves": tuple((1.0,) for _ in range(params["n_disks"]))}
+
+    @classmethod
+    def explain_example(cls, n_disks: int, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Without curves: disk 0 twice as fast as the others, each half as fast inside as
+        outside, in two regions."""
+        if "bandwidth_curves" in params:
+            return params, ""
+        return ({**params, "bandwidth_curves": ((20.0, 10.0),) + ((10.0, 5.0),) * (n_disks - 1),
+                 "regions": params.get("regions", 2)},
+                "bandwidth_curves 20:10,10:5,... (an example; -o bandwidth_curves=... to change)")
 
     @classmethod
     async def prepare(cls, members: Sequence[Any], params: dict[str, Any], *, status=None,
