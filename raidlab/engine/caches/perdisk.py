@@ -56,6 +56,7 @@ from raidlab.engine.caches.vcraid import (
     check_vcraid_config,
     recover_cache,
 )
+from raidlab.engine.layouts.raid5 import Raid5Layout
 from raidlab.errors import UsageError
 
 
@@ -295,7 +296,7 @@ async def assemble_perdisk(data_disks: Sequence[Any], cache_disks: Sequence[Any]
     members = _members(config, caches, len(data_disks), data_disks[0].size)
     array, keeper = await build.assemble_array(members, labels=[getattr(d, "name", str(i)) for i, d in enumerate(data_disks)])
     assembled(array, keeper)
-    if array.layout.name != "raid5":
+    if not isinstance(array.layout, Raid5Layout):
         raise metadata.MetadataError(f"the data disks hold a {array.layout.name}, not VC-RAID {name}'s raid5")
     return PerDiskVCRAID(name, config, caches, array, keeper)
 
