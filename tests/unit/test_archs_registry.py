@@ -67,3 +67,60 @@ def test_raidlab_archs_lists_every_architecture_and_shows_one(raidlab_cmd):
     helptext = subprocess.run([*raidlab_cmd, "create", "--help"], capture_output=True, text=True, check=True)
     for name in archs.names("native"):
         assert f"\n  {name} " in helptext.stdout, name
+
+
+def _arch(name="x", family="engine", **fields):
+    return archs.Architecture(name=name, family=family, summary="", source="",
+                              **{"crash_presets": (), "fault_cells": (), **fields})
+
+
+def test_the_registry_refuses_an_architecture_left_unsaid():
+    """A family nobody declares, a live runner its family names no doctor runner for, a live
+    architecture silent on the crash or fault campaign, a campaign name twice: each an error
+    naming the architecture, so `crashtest all`, reliability and doctor never skip one quietly."""
+    families = {"engine": archs.Family("engine", {"native": "native-engine", "vm": "vm"}),
+                "sim-only": archs.Family("sim-only")}
+    archs.check_declarations({"x": _arch()}, families)
+    cases = [
+        (_arch(family="nobody"), "family 'nobody'"),
+        (_arch(family="sim-only"), "runs on native"),
+        (_arch(crash_presets=None), "declares no crash presets"),
+        (_arch(fault_cells=None), "declares no fault cells"),
+    ]
+    for arch, words in cases:
+        with pytest.raises(RuntimeError, match=words) as info:
+            archs.check_declarations({"x": arch}, families)
+        assert "'x'" in str(info.value)
+    archs.check_declarations({"x": _arch(family="sim-only", runners=("sim",), crash_presets=None)}, families)
+    twice = {"x": _arch(crash_presets=(archs.CrashPreset("p", 2),)),
+             "y": _arch("y", crash_presets=(archs.CrashPreset("p", 4),))}
+    with pytest.raises(RuntimeError, match="'p' is declared by 'x' and 'y'"):
+        archs.check_declarations(twice, families)
+
+
+def test_a_new_layout_is_crash_and_fault_tested_unless_it_says_otherwise():
+    import dataclasses
+    from typing import ClassVar
+
+    from raidlab.archs.layouts import _architecture
+    from raidlab.engine.layouts import Raid5Layout
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Raid5Again(Raid5Layout):
+        name: ClassVar[str] = "raid5-again"
+
+    arch = _architecture(Raid5Again)
+    assert arch.crash_presets == (archs.CrashPreset("raid5-again", 4),)
+    assert arch.fault_cells == (archs.FaultCell("raid5-again", 4),)
+    assert arch.damage_targets == () and arch.write_hole_cases == () and arch.peaks is None
+
+
+def test_faulttest_knows_from_the_failure_groups_which_layouts_keep_their_data():
+    config = dict(disk_size=64 << 20, chunk=64 << 10, options={})
+    redundant = {name: archs.get(name).drive_role(archs.Config(name, 4, **config), 1)[1] for name in LAYOUTS}
+    assert {name for name, keeps in redundant.items() if not keeps} == {"raid0", "sa1", "sa2", "sa3", "saz"}
+    assert archs.get("md-raid5").drive_role is None
+    vc = {"config": "mcd"}
+    assert archs.get("vcraid").drive_role(archs.Config("vcraid", 4, 64 << 20, None, vc), 0) == (
+        "raid5 member holding a cache partition", False)
+    assert archs.get("tss").drive_role(archs.Config("tss", 4, 64 << 20, None, {"log": "on"}), 4) == ("log drive", True)
