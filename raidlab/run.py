@@ -7,6 +7,12 @@ executing one is the runner's (raidlab.runners.run_case: a fresh live array, or 
 virtual-time replay for kind = "sim"). Repetitions are the outer loop so that a slow drift
 of the host (other load, thermal) spreads over all architectures instead of biasing one.
 
+Virtual-time runs (kind = "sim") are deterministic and independent, so `jobs` > 1 runs them
+in that many spawned worker processes, each run file written as its run ends; the files are
+those a serial loop writes, but for wall-clock fields and `beside` (the runs that were
+running at some moment of this one). A live scenario's runs share this host's devices and
+its timing, so they run one at a time whatever `jobs` says, and the manifest says so.
+
 Robustness rules: a run that fails is recorded with status "failed" and its error, and the
 loop goes on; Ctrl-C or SIGTERM stops after unmounting and destroying the current array
 (cleanup runs with further signals deferred, raidlab.signals), keeps every finished run
@@ -322,7 +328,7 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
                  quick: bool = False, home: str | None = None, progress: Progress | None = None,
                  command_line: list[str] | None = None,
                  after_run: Callable[[PlannedRun, dict], None] | None = None,
-                 resume: Path | None = None) -> RunSummary:
+                 resume: Path | None = None, jobs: int = 1) -> RunSummary:
     """Execute `planned`; write runs/*.json and manifest.json under a new results directory,
     or (`resume`) into an interrupted run's directory: its ok runs are kept, the others (the
     interrupted one, failed ones, those never started) run again, and the manifest records
@@ -352,54 +358,28 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
         started = dt.datetime.now().isoformat(timespec="seconds")
     manifest = dict(scenario=scenario, runner=runner, quick=quick, planned=planned, started=started,
                     command_line=argv)
+    jobs = max(1, jobs) if scenario.kind == "sim" else 1  # module doc: live runs one at a time
     # a resumed run's manifest names the scenario file it was started from, not OUT's copy
     extra_base = {"resumed": resumed, "scenario_file": scenario_file} if resumed else {}
+    extra_base["jobs"] = jobs
     write_manifest(out, **manifest, finished=None, status="running", extra=extra_base)
     summary = RunSummary(out, ok=len(done))
     if scenario.kind == "live":
         for line in live.remove_abandoned_scratch_arrays(home):
             progress.notice(line)
     progress.start(len(planned))
+    todo = [(index, run) for index, run in enumerate(planned) if run.run_id not in done]
     try:
         with terminate_as_interrupt():
-            for index, run in enumerate(planned):
-                if run.run_id in done:  # kept from before the resumption
-                    continue
-                progress.run_started(index, run)
-                begun = time.monotonic()
-                stamp = dt.datetime.now().isoformat(timespec="seconds")
-                try:
-                    doc = runners.run_case(run, scenario, runner=runner, home=home, status=progress.step)
-                    doc = {**doc, "status": "ok", "error": None}
-                    summary.ok += 1
-                except MissingToolError as exc:  # the runner lacks a program: every run would fail
-                    summary.failed += 1
-                    summary.failures.append(f"{run.run_id}: {exc}")
-                    summary.missing_tool = exc
-                    _write_run(out, run, {"workload": scenario.workload, "params": dict(run.case.params),
-                                          "metrics": {}, "commands": [], "raw": {}, "status": "failed",
-                                          "error": str(exc), "error_type": type(exc).__name__,
-                                          "arch": run.arch.label, "arch_id": run.arch.arch, "case": run.case.name,
-                                          "repetition": run.repetition, "started": stamp,
-                                          "seconds": round(time.monotonic() - begun, 3), "runner": runner})
-                    break
-                except Exception as exc:  # noqa: BLE001 - a failed run is a result, not the end
-                    doc = {"workload": scenario.workload, "params": dict(run.case.params), "metrics": {},
-                           "commands": [], "raw": {}, "status": "failed", "error": str(exc)
-                           or type(exc).__name__, "error_type": type(exc).__name__}
-                    if not isinstance(exc, RaidlabError):
-                        doc["traceback"] = traceback.format_exc()
-                    summary.failed += 1
-                    summary.failures.append(f"{run.run_id}: {doc['error']}")
-                doc.update(arch=run.arch.label, arch_id=run.arch.arch, case=run.case.name,
-                           repetition=run.repetition, started=stamp,
-                           seconds=round(time.monotonic() - begun, 3), runner=runner,
-                           filesystem=run.case.filesystem)
-                doc.setdefault("mount_options", list(run.case.mount_options))
-                _write_run(out, run, doc)
-                progress.run_finished(index, run, doc)
-                if after_run:
-                    after_run(run, doc)
+            if jobs > 1 and len(todo) > 1:
+                _run_in_pool(todo, scenario, runner, jobs, out, summary, progress, after_run)
+            else:
+                for index, run in todo:
+                    progress.run_started(index, run)
+                    doc = execute_run(run, scenario, runner=runner, home=home, status=progress.step)
+                    _record(doc, run, out, summary, progress, index, after_run)
+                    if summary.missing_tool:
+                        break
     except Signalled as sig:
         summary.interrupted, summary.signum = True, sig.signum
     except KeyboardInterrupt:
@@ -411,6 +391,119 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
                        else "stopped: missing program" if summary.missing_tool else "complete",
                        extra={**extra_base, "ok": summary.ok, "failed": summary.failed})
     return summary
+
+
+def execute_run(run: PlannedRun, scenario: Scenario, *, runner: str, home: str | None = None,
+                status: Callable[[str], None] | None = None) -> dict:
+    """One run through its runner: the run file's document, status "ok" or "failed" (a
+    failure is a result, not the end of the loop; `missing_program` marks a program the
+    runner lacks, which every later run would lack too)."""
+    begun = time.monotonic()
+    stamp = dt.datetime.now().isoformat(timespec="seconds")
+    try:
+        doc = runners.run_case(run, scenario, runner=runner, home=home, status=status or (lambda _m: None))
+        doc = {**doc, "status": "ok", "error": None}
+    except MissingToolError as exc:
+        doc = {"workload": scenario.workload, "params": dict(run.case.params), "metrics": {}, "commands": [],
+               "raw": {}, "status": "failed", "error": str(exc), "error_type": type(exc).__name__,
+               "missing_program": [exc.fields.get("tool"), exc.fields.get("package")]}
+    except Exception as exc:  # noqa: BLE001 - a failed run is a result, not the end
+        doc = {"workload": scenario.workload, "params": dict(run.case.params), "metrics": {},
+               "commands": [], "raw": {}, "status": "failed", "error": str(exc)
+               or type(exc).__name__, "error_type": type(exc).__name__}
+        if not isinstance(exc, RaidlabError):
+            doc["traceback"] = traceback.format_exc()
+    doc.update(arch=run.arch.label, arch_id=run.arch.arch, case=run.case.name,
+               repetition=run.repetition, started=stamp,
+               seconds=round(time.monotonic() - begun, 3), runner=runner,
+               filesystem=run.case.filesystem)
+    doc.setdefault("mount_options", list(run.case.mount_options))
+    return doc
+
+
+def _record(doc: dict, run: PlannedRun, out: Path, summary: RunSummary, progress: Progress, index: int,
+            after_run: Callable[[PlannedRun, dict], None] | None) -> None:
+    missing = doc.pop("missing_program", False)
+    if doc["status"] == "ok":
+        summary.ok += 1
+    else:
+        summary.failed += 1
+        summary.failures.append(f"{run.run_id}: {doc['error']}")
+        if missing:
+            summary.missing_tool = MissingToolError(*missing)
+    _write_run(out, run, doc)
+    progress.run_finished(index, run, doc)
+    if after_run:
+        after_run(run, doc)
+
+
+_started = None  # a worker's queue of (run id, "start") events to its parent (_worker_init)
+
+
+def _worker_init(started) -> None:
+    """A pool worker ignores Ctrl-C (the terminal sends it to the whole process group); its
+    parent ends the pool when the loop is interrupted, and a virtual-time run leaves nothing
+    behind but its unwritten run file, which --resume runs again."""
+    global _started
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _started = started
+
+
+def _worker_run(run: PlannedRun, scenario: Scenario, runner: str) -> dict:
+    _started.put(run.run_id)
+    return execute_run(run, scenario, runner=runner)
+
+
+def _run_in_pool(todo: list[tuple[int, PlannedRun]], scenario: Scenario, runner: str, jobs: int, out: Path,
+                 summary: RunSummary, progress: Progress,
+                 after_run: Callable[[PlannedRun, dict], None] | None) -> None:
+    """The virtual-time runs of `todo` in `jobs` spawned workers (module doc); each run file is
+    written as its run ends, with `beside`: the runs running at some moment of it."""
+    import multiprocessing
+    import queue as queue_module
+
+    context = multiprocessing.get_context("spawn")
+    started = context.Queue()
+    running: dict[str, set[str]] = {}  # run id -> the runs seen running beside it so far
+    index_of = {run.run_id: (index, run) for index, run in todo}
+
+    def drain() -> None:
+        while True:
+            try:
+                run_id = started.get_nowait()
+            except queue_module.Empty:
+                return
+            for other, beside in running.items():
+                beside.add(run_id)
+            running[run_id] = set(running)
+            index, run = index_of[run_id]
+            progress.run_started(index, run)
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # workers start with Ctrl-C ignored
+    try:
+        pool = context.Pool(jobs, initializer=_worker_init, initargs=(started,))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        pending = {run.run_id: pool.apply_async(_worker_run, (run, scenario, runner)) for _index, run in todo}
+        while pending:
+            drain()
+            finished = [run_id for run_id, result in pending.items() if result.ready()]
+            if not finished:
+                time.sleep(0.05)
+                continue
+            drain()
+            for run_id in finished:
+                doc = pending.pop(run_id).get()
+                beside = running.pop(run_id, set())
+                doc["beside"] = sorted(beside)
+                index, run = index_of[run_id]
+                _record(doc, run, out, summary, progress, index, after_run)
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+        started.close()
 
 
 def interrupted_error(summary: RunSummary) -> LabInterrupted:

@@ -88,7 +88,9 @@ class _RichProgress:
 @click.option("--resume", "resume", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               metavar="RESULTS_DIR", help="continue an interrupted run in its own directory: its ok runs are kept, "
                                           "the rest run again (the scenario, runner and sizes are the run's own)")
-def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, home, dry_run, resume):
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="virtual-time runs at once, each in a worker process (a live scenario's runs go one at a time)")
+def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, home, dry_run, resume, jobs):
     """Run every architecture x case x repetition of SCENARIO; print the results directory."""
     from raidlab import run as runmod
     from raidlab import scenarios
@@ -121,6 +123,9 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
         return 0
     if scenario.kind == "live":
         _check_live(runner)
+        if jobs > 1:
+            _err.print(f"--jobs {jobs}: {scenario.id} is a live scenario; its runs go one at a time "
+                       f"(they share this host's devices and timing)", highlight=False)
     runmod.check_programs(scenario, runner)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
@@ -128,7 +133,7 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
         shown = _RichProgress(scenario, runner, bars)
         shown.repetitions = max((p.repetition for p in planned), default=0)
         summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
-                                      home=home, progress=shown, resume=resume)
+                                      home=home, progress=shown, resume=resume, jobs=jobs)
     _err.print(f"{scenario.id}: {summary.ok} ok, {summary.failed} failed"
                + (" (interrupted)" if summary.interrupted else ""), highlight=False)
     click.echo(str(summary.out))
