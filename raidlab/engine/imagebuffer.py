@@ -27,7 +27,7 @@ How raidlab builds that buffer, and why:
   between them can never leave a data copy newer than both its image and its log entry
   (the RAID1 "resync after crash" problem, which md solves with a write-intent bitmap).
 * Or in memory (the layout's option image_buffer = "memory", an ablation): the same ring
-  accounting, MEMORY_BYTES_PER_DISK per image disk, with no log write; an entry is "logged"
+  accounting, the layout's `image_memory` per image disk, with no log write; an entry is "logged"
   at once, the write is acknowledged after its data copy, and the background writer sends
   the image home from the memory of the node whose write it was (the entry's request
   origin, raidlab.engine.origin). A failed disk is still covered (the image waits in
@@ -86,9 +86,6 @@ from raidlab.engine.origin import ORIGIN
 LOG_START = 16 * 1024
 # Background writer: wait this long after the first pending entry before writing images.
 DEFAULT_DELAY = 0.005
-# image_buffer = "memory": the pending images each disk may have in memory (assumed; the
-# paper gives the buffer no size).
-MEMORY_BYTES_PER_DISK = 4 << 20
 
 ENTRY_MAGIC = b"RXIMAGE\x01"
 TAIL_MAGIC = b"RXTAIL\x00\x01"
@@ -222,7 +219,9 @@ class ImageBuffer:
         self.delay = delay
         self.persistent = getattr(layout, "image_buffer", "disk") == "disk"
         self.log_start = LOG_START + TAIL_BYTES
-        self.log_end = layout.data_offset if self.persistent else self.log_start + MEMORY_BYTES_PER_DISK
+        # image_buffer = "memory": the layout's image_memory per image disk (assumed: the paper
+        # gives its buffer file no size)
+        self.log_end = layout.data_offset if self.persistent else self.log_start + layout.image_memory_bytes
         self.rings = [_Ring(self.log_start, self.log_end) for _ in range(layout.n_disks)]
         self.enabled = self.log_end - self.log_start >= 16 * SECTOR
         self.joined = False

@@ -58,8 +58,10 @@ from typing import ClassVar
 
 from raidlab.engine.layouts.base import ChunkMappedLayout
 from raidlab.errors import UsageError
+from raidlab.units import parse_size
 
 IMAGE_BUFFERS = ("disk", "memory")
+MIN_IMAGE_MEMORY = 64 * 1024
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,13 +73,30 @@ class RaidxLayout(ChunkMappedLayout):
     failure_rule: ClassVar[str] = "survives any single failure"
     buffers_images: ClassVar[bool] = True  # images are written late, from a persistent buffer (§3.5)
     option_help: ClassVar[dict[str, str]] = {
-        "image_buffer": "where pending images wait: disk (a log on the image disk, crash-safe) or memory"}
+        "image_buffer": "where pending images wait: disk (a log on the image disk, crash-safe) or memory",
+        "image_memory": "with image_buffer=memory: the pending images each image disk may have, e.g. 4M "
+                        "(assumed; the paper gives its buffer file no size)"}
 
     image_buffer: str = "disk"
+    image_memory: str | int = "4M"
 
     def _validate_options(self) -> None:
         if self.image_buffer not in IMAGE_BUFFERS:
             raise UsageError(f"raidx image_buffer {self.image_buffer!r} is not one of {', '.join(IMAGE_BUFFERS)}")
+        if self.image_memory_bytes < MIN_IMAGE_MEMORY:
+            raise UsageError(f"raidx image_memory {self.image_memory} is below {MIN_IMAGE_MEMORY >> 10} KiB",
+                             hint="write it like image_memory=4M")
+
+    @property
+    def image_memory_bytes(self) -> int:
+        """The `image_memory` option in bytes (UsageError if it is not a size)."""
+        value = self.image_memory
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            return parse_size(str(value), "image_memory")
+        except UsageError:
+            raise UsageError(f"raidx image_memory {value!r} is not a size", hint="write it like image_memory=4M") from None
 
     def _placement_period(self) -> int:
         return self.n_disks * (self.n_disks - 1)
