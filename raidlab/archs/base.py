@@ -213,7 +213,7 @@ class Architecture:
     """One architecture id, declared once (see the module doc)."""
 
     name: str
-    family: str    # which service host serves it live: "engine", "cache", "md"; "disk" is virtual only
+    family: str    # its Family's name: the service host that serves it live (engine, cache, tss, md; disk: none)
     summary: str   # one line for `raidlab archs` and `raidlab create --help`
     source: str    # the paper and section it follows
     options: tuple[Option, ...] = ()
