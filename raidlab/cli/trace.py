@@ -283,7 +283,7 @@ def register(cli: click.Group) -> None:
                   help="Members are partitions of whole drives of --disk-model, in the SA-RAID paper's "
                        "notation (b8-c1-d1-e1, or 8-1-1-1 for a drive each); see `raidlab create --help`.")
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
-    @click.option("--scheduler", type=click.Choice(SCHEDULERS), default="trio", show_default=True,
+    @click.option("--scheduler", type=click.Choice(SCHEDULERS), default="kernel", show_default=True,
                   help="Who runs virtual time: trio's run loop, seeded, or raidlab's discrete-event kernel "
                        "(the same engine code, faster; ties at one instant run in the order they woke).")
     @click.option("--host", "host_model", default=None, metavar="MODEL",

@@ -59,7 +59,7 @@ class JumpClock(trio.abc.Clock):
         return 0.0
 
 
-def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, scheduler: str = "trio") -> T:
+def run_replay(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, scheduler: str = "kernel") -> T:
     """fn(*args) in virtual time. scheduler "trio": trio.run on a JumpClock, with trio's
     scheduling order seeded by `seed` and made independent of memory addresses (as
     raidlab.engine.virtual.run_virtual). scheduler "kernel": raidlab's discrete-event kernel

@@ -93,7 +93,7 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any], host: Any = None):
         bus=_get(arch_entry, "bus"), drives=_get(arch_entry, "drives"), partitions=_get(arch_entry, "partitions"),
         write_cache=_get(arch_entry, "write_cache", "model") or "model", span=_get(arch_entry, "span"),
         flushes=_get(arch_entry, "flushes", "honoured") or "honoured",
-        scheduler=str(params.get("scheduler", "trio")), host=host)
+        scheduler=str(params.get("scheduler", "kernel")), host=host)
 
 
 def _metric(value: float | None, unit: str) -> dict[str, Any]:

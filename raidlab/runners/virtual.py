@@ -160,7 +160,7 @@ class SimSpec:
     write_cache: str = "model"             # every drive's write cache: model (its default) | on | off
     flushes: str = "honoured"              # the host's flushes and FUA at every drive: honoured | dropped
     span: str | None = None                # every drive's span (full | start); None: as the plan says
-    scheduler: str = "trio"                # who runs virtual time: trio | kernel (raidlab.runners.clock)
+    scheduler: str = "kernel"              # who runs virtual time: kernel | trio (raidlab.runners.clock)
     host: Any = None                       # the machine's processors and costs (raidlab.disks.host.HostModel)
 
 
@@ -534,7 +534,7 @@ PROGRESS_EVERY = 10_000  # requests between two on_progress(requests issued, vir
 
 
 def run_timed(fn: Callable[..., Awaitable[dict[str, Any]]], *args: Any, seed: int,
-              scheduler: str = "trio") -> dict[str, Any]:
+              scheduler: str = "kernel") -> dict[str, Any]:
     """`fn(*args)` on the virtual clock (run_replay); its report with "speed" =
     {"wall_seconds"} added (the one entry that is not deterministic). A lone user error
     inside trio's exception groups is raised as itself, so the CLI prints one line."""

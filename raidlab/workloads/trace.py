@@ -32,7 +32,7 @@ def validate_params(params: dict[str, Any]) -> None:
     unknown = sorted(set(params) - set(CASE_PARAMS))
     if unknown:
         raise UsageError(f"unknown sim parameter {unknown[0]!r}", hint=f"known: {', '.join(CASE_PARAMS)}")
-    if str(params.get("scheduler", "trio")) not in SCHEDULERS:
+    if str(params.get("scheduler", "kernel")) not in SCHEDULERS:
         raise UsageError(f"unknown replay scheduler {params['scheduler']!r}",
                          hint=f"one of {', '.join(SCHEDULERS)}")
     if ("profile" in params) == ("trace" in params):

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 import trio
 
-from raidlab import scenarios
+from raidlab import scenarios, sched
 from raidlab.cluster.twin import CLIENT, HEADER_BYTES, Network, NetworkParams, RemoteMember
 from raidlab.disks import host as hosts
 from raidlab.disks.disk import EmulatedDisk
@@ -28,9 +28,9 @@ KiB, MiB = 1024, 1024 * 1024
 
 def _timed(fn, *args):
     async def main():
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         result = await fn(*args)
-        return trio.current_time() - t0, result
+        return sched.current_time() - t0, result
     return run_replay(lambda _spec, _p: main(), None, None, seed=0)
 
 
@@ -46,7 +46,7 @@ def test_one_message_is_pipelined_through_the_switch():
 
 def test_two_senders_share_the_receivers_side_and_a_sender_its_own():
     async def fan_in(net, pairs):
-        async with trio.open_nursery() as n:
+        async with sched.open_nursery() as n:
             for src, dst in pairs:
                 n.start_soon(net.message, src, dst, MiB)
     one = Network(NetworkParams(nodes=3))
@@ -75,22 +75,22 @@ def _stream(params: NetworkParams, client: int, depth: int = 16, total: int = 8 
     net, holder, start = _member(params, host=host)
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             await start(nursery)
             CLIENT.set(client)
-            limit = trio.Semaphore(depth)
-            t0 = trio.current_time()
+            limit = sched.Semaphore(depth)
+            t0 = sched.current_time()
 
             async def one(offset):
                 try:
                     await holder["m"].read(offset, 32 * KiB)
                 finally:
                     limit.release()
-            async with trio.open_nursery() as reads:
+            async with sched.open_nursery() as reads:
                 for offset in range(0, total, 32 * KiB):
                     await limit.acquire()
                     reads.start_soon(one, offset)
-            elapsed = trio.current_time() - t0
+            elapsed = sched.current_time() - t0
             nursery.cancel_scope.cancel()
         return elapsed, net
     return run_replay(lambda _s, _p: main(), None, None, seed=0)
