@@ -152,7 +152,6 @@ class TSSDevice:
         """The column being rebuilt, or None."""
         return self.columns.rebuilding
 
-    _rebuilding = rebuilding  # the name the array daemon's status reads (raidlab.service.hosts.tss)
 
     @property
     def log(self) -> DataLog | None:

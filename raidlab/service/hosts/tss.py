@@ -182,7 +182,7 @@ class TSSHost:
 
     async def _fail_log(self, index: int, mode: str) -> dict:
         """The data log's drive fails: writes go straight to the columns from now on
-        (raidlab.engine.tss.device, "data log"); a partial fault is found by the device's
+        (raidlab.engine.tss.logwrites); a partial fault is found by the device's
         next log write, flush or (read-eio) the scrub's read of the log."""
         if mode not in ("vanish", *FAULTS):
             raise UsageError(f"--mode {mode}: one of vanish, {', '.join(FAULTS)}")
@@ -247,8 +247,8 @@ class TSSHost:
         failed = self.device.failed
         if len(failed) > 1:
             return "failed"
-        if self.device._rebuilding is not None:
-            return f"rebuilding column {self.device._rebuilding}"
+        if self.device.rebuilding is not None:
+            return f"rebuilding column {self.device.rebuilding}"
         state = f"degraded (column {sorted(failed)[0]} failed)" if failed else "active"
         if self.device.log_failure is not None:
             state += ", data log failed (writes unlogged)"
