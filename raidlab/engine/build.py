@@ -217,6 +217,13 @@ class MetadataKeeper:
                                   failed_members=sorted(failed))
         await self._write_all(new, skip=failed)
 
+    async def record_arch_state(self, **entries: Any) -> None:
+        """Add `entries` to the superblock's arch_state on every member (generation + 1): what
+        the architecture over this array must find again at assembly."""
+        new = dataclasses.replace(self.superblock, generation=self.superblock.generation + 1,
+                                  arch_state={**self.superblock.arch_state, **entries})
+        await self._write_all(new, skip=frozenset(self.superblock.failed_members))
+
     async def mark_clean(self, failed: frozenset[int]) -> None:
         """Orderly shutdown: record state "clean" and the failure set."""
         new = dataclasses.replace(self.superblock, generation=self.superblock.generation + 1,

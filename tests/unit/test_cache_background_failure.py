@@ -120,3 +120,61 @@ def test_a_drive_failing_under_a_background_task_fails_the_cache_not_its_owner(k
     assert seen.get("write") is None or seen["write"].errno == errno.EIO
     assert isinstance(seen["read"], OSError) and seen["read"].errno == errno.EIO
     assert any("met a failed drive" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("kind, failing", [("vcraid", "cache"), ("dcd", "data")])
+def test_a_failure_is_kept_in_the_superblocks_and_refuses_the_next_assembly(kind, failing):
+    """The failed state outlives the run: VC-RAID records it in its raid5 members'
+    superblocks (a cache disk failed), DCD in its cache-disk's (its data disk failed); once
+    the drive answers again, assembly is refused in one line naming the failure, instead of
+    serving blocks older than what was acknowledged."""
+    from raidlab.engine.caches import assemble_dcd, assemble_vcraid
+    from raidlab.engine.metadata import MetadataError
+
+    seen: dict[str, object] = {}
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            members = [EmulatedDisk(f"d{i}", "none", MemoryBackend(8 * MiB)) for i in range(4)]
+            cache = EmulatedDisk("cache", "none", MemoryBackend(1 * MiB))
+            data = EmulatedDisk("data", "none", MemoryBackend(8 * MiB))
+            drives = [*members, cache] if kind == "vcraid" else [cache, data]
+            for d in drives:
+                d.start(nursery)
+            if kind == "vcraid":
+                target = await create_vcraid("v", members, [cache], ram_buffer=64 * KiB, idle_threshold=0.05)
+            else:
+                target = await create_dcd("t", cache, data, ram_buffer=64 * KiB, idle_threshold=0.05)
+            target.start(nursery)
+            await target.write(0, b"a" * 4096)
+            await target.flush()
+            broken = cache if failing == "cache" else data
+            broken.fault = "read-eio" if failing == "cache" else "write-eio"
+            try:
+                for offset in range(65536, 65536 + 2 * MiB, 256 * KiB):
+                    await target.write(offset, b"b" * (256 * KiB))
+                await trio.sleep(10.0)  # idle: a destage meets the failed drive
+            except OSError:
+                pass
+            with trio.move_on_after(10):
+                while target.failure is None:
+                    await trio.sleep(0.05)
+            seen["failure"] = target.failure
+            nursery.cancel_scope.cancel()
+        # the drives again, the failed one answering as before (its bytes as it left them)
+        again = {d.name: EmulatedDisk(d.name, "none", d.backend) for d in drives}
+        async with trio.open_nursery() as nursery:
+            for d in again.values():
+                d.start(nursery)
+            try:
+                if kind == "vcraid":
+                    await assemble_vcraid([again[m.name] for m in members], [again["cache"]])
+                else:
+                    await assemble_dcd(again["cache"], again["data"])
+            except MetadataError as exc:
+                seen["refused"] = str(exc)
+            nursery.cancel_scope.cancel()
+
+    run_virtual(main)
+    assert seen["failure"], seen
+    assert "failed while it ran" in seen["refused"] and "\n" not in seen["refused"], seen

@@ -14,8 +14,10 @@ at once and fails the cache, so requests and flushes that wait on it get EIO ins
 waiting for ever (a stop's final flush among them). A drive's EIO (a cache disk, a DCD's
 data disk, a raid5 the cache destages into that cannot serve) ends the task there: the
 cache is failed, says why in `failure`, and every later request gets EIO, while its owner
-keeps answering (status, destroy) as md does for an array that lost a member it needed. Any
-other exception is a bug and still reaches the nursery.
+keeps answering (status, destroy) as md does for an array that lost a member it needed; the
+architecture records the failure in its superblocks where a healthy drive holds one
+(`_record_failure`), and refuses to assemble from them after. Any other exception is a bug
+and still reaches the nursery.
 What waits on the background tasks (a full RAM buffer, a flush, a synchronous write, the
 tasks themselves) waits on `_changed`, which `_notify()` pulses: a background task pulses it
 when it made progress, and a failure pulses it so the waiters see the failure.
@@ -37,6 +39,9 @@ from raidlab import sched
 from raidlab.errors import leaf_exceptions
 
 log = logging.getLogger(__name__)
+
+# The superblock's arch_state key under which a failed cache records why (`_record_failure`).
+FAILED_STATE = "failed"
 
 TIMELINE_EVENTS = 4096  # timed events kept for the virtual-clock tests and `status`
 
@@ -123,6 +128,11 @@ class RequestActivity:
                 self._failure = failed_drive
                 log.error("%s %s: background task %s met a failed drive: %s; the %s has failed",
                           self.kind, self.name, fn.__name__, failed_drive.strerror or failed_drive, self.kind)
+                self._notify()
+                try:
+                    await self._record_failure(self.failure or "a drive failed")
+                except OSError as exc:  # the drive that would keep the record is failing too
+                    log.error("%s %s: the failure could not be recorded: %s", self.kind, self.name, exc)
             self._notify()
 
     def _fail(self, fn: Callable[..., Awaitable[Any]], exc: Exception) -> None:
@@ -130,6 +140,10 @@ class RequestActivity:
             self._failure = exc
             log.exception("%s %s: background task %s failed", self.kind, self.name, fn.__name__)
         self._notify()
+
+    async def _record_failure(self, what: str) -> None:
+        """Keep the failure in the architecture's superblocks, so that an assembly after it
+        is refused with the reason (override); called once, when the cache fails."""
 
     @property
     def failure(self) -> str | None:

@@ -62,6 +62,7 @@ from typing import Any
 from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import metadata
+from raidlab.engine.caches.activity import FAILED_STATE
 from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
                                            oldest_unlogged, watermarks_of)
 from raidlab.engine.caches.log import (
@@ -167,6 +168,15 @@ class DCD(Destaging):
     @property
     def size(self) -> int:
         return self.data_disk.size
+
+    async def _record_failure(self, what: str) -> None:
+        """A failed DCD (raidlab.engine.caches.activity) is recorded in its cache-disk's
+        superblock (`FAILED_STATE`), the only one it has, when that disk still takes a
+        write (the data disk failed): an assembly after it is refused with the reason."""
+        self.superblock = dataclasses.replace(
+            self.superblock, generation=self.superblock.generation + 1,
+            arch_state={**self.superblock.arch_state, FAILED_STATE: what})
+        await metadata.write_superblock(self.cache_disk, self.superblock)
 
     def start(self, nursery: sched.Nursery) -> None:
         """Start the log writer and the idle detector / destage task in `nursery`."""
@@ -514,6 +524,10 @@ async def assemble_dcd(cache_disk: Any, data_disk: Any, *, report: str | None = 
     if sb is None or sb.arch != "dcd":
         raise metadata.MetadataError(f"{cache_disk.name} is not a DCD cache-disk (no dcd superblock)",
                                      hint="give the cache-disk first, then the data disk")
+    if sb.arch_state.get(FAILED_STATE):
+        raise metadata.MetadataError(
+            f"DCD {sb.name} failed while it ran ({sb.arch_state[FAILED_STATE]}): the writes its cache held are lost",
+            hint="its data disk holds what was destaged before; destroy the DCD")
     if sb.geometry.get("data_disk_size") != data_disk.size:
         raise metadata.MetadataError(
             f"data disk {data_disk.name} has {data_disk.size} bytes, DCD {sb.name} was made "

@@ -69,6 +69,7 @@ from typing import Any
 from raidlab import sched
 from raidlab.blockdev import SECTOR, check_aligned
 from raidlab.engine import build, metadata
+from raidlab.engine.caches.activity import FAILED_STATE
 from raidlab.engine.caches.destage import (WATERMARK_DEFAULTS, Destaging, LogWrite, check_watermarks,
                                            oldest_unlogged, watermarks_of)
 from raidlab.engine.caches.log import (DEFAULT_LOG_START, DESTAGE_ORDERS, LOG_GEOMETRY, ORDER_LWFD, ORDER_OLDEST,
@@ -205,6 +206,13 @@ class VCRAID(Destaging):
     @property
     def size(self) -> int:
         return self.array.size
+
+    async def _record_failure(self, what: str) -> None:
+        """A failed VC-RAID (raidlab.engine.caches.activity) is recorded in its raid5
+        members' superblocks (`FAILED_STATE`): the writes its caches held are lost, and an
+        assembly after it is refused with the reason instead of serving stale blocks."""
+        if self.keeper is not None:
+            await self.keeper.record_arch_state(**{FAILED_STATE: what})
 
     def start(self, nursery: sched.Nursery) -> None:
         """Start the level-1 writers (one per cache disk) and the level-2 idle detector."""
@@ -637,6 +645,11 @@ async def assemble_vcraid(array_members: Sequence[Any], cache_disks: Sequence[An
     caches. Not yet started."""
     array, keeper = await build.assemble_array(array_members)
     assembled(array, keeper)
+    failed = keeper.superblock.arch_state.get(FAILED_STATE)
+    if failed:
+        raise metadata.MetadataError(
+            f"VC-RAID {keeper.superblock.name} failed while it ran ({failed}): the writes its caches held "
+            f"are lost", hint="its raid5 members hold what was destaged before; destroy the array")
     found = []
     for disk in cache_disks:
         found.append(await metadata.read_superblock(disk))
