@@ -109,7 +109,7 @@ def test_a_request_beyond_the_default_disks_gets_disks_that_hold_it():
     text = run("raid5", "--disks", "5", "--chunk", "64K", "--lba", "1280", "--length", "16", "--write")
     assert text.splitlines()[0].startswith("raid5 on 5 disks of 2 MiB, chunk 64 KiB")
     assert "16 chunks each (the default) would end before the request" in text
-    assert "stripe 20: read-modify-write (RMW needs 2 member reads, RCW needs 3 member reads)" in text
+    assert "stripe 20: read-modify-write (RMW reads 32 blocks in 2 member reads, RCW reads 48 blocks in 3 member reads" in text
     layout, _note = build("raid5", 5, 64 * K, 2 << 20, {})
     plan = layout.write_plan(1280 * 4 * K, 16 * 4 * K)
     assert printed_ops(text) == [("read", r.disk, r.disk_offset // (4 * K), r.length // (4 * K)) for r in plan.reads] \

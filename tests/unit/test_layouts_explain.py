@@ -21,7 +21,8 @@ def test_raid5_small_write_is_explained_as_read_modify_write():
     text = explain_request(layout, 4 * 4 * K, 4 * K, write=True)
     lines = text.splitlines()
     assert lines[1] == "LOGICAL WRITE at block 4, 1 block"
-    assert "stripe 1: read-modify-write (RMW needs 2 member reads, RCW needs 3 member reads)" in lines[2]
+    assert ("stripe 1: read-modify-write (RMW reads 2 blocks in 2 member reads, RCW reads 3 blocks in 3 member reads; "
+            "the fewer blocks read wins, a tie goes to RCW)") in lines[2]
     # chunk 4: stripe 1, data chunk 0, parity on disk (N-1) - 1 = 3, data on disk 4 (md left-symmetric)
     assert (layout.parity_disk(1), layout.data_disk(1, 0)) == (3, 4)
     assert [line.split()[0:5] for line in lines[3:]] == [
@@ -34,7 +35,8 @@ def test_raid5_small_write_on_four_disks_is_explained_as_reconstruct_write():
     """Four members: RMW and RCW both read two chunks; md breaks the tie towards RCW."""
     text = explain_request(_raid5(), 4 * 4 * K, 4 * K, write=True)
     lines = text.splitlines()
-    assert "stripe 1: reconstruct-write (RMW needs 2 member reads, RCW needs 2 member reads)" in lines[2]
+    assert ("stripe 1: reconstruct-write (RMW reads 2 blocks in 2 member reads, RCW reads 2 blocks in 2 member reads; "
+            "the fewer blocks read wins, a tie goes to RCW)") in lines[2]
     # chunk 4: stripe 1, data on disk 0, parity on disk 2: RCW reads disks 1 and 3
     assert [line.split()[0:3] for line in lines[3:5]] == [["read", "[disk", "1,"], ["read", "[disk", "3,"]]
 

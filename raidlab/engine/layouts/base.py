@@ -187,8 +187,9 @@ class StripeWrite:
     of the stripe uses the only method that avoids the failed disk), "no-parity" (the
     parity disk is failed: data is written, parity is not). rmw_reads / rcw_reads are the
     read requests each method would need (None when impossible with the failed disk), and
-    rmw_read_bytes / rcw_read_bytes their bytes; the planner picks the fewer requests, then
-    the fewer bytes, then RMW.
+    rmw_read_bytes / rcw_read_bytes their bytes; the planner picks the method that reads
+    fewer bytes, a tie going to RCW (md's rule: read-modify-write only when it reads
+    strictly less).
     """
 
     stripe: int

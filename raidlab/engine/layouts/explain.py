@@ -61,6 +61,27 @@ def _reads(n: int) -> str:
     return f"{n} member read{'s' if n != 1 else ''}"
 
 
+def _block_count(nbytes: int, block: int) -> str:
+    n = nbytes / block
+    shown = f"{n:g}" if n != int(n) else str(int(n))
+    return f"{shown} block{'s' if n != 1 else ''}"
+
+
+def _decision(stripe, block: int) -> str:
+    """What a RAID 5 stripe's method was chosen on (raidlab.engine.layouts.base.StripeWrite):
+    the bytes each method would read, the fewer winning and a tie going to RCW, as md
+    decides; each with its member reads."""
+    costs = []
+    for name, reads, nbytes in (("RMW", stripe.rmw_reads, stripe.rmw_read_bytes),
+                                ("RCW", stripe.rcw_reads, stripe.rcw_read_bytes)):
+        if reads is not None and nbytes is not None:
+            costs.append(f"{name} reads {_block_count(nbytes, block)} in {_reads(reads)}")
+    if not costs:
+        return ""
+    rule = "; the fewer blocks read wins, a tie goes to RCW" if stripe.method in ("rmw", "rcw") and len(costs) == 2 else ""
+    return f" ({', '.join(costs)}{rule})"
+
+
 def header(layout: Layout, block: int) -> str:
     opts = ""
     if isinstance(layout, ChunkMappedLayout) and hasattr(layout, "layout"):
@@ -89,13 +110,8 @@ def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = Fa
         except DataUnavailableError as exc:  # the engine answers such a write with EIO
             return [f"  refused with EIO: {exc.strerror}"]
         for stripe in plan.stripes if reveal else ():
-            alt = []
-            if stripe.rmw_reads is not None:
-                alt.append(f"RMW needs {_reads(stripe.rmw_reads)}")
-            if stripe.rcw_reads is not None:
-                alt.append(f"RCW needs {_reads(stripe.rcw_reads)}")
             lines.append(f"  stripe {stripe.stripe}: {_METHOD_WORDS.get(stripe.method, stripe.method)}"
-                         + (f" ({', '.join(alt)})" if alt else ""))
+                         + _decision(stripe, block))
         for rng in plan.reads:
             loc = layout.locate(rng.disk, rng.disk_offset)
             what = "old parity" if loc.role == "parity" else "old data"
