@@ -12,6 +12,8 @@ in that many spawned worker processes, each run file written as its run ends; th
 those a serial loop writes, but for wall-clock fields and `beside` (the runs that were
 running at some moment of this one). A live scenario's runs share this host's devices and
 its timing, so they run one at a time whatever `jobs` says, and the manifest says so.
+With a Dask scheduler (`cluster`, raidlab.scaleout) the runs go to other machines' workers
+instead, each run file written as its task completes, through the same record.
 
 Robustness rules: a run that fails is recorded with status "failed" and its error, and the
 loop goes on; Ctrl-C or SIGTERM stops after unmounting and destroying the current array
@@ -328,12 +330,13 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
                  quick: bool = False, home: str | None = None, progress: Progress | None = None,
                  command_line: list[str] | None = None,
                  after_run: Callable[[PlannedRun, dict], None] | None = None,
-                 resume: Path | None = None, jobs: int = 1) -> RunSummary:
+                 resume: Path | None = None, jobs: int = 1, cluster: Any = None) -> RunSummary:
     """Execute `planned`; write runs/*.json and manifest.json under a new results directory,
     or (`resume`) into an interrupted run's directory: its ok runs are kept, the others (the
     interrupted one, failed ones, those never started) run again, and the manifest records
     each resumption with the code's revision and host kernel then, beside those of the part
-    before it (the top-level fields describe the last part)."""
+    before it (the top-level fields describe the last part). `cluster` (a raidlab.scaleout.
+    Cluster) runs them on its workers; the manifest then names the scheduler and the workers."""
     progress = progress or Progress()
     argv = command_line if command_line is not None else sys.argv
     resumed: list[dict] = []
@@ -362,16 +365,21 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
     # a resumed run's manifest names the scenario file it was started from, not OUT's copy
     extra_base = {"resumed": resumed, "scenario_file": scenario_file} if resumed else {}
     extra_base["jobs"] = jobs
-    write_manifest(out, **manifest, finished=None, status="running", extra=extra_base)
+    write_manifest(out, **manifest, finished=None, status="running",
+                   extra={**extra_base, **(cluster.manifest() if cluster is not None else {})})
     summary = RunSummary(out, ok=len(done))
-    if scenario.kind == "live":
+    if scenario.kind == "live" and cluster is None:  # a worker does this before each live run
         for line in live.remove_abandoned_scratch_arrays(home):
             progress.notice(line)
     progress.start(len(planned))
     todo = [(index, run) for index, run in enumerate(planned) if run.run_id not in done]
     try:
         with terminate_as_interrupt():
-            if jobs > 1 and len(todo) > 1:
+            if cluster is not None:
+                from raidlab import scaleout
+
+                scaleout.run_on_cluster(cluster, todo, scenario, runner, home, out, summary, progress, after_run)
+            elif jobs > 1 and len(todo) > 1:
                 _run_in_pool(todo, scenario, runner, jobs, out, summary, progress, after_run)
             else:
                 for index, run in todo:
@@ -389,7 +397,8 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
         write_manifest(out, **manifest, finished=finished,
                        status="interrupted" if summary.interrupted
                        else "stopped: missing program" if summary.missing_tool else "complete",
-                       extra={**extra_base, "ok": summary.ok, "failed": summary.failed})
+                       extra={**extra_base, **(cluster.manifest() if cluster is not None else {}),
+                              "ok": summary.ok, "failed": summary.failed})
     return summary
 
 

@@ -42,6 +42,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.damagetest",
     "raidlab.cli.reliability",
     "raidlab.cli.run",
+    "raidlab.cli.worker",
     "raidlab.cli.sweep",
     "raidlab.cli.report",
     "raidlab.cli.claims",

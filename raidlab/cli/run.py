@@ -90,7 +90,10 @@ class _RichProgress:
                                           "the rest run again (the scenario, runner and sizes are the run's own)")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="virtual-time runs at once, each in a worker process (a live scenario's runs go one at a time)")
-def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, home, dry_run, resume, jobs):
+@click.option("--scheduler", metavar="ADDRESS",
+              help="run on the workers of this Dask scheduler (tcp://HOST:PORT, tls://HOST:PORT; workers started "
+                   "with `raidlab worker`), or local:N for N worker processes here (docs/scale-out.md)")
+def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, home, dry_run, resume, jobs, scheduler):
     """Run every architecture x case x repetition of SCENARIO; print the results directory."""
     from raidlab import run as runmod
     from raidlab import scenarios
@@ -121,19 +124,52 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
         for p in planned:
             click.echo(f"{p.run_id}\t{p.arch.arch}\t{p.case.params}")
         return 0
+    if scheduler is not None:
+        if jobs > 1:
+            raise UsageError("--jobs and --scheduler: give one", hint="the scheduler's workers declare their cores")
+        return _run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, home, resume)
     if scenario.kind == "live":
         _check_live(runner)
         if jobs > 1:
             _err.print(f"--jobs {jobs}: {scenario.id} is a live scenario; its runs go one at a time "
                        f"(they share this host's devices and timing)", highlight=False)
     runmod.check_programs(scenario, runner)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=_err, transient=False) as bars:
+    with Progress(*_COLUMNS, console=_err, transient=False) as bars:
         shown = _RichProgress(scenario, runner, bars)
         shown.repetitions = max((p.repetition for p in planned), default=0)
         summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
                                       home=home, progress=shown, resume=resume, jobs=jobs)
+    return _finish(scenario, summary)
+
+
+_COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("ETA"), TimeRemainingColumn())
+
+
+def _run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, home, resume) -> int:
+    """The runs as tasks of a Dask scheduler (raidlab.scaleout): the workers are asked their
+    revision before anything is written; the programs and root are theirs to have."""
+    from raidlab import run as runmod
+    from raidlab import scaleout
+
+    notice = lambda line: _err.print(line, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    # local:N runs here: the client's --home is the workers' too; a remote worker uses its own
+    here = home if scheduler.startswith(scaleout.LOCAL) else None
+    with scaleout.connect(scheduler, scenario.kind, notice) as cluster:
+        _err.print(f"{scheduler}: {len(cluster.workers)} workers at {scaleout.show_revision(cluster.revision)}: "
+                   + ", ".join(f"{w['name']} ({w['host']})" for w in cluster.workers.values()), highlight=False,
+                   soft_wrap=True)
+        with Progress(*_COLUMNS, console=_err, transient=False) as bars:
+            shown = _RichProgress(scenario, runner, bars)
+            shown.repetitions = max((p.repetition for p in planned), default=0)
+            summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
+                                          home=here, progress=shown, resume=resume, cluster=cluster)
+    return _finish(scenario, summary)
+
+
+def _finish(scenario, summary) -> int:
+    from raidlab import run as runmod
+
     _err.print(f"{scenario.id}: {summary.ok} ok, {summary.failed} failed"
                + (" (interrupted)" if summary.interrupted else ""), highlight=False)
     click.echo(str(summary.out))
