@@ -272,7 +272,9 @@ class Cluster:
             if isinstance(info, BaseException):
                 info = None
             name = (info or {}).get("name") or address
-            where = f"worker {name}" + (f" ({info['host']})" if info and info.get("host") else "")
+            said = [address] if name != address else []
+            said += [info["host"]] if info and info.get("host") else []
+            where = f"worker {name}" + (f" ({', '.join(said)})" if said else "")
             if not same_revision(self.revision, (info or {}).get("revision")):
                 why = (f"{where} is at {show_revision((info or {}).get('revision'))}, this client at "
                        f"{show_revision(self.revision)}")
@@ -299,6 +301,7 @@ def _local_cluster(n: int, live: bool):
     """N worker processes (Nanny) of one thread on the loopback interface, over TLS with a
     key of their own; the first may take a live run if this machine may (one live slot per
     machine), the others only virtual-time runs."""
+    import dask
     from distributed import Nanny, Scheduler, SpecCluster
     from distributed.security import Security
 
@@ -306,16 +309,19 @@ def _local_cluster(n: int, live: bool):
     quiet = logging.ERROR
     scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "protocol": "tls", "port": 0,
                                                 "security": security, "dashboard": False,
-                                                "dashboard_address": None}}
+                                                "dashboard_address": "127.0.0.1:0"}}
     workers = {f"local-{i}": {"cls": Nanny, "options": {
         "host": "127.0.0.1", "protocol": "tls", "security": security, "nthreads": 1,
         "resources": {"cores": 1, "live": 1 if live and i == 0 else 0}, "silence_logs": quiet,
         "plugins": (RaidlabWorker(ignore_sigint=True),)}} for i in range(n)}
     # the worker processes start with Ctrl-C ignored: the command stops them itself
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+    # no HTTP pages (task names, worker state, metrics) for other local users to read
+    no_pages = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     try:
-        return SpecCluster(scheduler=scheduler, workers=workers, security=security, silence_logs=quiet,
-                           name=f"raidlab local:{n}")
+        with dask.config.set(no_pages):
+            return SpecCluster(scheduler=scheduler, workers=workers, security=security, silence_logs=quiet,
+                               name=f"raidlab local:{n}")
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

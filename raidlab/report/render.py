@@ -303,6 +303,12 @@ def _caveats(results: Results, out: Path, quick: bool, notes: dict[str, list[str
                      f"(see the runner-fairness control below: the engine and md ran the same array "
                      f"differently there).")
     found += [f"**Machine speed**: {flag}" for flag in timing.speed_flags(results.runs)]
+    mixed = _mixed_hosts(results)
+    if mixed:
+        found.append("**Hosts**: " + "; ".join(f"claim `{cid}` compares runs made on {', '.join(hosts)}"
+                                              for cid, hosts in mixed)
+                     + " (`raidlab run --scheduler`: each run file's `worker` names its machine, its kernel and "
+                       "its speed probe); a difference between those machines is in the comparison.")
     if results.failed_runs:
         found.append(f"**{len(results.failed_runs)} runs failed** (see Failed runs below); they are "
                      f"counted apart, never averaged in.")
@@ -314,6 +320,27 @@ def _caveats(results: Results, out: Path, quick: bool, notes: dict[str, list[str
         found.append("What ran beside these runs and the counters that explain them: "
                      + ", ".join(_link(_short(p, out), p, out) for p in written) + ".")
     return found
+
+
+# A run without a `worker` field ran in `raidlab run`'s own loop, on the machine of its manifest.
+HERE = "the machine of raidlab run's own loop"
+
+
+def _mixed_hosts(results: Results) -> list[tuple[str, list[str]]]:
+    """The claims whose runs (the arch and case pairs a claim reads) were made on more than one
+    machine, each with those machines' names; none unless some run came from a worker."""
+    from raidlab.sweep import claim_runs
+
+    if not any(r.get("worker") for r in results.ok_runs):
+        return []
+    mixed = []
+    for claim in results.scenario.claims:
+        pairs = claim_runs(claim)
+        hosts = {str((r.get("worker") or {}).get("host") or HERE) for r in results.ok_runs
+                 if (r.get("arch"), r.get("case")) in pairs}
+        if len(hosts) > 1:
+            mixed.append((claim.id, sorted(hosts)))
+    return mixed
 
 
 def _short(path: Path, out: Path) -> str:

@@ -1,0 +1,212 @@
+"""`raidlab run --scheduler`: a scenario's runs as tasks of a Dask scheduler give the run files
+a serial loop gives, but for wall-clock fields and the worker that ran each; a worker killed
+during a run costs nothing but time; a worker at another code revision is refused; Ctrl-C or
+SIGTERM leaves no process behind and an interrupted directory that --resume completes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster
+
+from raidlab.scaleout import RaidlabWorker, worker_revision
+from test_run_jobs import SCENARIO, _in_session, _runs, _without_wall
+
+# What may differ from a serial loop: the wall clock, who ran beside, and who ran it.
+WORKER_FIELDS = {"worker"}
+OTHER_REVISION = {"code": "0" * 40, "dirty": False, "raidlab": "0.1.0"}
+
+
+def _cluster(n: int, plugin: RaidlabWorker | None = None) -> LocalCluster:
+    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address=None, resources={"cores": 1, "live": 0},
+                        plugins=(plugin or RaidlabWorker(),), silence_logs=logging.ERROR)
+
+
+def _raidlab(raidlab_cmd, tmp_path: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*raidlab_cmd, "run", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp_path)
+
+
+def _directory(proc: subprocess.CompletedProcess) -> Path:
+    assert proc.returncode == 0, proc.stderr
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def _scenario(tmp_path: Path, repeat: int = 2) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(SCENARIO.replace("repeat = 2", f"repeat = {repeat}"))
+    return path
+
+
+def test_runs_on_dask_workers_write_what_a_serial_loop_writes(tmp_path, raidlab_cmd):
+    path = _scenario(tmp_path)
+    serial = _directory(_raidlab(raidlab_cmd, tmp_path, str(path), "--results", str(tmp_path / "serial")))
+    with _cluster(2) as cluster:
+        address = cluster.scheduler_address
+        spread = _directory(_raidlab(raidlab_cmd, tmp_path, str(path), "--results", str(tmp_path / "dask"),
+                                     "--scheduler", address))
+    one, two = _runs(serial), _runs(spread)
+    assert len(one) == 12 and one.keys() == two.keys()
+    for name in one:
+        assert one[name]["status"] == "ok", name
+        assert _without_wall({k: v for k, v in one[name].items() if k not in WORKER_FIELDS}) == \
+            _without_wall({k: v for k, v in two[name].items() if k not in WORKER_FIELDS}), name
+    # each run names the worker that ran it: its host, kernel and speed probe
+    manifest = json.loads((spread / "manifest.json").read_text())
+    workers = {w["address"]: w for w in manifest["workers"]}
+    assert len(workers) == 2 and manifest["scheduler"]["address"] == address
+    for doc in two.values():
+        assert doc["worker"]["address"] in workers
+        assert doc["worker"]["host"] == os.uname().nodename and doc["worker"]["kernel"] == os.uname().release
+        assert doc["worker"]["speed"]["seconds"] > 0 and doc["worker"]["speed"]["loops"] > 0
+        assert set(doc["beside"]) <= {n.removesuffix(".json") for n in two}
+    assert {doc["worker"]["address"] for doc in two.values()} == set(workers)  # both took runs
+    assert manifest["status"] == "complete" and manifest["workers_refused"] == {}
+
+
+def _run_processes(parents: set[int]) -> list[int]:
+    """The run processes (raidlab.onerun) whose parent is one of `parents`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid in parents and b"raidlab.onerun" in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def test_a_worker_killed_during_a_run_leaves_every_run_complete(tmp_path, raidlab_cmd):
+    path = _scenario(tmp_path)
+    results = tmp_path / "results"
+    with _cluster(2) as cluster, Client(cluster) as client:
+        pids = client.run(os.getpid)
+        proc = subprocess.Popen([*raidlab_cmd, "run", str(path), "--results", str(results),
+                                 "--scheduler", cluster.scheduler_address],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        try:
+            deadline = time.monotonic() + 240
+            running: list[int] = []
+            while time.monotonic() < deadline and not running and proc.poll() is None:
+                running = _run_processes(set(pids.values()))
+                time.sleep(0.05)
+            assert running, "no run started"
+            victim = int(Path(f"/proc/{running[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            os.kill(victim, signal.SIGKILL)  # the worker process, while its run runs
+            out, err = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, err
+    directory = Path(out.strip().splitlines()[-1])
+    runs = _runs(directory)
+    assert len(runs) == 12 and all(doc["status"] == "ok" for doc in runs.values())
+    assert json.loads((directory / "manifest.json").read_text())["status"] == "complete"
+    # the run the killed worker left stops itself once it sees its worker gone
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Path(f"/proc/{running[0]}").exists():
+        status = Path(f"/proc/{running[0]}/stat").read_text().rsplit(")", 1)[1].split()[0] \
+            if Path(f"/proc/{running[0]}/stat").exists() else "Z"
+        if status == "Z":
+            break
+        time.sleep(0.1)
+    stat = Path(f"/proc/{running[0]}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_worker_at_another_revision_is_refused(tmp_path, raidlab_cmd):
+    path = _scenario(tmp_path, repeat=1)
+    mine = worker_revision()
+    with _cluster(1, RaidlabWorker(revision=OTHER_REVISION)) as cluster, Client(cluster) as client:
+        address = cluster.scheduler_address
+        (other,) = client.scheduler_info()["workers"]
+        refused = _raidlab(raidlab_cmd, tmp_path, str(path), "--results", str(tmp_path / "r"),
+                           "--scheduler", address)
+        assert refused.returncode == 2, refused.stderr
+        line = [x for x in refused.stderr.splitlines() if x.startswith("raidlab: error:")]
+        assert len(line) == 1, refused.stderr
+        assert other in line[0] and "code 000000000000" in line[0] and f"code {mine['code'][:12]}" in line[0]
+        assert not (tmp_path / "r").exists() or not any((tmp_path / "r").rglob("manifest.json"))
+        # a worker of this checkout joins (the command itself): it is used, the other one is not
+        worker = subprocess.Popen([*raidlab_cmd, "worker", address, "--cores", "1", "--no-live"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            client.wait_for_workers(2, timeout=120)
+            used = _directory(_raidlab(raidlab_cmd, tmp_path, str(path), "--results", str(tmp_path / "r"),
+                                       "--scheduler", address))
+        finally:
+            worker.send_signal(signal.SIGINT)  # Ctrl-C closes the worker
+            _out, worker_err = worker.communicate(timeout=120)
+    assert worker.returncode == 0, worker_err
+    manifest = json.loads((used / "manifest.json").read_text())
+    assert [w["address"] for w in manifest["workers"]] != [other] and len(manifest["workers"]) == 1
+    assert list(manifest["workers_refused"]) == [other]
+    runs = _runs(used)
+    assert len(runs) == 6 and {doc["worker"]["address"] for doc in runs.values()} == \
+        {manifest["workers"][0]["address"]}
+
+
+def test_a_cancelled_run_leaves_no_process_and_resume_completes_it(tmp_path, raidlab_cmd):
+    path = _scenario(tmp_path, repeat=4)
+    results = tmp_path / "results"
+    proc = subprocess.Popen([*raidlab_cmd, "run", str(path), "--results", str(results), "--scheduler", "local:2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    runs_dir = None
+    while time.monotonic() < deadline and proc.poll() is None:  # interrupt once the first runs are written
+        found = [p for p in results.glob("*/*/runs/*.json") if not p.name.startswith(".")]  # not a partial
+        if found:
+            runs_dir = found[0].parent
+            break
+        time.sleep(0.05)
+    assert runs_dir is not None, proc.stderr.read() if proc.poll() is not None else "no run finished"
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=180)
+    assert proc.returncode != 0, err
+    directory = runs_dir.parent
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted", err
+    kept = _runs(directory)
+    assert 0 < len(kept) < 24 and all(doc["status"] == "ok" for doc in kept.values())
+    # nothing is left in the session the command led: no worker, no nanny, no run
+    time.sleep(0.5)
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _in_session(int(pid), proc.pid)]
+    again = _directory(_raidlab(raidlab_cmd, tmp_path, "--resume", str(directory), "--scheduler", "local:2"))
+    assert again == directory
+    assert len(_runs(directory)) == 24
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["resumed"]
+
+
+def test_the_report_names_the_hosts_a_claim_compares(tmp_path, raidlab_cmd):
+    path = _scenario(tmp_path, repeat=1)
+    directory = _directory(_raidlab(raidlab_cmd, tmp_path, str(path), "--results", str(tmp_path / "r")))
+
+    def report() -> str:
+        proc = subprocess.run([*raidlab_cmd, "report", str(directory), "--format", "md"], capture_output=True,
+                              text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return (directory / "report" / "report.md").read_text()
+
+    assert "**Hosts**" not in report()  # one loop, one machine
+    for run in (directory / "runs").glob("*.json"):  # as if two workers had made them
+        doc = json.loads(run.read_text())
+        host = "lab-b" if doc["arch"] == "raid0-64k" else "lab-a"
+        doc["worker"] = {"name": host, "address": f"tcp://{host}:1", "host": host, "kernel": "6.1",
+                         "speed": {"loops": 1, "seconds": 1.0}}
+        run.write_text(json.dumps(doc))
+    (line,) = [x for x in report().splitlines() if "**Hosts**" in x]
+    # chunk-reads compares raid0-64k (lab-b) with raid0-4k (lab-a); level reads raid0-8k alone
+    assert "claim `chunk-reads` compares runs made on lab-a, lab-b" in line and "`level`" not in line
