@@ -195,14 +195,16 @@ class RunCancelled(Exception):
 
 async def run_task(run: PlannedRun, scenario: Scenario, runner: str, home: str | None, key: str) -> dict:
     """A run's task, on a worker: the run in a process of its own (raidlab.onerun), its
-    document returned with the worker's host, kernel and speed probe. The process is
-    stopped if the task is cancelled or the worker closes (Ctrl-C at the worker)."""
+    document with the worker's host, kernel and speed probe, and when the run began and
+    ended by the worker's clock ({"doc", "begun", "ended"}). The process is stopped if the
+    task is cancelled or the worker closes (Ctrl-C at the worker)."""
     worker = get_worker()
     plugin = worker.plugins.get(PLUGIN)
     if plugin is None:
         raise RuntimeError(f"worker {worker.address} is not a raidlab worker (start it with `raidlab worker`)")
     info = plugin.info
-    worker.log_event(STARTED, {"run": run.run_id, "host": info["host"], "worker": worker.address})
+    begun = time.time()
+    worker.log_event(STARTED, {"run": run.run_id, "host": info["host"], "worker": worker.address, "at": begun})
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "raidlab.onerun", stdin=subprocess.PIPE,
                                                 stdout=subprocess.PIPE)
     talk = asyncio.ensure_future(proc.communicate(pickle.dumps((run, scenario, runner, home))))
@@ -223,7 +225,7 @@ async def run_task(run: PlannedRun, scenario: Scenario, runner: str, home: str |
     doc = pickle.loads(out)
     doc["worker"] = {"name": str(worker.name), "address": worker.address, "host": info["host"],
                      "kernel": info["kernel"], "speed": info["speed"]}
-    return doc
+    return {"doc": doc, "begun": begun, "ended": time.time()}
 
 
 # --- the client's side --------------------------------------------------------------------
@@ -392,14 +394,15 @@ def run_on_cluster(cluster: Cluster, todo: list[tuple[int, PlannedRun]], scenari
                    home: str | None, out: Path, summary: RunSummary, progress: Progress,
                    after_run: Callable[[PlannedRun, dict], None] | None) -> None:
     """Submit the runs of `todo`, one task each, and record each as its task completes, with
-    `beside`: the runs that ran on the same host at some moment of it. Whatever ends the
+    `beside`: the runs that ran on the same host at some moment of it (by that host's clock:
+    each task says when its run began, as it begins, and when it ended). Whatever ends the
     loop (done, a missing program, Ctrl-C) cancels the tasks still pending."""
     client = cluster.client
     cluster.notice = progress.notice
     started: queue_module.Queue = queue_module.Queue()
     client.subscribe_topic(STARTED, lambda event: started.put(event[1]))
     index_of = {run.run_id: (index, run) for index, run in todo}
-    running: dict[str, tuple[str, set[str]]] = {}  # run id -> (host, the runs seen beside it)
+    spans: dict[str, list] = {}  # run id -> [host, began, ended or None], the last attempt's
     recorded: set[str] = set()
 
     def drain() -> None:
@@ -408,14 +411,15 @@ def run_on_cluster(cluster: Cluster, todo: list[tuple[int, PlannedRun]], scenari
                 event = started.get_nowait()
             except queue_module.Empty:
                 return
-            run_id, host = event.get("run"), event.get("host")
+            run_id = event.get("run")
             if run_id not in index_of or run_id in recorded:
                 continue
-            beside = {other for other, (where, _b) in running.items() if where == host and other != run_id}
-            for other in beside:
-                running[other][1].add(run_id)
-            running[run_id] = (host, beside | (running[run_id][1] if run_id in running else set()))
+            spans[run_id] = [event.get("host"), float(event.get("at", 0)), None]
             progress.run_started(*index_of[run_id])
+
+    def beside(run_id: str, host: str, began: float, ended: float) -> list[str]:
+        return sorted(other for other, (where, start, end) in spans.items()
+                      if other != run_id and where == host and start < ended and (end is None or end > began))
 
     pending: dict[str, Any] = {}
     try:
@@ -439,11 +443,15 @@ def run_on_cluster(cluster: Cluster, todo: list[tuple[int, PlannedRun]], scenari
                 future = pending.pop(run_id)
                 index, run = index_of[run_id]
                 try:
-                    doc = future.result()
+                    done = future.result()
+                    doc = done["doc"]
+                    host = doc["worker"]["host"]
+                    spans[run_id] = [host, done["begun"], done["ended"]]
+                    doc["beside"] = beside(run_id, host, done["begun"], done["ended"])
                 except Exception as exc:  # noqa: BLE001 - a task that failed for good is a failed run
                     doc = _task_failed(run, scenario, runner, exc)
-                _host, beside = running.pop(run_id, (None, set()))
-                doc["beside"] = sorted(beside)
+                    spans.pop(run_id, None)
+                    doc["beside"] = []
                 recorded.add(run_id)
                 _record(doc, run, out, summary, progress, index, after_run)
             if summary.missing_tool:

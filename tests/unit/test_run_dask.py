@@ -26,7 +26,7 @@ OTHER_REVISION = {"code": "0" * 40, "dirty": False, "raidlab": "0.1.0"}
 
 def _cluster(n: int, plugin: RaidlabWorker | None = None) -> LocalCluster:
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address=None, resources={"cores": 1, "live": 0},
+                        dashboard_address="127.0.0.1:0", resources={"cores": 1, "live": 0},
                         plugins=(plugin or RaidlabWorker(),), silence_logs=logging.ERROR)
 
 
@@ -210,3 +210,26 @@ def test_the_report_names_the_hosts_a_claim_compares(tmp_path, raidlab_cmd):
     (line,) = [x for x in report().splitlines() if "**Hosts**" in x]
     # chunk-reads compares raid0-64k (lab-b) with raid0-4k (lab-a); level reads raid0-8k alone
     assert "claim `chunk-reads` compares runs made on lab-a, lab-b" in line and "`level`" not in line
+
+
+@pytest.mark.root
+@pytest.mark.live
+def test_live_runs_on_a_local_cluster_take_its_one_live_slot(tmp_path, raidlab_cmd):
+    from test_run_report import _no_leftovers
+    from test_run_report import _scenario as live_scenario
+
+    path = live_scenario(tmp_path, repeat=1, files=200, transactions=600, tiny=False)
+    home = tmp_path / "home"
+    proc = _raidlab(raidlab_cmd, tmp_path, str(path), "--home", str(home), "--results", str(tmp_path / "r"),
+                    "--scheduler", "local:2", timeout=900)
+    directory = _directory(proc)
+    runs = _runs(directory)
+    assert sorted(runs) == ["raid0--small--r1.json", "raid5--small--r1.json"]
+    assert all(doc["status"] == "ok" and doc["metrics"]["tps"]["value"] > 0 for doc in runs.values())
+    # one machine, one live slot: the first worker's; the other offers cores only
+    assert {doc["worker"]["name"] for doc in runs.values()} == {"local-0"}
+    assert not any(doc["beside"] for doc in runs.values())
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and len(manifest["workers"]) == 1
+    assert manifest["workers_refused"]  # the worker without a live slot, named
+    _no_leftovers(home)
