@@ -192,7 +192,9 @@ async def attach_image_buffer(array: Array, array_uuid: str, nursery, delay: flo
     Other layouts: None."""
     if not array.layout.buffers_images:
         return None
-    buffer = ImageBuffer(array, array_uuid, delay=DEFAULT_DELAY if delay is None else delay)
+    if delay is None:
+        delay = getattr(array.layout, "image_delay_seconds", DEFAULT_DELAY)
+    buffer = ImageBuffer(array, array_uuid, delay=delay)
     array.image_buffer = buffer
     if nursery is not None:
         await nursery.start(buffer.run)

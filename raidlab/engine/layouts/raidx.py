@@ -75,17 +75,34 @@ class RaidxLayout(ChunkMappedLayout):
     option_help: ClassVar[dict[str, str]] = {
         "image_buffer": "where pending images wait: disk (a log on the image disk, crash-safe) or memory",
         "image_memory": "with image_buffer=memory: the pending images each image disk may have, e.g. 4M "
-                        "(assumed; the paper gives its buffer file no size)"}
+                        "(assumed; the paper gives its buffer file no size)",
+        "image_delay": "seconds the background writer waits after an image disk's first pending image "
+                       "before it writes that disk's images home (assumed 0.005; the paper: 'in a delayed "
+                       "time at the background')"}
 
     image_buffer: str = "disk"
     image_memory: str | int = "4M"
+    image_delay: float | str = 0.005
 
     def _validate_options(self) -> None:
         if self.image_buffer not in IMAGE_BUFFERS:
             raise UsageError(f"raidx image_buffer {self.image_buffer!r} is not one of {', '.join(IMAGE_BUFFERS)}")
+        self.image_delay_seconds  # noqa: B018 - refuses a value that is not a delay
         if self.image_memory_bytes < MIN_IMAGE_MEMORY:
             raise UsageError(f"raidx image_memory {self.image_memory} is below {MIN_IMAGE_MEMORY >> 10} KiB",
                              hint="write it like image_memory=4M")
+
+    @property
+    def image_delay_seconds(self) -> float:
+        """The `image_delay` option in seconds (UsageError if it is not 0..3600)."""
+        try:
+            value = float(self.image_delay) if not isinstance(self.image_delay, bool) else -1.0
+        except (TypeError, ValueError):
+            value = -1.0
+        if not 0 <= value <= 3600:
+            raise UsageError(f"raidx image_delay {self.image_delay!r} is not a number of seconds in 0..3600",
+                             hint="write it like image_delay=0.5")
+        return value
 
     @property
     def image_memory_bytes(self) -> int:
