@@ -376,9 +376,7 @@ def run_scenario(scenario: Scenario, planned: list[PlannedRun], *, runner: str, 
     try:
         with terminate_as_interrupt():
             if cluster is not None:
-                from raidlab import scaleout
-
-                scaleout.run_on_cluster(cluster, todo, scenario, runner, home, out, summary, progress, after_run)
+                cluster.run(todo, scenario, runner, home, out, summary, progress, after_run)
             elif jobs > 1 and len(todo) > 1:
                 _run_in_pool(todo, scenario, runner, jobs, out, summary, progress, after_run)
             else:

@@ -291,6 +291,12 @@ class Cluster:
             kept.append(address)
         return kept
 
+    def run(self, todo: list[tuple[int, PlannedRun]], scenario: Scenario, runner: str, home: str | None,
+            out: Path, summary: RunSummary, progress: Progress,
+            after_run: Callable[[PlannedRun, dict], None] | None) -> None:
+        """raidlab.run.run_scenario's loop on this cluster (run_on_cluster)."""
+        run_on_cluster(self, todo, scenario, runner, home, out, summary, progress, after_run)
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.client.close(timeout=10)
@@ -358,9 +364,10 @@ def connect(spec: str, kind: str, notice: Callable[[str], None] = lambda _m: Non
                              f"or local:N")
         try:
             client = Client(spec, timeout=CONNECT_TIMEOUT)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, TypeError, ValueError) as exc:  # TypeError: tls:// without certificates
             raise UsageError(f"--scheduler {spec}: cannot reach the scheduler ({exc})",
-                             hint="start one (`dask scheduler`) and its workers (`raidlab worker ADDRESS`)") from None
+                             hint="start one (`dask scheduler`) and its workers (`raidlab worker ADDRESS`); "
+                                  "tls:// takes Dask's TLS configuration (docs/scale-out.md)") from None
         try:
             client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError):

@@ -63,8 +63,10 @@ def worker_cmd(scheduler, cores, live, listen_host, name):
         try:
             worker = await Worker(scheduler, nthreads=max(1, cores), resources=resources, host=listen_host,
                                   name=name, plugins=(scaleout.RaidlabWorker(),), dashboard=False)
-        except (OSError, TimeoutError) as exc:
-            raise UsageError(f"{scheduler}: cannot reach the scheduler ({exc})") from None
+        except (OSError, TimeoutError, TypeError, ValueError, RuntimeError) as exc:  # tls:// without certificates
+            why = exc.__cause__ if isinstance(exc, RuntimeError) and exc.__cause__ else exc  # "failed to start"
+            raise UsageError(f"{scheduler}: cannot reach the scheduler ({why})",
+                             hint="tls:// takes Dask's TLS configuration (docs/scale-out.md)") from None
         plugin = worker.plugins[scaleout.PLUGIN]
         _err.print(f"worker {worker.name} ({plugin.info['host']}, kernel {plugin.info['kernel']}) at "
                    f"{scaleout.show_revision(plugin.info['revision'])}: cores {cores}, live {resources['live']}"
