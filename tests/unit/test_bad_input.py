@@ -81,7 +81,8 @@ def test_every_trace_line_is_a_request_or_one_line_error(fmt, data):
     skipping = TraceReader(io.StringIO(text), fmt, skip_bad=True, name="t")
     for request in skipping:
         _check_request(request)
-    assert skipping.skipped >= 0 and skipping.requests + skipping.skipped <= len(lines) + 2
+    # a generated line may hold line breaks of its own: count the lines the reader sees
+    assert skipping.skipped >= 0 and skipping.requests + skipping.skipped <= text.count("\n") + 2
 
 
 # -- scenario files -----------------------------------------------------------------------
