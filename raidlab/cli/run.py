@@ -134,12 +134,7 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
             _err.print(f"--jobs {jobs}: {scenario.id} is a live scenario; its runs go one at a time "
                        f"(they share this host's devices and timing)", highlight=False)
     runmod.check_programs(scenario, runner)
-    with Progress(*_COLUMNS, console=_err, transient=False) as bars:
-        shown = _RichProgress(scenario, runner, bars)
-        shown.repetitions = max((p.repetition for p in planned), default=0)
-        summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
-                                      home=home, progress=shown, resume=resume, jobs=jobs)
-    return _finish(scenario, summary)
+    return _run_shown(scenario, planned, runner, results_root, quick, home, resume, jobs=jobs)
 
 
 _COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -149,7 +144,6 @@ _COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
 def _run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, home, resume) -> int:
     """The runs as tasks of a Dask scheduler (raidlab.scaleout): the workers are asked their
     revision before anything is written; the programs and root are theirs to have."""
-    from raidlab import run as runmod
     from raidlab import scaleout
 
     notice = lambda line: _err.print(line, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
@@ -159,11 +153,19 @@ def _run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, h
         _err.print(f"{scheduler}: {len(cluster.workers)} workers at {scaleout.show_revision(cluster.revision)}: "
                    + ", ".join(f"{w['name']} ({w['host']})" for w in cluster.workers.values()), highlight=False,
                    soft_wrap=True)
-        with Progress(*_COLUMNS, console=_err, transient=False) as bars:
-            shown = _RichProgress(scenario, runner, bars)
-            shown.repetitions = max((p.repetition for p in planned), default=0)
-            summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
-                                          home=here, progress=shown, resume=resume, cluster=cluster)
+        return _run_shown(scenario, planned, runner, results_root, quick, here, resume, cluster=cluster)
+
+
+def _run_shown(scenario, planned, runner, results_root, quick, home, resume, **how) -> int:
+    """raidlab.run.run_scenario with its progress drawn (rich), then the summary; `how`:
+    jobs=N for local workers, or cluster= a connected Dask cluster."""
+    from raidlab import run as runmod
+
+    with Progress(*_COLUMNS, console=_err, transient=False) as bars:
+        shown = _RichProgress(scenario, runner, bars)
+        shown.repetitions = max((p.repetition for p in planned), default=0)
+        summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
+                                      home=home, progress=shown, resume=resume, **how)
     return _finish(scenario, summary)
 
 

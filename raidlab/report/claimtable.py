@@ -41,6 +41,7 @@ class Row:
     headline_flip: str | None
     sweep: str | None
     pending: str | None = None
+    left_out: tuple[str, ...] = ()  # run files current.toml leaves out (relative to the results root)
 
     def count(self, verdict: str) -> int:
         return sum(1 for v in self.verdicts if v.verdict == verdict)
@@ -129,7 +130,7 @@ def rows(results_root: Path, scenario_dir: Path) -> list[Row]:
         sweep = entry.get("sweep")
         flip = _flip(results_root / sweep, headline) if sweep and headline else None
         out.append(Row(scn.id, scn.paper, tuple(str(d.relative_to(results_root)) for d in dirs), verdicts,
-                       headline, flip, sweep))
+                       headline, flip, sweep, left_out=tuple(entry.get("leave_out", []))))
     stale = sorted(set(entries) - known)
     if stale:
         raise UsageError(f"{results_root / CURRENT}: no scenario {stale[0]!r} in {scenario_dir}")
@@ -139,11 +140,6 @@ def rows(results_root: Path, scenario_dir: Path) -> list[Row]:
 def system_of(paper: str) -> str:
     """The system a paper describes, as the table names it (controls have no paper)."""
     return scenarios.PAPERS[paper][0] if paper in scenarios.PAPERS else "controls (no paper)"
-
-
-def left_out_of(results_root: Path) -> dict[str, list[str]]:
-    """Per scenario, the run files current.toml leaves out (paths relative to results_root)."""
-    return {sid: list(entry.get("leave_out", [])) for sid, entry in _entries(results_root).items()}
 
 
 def markdown(table: list[Row]) -> str:

@@ -100,7 +100,6 @@ def write_site(results_root: Path, scenario_dir: Path, out: Path,
     make_dirs(out, "--site")
     table = claimtable.rows(results_root, scenario_dir)
     loaded = {s.id: s for s in (scenarios.load(p, check_references=False) for p in sorted(scenario_dir.glob("*.toml")))}
-    left_out = claimtable.left_out_of(results_root)
     by_paper: dict[str, list[claimtable.Row]] = {}
     for row in table:
         by_paper.setdefault(row.paper, []).append(row)
@@ -113,8 +112,7 @@ def write_site(results_root: Path, scenario_dir: Path, out: Path,
         sections = []
         for row in group:
             progress(f"{row.scenario}: report")
-            sections.append(_scenario_section(row, loaded[row.scenario], results_root, out, slug(system),
-                                              left_out.get(row.scenario, [])))
+            sections.append(_scenario_section(row, loaded[row.scenario], results_root, out, slug(system)))
         citation = scenarios.paper_citation(paper) if paper in scenarios.PAPERS else "no paper: controls"
         body = (f"<h1>{html.escape(system)}</h1><p>{html.escape(citation)}</p>" + "".join(sections))
         written.append(_write(out / page_name, _page(system, body, up="index.html")))
@@ -133,7 +131,7 @@ def write_site(results_root: Path, scenario_dir: Path, out: Path,
 
 
 def _scenario_section(row: claimtable.Row, scn: scenarios.Scenario, results_root: Path, out: Path,
-                      paper_dir: str, left_out: list[str]) -> str:
+                      paper_dir: str) -> str:
     sid = html.escape(row.scenario)
     parts = [f'<h2 id="{sid}">{html.escape(scn.title)} <small>({sid})</small></h2>']
     header = header_of(scn.text)
@@ -147,7 +145,7 @@ def _scenario_section(row: claimtable.Row, scn: scenarios.Scenario, results_root
     dirs = [results_root / s for s in row.sources]
     report_dir = out / here / "report"
     try:
-        write_report(dirs, formats=("html",), out_dir=report_dir, left_out=[results_root / p for p in left_out])
+        write_report(dirs, formats=("html",), out_dir=report_dir, left_out=[results_root / p for p in row.left_out])
     except UsageError as exc:
         raise UsageError(f"{row.scenario}: its report cannot be written: {exc}") from None
     claim_rows = [f"<tr><td>{html.escape(v.claim.id)}</td><td>{html.escape(v.claim.text)}</td>"
@@ -167,8 +165,8 @@ def _scenario_section(row: claimtable.Row, scn: scenarios.Scenario, results_root
                 raw_links.append(_copy(directory / name, dest / name, out))
         for run in sorted((directory / "runs").glob("*.json")):
             raw_links.append(_copy(run, dest / "runs" / run.name, out))
-    if left_out:
-        parts.append("<p>Left out of this comparison: " + ", ".join(html.escape(p) for p in left_out) + "</p>")
+    if row.left_out:
+        parts.append("<p>Left out of this comparison: " + ", ".join(html.escape(p) for p in row.left_out) + "</p>")
     parts.append('<details><summary>Raw files</summary><ul>'
                  + "".join(f'<li><a href="{html.escape(link)}">{html.escape(link)}</a></li>' for link in raw_links)
                  + "</ul></details>")
