@@ -41,7 +41,9 @@ How raidlab builds that buffer, and why:
 * Clearing. A background writer per disk (started in the array's nursery) waits `delay`
   seconds of trio time after the disk's first pending entry (images are "written into disk
   ... in a delayed time at the background"), then writes every pending entry of its disk
-  home (concurrently when their ranges are disjoint, in log order otherwise), flushes the
+  home (concurrently when their ranges are disjoint, contiguous images of one writing node
+  joined into one write up to the layout's `image_merge`, §3.7's pipelined image writes;
+  in log order when ranges overlap), flushes the
   disk once, and persists "cleared up to
   sequence S" in a two-slot tail record (FUA, alternating slots like the superblock).
   Entries at or below S are stale; the ring space they use is reused. One flush per batch
@@ -182,6 +184,26 @@ def parse_log(array_uuid: bytes, region: bytes, region_offset: int, cleared: int
     return found
 
 
+def merge_runs(batch: Sequence[PendingImage], limit: int) -> list[list[PendingImage]]:
+    """Disjoint images of one disk in runs that are each one write home: in home order,
+    an image joins the run before it when it starts where that run ends, belongs to the
+    same writing node (its request origin) and keeps the run within `limit` bytes (§3.7:
+    images mapped contiguously on one disk are written "in a pipelined fashion"). A limit
+    no larger than one image leaves every image a run of its own."""
+    runs: list[list[PendingImage]] = []
+    size = 0
+    for entry in sorted(batch, key=lambda e: e.home):
+        last = runs[-1][-1] if runs else None
+        if (last is not None and entry.home == last.home + last.length and entry.origin == last.origin
+                and size + entry.length <= limit):
+            runs[-1].append(entry)
+            size += entry.length
+        else:
+            runs.append([entry])
+            size = entry.length
+    return runs
+
+
 class _Ring:
     """Space of one member's log: a ring of sector-aligned entries, consumed in order."""
 
@@ -217,6 +239,7 @@ class ImageBuffer:
         self.array = array
         self.uuid = uuid_mod.UUID(array_uuid).bytes
         self.delay = delay
+        self.merge = getattr(layout, "image_merge_bytes", 0)
         self.persistent = getattr(layout, "image_buffer", "disk") == "disk"
         self.log_start = LOG_START + TAIL_BYTES
         # image_buffer = "memory": the layout's image_memory per image disk (assumed: the paper
@@ -235,7 +258,7 @@ class ImageBuffer:
         self._writing = [sched.Lock() for _ in range(layout.n_disks)]  # one writer of a disk's homes at a time
         self.running = False  # the background task runs (else log() drains inline when full)
         self.stats = {"logged": 0, "logged_bytes": 0, "written_home": 0, "written_through": 0,
-                      "dropped": 0, "recovered": 0, "overlays": 0, "waits_for_space": 0}
+                      "dropped": 0, "recovered": 0, "overlays": 0, "waits_for_space": 0, "merged_writes": 0}
 
     def join(self) -> None:
         """This array instance joins one that runs elsewhere (raidlab.engine.build,
@@ -430,18 +453,21 @@ class ImageBuffer:
         spans = sorted((e.home, e.home + e.length) for e in batch)
         disjoint = all(a_end <= b_start for (_a, a_end), (b_start, _b) in zip(spans, spans[1:]))
         if disjoint and len(batch) > 1:
-            await self.array.gather([(self._write_image, e) for e in batch])
+            runs = merge_runs(batch, self.merge)
+            self.stats["merged_writes"] += len(runs)
+            await self.array.gather([(self._write_run, disk, run) for run in runs])
         else:
             for e in batch:
-                await self._write_image(e)
+                await self._write_run(disk, [e])
         await self.array.member_call(disk, self.array.members[disk].flush)
 
-    async def _write_image(self, entry: PendingImage) -> None:
-        """An image home, from the entry in memory, sent as the write it belongs to was:
-        from that write's node (its request origin)."""
-        token = ORIGIN.set(entry.origin)
+    async def _write_run(self, disk: int, run: list[PendingImage]) -> None:
+        """Images home as one write, from the entries in memory, sent as the writes they
+        belong to were: from that node (their request origin, one for the whole run)."""
+        token = ORIGIN.set(run[0].origin)
         try:
-            await self._write_member(entry.disk, entry.home, entry.data, False)
+            data = run[0].data if len(run) == 1 else b"".join(e.data for e in run)
+            await self._write_member(disk, run[0].home, data, False)
         finally:
             ORIGIN.reset(token)
 

@@ -16,7 +16,8 @@ import trio
 
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
-from raidlab.engine.imagebuffer import LOG_START, ImageBuffer, _Ring, decode_tails, encode_tail, parse_log
+from raidlab.engine.imagebuffer import (LOG_START, ImageBuffer, PendingImage, _Ring, decode_tails, encode_tail,
+                                         merge_runs, parse_log)
 
 from virtual_disks import run_in_nursery
 
@@ -379,3 +380,59 @@ def test_a_write_waiting_for_log_space_freed_while_it_logged_is_not_left_waiting
 
     stats = run(body)
     assert stats["logged"] > 0 and stats["written_home"] > 0
+
+
+def _pending(seq, home, length, origin):
+    return PendingImage(seq, 0, home, home, bytes(length), log_offset=0, logged=True, origin=origin)
+
+
+def test_merge_runs_joins_contiguous_images_of_one_node_up_to_the_limit():
+    a = _pending(1, 0, 16 * KiB, origin=2)
+    b = _pending(2, 16 * KiB, 16 * KiB, origin=2)
+    c = _pending(3, 32 * KiB, 16 * KiB, origin=2)
+    other_node = _pending(4, 48 * KiB, 16 * KiB, origin=5)
+    gap = _pending(5, 96 * KiB, 16 * KiB, origin=5)
+    runs = merge_runs([gap, c, a, other_node, b], 32 * KiB)
+    assert [[e.seq for e in run] for run in runs] == [[1, 2], [3], [4], [5]]
+    assert [[e.seq for e in run] for run in merge_runs([a, b, c], 64 * KiB)] == [[1, 2, 3]]
+    assert [[e.seq for e in run] for run in merge_runs([a, b, c], 16 * KiB)] == [[1], [2], [3]]
+
+
+@pytest.mark.parametrize(("merge", "writes_per_group"), [("group", 1), ("16K", N - 1)])
+def test_the_background_writer_sends_a_mirror_group_home_in_one_write_unless_told_not_to(merge, writes_per_group):
+    """N mirror groups written one chunk per write (as a client hands a file over in
+    stripe units), each group's N-1 images in consecutive rows of one image disk: with
+    image_merge = group each group goes home as one member write; with one chunk, as N-1
+    writes. Either way the images agree with the data."""
+    store = backends()
+
+    async def body(nursery):
+        members = disks_over(store, nursery)
+        array, _keeper = await build.create_array("x", "raidx", members, chunk=CHUNK, data_offset=DATA_OFFSET,
+                                                  nursery=nursery, image_delay=FOREVER,
+                                                  options={"image_buffer": "memory", "image_merge": merge})
+        groups = N
+        data = random.Random(5).randbytes(groups * (N - 1) * CHUNK)
+        for offset in range(0, len(data), CHUNK):
+            await array.write(offset, data[offset : offset + CHUNK])
+        home_writes_before = sum(m.statistics()["writes"] for m in members)
+        await array.image_buffer.drain()
+        home_writes = sum(m.statistics()["writes"] for m in members) - home_writes_before
+        assert await array.scrub() == []
+        return groups, home_writes, array.image_buffer.stats, await array.read(0, len(data)) == data
+
+    groups, home_writes, stats, same = run(body)
+    assert same
+    assert stats["written_home"] == groups * (N - 1)
+    assert stats["merged_writes"] == groups * writes_per_group
+    assert home_writes == groups * writes_per_group
+
+
+def test_image_merge_refuses_what_is_not_a_size():
+    from raidlab.engine.layouts.raidx import RaidxLayout
+    from raidlab.errors import UsageError
+
+    layout = RaidxLayout(n_disks=N, disk_size=DISK, chunk_bytes=CHUNK, data_offset=DATA_OFFSET)
+    assert layout.image_merge_bytes == (N - 1) * CHUNK
+    with pytest.raises(UsageError, match="image_merge"):
+        RaidxLayout(n_disks=N, disk_size=DISK, chunk_bytes=CHUNK, data_offset=DATA_OFFSET, image_merge="lots")

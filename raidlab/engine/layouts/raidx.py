@@ -45,7 +45,12 @@ Geometry decisions (departures, and why):
     on the image disk that survives a crash and any single failure; "memory", in the
     writing node's memory, which survives a disk failure but not a crash. §3.7 calls the
     buffer "a buffer file" whose overhead "can be neglected" and says no more; memory is
-    that reading's fast end, and an ablation beside the default.
+    that reading's fast end, and an ablation beside the default. Option `image_merge`: the
+    background writer sends contiguous pending images of one writing node home as one write,
+    up to a mirror group (n-1 chunks, which lie in n-1 consecutive rows of one disk): §3.7's
+    "aggressive implementation", where such images "can be written to the disk in a
+    pipelined fashion", which the other mirrored layouts cannot do for lack of contiguous
+    images.
 
 Fault tolerance (Table 3, §3.6): any single failure; with n >= 3 two failures always lose
 some block (every pair of disks holds some block and its image).
@@ -78,16 +83,22 @@ class RaidxLayout(ChunkMappedLayout):
                         "(assumed; the paper gives its buffer file no size)",
         "image_delay": "seconds the background writer waits after an image disk's first pending image "
                        "before it writes that disk's images home (assumed 0.005; the paper: 'in a delayed "
-                       "time at the background')"}
+                       "time at the background')",
+        "image_merge": "the largest write home the background writer makes of contiguous images of one "
+                       "writing node: group (default: a mirror group, n-1 chunks, §4.2, which §3.7 says 'can "
+                       "be written to the disk in a pipelined fashion'), or a size such as 128K; one chunk "
+                       "or less writes every image alone"}
 
     image_buffer: str = "disk"
     image_memory: str | int = "4M"
     image_delay: float | str = 0.005
+    image_merge: str | int = "group"
 
     def _validate_options(self) -> None:
         if self.image_buffer not in IMAGE_BUFFERS:
             raise UsageError(f"raidx image_buffer {self.image_buffer!r} is not one of {', '.join(IMAGE_BUFFERS)}")
         self.image_delay_seconds  # noqa: B018 - refuses a value that is not a delay
+        self.image_merge_bytes  # noqa: B018 - refuses a value that is not a size
         if self.image_memory_bytes < MIN_IMAGE_MEMORY:
             raise UsageError(f"raidx image_memory {self.image_memory} is below {MIN_IMAGE_MEMORY >> 10} KiB",
                              hint="write it like image_memory=4M")
@@ -114,6 +125,24 @@ class RaidxLayout(ChunkMappedLayout):
             return parse_size(str(value), "image_memory")
         except UsageError:
             raise UsageError(f"raidx image_memory {value!r} is not a size", hint="write it like image_memory=4M") from None
+
+    @property
+    def image_merge_bytes(self) -> int:
+        """The `image_merge` option in bytes (UsageError if it is not a size)."""
+        value = self.image_merge
+        if value == "group":
+            return (self.n_disks - 1) * self.chunk_bytes
+        if isinstance(value, int) and not isinstance(value, bool):
+            size = value
+        else:
+            try:
+                size = parse_size(str(value), "image_merge")
+            except UsageError:
+                size = -1
+        if size < 0:
+            raise UsageError(f"raidx image_merge {value!r} is neither group nor a size",
+                             hint="write it like image_merge=group or image_merge=512K")
+        return size
 
     def _placement_period(self) -> int:
         return self.n_disks * (self.n_disks - 1)
