@@ -46,6 +46,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.sweep",
     "raidlab.cli.report",
     "raidlab.cli.claims",
+    "raidlab.cli.reproduce",
     "raidlab.cli.explain",
     "raidlab.cli.cluster",
 ]

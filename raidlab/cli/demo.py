@@ -18,13 +18,13 @@ from rich.console import Console
 def demo(results_dir: Path, runner: str, home: str | None) -> int:
     """DCD Table 2 in virtual time (judged), then PostMark small, md-raid5 vs VC-RAID scd, live at
     the quick size (not judged); prints each report's path, one a line."""
-    from raidlab.cli.run import _check_live
+    from raidlab.cli.run import check_live
     from raidlab.demo import run_demo
     from raidlab.outputs import output_dir
     from raidlab.run import interrupted_error
 
     output_dir(results_dir, "--results")
-    _check_live(runner)
+    check_live(runner)
     err = Console(stderr=True, highlight=False)
     with err.status("demo") as status:
         parts = run_demo(results_dir, runner=runner, home=home, progress=lambda msg: status.update(msg))

@@ -129,7 +129,7 @@ def run_cmd(scenario_file, runner, quick, repeat, only, cases, results_root, hom
             raise UsageError("--jobs and --scheduler: give one", hint="the scheduler's workers declare their cores")
         return _run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, home, resume)
     if scenario.kind == "live":
-        _check_live(runner)
+        check_live(runner)
         if jobs > 1:
             _err.print(f"--jobs {jobs}: {scenario.id} is a live scenario; its runs go one at a time "
                        f"(they share this host's devices and timing)", highlight=False)
@@ -142,8 +142,13 @@ _COLUMNS = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
 
 
 def _run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, home, resume) -> int:
+    return _finish(scenario, run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, home, resume))
+
+
+def run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, home, resume=None):
     """The runs as tasks of a Dask scheduler (raidlab.scaleout): the workers are asked their
-    revision before anything is written; the programs and root are theirs to have."""
+    revision before anything is written; the programs and root are theirs to have. Returns
+    run_scenario's summary."""
     from raidlab import scaleout
 
     notice = lambda line: _err.print(line, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
@@ -153,20 +158,23 @@ def _run_on_cluster(scheduler, scenario, planned, runner, results_root, quick, h
         _err.print(f"{scheduler}: {len(cluster.workers)} workers at {scaleout.show_revision(cluster.revision)}: "
                    + ", ".join(f"{w['name']} ({w['host']})" for w in cluster.workers.values()), highlight=False,
                    soft_wrap=True)
-        return _run_shown(scenario, planned, runner, results_root, quick, here, resume, cluster=cluster)
+        return run_with_progress(scenario, planned, runner, results_root, quick, here, resume, cluster=cluster)
 
 
 def _run_shown(scenario, planned, runner, results_root, quick, home, resume, **how) -> int:
-    """raidlab.run.run_scenario with its progress drawn (rich), then the summary; `how`:
+    return _finish(scenario, run_with_progress(scenario, planned, runner, results_root, quick, home, resume, **how))
+
+
+def run_with_progress(scenario, planned, runner, results_root, quick, home, resume=None, **how):
+    """raidlab.run.run_scenario with its progress drawn (rich); returns its summary. `how`:
     jobs=N for local workers, or cluster= a connected Dask cluster."""
     from raidlab import run as runmod
 
     with Progress(*_COLUMNS, console=_err, transient=False) as bars:
         shown = _RichProgress(scenario, runner, bars)
         shown.repetitions = max((p.repetition for p in planned), default=0)
-        summary = runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
-                                      home=home, progress=shown, resume=resume, **how)
-    return _finish(scenario, summary)
+        return runmod.run_scenario(scenario, planned, runner=runner, results_root=results_root, quick=quick,
+                                   home=home, progress=shown, resume=resume, **how)
 
 
 def _finish(scenario, summary) -> int:
@@ -182,7 +190,7 @@ def _finish(scenario, summary) -> int:
     return 1 if summary.failed else 0
 
 
-def _check_live(runner: str) -> None:
+def check_live(runner: str) -> None:
     import importlib.util
 
     from raidlab.errors import NeedsRootError, UsageError

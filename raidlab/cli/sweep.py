@@ -112,9 +112,9 @@ def sweep_cmd(scenario_file, varies, claims, repeat, jobs, out, resume, quick, h
                     click.echo(f"  {p.run_id}")
         return 0
     if plan.base.kind == "live":
-        from raidlab.cli.run import _check_live
+        from raidlab.cli.run import check_live
 
-        _check_live(runner)
+        check_live(runner)
     runmod.check_programs(plan.base, runner)
     if resume is None:
         target = sweepmod.prepare(plan, target, Path("results"), runner=runner, jobs=jobs, command_line=sys.argv)
