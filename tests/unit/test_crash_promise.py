@@ -95,12 +95,21 @@ def test_the_document_shows_the_promise_the_allowed_losses_and_the_reason():
                "options": {"durability": "paper"}, "disks": 3, "points": 3, "passed": 3,
                "fsynced_files_checked": 60, "fsynced_files_lost": 0, "fsynced_files_lost_allowed": 26,
                "writes_lost_to_power_cuts": 0, "writes_cut_reason": "because", "in_destage_cuts": 1,
-               "fsck_unclean": 0, "fsck_unclean_allowed": 1, "errors": 0, "leaks": 0, "seed": 0, "seconds": 30.0,
-               "results": []}
-    row = next(line for line in crash_section([summary]) if line.startswith("| vcraid-scd-paper"))
+               "fsck_unclean": 0, "fsck_unclean_allowed": 1, "forced": 2, "errors": 0, "leaks": 0, "seed": 0,
+               "seconds": 30.0, "results": []}
+    section = crash_section([summary])
+    row = next(line for line in section if line.startswith("| vcraid-scd-paper"))
     cells = [c.strip() for c in row.strip("|").split("|")]
+    header = [c.strip() for c in next(line for line in section if line.startswith("| target")).strip("|").split("|")]
+    assert len(cells) == len(header)
     assert cells[2] == "report" and cells[10] == "26" and cells[11] == "0 (because)" and cells[12] == "1"
-    assert cells[14] == "1"
+    assert cells[14] == "1" and header[15] == "forced" and cells[15] == "2"
+
+
+def test_a_forced_assembly_passes_under_the_drives_report_and_is_kept_in_the_record():
+    forced = "DaemonError: mdadm refused md-raid5 over 4 disks: not clean"
+    assert _point("report", forced=forced).ok
+    assert _point("report", forced=forced).as_json()["forced"] == forced
 
 
 @pytest.mark.parametrize("kind", ["vcraid", "dcd"])
