@@ -24,6 +24,7 @@ import os
 import struct
 import uuid
 
+from raidlab.engine.layouts.raid5 import ALGORITHMS as RAID5_ALGORITHMS
 from raidlab.errors import UsageError
 
 MD_MAGIC = 0xA92B4EFC
@@ -32,7 +33,7 @@ SECTOR = 512
 ROLE_SPARE = 0xFFFF
 ROLE_FAULTY = 0xFFFE
 FEATURE_RESHAPE_ACTIVE = 4
-RAID5_LEFT_SYMMETRIC = 2
+RAID5_LEFT_SYMMETRIC = RAID5_ALGORITHMS["left-symmetric"]  # md's default
 RAID10_OFFSET = 0x10000
 RAID10_FAR_SETS = 0x20000
 
@@ -119,10 +120,14 @@ def engine_arch(sb: MdSuperblock) -> tuple[str, dict]:
         return "raid0", {}
     if sb.level == 1:
         return "raid1", {}
+    if sb.level == 4:  # md's RAID 4: the parity on the last member (ALGORITHM_PARITY_N)
+        return "raid5", {"algorithm": "parity-last"}
     if sb.level == 5:
-        if sb.layout != RAID5_LEFT_SYMMETRIC:
-            raise UsageError(f"md raid5 layout {sb.layout} is not left-symmetric (2), the engine's raid5")
-        return "raid5", {}
+        names = {number: name for name, number in RAID5_ALGORITHMS.items()}
+        if sb.layout not in names:
+            raise UsageError(f"md raid5 layout {sb.layout} is none of md's RAID 5 layouts the engine lays out",
+                             hint=", ".join(f"{number} {name}" for number, name in sorted(names.items())))
+        return "raid5", {"algorithm": names[sb.layout]}
     if sb.level == 10:
         if sb.layout & RAID10_FAR_SETS:
             raise UsageError("md raid10 with 'far sets' is not what the engine's raid10 lays out")

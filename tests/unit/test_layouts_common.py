@@ -26,6 +26,7 @@ from raidlab.engine.layouts import (
     layout_from_geometry,
     layout_names,
 )
+from raidlab.engine.layouts.raid5 import ALGORITHMS as RAID5_ALGORITHMS
 from raidlab.engine.layouts.reference import MemoryArray
 from raidlab.engine.layouts.sa import bandwidth_shares
 from raidlab.errors import UsageError
@@ -53,6 +54,8 @@ def layouts(draw, names=tuple(layout_names()), max_disks=6):
     n = draw(st.integers(min_disks, max_disks))
     if name == "chained":
         opts["image_placement"] = draw(st.sampled_from(["interleaved", "halves"]))
+    if name == "raid5":
+        opts["algorithm"] = draw(st.sampled_from(list(RAID5_ALGORITHMS)))
     if name == "saz":
         # curves of 1..4 points, 10..40 each: no share rounds to 0; regions 1..5
         opts["bandwidth_curves"] = tuple(tuple(draw(st.lists(st.integers(10, 40), min_size=1, max_size=4)))

@@ -1,10 +1,11 @@
-"""RAID5 left-symmetric: md's mapping for every sector, write costs, parity, degraded plans.
+"""RAID5 as md lays it out: md's mapping for every sector and every algorithm, write costs,
+parity, degraded plans.
 
-The md reference below transliterates raid5_compute_sector() (ALGORITHM_LEFT_SYMMETRIC,
-level 5) from Linux drivers/md/raid5.c (torvalds/linux at commit
+The md reference below transliterates raid5_compute_sector() (level 5, every
+ALGORITHM_* of RAID 5) from Linux drivers/md/raid5.c (torvalds/linux at commit
 0021b7bc045e4b0b85d8c53614342aaf84ca96a5), keeping its variable names and sector_div()
 semantics (divide in place, return the remainder), so the layout is checked against md's
-code and not only against the issue's formula.
+code and not only against the formula in its docstring.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raidlab.engine.layouts import DataUnavailableError, create_layout
-from raidlab.engine.layouts.raid5 import Raid5Layout
+from raidlab.engine.layouts.raid5 import ALGORITHMS, Raid5Layout
 from raidlab.engine.layouts.reference import MemoryArray
 from raidlab.engine.layouts.xor import xor_blocks, xor_bytes
 
 SECTOR = 512
 KiB = 1024
+LEFT_ASYMMETRIC, RIGHT_ASYMMETRIC, LEFT_SYMMETRIC, RIGHT_SYMMETRIC, PARITY_0, PARITY_N = range(6)
 
 
-def md_raid5_compute_sector(r_sector: int, raid_disks: int, sectors_per_chunk: int) -> tuple[int, int, int]:
-    """(new_sector, dd_idx, pd_idx) exactly as md computes them for left-symmetric RAID5."""
+def md_raid5_compute_sector(r_sector: int, raid_disks: int, sectors_per_chunk: int,
+                            algorithm: int = LEFT_SYMMETRIC) -> tuple[int, int, int]:
+    """(new_sector, dd_idx, pd_idx) exactly as md computes them for RAID5 `algorithm`."""
 
     def sector_div(value: int, divisor: int) -> tuple[int, int]:  # (quotient, remainder)
         return value // divisor, value % divisor
@@ -37,10 +40,27 @@ def md_raid5_compute_sector(r_sector: int, raid_disks: int, sectors_per_chunk: i
     stripe = chunk_number
     stripe, dd_idx = sector_div(stripe, data_disks)
     stripe2 = stripe
-    # case 5: case ALGORITHM_LEFT_SYMMETRIC:
-    _q, rem = sector_div(stripe2, raid_disks)
-    pd_idx = data_disks - rem
-    dd_idx = (pd_idx + 1 + dd_idx) % raid_disks
+    if algorithm == LEFT_ASYMMETRIC:
+        _q, rem = sector_div(stripe2, raid_disks)
+        pd_idx = data_disks - rem
+        if dd_idx >= pd_idx:
+            dd_idx += 1
+    elif algorithm == RIGHT_ASYMMETRIC:
+        _q, pd_idx = sector_div(stripe2, raid_disks)
+        if dd_idx >= pd_idx:
+            dd_idx += 1
+    elif algorithm == LEFT_SYMMETRIC:
+        _q, rem = sector_div(stripe2, raid_disks)
+        pd_idx = data_disks - rem
+        dd_idx = (pd_idx + 1 + dd_idx) % raid_disks
+    elif algorithm == RIGHT_SYMMETRIC:
+        _q, pd_idx = sector_div(stripe2, raid_disks)
+        dd_idx = (pd_idx + 1 + dd_idx) % raid_disks
+    elif algorithm == PARITY_0:
+        pd_idx = 0
+        dd_idx += 1
+    else:  # PARITY_N
+        pd_idx = data_disks
     new_sector = stripe * sectors_per_chunk + chunk_offset
     return new_sector, dd_idx, pd_idx
 
@@ -69,6 +89,69 @@ def test_every_sector_matches_md_and_the_issue_formula(n, chunk, rows, data_offs
         assert ext.disk == (pd_idx + 1 + d) % n
         loc = layout.locate(pd_idx, data_offset + new_sector * SECTOR)
         assert loc.role == "parity" and loc.stripe == stripe
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("n, chunk, rows, data_offset", GEOMETRIES)
+def test_every_sector_of_every_algorithm_matches_md(algorithm, n, chunk, rows, data_offset):
+    layout = Raid5Layout(n_disks=n, disk_size=data_offset + rows * chunk, chunk_bytes=chunk, data_offset=data_offset,
+                         algorithm=algorithm)
+    spc = chunk // SECTOR
+    for sector in range(0, layout.capacity // SECTOR, max(1, spc // 4)):
+        (ext,) = layout.map(sector * SECTOR, SECTOR)
+        new_sector, dd_idx, pd_idx = md_raid5_compute_sector(sector, n, spc, ALGORITHMS[algorithm])
+        assert (ext.disk, ext.disk_offset) == (dd_idx, data_offset + new_sector * SECTOR)
+        assert layout.parity_disk(new_sector // spc) == pd_idx
+        parity = layout.locate(pd_idx, data_offset + new_sector * SECTOR)
+        assert parity.role == "parity" and parity.stripe == new_sector // spc
+        assert layout.locate(dd_idx, data_offset + new_sector * SECTOR).logical_offset == sector * SECTOR
+
+
+@pytest.mark.parametrize(("algorithm", "picture"), [
+    ("left-asymmetric", [[0, 1, 2, None], [3, 4, None, 5], [6, None, 7, 8], [None, 9, 10, 11]]),
+    ("right-asymmetric", [[None, 0, 1, 2], [3, None, 4, 5], [6, 7, None, 8], [9, 10, 11, None]]),
+    ("right-symmetric", [[None, 0, 1, 2], [5, None, 3, 4], [7, 8, None, 6], [9, 10, 11, None]]),
+    ("parity-first", [[None, 0, 1, 2], [None, 3, 4, 5], [None, 6, 7, 8], [None, 9, 10, 11]]),
+    ("parity-last", [[0, 1, 2, None], [3, 4, 5, None], [6, 7, 8, None], [9, 10, 11, None]]),
+])
+def test_the_pictures_of_md_s_other_algorithms_on_four_disks(algorithm, picture):
+    """As md's documentation draws them (rows = stripes, None = parity); parity-last is
+    md's RAID 4."""
+    layout = Raid5Layout(n_disks=4, disk_size=4 * 4096, chunk_bytes=4096, algorithm=algorithm)
+    grid = [[None] * 4 for _ in range(4)]
+    for chunk in range(12):
+        (ext,) = layout.map(chunk * 4096, 4096)
+        grid[ext.disk_offset // 4096][ext.disk] = chunk
+    assert grid == picture
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(list(ALGORITHMS)), st.integers(3, 6), st.integers(0, 2**32))
+def test_every_algorithm_keeps_parity_through_writes_and_a_failed_member(algorithm, n, seed):
+    """Random writes, then a member lost (its bytes scribbled over), more writes degraded,
+    the member rebuilt and another lost: every read returns what was written."""
+    rng = random.Random(seed)
+    layout = Raid5Layout(n_disks=n, disk_size=16 * 1024, chunk_bytes=1024, algorithm=algorithm)
+    array = MemoryArray(layout)
+    reference = bytearray(layout.capacity)
+
+    def writes(count):
+        for _ in range(count):
+            length = rng.randrange(1, 9) * 512
+            offset = rng.randrange(0, (layout.capacity - length) // 512 + 1) * 512
+            data = rng.randbytes(length)
+            array.write(offset, data)
+            reference[offset:offset + length] = data
+
+    writes(12)
+    lost = rng.randrange(n)
+    array.fail([lost])
+    assert array.read(0, layout.capacity) == bytes(reference)
+    writes(6)
+    assert array.read(0, layout.capacity) == bytes(reference)
+    array.replace(lost)
+    array.fail([(lost + 1) % n])
+    assert array.read(0, layout.capacity) == bytes(reference)
 
 
 def test_picture_matches_md_left_symmetric_on_four_disks():
@@ -251,10 +334,12 @@ def _draw_write_inside_one_chunk(layout: Raid5Layout, data) -> tuple[int, int]:
 @settings(max_examples=400, deadline=None)
 @given(n_disks=st.integers(3, 7), chunk_kib=st.sampled_from([4, 16, 64]), data=st.data())
 def test_the_one_chunk_planner_gives_the_general_planners_plan(n_disks, chunk_kib, data):
+    algorithm = data.draw(st.sampled_from(list(ALGORITHMS)))
     """A write inside one chunk of a healthy array is planned directly (_one_chunk_plan);
     its plan must be the general planner's, with and without a stripe cache that holds any
     set of the members' ranges."""
-    layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024)
+    layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024,
+                         algorithm=algorithm)
     offset, length = _draw_write_inside_one_chunk(layout, data)
     held = data.draw(st.frozensets(st.integers(0, n_disks - 1)))
     for cached in (None, lambda disk, _offset, _length: disk in held):
@@ -264,7 +349,8 @@ def test_the_one_chunk_planner_gives_the_general_planners_plan(n_disks, chunk_ki
 @settings(max_examples=200, deadline=None)
 @given(n_disks=st.integers(3, 7), chunk_kib=st.sampled_from([4, 16, 64]), data=st.data())
 def test_the_full_stripes_planner_gives_the_general_planners_plan(n_disks, chunk_kib, data):
-    layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024)
+    layout = Raid5Layout(n_disks=n_disks, disk_size=64 * chunk_kib * 1024, chunk_bytes=chunk_kib * 1024,
+                         algorithm=data.draw(st.sampled_from(list(ALGORITHMS))))
     stripe_bytes = layout.data_disks * layout.chunk_bytes
     stripes = layout.capacity // stripe_bytes
     first = data.draw(st.integers(0, stripes - 1))

@@ -1,8 +1,8 @@
 """md as the engine's oracle: md writes, the engine reads the same member images.
 
-One lab VM for the module with nine member images: md raid0 over 2, raid5 (left-symmetric,
-md's default) over 3, raid10 (near=2, md's default) over 4, all created with mdadm's
-defaults. md fills each whole array with random data (from the guest's /dev/urandom) and
+One lab VM for the module: md raid0 over 2, raid5 (left-symmetric, md's default) over 3,
+raid10 (near=2, md's default) over 4, all created with mdadm's defaults, and on smaller
+members md's other RAID 5 layouts and its RAID 4, each over 4 members with a 64 KiB chunk. md fills each whole array with random data (from the guest's /dev/urandom) and
 reports a SHA-256 per MiB of the array, read back through md with O_DIRECT. After the arrays
 are stopped and the VM is gone, the engine opens the images read-only, maps them from md's
 1.2 superblocks (data offset, chunk, level, layout, slots), and must produce the same
@@ -25,12 +25,18 @@ from raidlab.vm import LabVM, VMDisk, build_vm_image, guest_device
 pytestmark = [pytest.mark.vm, pytest.mark.md]
 
 MEMBER_MIB = 24
+SMALL_MEMBER_MIB = 8
 MiB = 1 << 20
-ARRAYS = {  # md device: (level, first disk index, disks)
-    "md0": (0, 0, 2),
-    "md1": (5, 2, 3),
-    "md2": (10, 5, 4),
+ARRAYS = {  # md device: (level, first disk index, disks, extra mdadm options)
+    "md0": (0, 0, 2, ""),
+    "md1": (5, 2, 3, ""),
+    "md2": (10, 5, 4, ""),
 }
+OTHER_ALGORITHMS = ("left-asymmetric", "right-asymmetric", "right-symmetric", "parity-first", "parity-last")
+for _i, _algorithm in enumerate(OTHER_ALGORITHMS):
+    ARRAYS[f"md{3 + _i}"] = (5, 9 + 4 * _i, 4, f"--layout={_algorithm} --chunk=64")
+ARRAYS["md8"] = (4, 9 + 4 * len(OTHER_ALGORITHMS), 4, "--chunk=64")
+FIRST_SMALL = 9  # images from here on are SMALL_MEMBER_MIB
 
 
 @pytest.fixture(scope="module")
@@ -45,20 +51,34 @@ def md_written(tmp_path_factory):
         raise
     base = tmp_path_factory.mktemp("md-oracle")
     images = []
-    for i in range(sum(n for _l, _f, n in ARRAYS.values())):
+    for i in range(sum(n for _l, _f, n, _o in ARRAYS.values())):
         path = base / f"m{i}.img"
         with open(path, "wb") as f:
-            f.truncate(MEMBER_MIB * MiB)
+            f.truncate((MEMBER_MIB if i < FIRST_SMALL else SMALL_MEMBER_MIB) * MiB)
         images.append(path)
     out = {}
-    with LabVM(image, [VMDisk(str(p)) for p in images]) as vm:
-        for md, (level, first, n) in ARRAYS.items():
-            members = " ".join(guest_device(first + k) for k in range(n))
-            vm.run(f"mdadm --create /dev/{md} --run --level={level} --raid-devices={n} {members} < /dev/null",
-                   timeout=120, check=True)
-        for md in ARRAYS:
+    # The lab VM takes at most 26 disks: the default arrays in one boot, the others in a second.
+    for group in ({md: a for md, a in ARRAYS.items() if a[1] < FIRST_SMALL},
+                  {md: a for md, a in ARRAYS.items() if a[1] >= FIRST_SMALL}):
+        out.update(_write_arrays(image, images, group))
+    return out
+
+
+def _write_arrays(image, images, arrays) -> dict:
+    """Boot a VM over the images `arrays` use, create each array, fill it with random data,
+    and return each one's size, per-MiB digests (read back through md), mdadm --detail and
+    member images."""
+    first_image = min(first for _l, first, _n, _o in arrays.values())
+    last_image = max(first + n for _l, first, n, _o in arrays.values())
+    out = {}
+    with LabVM(image, [VMDisk(str(p)) for p in images[first_image:last_image]]) as vm:
+        for md, (level, first, n, options) in arrays.items():
+            members = " ".join(guest_device(first - first_image + k) for k in range(n))
+            vm.run(f"mdadm --create /dev/{md} --run --level={level} --raid-devices={n} {options} {members} "
+                   f"< /dev/null", timeout=120, check=True)
+        for md in arrays:
             vm.run(f"mdadm --wait /dev/{md}; true", timeout=600)
-        for md, (level, first, n) in ARRAYS.items():
+        for md, (level, first, n, _options) in arrays.items():
             size = int(vm.run(f"blockdev --getsize64 /dev/{md}", check=True).stdout_text)
             assert size % MiB == 0
             vm.run(f"dd if=/dev/urandom of=/dev/{md} bs=1M count={size // MiB} oflag=direct conv=fsync 2>/dev/null",
@@ -71,7 +91,7 @@ def md_written(tmp_path_factory):
             detail = vm.run(f"mdadm --detail /dev/{md}", check=True).stdout_text
             out[md] = {"size": size, "digests": digests, "detail": detail,
                        "images": images[first:first + n]}
-        for md in ARRAYS:
+        for md in arrays:
             vm.run(f"mdadm --stop /dev/{md}", timeout=120, check=True)
     assert not vm.running
     return out
@@ -119,6 +139,22 @@ def test_engine_degraded_read_reconstructs_md_data(md_written, md, removed):
     assert info["counters"]["degraded_reads"] == len(digests)
     if md == "md1":  # raid5: the removed member's chunks came from parity
         assert info["counters"]["reconstructed_reads"] > 0
+
+
+@pytest.mark.parametrize("md", [f"md{3 + i}" for i in range(len(OTHER_ALGORITHMS))] + ["md8"])
+def test_engine_reads_md_s_other_raid5_layouts_and_raid4_whole_and_degraded(md_written, md):
+    """Each of md's RAID 5 layouts (and its RAID 4, the parity on the last member) is the
+    engine's raid5 with that algorithm, byte for byte, and with any one member missing."""
+    written = md_written[md]
+    level = ARRAYS[md][0]
+    algorithm = "parity-last" if level == 4 else OTHER_ALGORITHMS[int(md[2:]) - 3]
+    size, digests, info = engine_digests(written["images"])
+    assert info["layout"].name == "raid5" and info["layout"].algorithm == algorithm
+    assert size == written["size"] and digests == written["digests"]
+    if level == 5:
+        assert f"Layout : {algorithm}" in written["detail"]
+    for removed in range(ARRAYS[md][2]):
+        assert engine_digests(written["images"], missing={removed})[1] == written["digests"], removed
 
 
 def test_raid0_cannot_lose_a_member(md_written):

@@ -1,19 +1,26 @@
-"""RAID5, left-symmetric exactly as md lays it out, with write planning (RMW / RCW).
+"""RAID5 (and RAID4) exactly as md lays them out, every md algorithm, with write planning (RMW / RCW).
 
-Mapping: Linux drivers/md/raid5.c, `raid5_compute_sector`, case ALGORITHM_LEFT_SYMMETRIC
-(md's default layout), read from torvalds/linux at commit
-0021b7bc045e4b0b85d8c53614342aaf84ca96a5:
+Mapping: Linux drivers/md/raid5.c, `raid5_compute_sector`, read from torvalds/linux at
+commit 0021b7bc045e4b0b85d8c53614342aaf84ca96a5:
 
     chunk_offset = sector_div(r_sector, sectors_per_chunk);   chunk_number = r_sector;
     stripe = chunk_number;  *dd_idx = sector_div(stripe, data_disks);  stripe2 = stripe;
-    pd_idx = data_disks - sector_div(stripe2, raid_disks);
-    *dd_idx = (pd_idx + 1 + *dd_idx) % raid_disks;
     new_sector = stripe * sectors_per_chunk + chunk_offset;
 
-i.e. for stripe s (a row of chunks, one per member) the parity disk is (N-1) - (s mod N) and
-data chunk d of the stripe is on disk (parity + 1 + d) mod N; every member stores stripe s
-at chunk row s. With data_offset equal to md's data offset, the engine reads an md array's
-members and md reads ours.
+so every member stores stripe s (a row of chunks, one per member) at chunk row s, and the
+algorithm (md's `layout`, `ALGORITHMS`) places the parity and the data of stripe s, with
+d = 0..N-2 the data chunk's index in the stripe and N the members:
+
+    left-asymmetric  (0)  parity (N-1) - (s mod N); data d on d, or d+1 from the parity on
+    right-asymmetric (1)  parity s mod N;           data d on d, or d+1 from the parity on
+    left-symmetric   (2)  parity (N-1) - (s mod N); data d on (parity + 1 + d) mod N
+    right-symmetric  (3)  parity s mod N;           data d on (parity + 1 + d) mod N
+    parity-first     (4)  parity 0;                 data d on d + 1
+    parity-last      (5)  parity N-1;               data d on d
+
+left-symmetric is md's default. md's RAID4 (level 4) is parity-last: `algorithm=parity-last`
+is RAID4 here, member for member. With data_offset equal to md's data offset, the engine
+reads an md array's members and md reads ours.
 
 Writes (what md's handle_stripe_dirtying weighs; we plan it up front, per stripe):
   * full-stripe write: every data chunk of the stripe is overwritten; parity is the XOR of
@@ -72,7 +79,12 @@ from raidlab.engine.layouts.base import (
 from raidlab.engine.layouts.xor import xor_blocks, xor_bytes  # noqa: F401  (re-exported)
 from raidlab.errors import UsageError
 
-ALGORITHMS = ("left-symmetric",)
+# md's raid5 layouts by name, with md's layout number (drivers/md/raid5.h, ALGORITHM_*).
+ALGORITHMS = {"left-asymmetric": 0, "right-asymmetric": 1, "left-symmetric": 2, "right-symmetric": 3,
+              "parity-first": 4, "parity-last": 5}
+_LEFT = ("left-asymmetric", "left-symmetric")      # parity starts on the last member and moves left
+_ROTATING = ("left-asymmetric", "right-asymmetric", "left-symmetric", "right-symmetric")
+_SYMMETRIC = ("left-symmetric", "right-symmetric")  # data starts after the parity and wraps
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -80,15 +92,18 @@ class Raid5Layout(Layout):
     algorithm: str = "left-symmetric"
 
     name: ClassVar[str] = "raid5"
-    summary: ClassVar[str] = "striping with rotating parity, left-symmetric like md"
-    source: ClassVar[str] = "md's RAID 5; VC-RAID's array"
-    option_help: ClassVar[dict[str, str]] = {"algorithm": "parity placement, as md's raid5 layouts"}
+    summary: ClassVar[str] = "striping with rotating parity, md's layouts (left-symmetric by default)"
+    source: ClassVar[str] = "md's RAID 5 (and RAID 4: algorithm=parity-last); VC-RAID's array"
+    option_help: ClassVar[dict[str, str]] = {
+        "algorithm": "parity placement, md's raid5 layouts: " + ", ".join(ALGORITHMS)
+                     + " (parity-last is md's RAID 4)"}
     min_disks: ClassVar[int] = 3
     failure_rule: ClassVar[str] = "survives any single failure"
 
     def _validate_options(self) -> None:
         if self.algorithm not in ALGORITHMS:
-            raise UsageError(f"raid5 algorithm {self.algorithm!r} is not supported", hint=f"use one of {ALGORITHMS}")
+            raise UsageError(f"raid5 algorithm {self.algorithm!r} is not supported",
+                             hint=f"use one of {', '.join(ALGORITHMS)}")
 
     # ---- md's mapping
 
@@ -105,19 +120,27 @@ class Raid5Layout(Layout):
         return self.stripes * self.data_disks * self.chunk_bytes
 
     def parity_disk(self, stripe: int) -> int:
-        """md left-symmetric: (N-1) - (stripe mod N)."""
-        return self.data_disks - stripe % self.n_disks
+        """The member holding `stripe`'s parity (module doc, the algorithm's table)."""
+        algorithm = self.algorithm
+        if algorithm in _ROTATING:
+            return self.data_disks - stripe % self.n_disks if algorithm in _LEFT else stripe % self.n_disks
+        return 0 if algorithm == "parity-first" else self.data_disks
 
     def data_disk(self, stripe: int, index: int) -> int:
-        """Disk of data chunk `index` (0..N-2) of `stripe`: (parity + 1 + index) mod N."""
-        return (self.parity_disk(stripe) + 1 + index) % self.n_disks
+        """Disk of data chunk `index` (0..N-2) of `stripe` (module doc)."""
+        parity = self.parity_disk(stripe)
+        if self.algorithm in _SYMMETRIC:
+            return (parity + 1 + index) % self.n_disks
+        return index + 1 if index >= parity else index
 
     def data_index(self, stripe: int, disk: int) -> int | None:
         """Which data chunk of `stripe` lives on `disk` (None: the parity)."""
         parity = self.parity_disk(stripe)
         if disk == parity:
             return None
-        return (disk - parity - 1) % self.n_disks
+        if self.algorithm in _SYMMETRIC:
+            return (disk - parity - 1) % self.n_disks
+        return disk - 1 if disk > parity else disk
 
     def _member_offset(self, stripe: int, within: int) -> int:
         return self.data_offset + stripe * self.chunk_bytes + within
@@ -257,7 +280,7 @@ class Raid5Layout(Layout):
         write), built directly: every data chunk, then every parity chunk (the XOR of the
         stripe's new data), no reads; the same plan as the general planner's (tests check
         it), which also reports what RMW would have read (RCW reads nothing)."""
-        chunk, k, n_disks = self.chunk_bytes, self.data_disks, self.n_disks
+        chunk, k = self.chunk_bytes, self.data_disks
         writers = frozenset(range(k))   # the general planner's order of a segment's writers
         data_writes: list[Extent] = []
         parity_writes: list[Extent] = []
@@ -265,14 +288,15 @@ class Raid5Layout(Layout):
         summaries: list[StripeWrite] = []
         first = offset // (k * chunk)
         for stripe in range(first, first + length // (k * chunk)):
-            parity = k - stripe % n_disks
+            parity = self.parity_disk(stripe)
             member_offset = self.data_offset + stripe * chunk
             base = stripe * k * chunk
+            disks = [self.data_disk(stripe, index) for index in range(k)]
             for index in range(k):
-                data_writes.append(Extent((parity + 1 + index) % n_disks, member_offset, chunk, base + index * chunk))
+                data_writes.append(Extent(disks[index], member_offset, chunk, base + index * chunk))
             parity_writes.append(Extent(parity, member_offset, chunk, None, "parity"))
             recipes.append((ParitySegment(0, chunk, tuple(base + d * chunk for d in writers), ()),))
-            rmw = [(parity + 1 + d) % n_disks for d in range(k)] + [parity]
+            rmw = [*disks, parity]
             rmw_reads = len(rmw) if cached is None else sum(1 for d in rmw if not cached(d, member_offset, chunk))
             summaries.append(StripeWrite(stripe=stripe, method="full-stripe", reads=0, writes=k + 1,
                                          rmw_reads=rmw_reads, rcw_reads=0,
@@ -288,12 +312,11 @@ class Raid5Layout(Layout):
         without its per-stripe bookkeeping. RMW reads the old data and parity, RCW the
         other data chunks, each the written range of one member, so nothing merges."""
         stripe, index = divmod(offset // self.chunk_bytes, self.data_disks)
-        n_disks = self.n_disks
-        parity = self.data_disks - stripe % n_disks
-        disk = (parity + 1 + index) % n_disks
+        parity = self.parity_disk(stripe)
+        disk = self.data_disk(stripe, index)
         member_offset = self.data_offset + stripe * self.chunk_bytes + within
         rmw = (disk, parity)
-        rcw = tuple((parity + 1 + d) % n_disks for d in range(self.data_disks) if d != index)
+        rcw = tuple(self.data_disk(stripe, d) for d in range(self.data_disks) if d != index)
         if cached is None:
             rmw_reads, rcw_reads = len(rmw), len(rcw)
         else:
