@@ -236,10 +236,14 @@ def test_planner_picks_the_cheaper_method_and_parity_stays_consistent(n, chunk, 
             if s.method == "full-stripe":
                 assert s.reads == 0
             else:
-                assert s.method in ("rmw", "rcw")
-                rmw, rcw = (s.rmw_reads, s.rmw_read_bytes), (s.rcw_reads, s.rcw_read_bytes)
-                assert s.method == ("rmw" if rmw[1] < rcw[1] else "rcw")
-                assert s.reads == (s.rmw_reads if s.method == "rmw" else s.rcw_reads)
+                # md's rule per row: RMW only where it reads strictly fewer bytes
+                assert s.rows and all(r.method == ("rmw" if r.rmw_read_bytes < r.rcw_read_bytes else "rcw")
+                                      for r in s.rows)
+                assert s.method == "+".join(m for m in ("rmw", "rcw") if m in {r.method for r in s.rows})
+                chosen = sum(r.rmw_read_bytes if r.method == "rmw" else r.rcw_read_bytes for r in s.rows)
+                assert chosen <= min(s.rmw_read_bytes, s.rcw_read_bytes)  # never more than one method for all
+                if s.method != "rmw+rcw":
+                    assert s.reads == (s.rmw_reads if s.method == "rmw" else s.rcw_reads)
         assert sum(s.writes for s in plan.stripes) == len(plan.writes)
     # parity invariant: every stripe XORs to zero; data reads back
     for stripe in range(layout.stripes):
@@ -380,3 +384,25 @@ def test_the_span_of_a_write_holds_every_member_io_of_its_plans(n_disks, chunk_k
                 assert (rng.disk_offset, rng.disk_offset + rng.length) == (lo, hi)
     if offset % layout.chunk_bytes:
         assert layout.parity_write_span(offset - 512, length + layout.chunk_bytes) is None
+
+
+def test_rows_of_one_stripe_choose_their_method_apart_as_md_does():
+    """5 disks, 16 KiB chunks, 4 KiB blocks: blocks 0..5 are chunk 0 (rows 0-3) and chunk 1
+    (rows 0-1). Rows 0-1 have two chunks written: RCW reads the other two data chunks (2
+    blocks a row), RMW would read 3. Rows 2-3 have one: RMW reads its old data and parity (2),
+    RCW would read 3. Per row: 8 blocks read, where either method for the whole stripe reads
+    10 (a tie that would go to RCW)."""
+    layout = Raid5Layout(n_disks=5, disk_size=64 * 16 * KiB, chunk_bytes=16 * KiB)
+    (stripe,) = layout.write_plan(0, 6 * 4 * KiB).stripes
+    assert stripe.method == "rmw+rcw"
+    assert [(r.start, r.end, r.method) for r in stripe.rows] == [(0, 8 * KiB, "rcw"), (8 * KiB, 16 * KiB, "rmw")]
+    assert [(r.rmw_read_bytes, r.rcw_read_bytes) for r in stripe.rows] == [(24 * KiB, 16 * KiB), (16 * KiB, 24 * KiB)]
+    assert stripe.rmw_read_bytes == stripe.rcw_read_bytes == 40 * KiB
+    plan = layout.write_plan(0, 6 * 4 * KiB)
+    assert sum(r.length for r in plan.reads) == 32 * KiB
+    array = MemoryArray(layout)
+    data = random.Random(2).randbytes(6 * 4 * KiB)
+    array.write(0, data)
+    assert array.read(0, len(data)) == data
+    parity, data_exts = layout.stripe_members(0)
+    assert xor_blocks([array.disks[e.disk][e.disk_offset:e.end] for e in (parity, *data_exts)]) == bytes(16 * KiB)

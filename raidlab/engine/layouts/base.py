@@ -179,17 +179,33 @@ class ParitySegment:
 
 
 @dataclasses.dataclass(frozen=True)
+class RowsWrite:
+    """How rows [start, end) of a raid5 stripe (bytes inside the chunk, the same on every
+    member) are written: every row of the range has the same data chunks being written, so
+    md's per-row choice is the same for each. rmw_read_bytes / rcw_read_bytes are what each
+    method would read over the range (None: impossible with the failed disk)."""
+
+    start: int
+    end: int
+    method: str
+    rmw_read_bytes: int | None
+    rcw_read_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
 class StripeWrite:
     """How one raid5 stripe is written, with the cost of both methods (for teaching).
 
     method: "full-stripe" (no reads), "rmw" (read-modify-write: old data + old parity),
-    "rcw" (reconstruct-write: the data not being written), "rmw+rcw" (degraded: each part
-    of the stripe uses the only method that avoids the failed disk), "no-parity" (the
-    parity disk is failed: data is written, parity is not). rmw_reads / rcw_reads are the
-    read requests each method would need (None when impossible with the failed disk), and
-    rmw_read_bytes / rcw_read_bytes their bytes; the planner picks the method that reads
-    fewer bytes, a tie going to RCW (md's rule: read-modify-write only when it reads
-    strictly less).
+    "rcw" (reconstruct-write: the data not being written), "rmw+rcw" (rows of the stripe
+    differ: each row takes its own method, degraded or not), "no-parity" (the parity disk
+    is failed: data is written, parity is not). As md decides in handle_stripe_dirtying,
+    per row (one stripe_head: a page of every member): read-modify-write only where it
+    reads strictly fewer bytes than reconstruct-write, so a tie goes to RCW; degraded, each
+    row takes the only method that avoids the failed disk. `rows` has the choice for each
+    range of rows with the same data chunks written. rmw_reads / rcw_reads and
+    rmw_read_bytes / rcw_read_bytes are what each method would read if the whole stripe
+    used it (read requests and bytes; None when impossible with the failed disk).
     """
 
     stripe: int
@@ -200,6 +216,7 @@ class StripeWrite:
     rcw_reads: int | None
     rmw_read_bytes: int | None = None
     rcw_read_bytes: int | None = None
+    rows: tuple[RowsWrite, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

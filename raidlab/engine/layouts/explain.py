@@ -67,19 +67,27 @@ def _block_count(nbytes: int, block: int) -> str:
     return f"{shown} block{'s' if n != 1 else ''}"
 
 
-def _decision(stripe, block: int) -> str:
-    """What a RAID 5 stripe's method was chosen on (raidlab.engine.layouts.base.StripeWrite):
-    the bytes each method would read, the fewer winning and a tie going to RCW, as md
-    decides; each with its member reads."""
+def _decision(choice, block: int) -> str:
+    """What a RAID 5 stripe's (or range of rows') method was chosen on
+    (raidlab.engine.layouts.base.StripeWrite, RowsWrite): the bytes each method would read,
+    the fewer winning in every row and a tie going to RCW, as md decides; for a whole
+    stripe, each with its member reads."""
     costs = []
-    for name, reads, nbytes in (("RMW", stripe.rmw_reads, stripe.rmw_read_bytes),
-                                ("RCW", stripe.rcw_reads, stripe.rcw_read_bytes)):
-        if reads is not None and nbytes is not None:
-            costs.append(f"{name} reads {_block_count(nbytes, block)} in {_reads(reads)}")
+    for name, attr in (("RMW", "rmw"), ("RCW", "rcw")):
+        reads, nbytes = getattr(choice, f"{attr}_reads", None), getattr(choice, f"{attr}_read_bytes")
+        if nbytes is None or (reads is None and hasattr(choice, f"{attr}_reads")):
+            continue
+        costs.append(f"{name} reads {_block_count(nbytes, block)}" + (f" in {_reads(reads)}" if reads is not None else ""))
     if not costs:
         return ""
-    rule = "; the fewer blocks read wins, a tie goes to RCW" if stripe.method in ("rmw", "rcw") and len(costs) == 2 else ""
+    rule = "; the fewer blocks read wins, a tie goes to RCW" if choice.method in ("rmw", "rcw") and len(costs) == 2 else ""
     return f" ({', '.join(costs)}{rule})"
+
+
+def _rows(row, block: int) -> str:
+    """"row 2" or "rows 0..1": the rows (blocks inside the chunk) a RowsWrite covers."""
+    first, last = row.start // block, (row.end - 1) // block
+    return f"row {first}" if first == last else f"rows {first}..{last}"
 
 
 def header(layout: Layout, block: int) -> str:
@@ -110,6 +118,12 @@ def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = Fa
         except DataUnavailableError as exc:  # the engine answers such a write with EIO
             return [f"  refused with EIO: {exc.strerror}"]
         for stripe in plan.stripes if reveal else ():
+            if stripe.method == "rmw+rcw":  # rows decide apart (md decides per stripe_head)
+                lines.append(f"  stripe {stripe.stripe}: each row its own method, as md decides per row")
+                for row in stripe.rows:
+                    lines.append(f"    {_rows(row, block)}: {_METHOD_WORDS.get(row.method, row.method)}"
+                                 + _decision(row, block))
+                continue
             lines.append(f"  stripe {stripe.stripe}: {_METHOD_WORDS.get(stripe.method, stripe.method)}"
                          + _decision(stripe, block))
         for rng in plan.reads:
@@ -149,8 +163,7 @@ _METHOD_WORDS = {
     "full-stripe": "full-stripe write (no reads)",
     "rmw": "read-modify-write",
     "rcw": "reconstruct-write",
-    "rmw+rcw": "degraded: read-modify-write where possible, reconstruct-write over the failed disk",
-    "rcw+rmw": "degraded: reconstruct-write over the failed disk, read-modify-write elsewhere",
+    "rmw+rcw": "read-modify-write in some rows, reconstruct-write in others",
     "no-parity": "parity disk failed: data written, parity skipped",
 }
 

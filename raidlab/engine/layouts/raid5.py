@@ -30,14 +30,17 @@ Writes (what md's handle_stripe_dirtying weighs; we plan it up front, per stripe
     2 writes whatever N is: the classic "small write problem".
   * reconstruct-write (RCW): read the data of the stripe that is *not* being written (in
     the parity range touched); parity = XOR of all data, new and old.
-  For each stripe raidlab picks, as md does with its default rmw_level, RMW only when it
-  reads fewer bytes than RCW; a tie goes to RCW (md's handle_stripe_dirtying compares the
-  pages each method must read and prefers RCW when they are equal). So a 4 KiB write on 4
+  Like md (handle_stripe_dirtying, once per stripe_head: a page of every member), raidlab
+  decides per row, with md's default rmw_level: RMW only where it reads fewer bytes than
+  RCW, a tie going to RCW. Rows of a stripe with the same data chunks written decide alike,
+  so the planner decides once per such range of rows (a segment), and one stripe may use
+  RMW in some rows and RCW in others ("rmw+rcw"). So a 4 KiB write on 4
   disks reads the two other data chunks (RCW), on 5 or more disks the old data and parity
   (RMW); either way 2 reads + 2 writes, the papers' small-write cost (Table 3 of the RAID-x
-  paper: R + W per disk, 2R + 2W in total). md decides per 4 KiB stripe_head, raidlab per
-  stripe and sector range, which is the same choice for every write that covers the same
-  part of each row of a stripe.
+  paper: R + W per disk, 2R + 2W in total). For example on 5 disks with 16 KiB chunks, a
+  6-block write from block 0 covers 4 rows with 2 chunks written in rows 0-1 and 1 in rows
+  2-3: RCW in rows 0-1 (2 reads each against 3), RMW in rows 2-3 (2 against 3), 8 blocks
+  read, where one method for the whole stripe would read 10.
   On 3 disks RCW of one chunk needs only one read (the other data chunk), so the planner
   picks RCW there: 1 read + 2 writes.
   Reads the array's stripe cache holds (raidlab.engine.stripecache, md's stripe_heads kept
@@ -72,6 +75,7 @@ from raidlab.engine.layouts.base import (
     Piece,
     RangeCollector,
     ReadPlan,
+    RowsWrite,
     StripeWrite,
     WritePlan,
     merge_extents,
@@ -300,7 +304,8 @@ class Raid5Layout(Layout):
             rmw_reads = len(rmw) if cached is None else sum(1 for d in rmw if not cached(d, member_offset, chunk))
             summaries.append(StripeWrite(stripe=stripe, method="full-stripe", reads=0, writes=k + 1,
                                          rmw_reads=rmw_reads, rcw_reads=0,
-                                         rmw_read_bytes=rmw_reads * chunk, rcw_read_bytes=0))
+                                         rmw_read_bytes=rmw_reads * chunk, rcw_read_bytes=0,
+                                         rows=(RowsWrite(0, chunk, "rcw", rmw_reads * chunk, 0),)))
         writes = merge_extents(data_writes)
         return WritePlan(offset, length, (*writes, *parity_writes), (), (),
                          (*([None] * len(writes)), *recipes), tuple(summaries))
@@ -332,7 +337,9 @@ class Raid5Layout(Layout):
         recipes = (None, (ParitySegment(0, length, (offset,), sources),))
         summary = StripeWrite(stripe=stripe, method=method, reads=len(wants), writes=2,
                               rmw_reads=rmw_reads, rcw_reads=rcw_reads,
-                              rmw_read_bytes=rmw_reads * length, rcw_read_bytes=rcw_reads * length)
+                              rmw_read_bytes=rmw_reads * length, rcw_read_bytes=rcw_reads * length,
+                              rows=(RowsWrite(within, within + length, method, rmw_reads * length,
+                                              rcw_reads * length),))
         return WritePlan(offset, length, writes, reads, (), recipes, (summary,))
 
     def _write_plan(self, offset: int, length: int, failed_set: frozenset[int],
@@ -385,16 +392,26 @@ class Raid5Layout(Layout):
                 rmw_possible = all(failed_index not in seg[2] for seg in segments)
                 rcw_possible = all(failed_index in seg[2] for seg in segments)
 
+            # Each segment's rows have the same data chunks written, so md's per-row choice
+            # (handle_stripe_dirtying: RMW only where it reads strictly fewer pages) is the
+            # same for all of them: decided here per segment, on the bytes each would read.
+            seg_costs = [(cost(rmw_wants(seg))[1], cost(rcw_wants(seg))[1]) for seg in segments]
             if failed_disk == parity:
                 method, seg_methods = "no-parity", None
             elif full:
                 method, seg_methods = "full-stripe", ["rcw"] * len(segments)
-            elif failed_index is not None:
-                seg_methods = ["rcw" if failed_index in seg[2] else "rmw" for seg in segments]
-                method = "+".join(sorted(set(seg_methods), key=["rmw", "rcw"].index))
             else:
-                method = "rmw" if rmw_cost[1] < rcw_cost[1] else "rcw"
-                seg_methods = [method] * len(segments)
+                if failed_index is not None:
+                    seg_methods = ["rcw" if failed_index in seg[2] else "rmw" for seg in segments]
+                else:
+                    seg_methods = ["rmw" if rmw < rcw else "rcw" for rmw, rcw in seg_costs]
+                method = "+".join(sorted(set(seg_methods), key=["rmw", "rcw"].index))
+            rows = tuple(
+                RowsWrite(start, end, seg_method,
+                          rmw if failed_index is None or failed_index not in writers else None,
+                          rcw if failed_index is None or failed_index in writers else None)
+                for (start, end, writers), seg_method, (rmw, rcw)
+                in zip(segments, seg_methods or ["no-parity"] * len(segments), seg_costs))
 
             stripe_reads = RangeCollector()
             if seg_methods is not None:
@@ -433,6 +450,7 @@ class Raid5Layout(Layout):
                 rcw_reads=rcw_cost[0] if rcw_possible else None,
                 rmw_read_bytes=rmw_cost[1] if rmw_possible else None,
                 rcw_read_bytes=rcw_cost[1] if rcw_possible else None,
+                rows=rows,
             ))
 
         reads = collector.build()
