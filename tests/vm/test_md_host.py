@@ -186,3 +186,52 @@ def test_md_drives_live_in_the_durability_world_the_array_sets(rl, world):
         assert all(a["flushes"] + a["fua_writes"] > b["flushes"] + b["fua_writes"] for a, b in zip(after, before))
         assert all(m["flushes_dropped"] == 0 and m["fua_dropped"] == 0 for m in after)
     rl("destroy", "mw")
+
+
+# Writes that decide RMW or RCW row by row, each in a stripe of its own (md's stripe cache
+# then holds nothing they read): (block inside the stripe, blocks). 5 disks, 16 KiB chunks,
+# 4 KiB blocks: 4 rows a stripe, 16 blocks. (0, 6): rows 0-1 RCW and rows 2-3 RMW, 8 blocks
+# read where one method for the stripe reads 10; the others one method throughout.
+ROW_WRITES = [(0, 6), (2, 6), (0, 1), (2, 3), (8, 8), (2, 10), (0, 16), (6, 2)]
+
+
+def test_md_raid5_reads_each_member_what_the_engine_s_per_row_plan_reads(rl):
+    """md raid5 in the lab VM (5 disks, 16 KiB chunks, no resync) takes one O_DIRECT write
+    at a time; each member's bytes read over that write equal what the engine's raid5 plans
+    to read from it for the same write: RMW or RCW chosen per row, a tie to RCW."""
+    from raidlab.engine.layouts.raid5 import Raid5Layout
+    from raidlab.lab import Lab
+
+    kib, block, disks = 1024, 4096, 5
+    rl("create", "r5", "--arch", "md-raid5", "--disks", str(disks), "--disk-size", "48M", "--chunk", "16K",
+       "-o", "assume_clean=true", "--runner", "vm", "--json")
+    session = open_session(Lab("r5", home=rl.home))
+    layout = Raid5Layout(n_disks=disks, disk_size=64 * 16 * kib * 64, chunk_bytes=16 * kib)
+    stripe_blocks = (disks - 1) * 16 * kib // block
+
+    def member_reads() -> list[int]:
+        doc = json.loads(rl("status", "r5", "--json").stdout)
+        return [m["bytes_read"] for m in doc["statistics"]["members"]]
+
+    # `status` itself reads the array's first block through md (member 0): measured by two
+    # looks with nothing between them, and taken off every write's count.
+    first, second = member_reads(), member_reads()
+    looking = [b - a for a, b in zip(first, second)]
+    assert sum(looking) <= block, looking
+
+    stripe = 1
+    results = []
+    for first, count in ROW_WRITES:
+        # busybox dd seeks in units of its block size: the next stripe where the write starts
+        # on a multiple of it (every case here has one within `count` stripes)
+        stripe = next(s for s in range(stripe, stripe + count) if (s * stripe_blocks + first) % count == 0)
+        start = stripe * stripe_blocks + first
+        before = member_reads()
+        session.exec(["dd", "if=/dev/urandom", f"of={session.device}", f"bs={count * block}", "count=1",
+                      f"seek={start // count}", "oflag=direct", "conv=notrunc"], timeout=120)
+        got = [after - was - look for after, was, look in zip(member_reads(), before, looking)]
+        plan = layout.write_plan(start * block, count * block)
+        wanted = [sum(r.length for r in plan.reads if r.disk == d) for d in range(disks)]
+        results.append((first, count, stripe, got, wanted))
+        stripe += 1
+    assert all(got == wanted for *_case, got, wanted in results), results
