@@ -153,8 +153,13 @@ def random_requests(layout, block: int, count: int, seed: int, op: str | None) -
 @click.option("--count", type=click.IntRange(min=1), default=5, show_default=True, help="random requests")
 @click.option("--draw", is_flag=True, help="draw the layout: one column per disk, one line per chunk row")
 @click.option("--rows", type=click.IntRange(min=1), default=None, help="chunk rows to draw (default: all, at most 64)")
+@click.option("--timing", is_flag=True,
+              help="time the request of --lba on drives of --disk-model: each member operation's queue, seek, "
+                   "rotation and transfer, and per-disk totals")
+@click.option("--disk-model", default="hp-c2200a", show_default=True,
+              help="the drive model --timing uses (`raidlab disk models` lists them)")
 def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, op, failed, reverse, answers, seed,
-            count, draw, rows) -> int:
+            count, draw, rows, timing, disk_model) -> int:
     """Show how logical requests on LAYOUT become member reads and writes.
 
     \b
@@ -162,11 +167,19 @@ def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, o
     raidlab explain raid5 --lba 0 --length 12 --write     # a full stripe: no reads
     raidlab explain raidx --draw                          # the RAID-x paper's Fig. 2
     raidlab explain raid5 --seed 7 --reverse              # a quiz; --answers to check it
+    raidlab explain raid5 --disks 5 --lba 4 --write --timing   # the small write on HP C2200A drives
     """
     from raidlab.engine.layouts.base import format_size
     from raidlab.engine.layouts.explain import draw_layout, header, request_lines
     from raidlab.units import parse_size
 
+    if timing and (lba is None or reverse):
+        raise UsageError("--timing times one request: give --lba (and not --reverse)",
+                         hint="raidlab explain raid5 --lba 4 --write --timing")
+    if timing:
+        from raidlab.disks import catalog
+
+        catalog.get(disk_model)  # an unknown model is refused before anything is built
     chunk_bytes = parse_size(chunk, "--chunk")
     size = parse_size(disk_size, "--disk-size") if disk_size is not None else None
     unit = parse_size(block, "--block") if block is not None else min(4096, chunk_bytes)
@@ -205,6 +218,12 @@ def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, o
                                            show_answers=show, reverse=reverse, block=unit)))
         if not show:
             click.echo(ANSWERS_HINT)
+        if timing:
+            from raidlab.engine.timing import time_request, timing_lines
+
+            timed = time_request(layout, disk_model, lba * unit, length * unit, write=op == "write",
+                                 failed=frozenset(failed))
+            click.echo("\n".join(timing_lines(timed, layout, unit)))
         return 0
     for number, (offset, nbytes, write) in enumerate(random_requests(layout, unit, count, seed or 0, op), 1):
         click.echo(f"\nQuestion {number}:")

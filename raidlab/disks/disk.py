@@ -287,6 +287,9 @@ class EmulatedDisk:
         self._service_split = dict.fromkeys(SERVICE_PARTS, 0.0)  # busy time by part
         self._cache_hits = 0
         self._max_queue = 0
+        # Called with (op, offset, length, arrival, plan) for every request the model plans,
+        # when set (`raidlab explain --timing` records each member operation so).
+        self.observer: Callable[[str, int, int, float, Plan], None] | None = None
         self._merge = False  # merge_queued_requests()
         self._merged = 0  # queued requests served as part of another (_merge_queued)
         # Lateness of reads, writes and trims; flushes apart: a flush's real cost is the
@@ -602,6 +605,8 @@ class EmulatedDisk:
             plan = mech.plan_trim(start, req.offset, req.length)
         io = self._io_function(req.op, req.offset, req.length, req.data, req.fua)
         self._account(plan, req.owner)
+        if self.observer is not None:
+            self.observer(req.op, req.offset, req.length, req.arrival, plan)
         if plan.cache_hit:
             self._cache_hits += 1
         end = plan.end

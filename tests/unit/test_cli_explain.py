@@ -149,8 +149,42 @@ def test_sa_layouts_get_example_bandwidths_and_say_so():
     (["raid5", "-o", "algorithm"], "is not KEY=VALUE"),
     (["sa1", "-o", "bandwidths=1,2"], "names 2 disks, not 4"),
     (["raid5", "--block", "3K"], "does not divide"),
+    (["raid5", "--timing"], "--timing times one request"),
+    (["raid5", "--lba", "1", "--timing", "--disk-model", "floppy"], "unknown disk model 'floppy'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
     assert main(["explain", *args]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
+
+
+TIMED = re.compile(r"^  (read|write) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+)"
+                   r" +([\d.]+) +([\d.]+) +([\d.]+)")
+
+
+def test_timing_runs_the_plan_on_the_drive_model_reads_before_writes():
+    """A small write on five HP C2200A drives: the two old-block reads start at once, the two
+    writes when both reads are done; each operation's parts add up to its service, and the
+    request ends when the last write does."""
+    text = run("raid5", "--disks", "5", "--lba", "4", "--write", "--timing")
+    (head,) = [line for line in text.splitlines() if line.startswith("TIMING on hp-c2200a")]
+    total = float(re.search(r"took ([\d.]+) ms", head).group(1))
+    ops = [m.groups() for m in map(TIMED.match, text.splitlines()) if m]
+    assert [(op, int(disk)) for op, disk, *_rest in ops] == [("read", 3), ("read", 4), ("write", 3), ("write", 4)]
+    reads_done = max(float(o[-1]) for o in ops if o[0] == "read")
+    for op, _disk, _blocks, arrived, queued, controller, seek, rotation, transfer, switches, ended in ops:
+        started = float(arrived) + float(queued)
+        assert float(ended) - started == pytest.approx(
+            sum(map(float, (controller, seek, rotation, transfer, switches))), abs=0.02)
+        if op == "write":
+            assert float(arrived) >= reads_done - 0.01
+            assert float(rotation) > 0  # back to the block it just read: most of a revolution
+    assert total == pytest.approx(max(float(o[-1]) for o in ops), abs=0.01)
+    assert "per disk (ms): disk 3: 2 ops" in text
+
+
+def test_timing_of_a_read_on_another_model():
+    text = run("raid0", "--disks", "2", "--lba", "0", "--length", "2", "--read", "--timing",
+               "--disk-model", "quantum-fireball-1280s")
+    assert "TIMING on quantum-fireball-1280s" in text
+    assert len([m for m in map(TIMED.match, text.splitlines()) if m]) == 2
