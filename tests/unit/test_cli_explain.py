@@ -188,3 +188,11 @@ def test_timing_of_a_read_on_another_model():
                "--disk-model", "quantum-fireball-1280s")
     assert "TIMING on quantum-fireball-1280s" in text
     assert len([m for m in map(TIMED.match, text.splitlines()) if m]) == 2
+
+
+def test_a_mirrored_read_says_which_copy_the_engine_takes_and_what_md_would():
+    raid10 = run("raid10", "--disks", "4", "--lba", "2", "--length", "2")
+    assert "the engine reads each block from its first surviving copy; md's read_balance" in raid10
+    chained = run("chained", "--disks", "4", "--lba", "2")
+    assert "first surviving copy)" in chained and "md's" not in chained
+    assert "first surviving copy" not in run("raid5", "--lba", "2")
