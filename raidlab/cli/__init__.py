@@ -48,6 +48,7 @@ _COMMAND_MODULES = [
     "raidlab.cli.claims",
     "raidlab.cli.reproduce",
     "raidlab.cli.explain",
+    "raidlab.cli.top",
     "raidlab.cli.cluster",
 ]
 
