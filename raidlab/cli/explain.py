@@ -132,6 +132,27 @@ def random_requests(layout, block: int, count: int, seed: int, op: str | None) -
     return out
 
 
+def workload_requests(layout, block: int, count: int, seed: int, kind: str, size: int, writes_pct: int,
+                      range_blocks: int | None) -> list[tuple[int, int, bool]]:
+    """`count` requests of `size` blocks (offset, length, write) inside blocks 0..range-1 (the
+    capacity by default): sequential from block 0 (wrapping at the range's end) or at random
+    places, each a write with probability `writes_pct` percent, from `seed`: OSTEP's raid.py
+    -W seq|rand -S -R -w -n, in blocks of --block."""
+    blocks = layout.capacity // block
+    span = blocks if range_blocks is None else range_blocks
+    if span > blocks:
+        raise UsageError(f"--range {span} is beyond the layout's {blocks} blocks", hint="give --disk-size for more")
+    if size > span:
+        raise UsageError(f"--size {size} blocks does not fit in a range of {span} blocks")
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        start = (i * size) % (span - span % size) if kind == "seq" else rng.randrange(0, span - size + 1)
+        write = rng.random() * 100 < writes_pct
+        out.append((start * block, size * block, write))
+    return out
+
+
 @click.command()
 @click.argument("layout_name", metavar="LAYOUT")
 @click.option("--disks", type=click.IntRange(min=1), default=4, show_default=True, help="members")
@@ -158,8 +179,16 @@ def random_requests(layout, block: int, count: int, seed: int, op: str | None) -
                    "rotation and transfer, and per-disk totals")
 @click.option("--disk-model", default="hp-c2200a", show_default=True,
               help="the drive model --timing uses (`raidlab disk models` lists them)")
+@click.option("--workload", type=click.Choice(["seq", "rand"]), default=None,
+              help="--count generated requests, sequential or random (raid.py -W); with --timing, timed as a run")
+@click.option("--size", "request_blocks", type=click.IntRange(min=1), default=1, show_default=True,
+              help="blocks per generated request (raid.py -S)")
+@click.option("--writes", "writes_pct", type=click.IntRange(0, 100), default=0, show_default=True,
+              help="percent of generated requests that write (raid.py -w)")
+@click.option("--range", "range_blocks", type=click.IntRange(min=1), default=None,
+              help="generated requests fall in blocks 0..RANGE-1 (raid.py -R; default: the whole capacity)")
 def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, op, failed, reverse, answers, seed,
-            count, draw, rows, timing, disk_model) -> int:
+            count, draw, rows, timing, disk_model, workload, request_blocks, writes_pct, range_blocks) -> int:
     """Show how logical requests on LAYOUT become member reads and writes.
 
     \b
@@ -173,8 +202,10 @@ def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, o
     from raidlab.engine.layouts.explain import draw_layout, header, request_lines
     from raidlab.units import parse_size
 
-    if timing and (lba is None or reverse):
-        raise UsageError("--timing times one request: give --lba (and not --reverse)",
+    if workload is not None and lba is not None:
+        raise UsageError("--workload generates the requests: leave --lba out")
+    if timing and ((lba is None and workload is None) or reverse):
+        raise UsageError("--timing times the request of --lba or a --workload (and not --reverse)",
                          hint="raidlab explain raid5 --lba 4 --write --timing")
     if timing:
         from raidlab.disks import catalog
@@ -225,7 +256,21 @@ def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, o
                                  failed=frozenset(failed))
             click.echo("\n".join(timing_lines(timed, layout, unit)))
         return 0
-    for number, (offset, nbytes, write) in enumerate(random_requests(layout, unit, count, seed or 0, op), 1):
+    if workload is not None:
+        requests = workload_requests(layout, unit, count, seed or 0, workload, request_blocks, writes_pct,
+                                     range_blocks)
+        if timing:
+            from raidlab.engine.timing import time_requests, workload_lines
+
+            click.echo(f"{count} {'sequential' if workload == 'seq' else 'random'} requests of {request_blocks} "
+                       f"block{'s' if request_blocks != 1 else ''}, {writes_pct}% writes, seed {seed or 0}")
+            timed = time_requests(layout, disk_model, requests, failed=frozenset(failed))
+            click.echo("\n".join(workload_lines(timed, layout)))
+            return 0
+        answers = answers or not reverse  # generated requests are shown with their plans
+    else:
+        requests = random_requests(layout, unit, count, seed or 0, op)
+    for number, (offset, nbytes, write) in enumerate(requests, 1):
         click.echo(f"\nQuestion {number}:")
         click.echo("\n".join(request_lines(layout, offset, nbytes, write=write, failed=failed,
                                            show_answers=answers, reverse=reverse, block=unit)))

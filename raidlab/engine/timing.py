@@ -55,6 +55,7 @@ class Timing:
     model: str
     seconds: float
     ops: tuple[MemberOp, ...]
+    responses: tuple[float, ...] = ()
 
     def per_disk(self, n_disks: int) -> list[dict[str, float]]:
         """Per member: operations, busy seconds and each part's seconds, queued seconds."""
@@ -72,7 +73,17 @@ class Timing:
 def time_request(layout: Layout, model: str, offset: int, length: int, *, write: bool,
                  failed: frozenset[int] = frozenset()) -> Timing:
     """Serve one request on `layout` over members of drive `model` in virtual time."""
+    return time_requests(layout, model, [(offset, length, write)], failed=failed)
+
+
+def time_requests(layout: Layout, model: str, requests: list[tuple[int, int, bool]], *,
+                  failed: frozenset[int] = frozenset()) -> Timing:
+    """Serve `requests` ((offset, length, write) each) one after another, each issued when
+    the one before it completed (one outstanding, as OSTEP's simulator times a workload), on
+    `layout` over members of drive `model` in virtual time. `seconds` is the whole run's,
+    `responses` each request's."""
     ops: list[MemberOp] = []
+    responses: list[float] = []
 
     async def main() -> float:
         async with sched.open_nursery() as nursery:
@@ -85,16 +96,19 @@ def time_request(layout: Layout, model: str, offset: int, length: int, *, write:
             for index in sorted(failed):
                 disks[index].failed = True
                 await array.fail_member(index)
-            if write:
-                await array.write(offset, bytes(length))
-            else:
-                await array.read(offset, length)
+            for offset, length, write in requests:
+                issued = sched.current_time()
+                if write:
+                    await array.write(offset, bytes(length))
+                else:
+                    await array.read(offset, length)
+                responses.append(sched.current_time() - issued)
             elapsed = sched.current_time() - t0
             nursery.cancel_scope.cancel()
         return elapsed
 
     seconds = run_replay(main)
-    return Timing(model, seconds, tuple(sorted(ops, key=lambda o: (o.started, o.disk))))
+    return Timing(model, seconds, tuple(sorted(ops, key=lambda o: (o.started, o.disk))), tuple(responses))
 
 
 def _recorder(ops: list[MemberOp], disk: int, t0: float):
@@ -102,6 +116,28 @@ def _recorder(ops: list[MemberOp], disk: int, t0: float):
         ops.append(MemberOp(disk, op, offset, length, arrival - t0, plan.start - t0, plan.end - t0,
                             {part: getattr(plan, part) for part in SERVICE_PARTS}, bool(plan.cache_hit)))
     return observe
+
+
+def workload_lines(timing: Timing, layout: Layout) -> list[str]:
+    """A workload's timing: the whole run, the responses, and a line per disk, in ms."""
+    ms = lambda s: f"{s * 1000:.2f}"  # noqa: E731
+    n = len(timing.responses)
+    lines = [f"TIMING on {timing.model} (one request outstanding; the members start idle, arms at cylinder 0): "
+             f"{n} requests in {ms(timing.seconds)} ms, response mean {ms(sum(timing.responses) / n)} ms, "
+             f"max {ms(max(timing.responses))} ms"]
+    lines += _per_disk_lines(timing, layout)
+    return lines
+
+
+def _per_disk_lines(timing: Timing, layout: Layout) -> list[str]:
+    ms = lambda s: f"{s * 1000:.2f}"  # noqa: E731
+    lines = [f"  {'disk':>4s} {'ops':>5s} {'busy':>9s} {'util':>5s} {'seek':>9s} {'rotation':>9s} {'transfer':>9s} "
+             f"{'queued':>9s}  (ms)"]
+    for disk, row in enumerate(timing.per_disk(layout.n_disks)):
+        util = row["busy"] / timing.seconds if timing.seconds else 0.0
+        lines.append(f"  {disk:>4d} {int(row['ops']):>5d} {ms(row['busy']):>9s} {util:>5.2f} {ms(row['seek']):>9s} "
+                     f"{ms(row['rotation']):>9s} {ms(row['transfer']):>9s} {ms(row['queued']):>9s}")
+    return lines
 
 
 def timing_lines(timing: Timing, layout: Layout, block: int) -> list[str]:
@@ -118,8 +154,5 @@ def timing_lines(timing: Timing, layout: Layout, block: int) -> list[str]:
         lines.append(f"  {o.op:5s} {o.disk:>4d} {where:>14s} {ms(o.arrived):>8s} {ms(o.queued):>7s} "
                      + " ".join(f"{ms(o.parts[p]):>10s}" for p in SERVICE_PARTS)
                      + f" {ms(o.ended):>8s}" + (" (cache hit)" if o.cache_hit else ""))
-    lines.append("  per disk (ms): " + "; ".join(
-        f"disk {d}: {int(row['ops'])} ops, busy {ms(row['busy'])}, seek {ms(row['seek'])}, "
-        f"rotation {ms(row['rotation'])}, transfer {ms(row['transfer'])}, queued {ms(row['queued'])}"
-        for d, row in enumerate(timing.per_disk(layout.n_disks)) if row["ops"]))
+    lines += _per_disk_lines(timing, layout)
     return lines

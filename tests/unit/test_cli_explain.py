@@ -149,7 +149,10 @@ def test_sa_layouts_get_example_bandwidths_and_say_so():
     (["raid5", "-o", "algorithm"], "is not KEY=VALUE"),
     (["sa1", "-o", "bandwidths=1,2"], "names 2 disks, not 4"),
     (["raid5", "--block", "3K"], "does not divide"),
-    (["raid5", "--timing"], "--timing times one request"),
+    (["raid5", "--timing"], "--timing times the request of --lba or a --workload"),
+    (["raid5", "--workload", "seq", "--lba", "3"], "--workload generates the requests"),
+    (["raid5", "--workload", "rand", "--range", "999999"], "--range 999999 is beyond"),
+    (["raid5", "--workload", "rand", "--range", "4", "--size", "5"], "--size 5 blocks does not fit"),
     (["raid5", "--lba", "1", "--timing", "--disk-model", "floppy"], "unknown disk model 'floppy'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, capsys):
@@ -180,7 +183,8 @@ def test_timing_runs_the_plan_on_the_drive_model_reads_before_writes():
             assert float(arrived) >= reads_done - 0.01
             assert float(rotation) > 0  # back to the block it just read: most of a revolution
     assert total == pytest.approx(max(float(o[-1]) for o in ops), abs=0.01)
-    assert "per disk (ms): disk 3: 2 ops" in text
+    per_disk = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"^ +(\d) +(\d+) +[\d.]+ +[\d.]+ ", text, re.M)}
+    assert per_disk == {0: 0, 1: 0, 2: 0, 3: 2, 4: 2}
 
 
 def test_timing_of_a_read_on_another_model():
@@ -196,3 +200,28 @@ def test_a_mirrored_read_says_which_copy_the_engine_takes_and_what_md_would():
     chained = run("chained", "--disks", "4", "--lba", "2")
     assert "first surviving copy)" in chained and "md's" not in chained
     assert "first surviving copy" not in run("raid5", "--lba", "2")
+
+
+def test_a_generated_workload_as_raid_py_makes_it():
+    """--workload seq: requests of --size blocks one after another from block 0 (wrapping in
+    --range); rand: at random places; --writes percent of them writes. Shown with their plans."""
+    text = run("raid0", "--disks", "4", "--workload", "seq", "--count", "3", "--size", "2", "--range", "4")
+    heads = re.findall(r"^LOGICAL (READ|WRITE) at block (\d+), (\d+) blocks", text, re.M)
+    assert heads == [("READ", "0", "2"), ("READ", "2", "2"), ("READ", "0", "2")]
+    assert printed_ops(text)  # the plans are shown
+    writes = run("raid5", "--workload", "rand", "--count", "40", "--writes", "100", "--seed", "3")
+    assert writes.count("LOGICAL WRITE") == 40 and "LOGICAL READ" not in writes
+    assert run("raid5", "--workload", "rand", "--count", "40", "--seed", "3") == run(
+        "raid5", "--workload", "rand", "--count", "40", "--seed", "3")
+
+
+def test_a_timed_workload_reports_the_run_and_every_disk():
+    text = run("raid5", "--disks", "5", "--workload", "rand", "--count", "30", "--writes", "100", "--timing")
+    head = re.search(r"30 requests in ([\d.]+) ms, response mean ([\d.]+) ms, max ([\d.]+) ms", text)
+    total, mean, worst = map(float, head.groups())
+    assert total == pytest.approx(30 * mean, rel=0.01) and worst >= mean  # one outstanding: they add up
+    rows = re.findall(r"^ +(\d) +(\d+) +([\d.]+) +([\d.]+) ", text, re.M)
+    assert [int(d) for d, *_ in rows] == [0, 1, 2, 3, 4]
+    # a small write writes data and parity and reads at most two more blocks (fewer where the
+    # engine's stripe cache, like md's, still holds them from an earlier write)
+    assert 30 * 2 < sum(int(ops) for _d, ops, *_ in rows) <= 30 * 4
