@@ -41,7 +41,7 @@ from raidlab.errors import UsageError
 from raidlab.scenarios import PlannedRun, Scenario
 
 # Short names a reader may give instead of a seed number (seeds/INDEX.md numbers the papers).
-PAPER_NAMES = {"vcraid": "000", "sa-raid": "001", "dcd": "002", "tss": "003", "raidx": "004"}
+PAPER_NAMES = {short: seed for seed, short in scenarios.PAPER_SHORT_NAMES.items()}
 CONTROLS = ""  # the paper field of a control scenario (no paper)
 
 

@@ -37,6 +37,7 @@ from raidlab.scenarios.schema import (
     KINDS,
     MOUNT_OPTIONS,
     MOUNTED_FILESYSTEMS,
+    PAPER_SHORT_NAMES,
     PAPERS,
     REPORT_STYLES,
     RUNNERS,
@@ -62,7 +63,7 @@ from raidlab.scenarios.schema import (
 
 __all__ = [
     "ARCH_X_FIELDS", "BETTER", "CLAIM_KINDS", "CONTROL_BAND", "CONTROL_SAME", "FILESYSTEMS", "FILE_PARAMS", "KINDS",
-    "MOUNTED_FILESYSTEMS", "MOUNT_OPTIONS", "PAPERS", "REPORT_STYLES", "RUNNERS", "SIM_WORKLOADS", "ArchEntry", "Case",
+    "MOUNTED_FILESYSTEMS", "MOUNT_OPTIONS", "PAPER_SHORT_NAMES", "PAPERS", "REPORT_STYLES", "RUNNERS", "SIM_WORKLOADS", "ArchEntry", "Case",
     "Claim", "Control", "PaperValue", "PlannedRun", "ReportSpec", "Scenario", "ScenarioError",
     "allowed_mount_options", "check_mount_options", "load", "load_doc", "loads", "paper_citation", "parse_size",
     "pattern_x", "plan_runs", "quick_params", "validate_arch", "x_value",

@@ -38,6 +38,10 @@ PAPERS = {  # seed: (the system it describes, the citation)
 }
 
 
+# Each paper's short name: the prefix of its scenarios' ids, and what `raidlab reproduce` takes.
+PAPER_SHORT_NAMES = {"000": "vcraid", "001": "sa-raid", "002": "dcd", "003": "tss", "004": "raidx"}
+
+
 def paper_citation(paper: str) -> str:
     """The paper a scenario reproduces, as a report names it (its seed number in brackets)."""
     return f"{PAPERS[paper][1]} [seed {paper}]" if paper in PAPERS else (paper or "-")

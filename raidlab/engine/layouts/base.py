@@ -417,6 +417,9 @@ class Layout:
     uses_chunks: ClassVar[bool] = True
     # Which failure sets survive, in words (Redundancy.rule).
     failure_rule: ClassVar[str] = ""
+    # Which copy md's driver of the same level reads, for mirrored layouts md also has (the
+    # engine reads a block's first surviving copy); `raidlab explain` shows it beside a read.
+    md_read_policy: ClassVar[str] = ""
     # What the layout is and which paper and section it follows, in one line each, and a
     # line per option: what `raidlab archs` and `raidlab create --help` show.
     summary: ClassVar[str] = ""

@@ -157,15 +157,12 @@ def physical_lines(layout: Layout, offset: int, length: int, *, write: bool = Fa
             where = _blocks(piece.offset, piece.length, block) if reveal else _count(piece.length, block)
             lines.append(f"  {where} rebuilt as XOR of disks {disks}")
     if reveal and any(len(copies) > 1 for copies in layout.copies(offset, length)):
-        lines.append("  " + MIRROR_READS + (MD_READ_BALANCE if layout.name in ("raid1", "raid10") else MIRROR_READS_END))
+        lines.append("  " + MIRROR_READS + (f"; {layout.md_read_policy})" if layout.md_read_policy else ")"))
     return lines
 
 
 # Which copy of a mirrored block a read takes (raidlab.engine.array reads the layout's plan).
 MIRROR_READS = "(mirrored: the engine reads each block from its first surviving copy"
-MD_READ_BALANCE = ("; md's read_balance would take the copy whose disk is idle or whose head is nearest, "
-                   "and keep a sequential read on one disk)")
-MIRROR_READS_END = ")"
 
 
 _METHOD_WORDS = {

@@ -21,6 +21,8 @@ class Raid1Layout(ChunkMappedLayout):
     min_disks: ClassVar[int] = 2
     uses_chunks: ClassVar[bool] = False
     failure_rule: ClassVar[str] = "survives any failures that leave one member"
+    md_read_policy: ClassVar[str] = ("md's read_balance would take the copy whose disk is idle or whose head is "
+                                     "nearest, and keep a sequential read on one disk")
 
     def _placement_period(self) -> int:
         return 1

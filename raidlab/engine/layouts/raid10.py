@@ -41,6 +41,8 @@ class Raid10Layout(ChunkMappedLayout):
     layout: str = "n2"
 
     name: ClassVar[str] = "raid10"
+    md_read_policy: ClassVar[str] = ("md's read_balance would take the copy whose disk is idle or whose head is "
+                                     "nearest, and keep a sequential read on one disk")
     summary: ClassVar[str] = "striped mirrors (near, far or offset copies)"
     source: ClassVar[str] = "md's RAID 10"
     option_help: ClassVar[dict[str, str]] = {"layout": "md's raid10 layout: n2, f2, o2 (copies near, far, offset)"}
