@@ -283,9 +283,10 @@ def test_degraded_write_methods_avoid_the_failed_disk():
     assert all(r.disk != 0 for r in plan.reads) and [e.disk for e in plan.skipped] == [0]
     plan = layout.write_plan(4 * 4096, 4096, [3])  # failed disk holds unwritten data
     assert plan.stripes[0].method == "rmw" and plan.stripes[0].rcw_reads is None
-    plan = layout.write_plan(4 * 4096, 4096, [2])  # parity disk failed
-    assert plan.stripes[0].method == "no-parity" and plan.reads == ()
-    assert [e.role for e in plan.skipped] == ["parity"]
+    plan = layout.write_plan(4 * 4096, 4096, [2])  # parity disk failed: md still reads as RCW
+    assert plan.stripes[0].method == "no-parity"
+    assert sorted(r.disk for r in plan.reads) == [1, 3]  # the stripe's two other data chunks
+    assert [e.role for e in plan.skipped] == ["parity"] and [e.disk for e in plan.writes] == [0]
     # spanning the failed chunk and a healthy one in the same stripe: both methods
     plan = layout.write_plan(3 * 4096 + 2048, 4096, [3])
     assert plan.stripes[0].method == "rmw+rcw"

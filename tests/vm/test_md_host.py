@@ -195,17 +195,22 @@ def test_md_drives_live_in_the_durability_world_the_array_sets(rl, world):
 ROW_WRITES = [(0, 6), (2, 6), (0, 1), (2, 3), (8, 8), (2, 10), (0, 16), (6, 2)]
 
 
-def test_md_raid5_reads_each_member_what_the_engine_s_per_row_plan_reads(rl):
+@pytest.mark.parametrize("failed", [None, 1])
+def test_md_raid5_reads_each_member_what_the_engine_s_per_row_plan_reads(rl, failed):
     """md raid5 in the lab VM (5 disks, 16 KiB chunks, no resync) takes one O_DIRECT write
     at a time; each member's bytes read over that write equal what the engine's raid5 plans
-    to read from it for the same write: RMW or RCW chosen per row, a tie to RCW."""
+    to read from it for the same write: RMW or RCW chosen per row, a tie to RCW; with member
+    1 failed (mdadm --fail), each row's only method that avoids it."""
     from raidlab.engine.layouts.raid5 import Raid5Layout
     from raidlab.lab import Lab
+    from raidlab.vm import guest_device
 
     kib, block, disks = 1024, 4096, 5
     rl("create", "r5", "--arch", "md-raid5", "--disks", str(disks), "--disk-size", "48M", "--chunk", "16K",
        "-o", "assume_clean=true", "--runner", "vm", "--json")
     session = open_session(Lab("r5", home=rl.home))
+    if failed is not None:
+        session.exec(["mdadm", session.device, "--fail", guest_device(failed)], timeout=60)
     layout = Raid5Layout(n_disks=disks, disk_size=64 * 16 * kib * 64, chunk_bytes=16 * kib)
     stripe_blocks = (disks - 1) * 16 * kib // block
 
@@ -230,7 +235,7 @@ def test_md_raid5_reads_each_member_what_the_engine_s_per_row_plan_reads(rl):
         session.exec(["dd", "if=/dev/urandom", f"of={session.device}", f"bs={count * block}", "count=1",
                       f"seek={start // count}", "oflag=direct", "conv=notrunc"], timeout=120)
         got = [after - was - look for after, was, look in zip(member_reads(), before, looking)]
-        plan = layout.write_plan(start * block, count * block)
+        plan = layout.write_plan(start * block, count * block, () if failed is None else (failed,))
         wanted = [sum(r.length for r in plan.reads if r.disk == d) for d in range(disks)]
         results.append((first, count, stripe, got, wanted))
         stripe += 1

@@ -170,7 +170,7 @@ _METHOD_WORDS = {
     "rmw": "read-modify-write",
     "rcw": "reconstruct-write",
     "rmw+rcw": "read-modify-write in some rows, reconstruct-write in others",
-    "no-parity": "parity disk failed: data written, parity skipped",
+    "no-parity": "parity disk failed: data written, parity skipped (md still reads what reconstruct-write would)",
 }
 
 

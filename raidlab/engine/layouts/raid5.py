@@ -51,7 +51,8 @@ Degraded (one failed member):
   * a write picks, for each part of the stripe, the only method that avoids the failed
     disk: RCW where the failed disk's data is being overwritten (its new data then lives
     only in the parity), RMW where it is not; with the parity disk failed, data is written
-    and parity skipped.
+    and parity skipped, after the reads reconstruct-write would make: md reads them (it
+    computes the parity it cannot write), and the lab VM's md shows it member for member.
 Two failed members lose the array (any two members share every stripe).
 
 Sub-chunk granularity: ranges are planned at sector (512 B) granularity, not md's 4 KiB
@@ -434,6 +435,14 @@ class Raid5Layout(Layout):
                     else:
                         parity_writes.append((ext, [(s - run_start, e - s, no, rt) for s, e, no, rt in run]))
             else:
+                # The parity disk failed: md still reads what reconstruct-write would (its
+                # handle_stripe_dirtying counts a failed parity as too costly for RMW and
+                # computes the parity it then cannot write), so the engine reads the same.
+                for seg in segments:
+                    for disk, s0, s1 in rcw_wants(seg):
+                        member_offset = self._member_offset(stripe, s0)
+                        collector.want(disk, member_offset, s1 - s0)
+                        stripe_reads.want(disk, member_offset, s1 - s0)
                 for start, end in _union(segments):
                     skipped.append(Extent(parity, self._member_offset(stripe, start), end - start, None, "parity"))
 
