@@ -7,9 +7,9 @@ is answered by whichever scheduler runs the code:
 
 * trio, under the real clock (a live array, the FUSE export, the daemons);
 * raidlab's discrete-event kernel (raidlab.sched.kernel) while `run_kernel` runs: virtual
-  time, for every replay, scenario run, disk bench and engine test (through
-  raidlab.engine.virtual.run_virtual), at 1-3 µs of scheduling per virtual instant
-  (results/bench/sim-kernel/NOTES.md).
+  time, for every replay, scenario run, disk bench and engine test (the engine's runner,
+  raidlab.engine.virtual.run_virtual, is `run_kernel` with stop signals deferred), at
+  1-3 µs of scheduling per virtual instant (results/bench/sim-kernel/NOTES.md).
 
 So the engine stays one code path for both clocks; what differs is only who keeps the
 clock and the run queue. The constructors (`Event()`, `Lock()`, ...) return the running

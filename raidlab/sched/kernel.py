@@ -1,5 +1,5 @@
 """raidlab's discrete-event kernel: the scheduler of virtual time (replays, scenario runs,
-the disk bench, the engine's tests; raidlab.engine.virtual.run_virtual).
+the disk bench, the engine's tests).
 
 Why a kernel of its own: on the virtual clock a replay is a discrete-event simulation, and
 its speed is the cost of one pass of the scheduler per distinct instant. trio's run loop
