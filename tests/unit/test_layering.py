@@ -4,7 +4,7 @@ Every `import` in raidlab/ counts, at module level or inside a function alike (a
 moved into a function to dodge a cycle is still a dependency). A package is `raidlab.X`
 (a subpackage, or a top-level module such as raidlab.scenarios). The engine is the
 strictest rule: it is code over member disks that gets its time and synchronisation from
-raidlab.sched (trio, or raidlab's kernel in a replay), so it may import only the disks, the
+raidlab.sched (trio live, raidlab's kernel in virtual time), so it may import only the disks, the
 scheduler facade, the block-device helpers, the errors and the unit parsers.
 """
 
