@@ -15,7 +15,6 @@ from pathlib import Path
 
 import click
 
-from raidlab.sched import SCHEDULERS
 from raidlab.units import parse_size
 
 
@@ -39,12 +38,11 @@ def _within(stream, seconds: float | None):
 
 
 def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_model: str,
-              progress=None, seconds: float | None = None, schedulers: tuple[str, ...] = ("trio", "kernel")) -> dict:
-    """Replay the first `requests` requests of a synthetic `profile` trace on each arch under
-    each scheduler (raidlab.runners.clock.run_replay), each for at most `seconds` of wall time
+              progress=None, seconds: float | None = None) -> dict:
+    """Replay the first `requests` requests of a synthetic `profile` trace on each arch in
+    virtual time (raidlab.engine.virtual.run_virtual), each for at most `seconds` of wall time
     (None: no limit); the trace is generated as a stream (never held in memory). Requests per
-    second count the requests replayed; both schedulers replay the same requests in one run,
-    so their ratio is measured under the same load."""
+    second count the requests replayed."""
     import itertools
 
     from raidlab.runners.virtual import SimSpec, replay_requests
@@ -53,13 +51,12 @@ def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_mod
     rate = PROFILES[profile].rate_per_s
     duration = requests / rate * 1.5 + 60  # long enough; cut at `requests`
     runs = []
-    for arch, scheduler in itertools.product(archs, schedulers):
+    for arch in archs:
         stream = _within(itertools.islice(synth(profile, duration, seed), requests), seconds)
-        report = replay_requests(SimSpec(arch, disk_model, scheduler=scheduler), stream,
+        report = replay_requests(SimSpec(arch, disk_model), stream,
                                  on_progress=(lambda n, _virtual, a=arch: progress(a, n)) if progress else None)
         runs.append({
             "arch": arch,
-            "scheduler": scheduler,
             "requests": report["trace"]["requests"],
             "virtual_seconds": report["virtual_seconds"],
             "wall_seconds": report["speed"]["wall_seconds"],
@@ -89,18 +86,15 @@ def register(cli: click.Group) -> None:
                   help="Replay exactly this many requests per architecture (no time limit).  "
                        "[default: as many as --seconds allows, at most 1,000,000]")
     @click.option("--seconds", type=click.FloatRange(1, 86400), default=60.0, show_default=True,
-                  help="Wall time for the whole run, shared evenly by the runs (architecture x scheduler; without --requests).")
+                  help="Wall time for the whole run, shared evenly by the architectures (without --requests).")
     @click.option("--arch", "archs", multiple=True, default=("raid5", "disk", "dcd", "vcraid"), show_default=True,
                   help="Architectures to replay on (repeatable).")
-    @click.option("--scheduler", "schedulers", multiple=True, type=click.Choice(SCHEDULERS),
-                  default=("trio", "kernel"), show_default=True,
-                  help="Replay schedulers to measure (repeatable; raidlab.runners.clock.run_replay).")
     @click.option("--profile", default="cello", show_default=True, help="Synthetic trace profile.")
     @click.option("--seed", type=int, default=1, show_default=True)
     @click.option("--disk-model", default="hp-c2200a", show_default=True)
     @click.option("--json", "as_json", is_flag=True)
-    def sim_bench(requests: int | None, seconds: float, archs: tuple[str, ...], schedulers: tuple[str, ...],
-                  profile: str, seed: int, disk_model: str, as_json: bool) -> int:
+    def sim_bench(requests: int | None, seconds: float, archs: tuple[str, ...], profile: str, seed: int,
+                  disk_model: str, as_json: bool) -> int:
         """Replay speed of a synthetic trace per architecture (requests per wall second), and
         peak memory. By default about --seconds in all; --requests N replays N each."""
         from raidlab import archs as registry
@@ -112,17 +106,15 @@ def register(cli: click.Group) -> None:
             if not as_json:
                 click.echo(f"  {arch}: {n:,} requests issued", err=True)
 
-        schedulers = tuple(dict.fromkeys(schedulers))
-        budget = None if requests is not None else seconds / (len(archs) * len(schedulers))
-        result = bench_sim(requests or 1_000_000, list(archs), profile, seed, disk_model, progress, budget,
-                           schedulers)
+        budget = None if requests is not None else seconds / len(archs)
+        result = bench_sim(requests or 1_000_000, list(archs), profile, seed, disk_model, progress, budget)
         if as_json:
             click.echo(json.dumps(result, indent=2))
             return 0
         click.echo(f"synthetic {profile} trace, {disk_model}, seed {seed}, "
                    + (f"{requests:,} requests each" if budget is None else f"about {budget:.0f} s each"))
         for run in result["runs"]:
-            click.echo(f"{run['arch']:<8} {run['scheduler']:<6} {run['requests']:>9,} requests "
+            click.echo(f"{run['arch']:<8} {run['requests']:>9,} requests "
                        f"{run['requests_per_wall_second']:>10,.0f} requests/s  "
                        f"{run['virtual_seconds_per_wall_second']:>10,.1f} virtual s/wall s  "
                        f"wall {run['wall_seconds']:.1f} s  max in flight {run['max_in_flight']}")

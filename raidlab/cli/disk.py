@@ -112,7 +112,7 @@ def models(as_json: bool) -> int:
 @disk.command("bench")
 @click.argument("model")
 @click.option("--clock", type=click.Choice(["virtual", "live"]), default="virtual", show_default=True,
-              help="virtual: exact model time (MockClock); live: real clock, real I/O on a sparse image.")
+              help="virtual: exact model time (raidlab's kernel); live: real clock, real I/O on a sparse image.")
 @click.option("--size", default=None, help="Disk size, e.g. 256M, 4G (default: the drive's capacity).")
 @click.option("--samples", type=click.IntRange(10, 1_000_000), default=None,
               help="Requests per random test (default 2000 virtual, 200 live).")

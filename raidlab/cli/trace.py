@@ -13,7 +13,6 @@ import sys
 import click
 
 from raidlab.errors import UsageError
-from raidlab.sched import SCHEDULERS
 from raidlab.units import parse_duration, parse_key_values, parse_size
 
 
@@ -251,7 +250,7 @@ def register(cli: click.Group) -> None:
                   help=f"Trace format: {', '.join(format_names())} (default: what the file's header says).")
     @click.option("--compact", type=float, default=1.0, show_default=True,
                   help="Divide inter-arrival times by FACTOR (TSS paper: 1000).")
-    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of trio's scheduling order (--scheduler trio) and of written data.")
+    @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the written data's content (with --compressibility).")
     @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
                   help="Architecture option, repeatable (dcd: cache=physical|logical, report=immediate|"
                        "after-complete, destage=on|off, ram_buffer=512K, cache_size=20M; vcraid: config=scd|mcd ...).")
@@ -283,9 +282,6 @@ def register(cli: click.Group) -> None:
                   help="Members are partitions of whole drives of --disk-model, in the SA-RAID paper's "
                        "notation (b8-c1-d1-e1, or 8-1-1-1 for a drive each); see `raidlab create --help`.")
     @click.option("--skip-bad", is_flag=True, help="Skip malformed, unsorted or out-of-range lines (counted).")
-    @click.option("--scheduler", type=click.Choice(SCHEDULERS), default="kernel", show_default=True,
-                  help="Who runs virtual time: trio's run loop, seeded, or raidlab's discrete-event kernel "
-                       "(the same engine code, faster; ties at one instant run in the order they woke).")
     @click.option("--host", "host_model", default=None, metavar="MODEL",
                   help="The machine virtual time charges (a host of raidlab/disks/data/hosts.toml): each "
                        "request's cost, TSS's compression with -o cpu_cost=host (default: none).")
@@ -294,7 +290,7 @@ def register(cli: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print JSON (deterministic; speed goes to stderr).")
     def sim(arch, disks, chunk, disk_model, disk_size, discipline, trace_file, fmt, compact, seed, options,
             outstanding, compressibility, policy, policy_options, bus, write_cache, flushes, span, drives,
-            partitions, skip_bad, scheduler, host_model, host_options, as_json) -> int:
+            partitions, skip_bad, host_model, host_options, as_json) -> int:
         """Replay a block trace on an architecture in virtual time (open loop)."""
         from raidlab.disks import catalog
         from raidlab.traces.formats import TraceReader, detect_format
@@ -331,8 +327,7 @@ def register(cli: click.Group) -> None:
                        options=_key_values(options), outstanding=outstanding,
                        compressibility=compressibility, policy=policy,
                        policy_options=_key_values(policy_options), bus=bus, drives=drives,
-                       partitions=partitions, write_cache=write_cache, flushes=flushes, span=span,
-                       scheduler=scheduler, host=host)
+                       partitions=partitions, write_cache=write_cache, flushes=flushes, span=span, host=host)
         reader = TraceReader(trace_file, detect_format(trace_file, fmt), skip_bad=skip_bad)
         progress = _SimProgress()
         try:

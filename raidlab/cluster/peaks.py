@@ -31,14 +31,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import trio
-import trio.testing
-
-from raidlab import archs
+from raidlab import archs, sched
 from raidlab.disks.backend import MemoryBackend
 from raidlab.disks.bench import default_size, random_qd1, sequential_rate, zone_ranges
 from raidlab.disks import catalog
 from raidlab.disks.disk import EmulatedDisk
+from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
 
 ARCHS = tuple(arch.name for arch in archs.REGISTRY.values() if arch.peaks is not None)  # Table 3's columns
@@ -52,7 +50,7 @@ def disk_figures(model: str, block: int, *, samples: int = 400, seed: int = 1) -
                          hint="use a catalog hdd model, e.g. maxtor-91020d6")
 
     async def main() -> dict[str, float]:
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk = EmulatedDisk("d0", model, MemoryBackend(default_size(spec)), write_cache=False)
             disk.start(nursery)
             rng = random.Random(seed)
@@ -63,7 +61,7 @@ def disk_figures(model: str, block: int, *, samples: int = 400, seed: int = 1) -
             nursery.cancel_scope.cancel()
         return {"B": rate or 0.0, "R": sum(reads) / len(reads), "W": sum(writes) / len(writes)}
 
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return run_virtual(main)
 
 
 def table3(n: int, m: int, B: float, R: float, W: float) -> dict[str, dict[str, Any]]:

@@ -38,9 +38,9 @@ and puts a model where the live cluster has a kernel object:
   own node goes straight to the disk: no network, no driver cost (the paper's local disk
   through its own driver).
 * **Which client sends a request.** Each client task sets CLIENT (the engine's request
-  origin, raidlab.engine.origin) to its node; trio hands a task's context to the tasks it
-  starts, so every member request the engine issues for that client carries the client's
-  node down to the member. RAID-x's images, written home later by its background writer,
+  origin, raidlab.engine.origin) to its node; the kernel hands a task's context to the tasks
+  it starts, as trio does, so every member request the engine issues for that client
+  carries the client's node down to the member. RAID-x's images, written home later by its background writer,
   carry the origin of the write they belong to and are sent from that node, as the live
   engine sends them (from memory, through NBD, whether or not a log on the image disk also
   holds them). The writer's own small requests (tail records, flushes) have no client and

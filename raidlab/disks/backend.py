@@ -1,8 +1,8 @@
 """Where an emulated disk keeps its bytes: memory, a sparse image file, or a real device.
 
 Why synchronous: the design of the two clocks (docs/architecture.md) says that in virtual mode the data
-backend must be synchronous (memory or direct pread/pwrite, never trio.to_thread, which would
-let MockClock jump while a thread works). So backends are plain blocking objects; the disk
+backend must be synchronous (memory or direct pread/pwrite, never a worker thread, which would
+let the virtual clock jump while the thread works). So backends are plain blocking objects; the disk
 (raidlab.disks.disk) calls them directly in virtual mode and, in live mode, directly where
 they cannot block for long and through trio.to_thread otherwise.
 

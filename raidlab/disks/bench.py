@@ -7,11 +7,14 @@ raidlab.disks.geometry.zone_sequential_rate) are printed next to the measurement
 user can see where the two differ and why.
 
 Two clocks (docs/architecture.md, "Two clocks"):
-* virtual: MemoryBackend (sparse), trio.testing.MockClock(autojump_threshold=0); every figure
-  is exact model time, the run takes seconds of CPU whatever the drive's speed.
-* live: a sparse image file in a temporary directory (no root, no loop device), the real
+* virtual: MemoryBackend (sparse), raidlab's discrete-event kernel (raidlab.sched); every
+  figure is exact model time, the run takes seconds of CPU whatever the drive's speed.
+* live: a sparse image file in a temporary directory (no root, no loop device), trio's real
   clock, I/O in worker threads. Adds lateness (actual completion - model completion) at
   QD1 and at QD16, the measure of whether this host delivers the model's timing.
+
+The measurements ask raidlab.sched for time and nurseries, so the same code runs under
+either scheduler (raidlab.cluster.peaks runs them on the kernel too).
 
 Measurements: QD1 random reads of 4 KiB and 8 KiB (mean, p99 ms), QD1 random 4 KiB writes,
 sequential 64 KiB reads and writes at QD1 in the outermost and the innermost zone of the
@@ -27,15 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import trio
-import trio.testing
 
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.disks import catalog
 from raidlab.disks.backend import ImageBackend, MemoryBackend, check_size
 from raidlab.disks.disk import EmulatedDisk, percentile
 from raidlab.disks.geometry import DriveSpec, zone_sequential_rate
 from raidlab.disks.mechanisms import expected_random_read_s
-from raidlab.errors import UsageError
+from raidlab.errors import UsageError, leaf_exceptions
 from raidlab.outputs import new_file, output_dir
 
 SEQ_REQUEST = 64 * 1024
@@ -62,9 +65,9 @@ def zone_ranges(disk: EmulatedDisk) -> tuple[tuple[int, int], tuple[int, int]]:
 
 
 async def _timed(coro) -> float:
-    t0 = trio.current_time()
+    t0 = sched.current_time()
     await coro
-    return trio.current_time() - t0
+    return sched.current_time() - t0
 
 
 async def random_qd1(disk: EmulatedDisk, op: str, nbytes: int, count: int, rng: random.Random,
@@ -96,7 +99,7 @@ async def sequential_rate(disk: EmulatedDisk, op: str, start: int, nbytes: int,
         await disk.read(start, request)
     else:
         await disk.write(start, data)
-    t0 = trio.current_time()
+    t0 = sched.current_time()
     nbytes -= request
     for off in range(start + request, start + request + nbytes, request):
         if op == "read":
@@ -105,7 +108,7 @@ async def sequential_rate(disk: EmulatedDisk, op: str, start: int, nbytes: int,
             await disk.write(off, data)
     if op == "write":
         await disk.flush()
-    elapsed = trio.current_time() - t0
+    elapsed = sched.current_time() - t0
     return nbytes / elapsed if elapsed > 0 else None
 
 
@@ -113,16 +116,16 @@ async def random_qd(disk: EmulatedDisk, depth: int, nbytes: int, count: int, rng
     """Run `count` random reads with `depth` outstanding; return the elapsed time (s)."""
     slots = (disk.size - nbytes) // ALIGN
     offsets = [rng.randrange(0, slots + 1) * ALIGN for _ in range(count)]
-    t0 = trio.current_time()
+    t0 = sched.current_time()
 
     async def worker(mine: list[int]) -> None:
         for off in mine:
             await disk.read(off, nbytes)
 
-    async with trio.open_nursery() as nursery:
+    async with sched.open_nursery() as nursery:
         for w in range(depth):
             nursery.start_soon(worker, offsets[w::depth])
-    return trio.current_time() - t0
+    return sched.current_time() - t0
 
 
 def _summary(times: list[float]) -> dict[str, float]:
@@ -145,7 +148,7 @@ def _lateness(samples: list[float]) -> dict[str, float]:
 async def _bench(disk: EmulatedDisk, samples: int, seq_bytes: int, seed: int, live: bool) -> dict[str, Any]:
     rng = random.Random(seed)
     out: dict[str, Any] = {}
-    async with trio.open_nursery() as nursery:
+    async with sched.open_nursery() as nursery:
         disk.start(nursery)
         qd1_lateness: list[float] = []
         mark = len(disk.lateness_samples())
@@ -177,6 +180,19 @@ async def _bench(disk: EmulatedDisk, samples: int, seq_bytes: int, seed: int, li
                 out["flush_lateness"] = disk.statistics()["flush_lateness"]
         nursery.cancel_scope.cancel()
     return out
+
+
+def _run_virtual(fn, *args) -> Any:
+    """fn(*args) on a fresh kernel. A Ctrl-C, or a stop signal that raidlab.signals raises
+    where the program is, that lands inside a task comes out of the nurseries' exception
+    groups: it is raised as itself, so the command stops with "interrupted"."""
+    try:
+        return sched.run_kernel(fn, *args)
+    except BaseExceptionGroup as group:
+        interrupt = next((e for e in leaf_exceptions(group) if isinstance(e, KeyboardInterrupt)), None)
+        if interrupt is None:
+            raise
+        raise interrupt from None
 
 
 def run_bench(
@@ -214,8 +230,7 @@ def run_bench(
         if live:
             result = trio.run(_bench, disk, samples, seq_bytes, seed, True)
         else:
-            result = trio.run(_bench, disk, samples, seq_bytes, seed, False,
-                              clock=trio.testing.MockClock(autojump_threshold=0))
+            result = _run_virtual(_bench, disk, samples, seq_bytes, seed, False)
     model_view: dict[str, Any] = {}
     if spec.kind != "none":
         model_view["random_read_4k_ms"] = expected_random_read_s(spec, size, 4096)["total"] * 1e3

@@ -6,10 +6,10 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   and serves exactly one at a time, like a drive with one arm. The mechanism's arithmetic
   (raidlab.disks.mechanisms) says when each request would end on the modelled drive; the task
   sleeps until then with `sched.sleep_until`, so the same code is a discrete-event simulation
-  under `trio.testing.MockClock(autojump_threshold=0)` and a real-time emulation under trio's
-  real clock (where the last 1.5 ms are waited with checkpoints, see SPIN_WINDOW).
+  on raidlab's kernel (raidlab.engine.virtual.run_virtual) and a real-time emulation under
+  trio's real clock (where the last 1.5 ms are waited with checkpoints, see SPIN_WINDOW).
 * Virtual mode (io_in_thread=False): the backend I/O is synchronous and happens when the
-  request enters service, so MockClock cannot jump while data moves.
+  request enters service, so the virtual clock cannot jump while data moves.
 * Live mode (io_in_thread=True): the real I/O runs while the task waits for the model's end
   time; the request completes at max(model end, I/O done). "Live I/O": what cannot block
   for long runs inline, in the trio thread, as virtual mode does: a read the page cache holds
@@ -181,7 +181,7 @@ MERGE_LIMIT = 512 * 1024
 # 0.87 ms on hp-c2200a). The service task therefore sleeps until SPIN_WINDOW before the
 # model's end and then yields with checkpoints until the end: trio-only waiting (no
 # time.sleep, no blocking), at the cost of up to SPIN_WINDOW of CPU per request. Never used
-# on the virtual clock, where checkpoints would not let MockClock jump.
+# on the virtual clock, where checkpoints would not let the kernel jump.
 SPIN_WINDOW = 1.5e-3
 
 

@@ -9,7 +9,7 @@ I/O sits around them):
   mirrors, chained declustering, RAID-x and the SA-RAID layouts share one request path.
 * Everything is async code that never blocks and never reads the wall clock (time and
   synchronisation come from raidlab.sched), so the same Array serves the live FUSE volume
-  under trio and a virtual-time trace replay under trio or raidlab's kernel.
+  under trio and a virtual-time trace replay on raidlab's kernel.
 * Parity layouts serialise writes that share a row: the 4 KiB units (md's STRIPE_SIZE, the
   span of one stripe_head) of the member offsets a write plan reads or writes. A
   read-modify-write must not interleave with another write of the same parity bytes, and

@@ -2,10 +2,10 @@
 
 A request to the engine is issued by some client; on a cluster, the client's node decides
 which cables a member request crosses. ORIGIN holds that node (None: no node, the request is
-the engine's own or the array is not on a cluster). It is a context variable: trio gives each
-task a copy of the context of the task that started it, so every member request the engine
-issues for a client's request carries the client's node down to the member, without any
-layout or architecture passing it along. Work the engine defers (RAID-x's images kept in
+the engine's own or the array is not on a cluster). It is a context variable: trio and
+raidlab's kernel give each task a copy of the context of the task that started it, so every
+member request the engine issues for a client's request carries the client's node down to
+the member, without any layout or architecture passing it along. Work the engine defers (RAID-x's images kept in
 memory) records the origin of the write that caused it and sets it again when done later.
 """
 

@@ -1,100 +1,72 @@
-"""Run engine code under the virtual clock, deterministically.
+"""Run engine code in virtual time: raidlab's discrete-event kernel, and stop signals.
 
-Why: the virtual clock (docs/architecture.md, "Two clocks") is `trio.testing.MockClock(autojump_threshold=0)`, which makes
-time jump straight to the next deadline, so a trace replays as a discrete-event simulation.
-That alone does not make a replay reproducible: trio deliberately randomises the order in
-which tasks that became runnable together are resumed (its scheduler RNG, `_r` in
-trio._core._run), and the order in which concurrent member requests reach a disk's queue
-decides seek distances and so the times. The same trace, seed and options must give
-identical results byte for byte, so `run_virtual` seeds that RNG before each run.
-It is a private trio attribute — the one trio's own Hypothesis plugin seeds for the same
-purpose — so we check it exists and fail loudly if a trio release removes it.
+Why: the virtual clock (docs/architecture.md, "Two clocks") is raidlab.sched.kernel, a heap
+of timers and a run queue of coroutines whose time jumps to the next deadline when nothing
+is runnable, so engine code (which asks raidlab.sched for time and synchronisation) runs as
+a discrete-event simulation: a trace replay, a scenario's workload, a disk bench, a unit
+test. The kernel has no randomness: tasks woken at one instant run in the order they woke
+and timers due at one instant fire in the order they were armed, so a run gives the same
+bytes in any process, whatever the process did before. Seeds of a run (its trace, its data)
+belong to the code being run, not to the clock.
 
-Seeding alone is not enough: timers that expire at the same virtual instant (common on a
-virtual clock) are ordered by `id()` of their cancel scopes, i.e. by memory address, which
-depends on what the process did before; a replay could then differ from the same replay run
-first in a fresh process. trio's deterministic-scheduling switch (also set by its Hypothesis
-plugin) sorts every batch of runnable tasks by creation order before the seeded shuffle,
-which removes that dependence; `run_virtual` turns it on for the duration of the run.
+Stop signals: while `run_virtual` runs in the main thread, Ctrl-C, SIGTERM and SIGHUP are
+only noted; the kernel then cancels every task at its next pass, the tasks unwind through
+their own cleanup, and the signal comes out after as KeyboardInterrupt (Ctrl-C) or
+raidlab.errors.Signalled (the others). A KeyboardInterrupt raised wherever Python happened
+to be could land in the kernel's own loop and leave tasks half-run, or inside a task and
+come out wrapped in its nurseries' exception groups.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import trio
-import trio.testing
-
+from raidlab import sched
 from raidlab.errors import Signalled
 
 T = TypeVar("T")
 
-
-def _scheduler_rng() -> random.Random:
-    from trio._core import _run
-
-    rng = getattr(_run, "_r", None)
-    if not isinstance(rng, random.Random):  # pragma: no cover - depends on the trio release
-        raise RuntimeError(
-            "this trio release has no scheduler RNG at trio._core._run._r; "
-            "virtual-time replays would not be reproducible"
-        )
-    return rng
+_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
-def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any, seed: int = 0, clock: trio.abc.Clock | None = None) -> T:
-    """trio.run(fn, *args) on a virtual clock (default: a MockClock that jumps to the next
-    deadline), with trio's scheduling order seeded by `seed`. Returns fn's result.
+def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """fn(*args) to its end on a fresh kernel (virtual time from 0); returns fn's result.
+    Ctrl-C, SIGTERM and SIGHUP stop it as the module doc says."""
+    import signal
 
-    SIGTERM and SIGHUP during the run (in the main thread) cancel it and are raised as
-    raidlab.errors.Signalled once trio has returned: a handler that raised where the
-    program happened to be could land inside trio's own scheduler. Ctrl-C is trio's own
-    KeyboardInterrupt delivery. Neither adds a task, so the seeded schedule is unchanged."""
-    from trio._core import _run
-
-    _scheduler_rng().seed(seed)
-    previous = getattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING", None)
-    if previous is None:  # pragma: no cover - depends on the trio release
-        raise RuntimeError("this trio release has no deterministic-scheduling switch")
     received: list[int] = []
-    box: dict[str, Any] = {}
 
-    async def guarded() -> Any:
-        token = trio.lowlevel.current_trio_token()
-        with trio.CancelScope() as scope:
-            def handler(signum: int, _frame: Any) -> None:
-                received.append(signum)
-                token.run_sync_soon(scope.cancel)  # signal-safe: wakes trio's loop
+    def handler(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        kernel = sched.running_kernel()
+        if kernel is not None:
+            kernel.stop_requested.append(signum)
 
-            old = _install(handler)
-            try:
-                box["result"] = await fn(*args)
-            finally:
-                _restore(old)
-
-    _run._ALLOW_DETERMINISTIC_SCHEDULING = True
+    old = _install(handler)
     try:
-        trio.run(guarded, clock=clock or trio.testing.MockClock(autojump_threshold=0))
+        result = sched.run_kernel(fn, *args)
+    except BaseException:
+        if not received:
+            raise
+        result = None
     finally:
-        _run._ALLOW_DETERMINISTIC_SCHEDULING = previous
+        _restore(old)
     if received:
+        if received[0] == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Signalled(received[0])
-    return box["result"]
+    return result
 
 
-_STOP_SIGNALS = ("SIGTERM", "SIGHUP")
-
-
-def _install(handler: Callable[[int, Any], None], extra: tuple[str, ...] = ()) -> dict[int, Any]:
+def _install(handler: Callable[[int, Any], None]) -> dict[int, Any]:
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return {}
     # a signal the process was started ignoring (nohup, a background job's SIGINT) stays ignored
-    return {int(sig): signal.signal(sig, handler) for sig in (getattr(signal, name) for name in (*_STOP_SIGNALS, *extra))
+    return {int(sig): signal.signal(sig, handler) for sig in (getattr(signal, name) for name in _STOP_SIGNALS)
             if signal.getsignal(sig) is not signal.SIG_IGN}
 
 

@@ -139,4 +139,4 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
 def run_andrew(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """One Andrew benchmark per client on the twin (module doc) on `spec`'s architecture."""
     p = resolve(params)
-    return run_timed(_run, spec, p, seed=p["seed"], scheduler=spec.scheduler)
+    return run_timed(_run, spec, p)

@@ -144,4 +144,4 @@ async def _run(spec: SimSpec, p: dict[str, Any]) -> dict[str, Any]:
 def run_parallel(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Run the parallel clients (module doc) on `spec`'s architecture in virtual time."""
     p = resolve(params)
-    return run_timed(_run, spec, p, seed=p["seed"], scheduler=spec.scheduler)
+    return run_timed(_run, spec, p)

@@ -23,9 +23,7 @@ Case parameters (merged [workload].params and [[case]].params):
     profile      synthetic profile (hplajw, snake, cello, oltp)        | or trace + format
     duration     trace length: seconds or 90s/15m/2h/3d
     trace_seed   seed of the synthetic trace (default 1); repetition k replays trace_seed + k - 1
-    seed         seed of trio's scheduling order in the replay (default 0)
-    scheduler    who runs virtual time: trio (default) or kernel, raidlab's discrete-event
-                 kernel (raidlab.runners.clock.run_replay)
+    seed         seed of the written data's content (compressibility; default 0)
     compact      divide inter-arrival times (default 1)
     compressibility  written data of which this share compresses away (default: zeros);
                  for architectures that compress (TSS)
@@ -92,8 +90,7 @@ def _sim_spec(arch_entry: Any, params: dict[str, Any], host: Any = None):
         policy=_get(arch_entry, "policy"), policy_options=dict(_get(arch_entry, "policy_options", {}) or {}),
         bus=_get(arch_entry, "bus"), drives=_get(arch_entry, "drives"), partitions=_get(arch_entry, "partitions"),
         write_cache=_get(arch_entry, "write_cache", "model") or "model", span=_get(arch_entry, "span"),
-        flushes=_get(arch_entry, "flushes", "honoured") or "honoured",
-        scheduler=str(params.get("scheduler", "kernel")), host=host)
+        flushes=_get(arch_entry, "flushes", "honoured") or "honoured", host=host)
 
 
 def _metric(value: float | None, unit: str) -> dict[str, Any]:

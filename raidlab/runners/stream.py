@@ -204,4 +204,4 @@ def run_stream(spec: SimSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Write then read one file on `spec`'s architecture in virtual time (module doc); the
     report is deterministic except `speed` (wall clock)."""
     p = resolve(params)
-    return run_timed(_run, spec, p, seed=p["seed"], scheduler=spec.scheduler)
+    return run_timed(_run, spec, p)

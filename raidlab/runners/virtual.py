@@ -2,10 +2,10 @@
 
 Why built this way (the design's "one engine, two clocks"):
 
-* The replay drives the *same* engine code as the live volume (EmulatedDisk, Array) on a
-  virtual clock (raidlab.runners.clock.run_replay: MockClock(autojump_threshold=0)'s jumps in
-  one run-loop pass, trio's scheduler RNG seeded), so it is a discrete-event simulation of
-  the real code, byte-for-byte reproducible for a trace, seed and options.
+* The replay drives the *same* engine code as the live volume (EmulatedDisk, Array) on the
+  virtual clock (raidlab.engine.virtual.run_virtual: raidlab's discrete-event kernel), so it
+  is a discrete-event simulation of the real code, byte-for-byte reproducible for a trace,
+  seed and options.
 * Open loop, like the DCD simulator: request i is issued at t0 + time_i / compact
   whatever happened to earlier requests, each in its own task, so requests overlap and
   queue at the disks. `--compact` divides the trace's times (TSS §5 "trace compaction ...
@@ -59,9 +59,9 @@ from raidlab.disks.bus import Bus, parse_bus
 from raidlab.disks import partitions
 from raidlab.disks.disk import EmulatedDisk, write_cache_override
 from raidlab.disks.host import Host
+from raidlab.engine.virtual import run_virtual
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 from raidlab.policies import make_policy
-from raidlab.runners.clock import run_replay
 from raidlab.traces.formats import FLUSH, READ, TRIM, WRITE, Request, TraceReader
 from raidlab.traces.stats import response_summary
 
@@ -160,7 +160,6 @@ class SimSpec:
     write_cache: str = "model"             # every drive's write cache: model (its default) | on | off
     flushes: str = "honoured"              # the host's flushes and FUA at every drive: honoured | dropped
     span: str | None = None                # every drive's span (full | start); None: as the plan says
-    scheduler: str = "kernel"              # who runs virtual time: kernel | trio (raidlab.runners.clock)
     host: Any = None                       # the machine's processors and costs (raidlab.disks.host.HostModel)
 
 
@@ -479,7 +478,6 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
         "discipline": spec.discipline,
         "compact": spec.compact,
         "seed": spec.seed,
-        "scheduler": spec.scheduler,
         "compressibility": spec.compressibility,
         "policy": ({"name": spec.policy, **policy.describe(), "moves": dict(policy.moves)}
                    if spec.policy is not None else None),
@@ -522,7 +520,7 @@ async def _replay(spec: SimSpec, reader: TraceReader, on_progress) -> dict[str, 
 
 
 def _single_user_error(group: BaseExceptionGroup) -> RaidlabError | None:
-    """The RaidlabError inside trio's nested nursery exception groups, if it is the only
+    """The RaidlabError inside the nurseries' nested exception groups, if it is the only
     error there (cancellations of the sibling tasks aside): the CLI then prints one line."""
     found = [e for e in leaf_exceptions(group) if not isinstance(e, sched.Cancelled)]
     if len(found) == 1 and isinstance(found[0], RaidlabError):
@@ -533,20 +531,14 @@ def _single_user_error(group: BaseExceptionGroup) -> RaidlabError | None:
 PROGRESS_EVERY = 10_000  # requests between two on_progress(requests issued, virtual seconds) calls
 
 
-def run_timed(fn: Callable[..., Awaitable[dict[str, Any]]], *args: Any, seed: int,
-              scheduler: str = "kernel") -> dict[str, Any]:
-    """`fn(*args)` on the virtual clock (run_replay); its report with "speed" =
+def run_timed(fn: Callable[..., Awaitable[dict[str, Any]]], *args: Any) -> dict[str, Any]:
+    """`fn(*args)` on the virtual clock (run_virtual); its report with "speed" =
     {"wall_seconds"} added (the one entry that is not deterministic). A lone user error
-    inside trio's exception groups is raised as itself, so the CLI prints one line."""
+    inside the nurseries' exception groups is raised as itself, so the CLI prints one line."""
     start = wallclock.perf_counter()
     try:
-        report = run_replay(fn, *args, seed=seed, scheduler=scheduler)
+        report = run_virtual(fn, *args)
     except BaseExceptionGroup as group:
-        # Ctrl-C (trio's KeyboardInterrupt) lands in whichever task runs: it unwinds as
-        # itself, so the command stops with "interrupted", not a traceback.
-        interrupt = next((e for e in leaf_exceptions(group) if isinstance(e, KeyboardInterrupt)), None)
-        if interrupt is not None:
-            raise interrupt from None
         user_error = _single_user_error(group)
         if user_error is None:
             raise
@@ -559,7 +551,7 @@ def replay(spec: SimSpec, reader: TraceReader, *,
            on_progress: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Replay `reader`'s requests on `spec`'s architecture in virtual time; return the
     report (deterministic) with a "speed" entry (wall-clock, not deterministic) added."""
-    report = run_timed(_replay, spec, reader, on_progress, seed=spec.seed, scheduler=spec.scheduler)
+    report = run_timed(_replay, spec, reader, on_progress)
     wall = report["speed"]["wall_seconds"]
     report["speed"].update({
         "virtual_seconds_per_wall_second": report["virtual_seconds"] / wall if wall > 0 else 0.0,

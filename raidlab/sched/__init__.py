@@ -5,18 +5,18 @@ twin) asks this module, never trio directly, for the time, for sleeps and checkp
 Event, Lock, Condition, Semaphore, nurseries, cancel scopes and worker threads. Each call
 is answered by whichever scheduler runs the code:
 
-* trio, under the real clock (a live array, the FUSE export, the daemons) and under the
-  virtual clock of raidlab.engine.virtual.run_virtual (trio's MockClock, seeded);
-* raidlab's discrete-event kernel (raidlab.sched.kernel) while `run_kernel` runs, the
-  scheduler of a trace replay: the same engine code, 10-20x less scheduler cost per
-  virtual instant than trio's run loop (results/bench/sim-kernel/NOTES.md).
+* trio, under the real clock (a live array, the FUSE export, the daemons);
+* raidlab's discrete-event kernel (raidlab.sched.kernel) while `run_kernel` runs: virtual
+  time, for every replay, scenario run, disk bench and engine test (the engine's runner,
+  raidlab.engine.virtual.run_virtual, is `run_kernel` with stop signals deferred), at
+  1-3 µs of scheduling per virtual instant (results/bench/sim-kernel/NOTES.md).
 
 So the engine stays one code path for both clocks; what differs is only who keeps the
 clock and the run queue. The constructors (`Event()`, `Lock()`, ...) return the running
 scheduler's own object, so one made under trio is used under trio, one made in a kernel
 run in that run. `to_thread_run_sync` runs a blocking call in trio's thread pool live and
 inline in a kernel run (virtual time stands still while it runs, which is what a
-simulation wants; a replay's backends are memory anyway).
+simulation wants; virtual time's backends are memory anyway).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from raidlab.sched import kernel as _k
 
 T = TypeVar("T")
 
-SCHEDULERS = ("trio", "kernel")  # who can run virtual time (raidlab.runners.clock.run_replay)
 running_kernel = _k.running  # the raidlab.sched.kernel.Kernel running the calling code, or None (trio)
 
 Cancelled = (trio.Cancelled, _k.Cancelled)  # either scheduler's: for `except sched.Cancelled` and isinstance
@@ -113,7 +112,7 @@ async def to_thread_run_sync(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
 
 
 def in_kernel() -> bool:
-    """True while raidlab's kernel runs this code (a replay), False under trio."""
+    """True while raidlab's kernel runs this code (virtual time), False under trio (live)."""
     return running_kernel() is not None
 
 

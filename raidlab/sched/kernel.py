@@ -1,10 +1,11 @@
-"""raidlab's discrete-event kernel: the scheduler of a virtual-time replay.
+"""raidlab's discrete-event kernel: the scheduler of virtual time (replays, scenario runs,
+the disk bench, the engine's tests).
 
 Why a kernel of its own: on the virtual clock a replay is a discrete-event simulation, and
 its speed is the cost of one pass of the scheduler per distinct instant. trio's run loop
 pays 15-35 µs a pass (its I/O manager's poll, deadlines kept per cancel scope, the batch
 shuffle, instruments); this heap of coroutines pays 1-3 µs an instant through raidlab.sched
-(results/bench/sim-kernel/NOTES.md). The engine does not see the difference: it asks
+(results/bench/sim-kernel/NOTES.md). trio stays the scheduler of the real clock. The engine does not see the difference: it asks
 raidlab.sched for time and synchronisation, and raidlab.sched answers from this kernel while
 one runs and from trio otherwise, so the engine is one code path for both clocks.
 

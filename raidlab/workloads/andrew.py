@@ -151,7 +151,7 @@ SIM_PARAMS: dict[str, Param] = {
     "file_offset_kb": Param(int, 4096, "where client 0's file system starts in the volume, KiB", minimum=0),
     "nodes": Param(int, 0, "nodes of the cluster (0: as many as clients or disks, whichever is more)", minimum=0),
     **TWIN_NETWORK_PARAMS,
-    "seed": Param(int, 0, "seed of trio's scheduling order and of the reads' places", minimum=0),
+    "seed": Param(int, 0, "seed of the reads' places", minimum=0),
 }
 
 

@@ -137,7 +137,7 @@ SIM_PARAMS: dict[str, Param] = {
     "client": Param(int, 0, "the node that runs Bonnie", minimum=0),
     "nodes": Param(int, 0, "nodes of the cluster (0: as many as the disks need)", minimum=0),
     **TWIN_NETWORK_PARAMS,
-    "seed": Param(int, 0, "seed of trio's scheduling order and of the seeks' places", minimum=0),
+    "seed": Param(int, 0, "seed of the seeks' places", minimum=0),
 }
 
 

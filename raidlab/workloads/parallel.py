@@ -55,7 +55,7 @@ SIM_PARAMS: dict[str, Param] = {
     "file_offset_kb": Param(int, 4096, "where client 0's file starts in the volume, KiB", minimum=0),
     "nodes": Param(int, 0, "nodes of the cluster (0: as many as clients or disks, whichever is more)", minimum=0),
     **TWIN_NETWORK_PARAMS,
-    "seed": Param(int, 0, "seed of trio's scheduling order and of the small accesses' places", minimum=0),
+    "seed": Param(int, 0, "seed of the small accesses' places", minimum=0),
 }
 
 

@@ -47,7 +47,7 @@ SIM_PARAMS: dict[str, Param] = {
                           minimum=0),
     "random_kb": Param(int, 8, "size of each random read, KiB (the paper's suggestion: twice the chunk)", minimum=1),
     "random_depth": Param(int, 1, "random reads in flight", minimum=1),
-    "seed": Param(int, 0, "seed of trio's scheduling order and of the random reads' places", minimum=0),
+    "seed": Param(int, 0, "seed of the random reads' places", minimum=0),
 }
 
 

@@ -8,7 +8,7 @@ scenario is refused with one line before anything runs:
     profile      synthetic profile (hplajw, snake, cello, oltp)        | or trace + format
     duration     trace length: seconds or 90s/15m/2h/3d
     trace_seed   seed of the synthetic trace (default 1)
-    seed         seed of trio's scheduling order in the replay (default 0)
+    seed         seed of the written data's content (compressibility; default 0)
     compact      divide inter-arrival times (default 1)
 """
 
@@ -17,13 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from raidlab.errors import UsageError
-from raidlab.sched import SCHEDULERS
 from raidlab.traces.formats import _parser_for
 from raidlab.traces.synth import profile
 from raidlab.units import parse_duration, parse_size
 
 CASE_PARAMS = ("profile", "duration", "trace_seed", "seed", "compact", "trace", "format", "compressibility",
-               "outstanding", "device_size", "scheduler")
+               "outstanding", "device_size")
 WORKLOAD = "trace"
 
 
@@ -32,9 +31,6 @@ def validate_params(params: dict[str, Any]) -> None:
     unknown = sorted(set(params) - set(CASE_PARAMS))
     if unknown:
         raise UsageError(f"unknown sim parameter {unknown[0]!r}", hint=f"known: {', '.join(CASE_PARAMS)}")
-    if str(params.get("scheduler", "kernel")) not in SCHEDULERS:
-        raise UsageError(f"unknown replay scheduler {params['scheduler']!r}",
-                         hint=f"one of {', '.join(SCHEDULERS)}")
     if ("profile" in params) == ("trace" in params):
         raise UsageError("a sim case needs either profile (a synthetic trace) or trace (a file), not both",
                          hint="e.g. params = {profile = \"hplajw\", duration = \"1d\"}")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import random
 
-import trio
-
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
 from raidlab.engine.virtual import run_virtual
@@ -29,7 +28,7 @@ class SlowWrites:
         return getattr(self.disk, name)
 
     async def write(self, offset, data, *args, **kwargs):
-        await trio.sleep(0.02)
+        await sched.sleep(0.02)
         return await self.disk.write(offset, data, *args, **kwargs)
 
 
@@ -40,7 +39,7 @@ def test_a_reconstructed_block_never_sees_a_half_written_row():
     seen = {"reads": 0, "wrong": 0}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in disks:
                 d.start(nursery)
             array, _ = await build.create_array("r", "raid5", members, chunk=CHUNK, nursery=nursery)
@@ -63,9 +62,9 @@ def test_a_reconstructed_block_never_sees_a_half_written_row():
                     got = await array.read(s * stripe + CHUNK, CHUNK)
                     seen["reads"] += 1
                     seen["wrong"] += got != blocks[s]
-                    await trio.sleep(0.0005)
+                    await sched.sleep(0.0005)
 
-            async with trio.open_nursery() as inner:
+            async with sched.open_nursery() as inner:
                 inner.start_soon(writer)
                 inner.start_soon(reader)
             seen["degraded"] = array.counters["reconstructed_reads"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
 from raidlab.engine.virtual import run_virtual
@@ -24,7 +24,7 @@ def test_resync_repairs_a_stale_member_and_keeps_concurrent_writes(arch, n):
     seen = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for m in members:
                 m.start(nursery)
             array, _ = await build.create_array("r", arch, members, chunk=64 * KiB, nursery=nursery)
@@ -42,9 +42,9 @@ def test_resync_repairs_a_stale_member_and_keeps_concurrent_writes(arch, n):
                     offset = rng.randrange(0, 2 * MiB // 4096) * 4096
                     await array.write(offset, piece)
                     data[offset:offset + 4096] = piece
-                    await trio.sleep(0)
+                    await sched.sleep(0)
 
-            async with trio.open_nursery() as inner:
+            async with sched.open_nursery() as inner:
                 inner.start_soon(writer)
                 seen["rewritten"] = await array.resync(segment=256 * KiB)
             seen["after"] = await array.scrub()

@@ -3,8 +3,7 @@ rows or none for try_acquire, and a waiter cancelled while it waits leaves nothi
 
 from __future__ import annotations
 
-import trio
-
+from raidlab import sched
 from raidlab.engine.array import _StripeLocks
 from raidlab.engine.virtual import run_virtual
 
@@ -15,21 +14,21 @@ def test_waiters_get_a_row_in_the_order_they_asked_and_a_cancelled_waiter_takes_
         await locks.acquire([3, 1, 2])
 
         async def writer(name, rows, cancel_after=None):
-            with trio.move_on_after(cancel_after if cancel_after is not None else 1e9):
+            with sched.move_on_after(cancel_after if cancel_after is not None else 1e9):
                 await locks.acquire(rows)
                 order.append(name)
-                await trio.sleep(1)
+                await sched.sleep(1)
                 locks.release(rows)
 
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             nursery.start_soon(writer, "a", [2])
-            await trio.sleep(0.1)
+            await sched.sleep(0.1)
             nursery.start_soon(writer, "gone", [0, 2], 0.5)   # takes 0, waits for 2, is cancelled
-            await trio.sleep(0.1)
+            await sched.sleep(0.1)
             nursery.start_soon(writer, "b", [2, 4])
-            await trio.sleep(0.1)
+            await sched.sleep(0.1)
             assert locks.try_acquire([0]) is False               # "gone" holds 0 while it waits
-            await trio.sleep(1)                                  # "gone" was cancelled: 0 is free again
+            await sched.sleep(1)                                  # "gone" was cancelled: 0 is free again
             assert locks.try_acquire([0]) is True
             locks.release([0])
             locks.release([1, 2, 3])

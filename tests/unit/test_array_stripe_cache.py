@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import virtual
 from raidlab.engine.array import Array
@@ -28,7 +28,7 @@ def _layout():
 
 def _run(body, *, rows=256, model="none"):
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disks = [EmulatedDisk(f"d{i}", model, MemoryBackend(DISK)) for i in range(4)]
             for disk in disks:
                 disk.start(nursery)
@@ -37,7 +37,7 @@ def _run(body, *, rows=256, model="none"):
             nursery.cancel_scope.cancel()
         return result
 
-    return virtual.run_virtual(main, seed=1)
+    return virtual.run_virtual(main)
 
 
 def _member_reads(disks):
@@ -108,7 +108,7 @@ def test_two_writes_that_share_a_stripe_are_gathered_and_read_nothing():
     second = random.Random(4).randbytes(STRIPE + STRIPE // 2)
 
     async def body(array, disks):
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             nursery.start_soon(array.write, 0, first)
             nursery.start_soon(array.write, len(first), second)
         return _member_reads(disks), array.statistics(), await array.read(0, 3 * STRIPE)
@@ -138,7 +138,7 @@ def test_concurrent_random_writes_keep_data_and_parity(seed):
     async def body(array, disks):
         before = bytes(capacity)
         for group in batches:
-            async with trio.open_nursery() as nursery:
+            async with sched.open_nursery() as nursery:
                 for offset, data in group:
                     nursery.start_soon(array.write, offset, data)
             after = await array.read(0, capacity)

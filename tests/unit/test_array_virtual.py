@@ -1,4 +1,4 @@
-"""The engine's request path under the virtual clock (MockClock): data, costs, failures.
+"""The engine's request path under the virtual clock (raidlab's kernel): data, costs, failures.
 
 Each architecture serves the same scripted request sequence and must return exactly what a
 plain bytearray reference returns; the member counters show the I/O each layout costs.
@@ -10,8 +10,8 @@ import errno
 import random
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import virtual
 from raidlab.engine.array import Array
@@ -50,7 +50,7 @@ def script(capacity: int, seed: int, count: int = 120):
 
 
 def run_virtual(fn):
-    return virtual.run_virtual(fn, seed=1)
+    return virtual.run_virtual(fn)
 
 
 def build(layout, nursery, model="none"):
@@ -64,7 +64,7 @@ def in_nursery(body):
     """Run body(nursery) with disks' service tasks in a nursery cancelled afterwards."""
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             result = await body(nursery)
             nursery.cancel_scope.cancel()
         return result
@@ -96,7 +96,7 @@ def test_scripted_sequence_matches_reference(arch):
         await array.flush()
         # Whole device read back equals the reference.
         assert await array.read(0, array.size) == bytes(reference)
-        return out, trio.current_time()
+        return out, sched.current_time()
 
     first, t1 = in_nursery(main)
     second, t2 = in_nursery(main)
@@ -189,7 +189,7 @@ def test_concurrent_writes_to_one_stripe_keep_parity_consistent():
 
     async def main(nursery):
         disks, array = build(layout, nursery, model="hp-c2200a")
-        async with trio.open_nursery() as writers:
+        async with sched.open_nursery() as writers:
             for i in range(3):  # three chunks of stripe 0, written at once
                 writers.start_soon(array.write, i * 16 * KiB, bytes([i + 1]) * (4 * KiB))
         # Lose a data disk: reconstruction from parity must give the written bytes.
@@ -210,7 +210,7 @@ def test_raid5_writes_to_different_rows_of_one_stripe_do_not_wait_for_each_other
 
     async def main(nursery, offsets):
         disks, array = build(layout, nursery, model="hp-c2200a")
-        async with trio.open_nursery() as writers:
+        async with sched.open_nursery() as writers:
             for i, offset in enumerate(offsets):
                 writers.start_soon(array.write, offset, bytes([i + 1]) * KiB)
         for i, offset in enumerate(offsets):
@@ -235,7 +235,7 @@ def test_raid5_many_concurrent_small_writes_keep_parity_consistent():
     async def main(nursery):
         disks, array = build(layout, nursery, model="hp-c2200a")
         reference = bytearray(array.size)
-        async with trio.open_nursery() as writers:
+        async with sched.open_nursery() as writers:
             for i, (offset, length) in enumerate(writes):
                 data = bytes([i % 251 + 1]) * length
                 reference[offset:offset + length] = data
@@ -262,7 +262,7 @@ def test_rebuild_with_concurrent_writes_then_scrub_is_clean(arch):
         blank = EmulatedDisk("new1", "hp-c2200a", MemoryBackend(DISK))
         blank.start(nursery)
         seen = []
-        async with trio.open_nursery() as inner:
+        async with sched.open_nursery() as inner:
             inner.start_soon(lambda: array.rebuild(1, blank, segment=256 * KiB,
                                                    progress=lambda d, t: seen.append((d, t))))
             await replay(array, reference, steps[50:])  # writes and reads during the rebuild

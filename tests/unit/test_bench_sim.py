@@ -31,24 +31,20 @@ def _bench(capsys, *args: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
-def test_a_fixed_count_replays_exactly_that_many_on_each_arch_and_scheduler(capsys):
+def test_a_fixed_count_replays_exactly_that_many_on_each_arch(capsys):
     rc, out, err = _bench(capsys, "--requests", "1000", "--arch", "disk", "--arch", "dcd", "--json")
     assert rc == 0, err
     doc = json.loads(out)
-    assert [(r["arch"], r["scheduler"], r["requests"]) for r in doc["runs"]] == [
-        ("disk", "trio", 1000), ("disk", "kernel", 1000), ("dcd", "trio", 1000), ("dcd", "kernel", 1000)]
+    assert [(r["arch"], r["requests"]) for r in doc["runs"]] == [("disk", 1000), ("dcd", 1000)]
     assert doc["seconds_per_run"] is None and all(r["requests_per_wall_second"] > 0 for r in doc["runs"])
-    # the same requests on the same drive: both schedulers end at the same virtual instant
-    disk = [r for r in doc["runs"] if r["arch"] == "disk"]
-    assert disk[0]["virtual_seconds"] == disk[1]["virtual_seconds"]
+    assert all(r["virtual_seconds"] > 0 for r in doc["runs"])
 
 
 def test_the_default_shares_its_seconds_among_the_four_architectures(capsys):
-    rc, out, err = _bench(capsys, "--seconds", "8", "--json")
+    rc, out, err = _bench(capsys, "--seconds", "4", "--json")
     assert rc == 0, err
     doc = json.loads(out)
-    assert [(r["arch"], r["scheduler"]) for r in doc["runs"]] == [
-        (arch, scheduler) for arch in ("raid5", "disk", "dcd", "vcraid") for scheduler in ("trio", "kernel")]
+    assert [r["arch"] for r in doc["runs"]] == ["raid5", "disk", "dcd", "vcraid"]
     assert doc["seconds_per_run"] == 1.0
     assert all(0 < r["requests"] < 1_000_000 for r in doc["runs"])
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build, metadata
 from raidlab.engine.virtual import run_virtual
@@ -20,7 +20,7 @@ def disks(n, size=8 * MiB, model="none", sizes=None):
 def served(body, members):
     async def main():
         outcome = {}
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for m in members:
                 m.start(nursery)
             try:
@@ -64,7 +64,7 @@ def test_sa_probe_sees_the_slow_member():
     members = [*fast, slow]
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in [*fast, whole]:
                 d.start(nursery)
             array, keeper = await build.create_array("sa", "sa3", members, chunk=64 * 1024,

@@ -10,8 +10,8 @@ import errno
 import logging
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_dcd, create_vcraid
 from raidlab.engine.virtual import run_virtual
@@ -46,17 +46,17 @@ def test_a_failed_background_task_fails_requests_instead_of_hanging(kind, caplog
         raise RuntimeError("injected destage failure")
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             target = await make(kind, nursery)
             target.store.destage_together = injected
             target.start(nursery)
             try:
                 await target.write(0, b"a" * 4096)
                 await target.flush()
-                await trio.sleep(10.0)  # idle: the destage runs and fails, cancelling us
+                await sched.sleep(10.0)  # idle: the destage runs and fails, cancelling us
             finally:
                 # What a stopping daemon does (shielded): flush what is in RAM.
-                with trio.CancelScope(shield=True), trio.move_on_after(60) as waited:
+                with sched.CancelScope(shield=True), sched.move_on_after(60) as waited:
                     for name, call in (("write", lambda: target.write(8192, b"b" * 4096)),
                                        ("flush", target.flush)):
                         try:
@@ -89,7 +89,7 @@ def test_a_drive_failing_under_a_background_task_fails_the_cache_not_its_owner(k
     seen: dict[str, object] = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             drives: dict = {}
             target = await make(kind, nursery, drives)
             target.start(nursery)
@@ -102,9 +102,9 @@ def test_a_drive_failing_under_a_background_task_fails_the_cache_not_its_owner(k
                     await target.write(offset, b"b" * (256 * KiB))
             except OSError as exc:
                 seen["write"] = exc
-            with trio.move_on_after(10):
+            with sched.move_on_after(10):
                 while target.failure is None:
-                    await trio.sleep(0.05)
+                    await sched.sleep(0.05)
             seen["failure"] = target.failure
             try:
                 await target.read(0, 4096)
@@ -134,7 +134,7 @@ def test_a_failure_is_kept_in_the_superblocks_and_refuses_the_next_assembly(kind
     seen: dict[str, object] = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             members = [EmulatedDisk(f"d{i}", "none", MemoryBackend(8 * MiB)) for i in range(4)]
             cache = EmulatedDisk("cache", "none", MemoryBackend(1 * MiB))
             data = EmulatedDisk("data", "none", MemoryBackend(8 * MiB))
@@ -153,17 +153,17 @@ def test_a_failure_is_kept_in_the_superblocks_and_refuses_the_next_assembly(kind
             try:
                 for offset in range(65536, 65536 + 2 * MiB, 256 * KiB):
                     await target.write(offset, b"b" * (256 * KiB))
-                await trio.sleep(10.0)  # idle: a destage meets the failed drive
+                await sched.sleep(10.0)  # idle: a destage meets the failed drive
             except OSError:
                 pass
-            with trio.move_on_after(10):
+            with sched.move_on_after(10):
                 while target.failure is None:
-                    await trio.sleep(0.05)
+                    await sched.sleep(0.05)
             seen["failure"] = target.failure
             nursery.cancel_scope.cancel()
         # the drives again, the failed one answering as before (its bytes as it left them)
         again = {d.name: EmulatedDisk(d.name, "none", d.backend) for d in drives}
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in again.values():
                 d.start(nursery)
             try:

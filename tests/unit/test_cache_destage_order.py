@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_dcd
@@ -74,7 +74,7 @@ class Bench:
 
 def run(body):
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk = EmulatedDisk("cache", "none", MemoryBackend(START + REGION))
             disk.start(nursery)
             result = await body(disk)
@@ -208,7 +208,7 @@ def hot_set_workload(order: str, seed: int = 7):
     newest: dict[int, bytes] = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in (cache, data):
                 d.start(nursery)
             dcd = await create_dcd("c", cache, data, ram_buffer=16 * KiB, idle_threshold=100.0,
@@ -220,14 +220,14 @@ def hot_set_workload(order: str, seed: int = 7):
                 payload = f"{tag}|".encode().ljust(4 * KiB, b"-")
                 await dcd.write(offset, payload)
                 newest[offset] = payload
-                await trio.sleep(rng.uniform(0, 0.003))
+                await sched.sleep(rng.uniform(0, 0.003))
             await dcd.drain()
             home = {offset: await data.read(offset, 4 * KiB) for offset in newest}
             stats = dcd.statistics()
             nursery.cancel_scope.cancel()
         return stats, home == newest
 
-    return run_virtual(main, seed=seed)
+    return run_virtual(main)
 
 
 @pytest.mark.parametrize("seed", [7, 8])

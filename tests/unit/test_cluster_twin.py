@@ -9,16 +9,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import trio
 
 from raidlab import scenarios, sched
 from raidlab.cluster.twin import CLIENT, HEADER_BYTES, Network, NetworkParams, RemoteMember
 from raidlab.disks import host as hosts
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.disks.host import PROGRAM_SLICE_S, HostModel
+from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
 from raidlab.runners import sim
-from raidlab.runners.clock import run_replay
 from raidlab.runners.parallel import run_parallel
 from raidlab.runners.virtual import DiscardBackend, SimSpec
 from raidlab.workloads.parallel import resolve_sim
@@ -31,7 +30,7 @@ def _timed(fn, *args):
         t0 = sched.current_time()
         result = await fn(*args)
         return sched.current_time() - t0, result
-    return run_replay(lambda _spec, _p: main(), None, None, seed=0)
+    return run_virtual(main)
 
 
 def test_one_message_is_pipelined_through_the_switch():
@@ -93,7 +92,7 @@ def _stream(params: NetworkParams, client: int, depth: int = 16, total: int = 8 
             elapsed = sched.current_time() - t0
             nursery.cancel_scope.cancel()
         return elapsed, net
-    return run_replay(lambda _s, _p: main(), None, None, seed=0)
+    return run_virtual(main)
 
 
 def test_a_remote_disk_streams_at_the_link_rate_and_a_local_one_without_the_network():
@@ -202,15 +201,15 @@ def _serve_while_computing(network: Network) -> list[float]:
     served: list[float] = []
 
     async def main() -> None:
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             nursery.start_soon(network.compute, 0, 2.0)
-            await trio.sleep(0.5)
-            began = trio.current_time()
+            await sched.sleep(0.5)
+            began = sched.current_time()
             await network.work(0, 0)             # a request for node 0's disk, mid-computation
-            served.append(trio.current_time() - began)
-        served.append(trio.current_time())
+            served.append(sched.current_time() - began)
+        served.append(sched.current_time())
 
-    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    run_virtual(main)
     return served
 
 

@@ -9,9 +9,8 @@ import contextlib
 import types
 
 import pytest
-import trio
 
-from raidlab import scenarios
+from raidlab import scenarios, sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_vcraid
 from raidlab.engine.virtual import run_virtual
@@ -38,7 +37,7 @@ def test_settle_of_a_vcraid_drains_its_log_home_and_reports_the_bytes():
     cache_disk = EmulatedDisk("cache", "none", MemoryBackend(1 * MiB))
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for disk in [*members, cache_disk]:
                 disk.start(nursery)
             vc = await create_vcraid("v", members, [cache_disk], ram_buffer=64 * KiB, idle_threshold=10.0)
@@ -48,6 +47,7 @@ def test_settle_of_a_vcraid_drains_its_log_home_and_reports_the_bytes():
             daemon = _daemon("vcraid", 4)
             daemon.host = CacheHost(daemon)
             daemon.host.target = vc
+            daemon.host.busy = sched.Lock()  # the daemon's repair lock, for this kernel run
             before = vc.statistics()
             settled = await daemon.handler_for("settle")({"op": "settle"}, _no_send)
             after = vc.statistics()
@@ -67,7 +67,7 @@ def test_settle_of_an_md_array_drains_nothing_and_empties_the_drives_write_cache
     drives = [EmulatedDisk(f"d{i}", "hdd-7200", MemoryBackend(64 * MiB), write_cache=True) for i in range(2)]
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for disk in drives:
                 disk.start(nursery)
                 await disk.write(0, bytes(64 * KiB))

@@ -5,8 +5,8 @@ cache's hook that lets a point cut between a destage's writes home and their flu
 from __future__ import annotations
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.campaigns.crash import (PRESETS, PROMISES, PointResult, config_for, kill_moment, promise_of,
                                      writes_cut_reason)
 from raidlab.campaigns.document import crash_section
@@ -119,7 +119,7 @@ def test_the_hook_runs_between_a_destages_writes_home_and_their_flush(kind):
     seen: list[tuple[int, int]] = []
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             home = [EmulatedDisk(f"d{i}", "none", MemoryBackend(8 * MiB)) for i in range(4 if kind == "vcraid" else 1)]
             cache = EmulatedDisk("cache", "none", MemoryBackend(1 * MiB))
             for d in (*home, cache):

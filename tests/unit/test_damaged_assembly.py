@@ -33,10 +33,10 @@ import signal
 from collections.abc import Awaitable, Callable
 
 import pytest
-import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
 from raidlab.engine.caches import assemble_dcd, assemble_vcraid, create_dcd, create_vcraid
@@ -76,8 +76,8 @@ class Arch:
 
     name: str
     drives: dict[str, int]
-    create: Callable[[Disks, trio.Nursery], Awaitable]
-    assemble: Callable[[Disks, trio.Nursery], Awaitable]
+    create: Callable[[Disks, sched.Nursery], Awaitable]
+    assemble: Callable[[Disks, sched.Nursery], Awaitable]
     formats: dict[str, list[tuple[str, int, int]]]
     # format -> the byte ranges (drive, start, end) of its records that no later write
     # vouches for, in the undamaged images (module doc: `unvouched`)
@@ -252,8 +252,8 @@ def run_on(images: Images, body, *, seconds: float = 20.0, model: str = "none"):
 
     async def main():
         out = {}
-        with trio.move_on_after(3600) as scope:
-            async with trio.open_nursery() as nursery:
+        with sched.move_on_after(3600) as scope:
+            async with sched.open_nursery() as nursery:
                 for d in disks.values():
                     d.start(nursery)
                 out["result"] = await body(disks, nursery)

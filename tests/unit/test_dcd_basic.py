@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import assemble_dcd, create_dcd
@@ -42,13 +42,13 @@ def test_small_writes_go_through_ram_and_log_then_destage_home():
         await dcd.write(8 * KiB, pattern(1, 4 * KiB))
         # In RAM (or already in the log write, which the `none` model finishes at once).
         assert await dcd.read(8 * KiB, 4 * KiB) == pattern(1, 4 * KiB)
-        await trio.sleep(0.001)
+        await sched.sleep(0.001)
         stats = dcd.statistics()
         assert stats["log_writes"] == 1 and stats["cache_disk_used_bytes"] > 0
         assert await data_disk.read(8 * KiB, 4 * KiB) == bytes(4 * KiB)  # not home yet
         assert await dcd.read(8 * KiB, 4 * KiB) == pattern(1, 4 * KiB)
         assert dcd.statistics()["read_hits_cache_disk_sectors"] == 8
-        await trio.sleep(0.2)  # idle: destage
+        await sched.sleep(0.2)  # idle: destage
         stats = dcd.statistics()
         assert stats["destages"] >= 1 and stats["cache_disk_used_bytes"] == 0
         assert stats["idle_periods_found"] >= 1
@@ -92,16 +92,16 @@ def test_report_after_complete_acknowledges_only_once_the_log_write_is_on_the_ca
         dcd = await create_dcd("t", cache_disk, data_disk, report="after-complete")
         dcd.start(nursery)
         before = cache_disk.statistics()["writes"]
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         await dcd.write(64 * KiB, pattern(7, 4 * KiB))
-        elapsed = trio.current_time() - t0
+        elapsed = sched.current_time() - t0
         assert cache_disk.statistics()["writes"] == before + 1  # the log write, done
         assert elapsed > 0.005  # a mechanical write (controller overhead 5.1 ms alone)
         immediate = await create_dcd("u", cache_disk, data_disk, report="immediate")
         immediate.start(nursery)
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         await immediate.write(64 * KiB, pattern(8, 4 * KiB))
-        assert trio.current_time() == t0  # in RAM: no disk time at all
+        assert sched.current_time() == t0  # in RAM: no disk time at all
         return True
 
     assert run(body, disks)
@@ -113,13 +113,13 @@ def test_virtual_clock_burst_shows_log_writes_idle_detection_and_destage_at_expe
     async def body(nursery):
         dcd = await create_dcd("t", cache_disk, data_disk)  # idle threshold 50 ms
         dcd.start(nursery)
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         for i in range(20):  # a burst: one 4 KiB write every 2 ms to scattered places
-            await trio.sleep_until(t0 + i * 0.002)
+            await sched.sleep_until(t0 + i * 0.002)
             await dcd.write((i * 37 % 1000) * 8 * KiB, pattern(i, 4 * KiB))
-            assert trio.current_time() == t0 + i * 0.002  # immediate report
-        last_request = trio.current_time()
-        await trio.sleep(1.0)
+            assert sched.current_time() == t0 + i * 0.002  # immediate report
+        last_request = sched.current_time()
+        await sched.sleep(1.0)
         return t0, last_request, list(dcd.timeline), dcd.statistics()
 
     t0, last_request, timeline, stats = run(body, disks)
@@ -157,10 +157,10 @@ def test_lwfd_drops_holes_left_by_overwrites_and_a_new_request_suspends_it():
             await dcd.write((100 + i * 50) * 4 * KiB, pattern(10 + i, 4 * KiB))
         await dcd.flush()
         # Wait for the idle detector, then interrupt the destage with a read.
-        await trio.sleep(0.050 + 0.030)
+        await sched.sleep(0.050 + 0.030)
         assert dcd.statistics()["idle_periods_found"] == 1
         await dcd.read(1 * MiB, 4 * KiB)
-        await trio.sleep(3.0)  # 41 scattered writes home take about 15 ms each
+        await sched.sleep(3.0)  # 41 scattered writes home take about 15 ms each
         stats = dcd.statistics()
         assert await dcd.read(0, 16 * KiB) == pattern(2, 16 * KiB)
         assert await data_disk.read(0, 16 * KiB) == pattern(2, 16 * KiB)
@@ -235,7 +235,7 @@ def test_logical_dcd_lives_in_the_first_sectors_of_the_data_drive():
         for i in range(30):
             await dcd.write(i * 64 * KiB, pattern(i, 4 * KiB))
         await dcd.flush()
-        await trio.sleep(1.0)
+        await sched.sleep(1.0)
         for i in range(30):
             assert await dcd.read(i * 64 * KiB, 4 * KiB) == pattern(i, 4 * KiB)
         return dcd.statistics()

@@ -1,7 +1,7 @@
 """DCD crash recovery (Hu & Yang §2.5) on the virtual clock, with either destage order: LWFD
 (the paper's) or oldest-first (the ablation, whose log is circular).
 
-A "crash" is the end of the trio run at a chosen virtual time: every task is cancelled
+A "crash" is the end of the virtual-time run at a chosen instant: every task is cancelled
 where it stands, RAM contents are gone, and the member images (MemoryBackend objects) keep
 whatever writes reached them. Recovery builds the DCD anew over the same images
 (`assemble_dcd`), which scans the cache-disk log. The oracle then checks every sector:
@@ -18,8 +18,8 @@ import random
 import zlib
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import assemble_dcd, create_dcd
@@ -114,9 +114,9 @@ async def workload(target, oracle: Oracle, seed: int, *, ops: int, region: int,
             oracle.ack(versions, durable=fua or sync_writes)
         pause = rng.random()
         if pause < 0.08:
-            await trio.sleep(rng.uniform(0.06, 0.3))   # idle: destage runs
+            await sched.sleep(rng.uniform(0.06, 0.3))   # idle: destage runs
         elif pause < 0.6:
-            await trio.sleep(rng.uniform(0, 0.004))
+            await sched.sleep(rng.uniform(0, 0.004))
 
 
 class Rig:
@@ -129,20 +129,20 @@ class Rig:
     def disks(self) -> dict[str, EmulatedDisk]:
         return {name: EmulatedDisk(name, self.model, b) for name, b in self.backends.items()}
 
-    def run(self, body, *, crash_at: float | None = None, seed: int = 0):
+    def run(self, body, *, crash_at: float | None = None):
         disks = self.disks()
 
         async def main():
             result = None
-            with trio.move_on_at(crash_at if crash_at is not None else float("inf")):
-                async with trio.open_nursery() as nursery:
+            with sched.CancelScope(deadline=crash_at if crash_at is not None else float("inf")):
+                async with sched.open_nursery() as nursery:
                     for d in disks.values():
                         d.start(nursery)
                     result = await body(disks, nursery)
                     nursery.cancel_scope.cancel()
             return result
 
-        return run_virtual(main, seed=seed)
+        return run_virtual(main)
 
     def fingerprint(self) -> int:
         return zlib.crc32(b"".join(b.pread(0, b.size) for b in self.backends.values()))
@@ -171,20 +171,20 @@ def crash_and_check(report: str, crash_fraction: float, seed: int, *, ops=120, r
     async def work(disks, nursery):
         dcd = await assemble_dcd(disks["cache"], disks["data"])
         dcd.start(nursery)
-        times["start"] = trio.current_time()
+        times["start"] = sched.current_time()
         await workload(dcd, oracle, seed, ops=ops, region=region, sync_writes=report == "after-complete")
-        times["end"] = trio.current_time()
+        times["end"] = sched.current_time()
         return dcd.statistics()
 
     # A full run first gives the workload's length in virtual time; the crash run replays
-    # it exactly (same seeds) and is cut at the chosen fraction of it.
+    # it exactly (the same seed, on the deterministic kernel) and is cut at the chosen fraction of it.
     image = {n: b.pread(0, b.size) for n, b in rig.backends.items()}
-    full_stats = rig.run(work, seed=seed)
+    full_stats = rig.run(work)
     crash_at = times["start"] + crash_fraction * (times["end"] - times["start"])
     for n, b in rig.backends.items():
         b.pwrite(0, image[n])
     oracle.__init__()
-    rig.run(work, crash_at=crash_at, seed=seed)
+    rig.run(work, crash_at=crash_at)
 
     async def verify(disks, nursery):
         dcd = await assemble_dcd(disks["cache"], disks["data"])
@@ -241,7 +241,7 @@ def test_a_torn_last_log_write_is_ignored():
         await dcd.write(0, first)
         await dcd.flush()
         await dcd.write(0, second)       # immediate report: not durable without a flush
-        await trio.sleep(0.001)          # its log write happens
+        await sched.sleep(0.001)          # its log write happens
         top = dcd.log.records[-1]
         return top.offset, top.length
 

@@ -8,37 +8,37 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
-import trio.testing
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.disks.bus import Bus, parse_bus
+from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
 
 MiB = 1 << 20
 
 
 def _run(main):
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return run_virtual(main)
 
 
 def _sequential_reads(disks, total_per_disk, chunk):
     """Each disk reads `total_per_disk` bytes in `chunk` requests, one at a time, all disks
     at once; the virtual seconds it took."""
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for disk in disks:
                 disk.start(nursery)
-            start = trio.current_time()
+            start = sched.current_time()
 
             async def stream(disk):
                 for offset in range(0, total_per_disk, chunk):
                     await disk.read(offset, chunk)
 
-            async with trio.open_nursery() as readers:
+            async with sched.open_nursery() as readers:
                 for disk in disks:
                     readers.start_soon(stream, disk)
-            elapsed = trio.current_time() - start
+            elapsed = sched.current_time() - start
             nursery.cancel_scope.cancel()
         return elapsed
     return _run(main)
@@ -65,13 +65,13 @@ def _random_reads(bus, seed=3, n=200):
         disk = EmulatedDisk("d0", "quantum-fireball-1280s", MemoryBackend(512 * MiB), bus=bus)
         rng = random.Random(seed)
         times = []
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk.start(nursery)
             for _ in range(n):
                 offset = rng.randrange(0, 512 * MiB - 8192, 4096)
-                start = trio.current_time()
+                start = sched.current_time()
                 await disk.read(offset, 8192)
-                times.append(trio.current_time() - start)
+                times.append(sched.current_time() - start)
             nursery.cancel_scope.cancel()
         return times, disk.statistics()
     return _run(main)
@@ -98,10 +98,10 @@ def test_two_busy_drives_wait_for_each_other():
         bus = Bus(10.0)
         disks = [EmulatedDisk(f"d{i}", "quantum-fireball-1280s", MemoryBackend(64 * MiB), bus=bus)
                  for i in range(2)]
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for disk in disks:
                 disk.start(nursery)
-            async with trio.open_nursery() as readers:
+            async with sched.open_nursery() as readers:
                 for disk in disks:  # the same request at the same moment: the same media time
                     readers.start_soon(disk.read, 0, 256 * 1024)
             nursery.cancel_scope.cancel()

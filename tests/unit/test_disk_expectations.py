@@ -14,12 +14,12 @@ import tomllib
 from importlib import resources
 
 import pytest
-import trio
-import trio.testing
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend, catalog
 from raidlab.disks.bench import default_size, random_qd1, sequential_rate, zone_ranges
 from raidlab.disks.seek import manufacturer_average_seek_ms
+from raidlab.engine.virtual import run_virtual
 
 RANDOM_SAMPLES = 1500
 
@@ -48,13 +48,13 @@ def _virtual(fn, spec, size=None):
 
     async def main():
         disk = EmulatedDisk("x", spec, MemoryBackend(size))
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk.start(nursery)
             result = await fn(disk)
             nursery.cancel_scope.cancel()
         return result
 
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return run_virtual(main)
 
 
 def _zone_span(disk, zone):

@@ -1,6 +1,6 @@
 """Does the disk model do what it says? (ublk-disksim's first question)
 
-All on the virtual clock (trio.testing.MockClock, autojump), through EmulatedDisk and a
+All on the virtual clock (raidlab's kernel), through EmulatedDisk and a
 sparse MemoryBackend, so every time is exact model time and the suite is fast.
 
 * QD1 random reads cost mean seek + half a revolution + transfer + read controller overhead
@@ -20,15 +20,15 @@ import random
 import statistics
 
 import pytest
-import trio
-import trio.testing
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend, catalog
 from raidlab.disks.bench import random_qd, random_qd1, sequential_rate, zone_ranges
 from raidlab.disks.geometry import MS, Geometry, zone_sequential_rate
 from raidlab.disks.mechanisms import expected_random_read_s
 from raidlab.disks.mechanisms import make_mechanism as DiskMechanism
 from raidlab.disks.seek import fit_seek_curve, manufacturer_average_seek_ms
+from raidlab.engine import virtual
 from raidlab.errors import UnknownModelError, UsageError
 
 GiB = 1 << 30
@@ -36,18 +36,27 @@ MiB = 1 << 20
 
 
 def run_virtual(fn, model="ibm-ultrastar-9lzx", size=GiB, **disk_kw):
-    """Run `fn(disk)` on a started EmulatedDisk under MockClock; return its result."""
+    """Run `fn(disk)` on a started EmulatedDisk in virtual time; return its result."""
     spec = catalog.get(model) if isinstance(model, str) else model
 
     async def main():
         disk = EmulatedDisk("d0", spec, MemoryBackend(size), **disk_kw)
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk.start(nursery)
             result = await fn(disk)
             nursery.cancel_scope.cancel()
         return result
 
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return virtual.run_virtual(main)
+
+
+async def all_other_tasks_blocked():
+    """Checkpoints until no other task of the running kernel can run (what
+    trio.testing.wait_all_tasks_blocked waits for)."""
+    kernel = sched.running_kernel()
+    await sched.checkpoint()
+    while kernel.runq:
+        await sched.checkpoint()
 
 
 # ------------------------------------------------------------------------ random reads
@@ -208,7 +217,7 @@ def test_one_request_in_service_per_disk():
                 else:
                     await target.write(off, bytes(8192))
 
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for i in range(64):
                 nursery.start_soon(worker, parts[i % 3])
         return disk.statistics()
@@ -244,14 +253,14 @@ def test_partitions_share_the_arm():
     async def measure(disk):
         eighth = disk.size // 8
         b1, b8 = disk.partition(0, eighth), disk.partition(7 * eighth, eighth)
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         for i in range(50):
             await b1.read(i * 65536, 65536)
-        alone = trio.current_time() - t0
-        t0 = trio.current_time()
+        alone = sched.current_time() - t0
+        t0 = sched.current_time()
         for i in range(50):
             await (b1 if i % 2 else b8).read(i * 65536, 65536)
-        alternating = trio.current_time() - t0
+        alternating = sched.current_time() - t0
         return alone, alternating
 
     alone, alternating = run_virtual(measure, "ibm-ultrastar-9lzx", 2 * GiB)
@@ -293,14 +302,14 @@ def test_image_maps_proportionally_onto_zones():
 
 def test_write_cache_reports_immediately_and_flush_drains_it():
     async def measure(disk):
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         for i in range(16):
             await disk.write(i * 1 * MiB + 4096 * i, bytes(65536))
-        accept = trio.current_time() - t0
+        accept = sched.current_time() - t0
         dirty = disk.statistics()["dirty_bytes"]
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         await disk.flush()
-        flush = trio.current_time() - t0
+        flush = sched.current_time() - t0
         return accept, dirty, flush, disk.statistics()
 
     accept, dirty, flush, stats = run_virtual(measure, "hdd-7200", 4 * GiB)
@@ -341,7 +350,7 @@ def test_the_same_requests_at_other_gaps_seek_alike_and_wait_other_rotations(gap
         async def measure(disk):
             for off in offsets:
                 await disk.read(off, 4096)
-                await trio.sleep(gap)
+                await sched.sleep(gap)
             return disk.statistics()["busy_split"]
 
         return run_virtual(measure, "ibm-dnes-318350", 2 * GiB)
@@ -356,9 +365,9 @@ def test_the_same_requests_at_other_gaps_seek_alike_and_wait_other_rotations(gap
 
 def test_write_without_cache_waits_for_the_media():
     async def measure(disk):
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         await disk.write(123 * MiB, bytes(4096))
-        return trio.current_time() - t0
+        return sched.current_time() - t0
 
     assert run_virtual(measure, "hdd-7200", 4 * GiB, write_cache=False) > 1e-3
 
@@ -373,10 +382,10 @@ def test_failed_disk_raises_eio_for_new_and_queued_requests():
             except OSError as exc:
                 errors.append(exc.errno)
 
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for i in range(8):
                 nursery.start_soon(reader, i * 100 * MiB)
-            await trio.sleep(0.001)  # first request in service, the rest queued
+            await sched.sleep(0.001)  # first request in service, the rest queued
             disk.failed = True
         with pytest.raises(OSError) as info:
             await disk.write(0, bytes(512))
@@ -406,12 +415,12 @@ def test_data_round_trip_through_disk_and_partition():
 
 def test_none_model_adds_no_delay():
     async def measure(disk):
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         for i in range(200):
             await disk.write(i * 4096, bytes(4096))
             await disk.read(i * 4096, 4096)
         await disk.flush()
-        return trio.current_time() - t0, disk.statistics()
+        return sched.current_time() - t0, disk.statistics()
 
     elapsed, stats = run_virtual(measure, "none", 64 * MiB)
     assert elapsed == 0.0
@@ -420,9 +429,9 @@ def test_none_model_adds_no_delay():
 
 def test_ssd_qd1_latency_is_fixed_plus_transfer():
     async def measure(disk):
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         await disk.read(0, 4096)
-        return trio.current_time() - t0
+        return sched.current_time() - t0
 
     spec = catalog.get("ssd")
     assert run_virtual(measure, "ssd", GiB) == pytest.approx(
@@ -465,8 +474,6 @@ def test_queued_requests_that_continue_each_other_are_served_as_one():
     block layer's elevator): fewer services, every requester gets its own bytes back."""
     import random
 
-    import trio.testing
-
     from raidlab.disks import EmulatedDisk, MemoryBackend
 
     payloads = [random.Random(i).randbytes(4096) for i in range(6)]
@@ -475,27 +482,27 @@ def test_queued_requests_that_continue_each_other_are_served_as_one():
         disk = EmulatedDisk("d", "ibm-dnes-309170", MemoryBackend(16 << 20))
         disk.merge_queued_requests()  # as an engine Array turns it on for its members
         got: dict[int, bytes] = {}
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk.start(nursery)
-            async with trio.open_nursery() as requests:
+            async with sched.open_nursery() as requests:
                 requests.start_soon(disk.write, 8 << 20, bytes(4096))  # keeps the arm busy
-                # in service before the others arrive (trio may run new tasks in any order)
-                await trio.testing.wait_all_tasks_blocked()
+                # in service before the others arrive
+                await all_other_tasks_blocked()
                 for i in (3, 1, 0, 2, 5, 4):  # out of order; all queued behind the first
                     requests.start_soon(disk.write, i * 4096, payloads[i])
 
             async def read(i):
                 got[i] = await disk.read(i * 4096, 4096)
 
-            async with trio.open_nursery() as requests:
+            async with sched.open_nursery() as requests:
                 requests.start_soon(disk.read, 8 << 20, 4096)
-                await trio.testing.wait_all_tasks_blocked()
+                await all_other_tasks_blocked()
                 for i in range(6):
                     requests.start_soon(read, i)
             nursery.cancel_scope.cancel()
         return disk.statistics(), got
 
-    stats, got = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    stats, got = virtual.run_virtual(main)
     assert [got[i] for i in range(6)] == payloads
     assert stats["writes"] == 2 and stats["reads"] == 2
     assert stats["merged_requests"] == 10

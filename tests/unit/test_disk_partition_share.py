@@ -4,10 +4,9 @@ deepest queue, which its partitions share."""
 
 from __future__ import annotations
 
-import trio
-import trio.testing
-
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
+from raidlab.engine.virtual import run_virtual
 
 MiB = 1 << 20
 
@@ -16,9 +15,9 @@ def test_partitions_split_the_drives_busy_time():
     async def main():
         disk = EmulatedDisk("drive", "hp-c2200a", MemoryBackend(64 * MiB))
         cache, data = disk.partition(0, 8 * MiB, "cache"), disk.partition(8 * MiB, 56 * MiB, "data")
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk.start(nursery)
-            async with trio.open_nursery() as requests:
+            async with sched.open_nursery() as requests:
                 for i in range(6):
                     requests.start_soon(cache.write, i * 4096, bytes(4096))
                 for i in range(4):
@@ -27,7 +26,7 @@ def test_partitions_split_the_drives_busy_time():
             nursery.cancel_scope.cancel()
         return disk.statistics(), cache.statistics(), data.statistics()
 
-    drive, cache, data = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    drive, cache, data = run_virtual(main)
     assert cache["busy_time"] > 0 and data["busy_time"] > 0
     assert abs(cache["busy_time"] + data["busy_time"] - drive["busy_time"]) < 1e-12
     assert cache["mean_service_ms"] == cache["busy_time"] / 6 * 1e3

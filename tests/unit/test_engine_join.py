@@ -8,8 +8,8 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks.backend import MemoryBackend
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.engine import build, metadata, virtual
@@ -35,7 +35,7 @@ def test_a_joined_instance_shares_the_data_and_leaves_the_metadata_alone(arch, o
     stores = [MemoryBackend(DISK) for _ in range(N)]
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             owner, _keeper = await build.create_array("x", arch, _disks(stores, nursery), chunk=CHUNK,
                                                       options=options, nursery=nursery, image_delay=0.01)
             client_disks = _disks(stores, nursery)   # the same disks, as another node reaches them
@@ -65,7 +65,7 @@ def test_a_joined_instance_shares_the_data_and_leaves_the_metadata_alone(arch, o
             assert await client.read(half, len(theirs)) == theirs   # degraded, from the others
             nursery.cancel_scope.cancel()
 
-    virtual.run_virtual(main, seed=1)
+    virtual.run_virtual(main)
 
 
 def test_a_new_array_over_disks_of_an_old_one_is_the_one_assembled():
@@ -74,7 +74,7 @@ def test_a_new_array_over_disks_of_an_old_one_is_the_one_assembled():
     stores = [MemoryBackend(DISK) for _ in range(N)]
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             old, keeper = await build.create_array("old", "chained", _disks(stores, nursery), chunk=CHUNK)
             for _ in range(3):
                 await keeper.mark_clean(frozenset())          # generations 2, 3, 4 in both slots
@@ -83,4 +83,4 @@ def test_a_new_array_over_disks_of_an_old_one_is_the_one_assembled():
             nursery.cancel_scope.cancel()
         return found.name, found.layout.name
 
-    assert virtual.run_virtual(main, seed=1) == ("new", "raid10")
+    assert virtual.run_virtual(main) == ("new", "raid10")

@@ -6,8 +6,8 @@ today's (`honoured`) every drive gets the flushes its array sends."""
 from __future__ import annotations
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
@@ -20,7 +20,7 @@ def test_a_dropped_flush_and_fua_never_reach_the_drive():
     seen = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk = EmulatedDisk("d", "none", MemoryBackend(1 * MiB), flushes="dropped")
             disk.start(nursery)
             await disk.write(0, b"a" * 4096, fua=True)
@@ -39,7 +39,7 @@ def test_an_honoured_flush_and_fua_reach_the_drive():
     seen = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk = EmulatedDisk("d", "none", MemoryBackend(1 * MiB))
             disk.start(nursery)
             await disk.write(0, b"a" * 4096, fua=True)
@@ -72,7 +72,7 @@ def test_every_drive_of_an_architecture_lives_in_the_world_its_comparison_sets(a
     out = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             spec = SimSpec(arch=arch, disk_model="none", disks=disks, chunk=64 * KiB, disk_size=16 * MiB,
                            options=dict(options), flushes=world)
             captured: list = []
@@ -104,7 +104,7 @@ def test_a_drive_writes_its_cache_back_on_its_own_whatever_the_host_sends():
     seen = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             disk = EmulatedDisk("d", "none", MemoryBackend(1 * MiB), flushes="dropped")
             volatile = disk.enable_volatile_cache(None)
             disk.start(nursery)

@@ -4,7 +4,7 @@ Every `import` in raidlab/ counts, at module level or inside a function alike (a
 moved into a function to dodge a cycle is still a dependency). A package is `raidlab.X`
 (a subpackage, or a top-level module such as raidlab.scenarios). The engine is the
 strictest rule: it is code over member disks that gets its time and synchronisation from
-raidlab.sched (trio, or raidlab's kernel in a replay), so it may import only the disks, the
+raidlab.sched (trio live, raidlab's kernel in virtual time), so it may import only the disks, the
 scheduler facade, the block-device helpers, the errors and the unit parsers.
 """
 
@@ -156,14 +156,14 @@ def test_the_kernel_does_not_import_its_facade():
     assert {t for t in imports_of(source, "raidlab.sched.kernel", is_package) if t.startswith("raidlab")} == set()
 
 
-# The places that run trio itself: its virtual clock and the disk benchmark's trio.run.
-TRIO_RUNNERS = {"raidlab.engine.virtual", "raidlab.disks.bench"}
+# The one place under these packages that runs trio itself: the disk benchmark's live trio.run.
+TRIO_RUNNERS = {"raidlab.disks.bench"}
 
 
 def test_the_engine_and_the_disks_ask_sched_not_trio():
     """Code that runs in virtual time (the engine, the disks, the architectures, the
-    policies) takes time and synchronisation from raidlab.sched, so a replay can run it on
-    raidlab's kernel; only the trio runners import trio."""
+    policies) takes time and synchronisation from raidlab.sched, so virtual time runs it on
+    raidlab's kernel; only the live trio runner imports trio."""
     found = sorted(module for module, (source, is_package) in tree_sources().items()
                    if module.split(".")[:2] in (["raidlab", "engine"], ["raidlab", "disks"], ["raidlab", "archs"],
                                                 ["raidlab", "policies"])

@@ -5,13 +5,12 @@ member at several places under the virtual clock."""
 
 from __future__ import annotations
 
-import trio
-import trio.testing
-
+from raidlab import sched
 from raidlab.disks import EmulatedDisk
 from raidlab.disks.backend import MemoryBackend
 from raidlab.engine.layouts import create_layout
 from raidlab.engine.layouts.zoneaware import ZoneAwareLayout, build_regions, curve_at
+from raidlab.engine.virtual import run_virtual
 
 GEOMETRY = dict(n_disks=4, disk_size=4096 * 1000, chunk_bytes=4096, data_offset=0)
 
@@ -50,7 +49,7 @@ def test_curve_reading():
 
 def test_the_probe_measures_each_member_at_every_point_in_virtual_time():
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             members = []
             for k in range(2):
                 disk = EmulatedDisk(f"d{k}", "ibm-ultrastar-9lzx", MemoryBackend(512 << 20))
@@ -61,7 +60,7 @@ def test_the_probe_measures_each_member_at_every_point_in_virtual_time():
             nursery.cancel_scope.cancel()
         return out, state
 
-    out, state = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    out, state = run_virtual(main)
     curves = out["bandwidth_curves"]
     assert len(curves) == 2 and all(len(c) == 4 for c in curves)
     # a 512 MiB image spans the whole 9LZX (span full): its outer points are faster

@@ -6,8 +6,8 @@ request, a wrapper around a drive) still goes through read/write."""
 from __future__ import annotations
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
 from raidlab.engine.virtual import run_virtual
@@ -59,12 +59,24 @@ def test_what_would_wait_or_fail_is_left_to_read_and_write(case):
     assert disk.statistics()["reads"] == disk.statistics()["writes"] == 0
 
 
-class CountingTasks(trio.abc.Instrument):
+class CountingTasks:
+    """Counts the tasks the running kernel spawns between `start` and `stop`."""
+
     def __init__(self):
         self.spawned = 0
 
-    def task_spawned(self, task):
-        self.spawned += 1
+    def start(self):
+        kernel = sched.running_kernel()
+        spawn = kernel.spawn
+
+        def counted(*args, **kwargs):
+            self.spawned += 1
+            return spawn(*args, **kwargs)
+
+        kernel.spawn = counted
+
+    def stop(self):
+        del sched.running_kernel().spawn  # the class's own method again
 
 
 class Wrapped:
@@ -89,14 +101,14 @@ def test_a_raid5_small_write_starts_no_task_per_member_io_on_untimed_drives(wrap
     seen = {}
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in disks:
                 d.start(nursery)
             array, _ = await build.create_array("r", "raid5", members, chunk=64 * KiB, nursery=nursery)
             await array.write(0, b"1" * 64 * KiB)
-            trio.lowlevel.add_instrument(counting)
+            counting.start()
             await array.write(8 * KiB, b"2" * 4 * KiB)          # read-modify-write: 2 reads, 2 writes
-            trio.lowlevel.remove_instrument(counting)
+            counting.stop()
             seen["data"] = await array.read(0, 16 * KiB)
             seen["mismatches"] = await array.scrub()  # the parity written at once is right
             nursery.cancel_scope.cancel()

@@ -1,9 +1,9 @@
 """RAID-x's persistent buffer of pending images (raidlab.engine.imagebuffer), in virtual time.
 
-A "crash" is the end of the trio run that served the array: the memory backends keep every
-byte the member disks wrote, new disks over them are assembled, and the pending images found
-in the members' logs must be rewritten so that nothing acknowledged is lost and every block
-and its image agree. Failures are injected the way `raidlab fail` does it.
+A "crash" is the end of the virtual-time run that served the array: the memory backends keep
+every byte the member disks wrote, new disks over them are assembled, and the pending images
+found in the members' logs must be rewritten so that nothing acknowledged is lost and every
+block and its image agree. Failures are injected the way `raidlab fail` does it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import random
 import sys
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
 from raidlab.engine.imagebuffer import (LOG_START, ImageBuffer, PendingImage, _Ring, decode_tails, encode_tail,
@@ -62,7 +62,7 @@ async def assemble(store, nursery, delay=FOREVER):
 
 
 def run(body):
-    return run_in_nursery(body, seed=3)  # cancelling the nursery is the "crash"
+    return run_in_nursery(body)  # cancelling the nursery is the "crash"
 
 
 async def read_all(array) -> bytes:
@@ -84,7 +84,7 @@ def test_images_are_buffered_then_written_home_in_the_background():
             await array.write(offset, data)
             reference[offset : offset + len(data)] = data
         pending_now = array.image_buffer.statistics()["pending"]
-        await trio.sleep(1)  # virtual: the background writer's delay passes
+        await sched.sleep(1)  # virtual: the background writer's delay passes
         stats = array.image_buffer.statistics()
         assert await array.scrub() == []  # every image home equals its data copy
         return pending_now, stats, await read_all(array) == bytes(reference)
@@ -189,7 +189,7 @@ def test_images_in_memory_cover_a_disk_failure_but_write_no_log():
         assert array.image_buffer.statistics()["pending"] > 0
         await fail(array, members, 1)
         assert await read_all(array) == bytes(ref)
-        await trio.sleep(1)  # the background writes every image home
+        await sched.sleep(1)  # the background writes every image home
         assert array.image_buffer.statistics()["pending"] == 0
         assert await read_all(array) == bytes(ref)
         blank = EmulatedDisk("d1new", "none", MemoryBackend(DISK))
@@ -261,8 +261,8 @@ def test_crash_at_any_moment_leaves_copies_that_agree_and_keeps_acknowledged_wri
                 await array.write(block * 16 * KiB, data)
                 acked[block] = data
 
-        with trio.move_on_after(crash_at):
-            async with trio.open_nursery() as writers:
+        with sched.move_on_after(crash_at):
+            async with sched.open_nursery() as writers:
                 for seed in range(4):
                     writers.start_soon(writer, seed)
 
@@ -369,7 +369,7 @@ def test_a_write_waiting_for_log_space_freed_while_it_logged_is_not_left_waiting
         buffer._append = append_then_background_writes_home
         rng = random.Random(1)
         reference = bytearray(array.size)
-        with trio.move_on_after(60) as deadline:
+        with sched.move_on_after(60) as deadline:
             for offset in range(0, array.size - 256 * KiB, 192 * KiB):
                 data = rng.randbytes(192 * KiB)
                 await array.write(offset, data)

@@ -10,9 +10,8 @@ import json
 import random
 
 import pytest
-import trio
 
-from raidlab import scenarios
+from raidlab import scenarios, sched
 from raidlab.engine.virtual import run_virtual
 from raidlab.errors import UsageError
 from raidlab.export.serve import ServeRequest
@@ -42,13 +41,13 @@ def test_a_serve_request_refuses_an_unknown_span_in_one_line():
 def _random_reads(spec: SimSpec) -> tuple[float, set]:
     """Mean seconds of 200 random 4 KiB reads over the whole array, and its drives' spans."""
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             built = await build_virtual(spec, nursery)
             rng = random.Random(5)
-            t0 = trio.current_time()
+            t0 = sched.current_time()
             for _ in range(200):
                 await built.target.read(rng.randrange(built.target.size // (4 * KiB)) * 4 * KiB, 4 * KiB)
-            took = (trio.current_time() - t0) / 200
+            took = (sched.current_time() - t0) / 200
             spans = {m.statistics()["span"] for m in built.members}
             nursery.cancel_scope.cancel()
         return took, spans
@@ -69,7 +68,7 @@ def test_without_a_span_a_vcraid_replay_keeps_its_planned_cache_drive_at_the_sta
                    options={"cache_model": IDE, "cache_size": 8 * MiB, "ram_buffer": 512 * KiB})
 
     async def spans(spec):
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             built = await build_virtual(spec, nursery)
             out = {m.statistics()["model"]: m.statistics()["span"] for m in built.members}
             nursery.cancel_scope.cancel()

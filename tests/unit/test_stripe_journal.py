@@ -8,9 +8,8 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
 
-from raidlab import archs
+from raidlab import archs, sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
 from raidlab.engine.journal import BLOCK, StripeJournal
@@ -38,7 +37,7 @@ def test_a_full_journal_starts_over_and_every_write_reads_back():
                 await array.write(offset, data)
                 expected[offset:offset + len(data)] = data
 
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for k in range(4):
                 nursery.start_soon(writer, k)
         stats = array.journal.statistics()

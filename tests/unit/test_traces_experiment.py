@@ -88,21 +88,11 @@ def test_run_case_document_and_same_trace_for_every_arch(tmp_path):
     assert again["metrics"] == dcd["metrics"] and again["raw"]["replay"] == dcd["raw"]["replay"]
 
 
-def test_a_case_can_replay_on_the_kernel(tmp_path):
-    path = tmp_path / "tiny.toml"
-    path.write_text(TINY.replace('params = { trace_seed = 4 }', 'params = { trace_seed = 4, scheduler = "kernel" }'))
-    scenario = load_scenario(path)
-    case = scenario.case("hplajw")
-    doc = run_case(scenario, scenario.arch("dcd-logical"), case)
-    assert doc["raw"]["replay"]["scheduler"] == "kernel" and doc["metrics"]["log_writes"]["value"] > 0
-    assert run_case(scenario, scenario.arch("dcd-logical"), case)["raw"]["replay"] == doc["raw"]["replay"]
-
-
 @pytest.mark.parametrize("edit, key", [
     (('arch = "disk"', 'arch = "tape"'), "arch[0].arch"),
     (('cache = "logical"', 'cache = "nvram"'), "arch[1].options"),
     (('duration = "4h"', 'duration = "4h", colour = 1'), "case[0] (hplajw) params"),
-    (('duration = "4h"', 'duration = "4h", scheduler = "asyncio"'), "case[0] (hplajw) params"),
+    (('duration = "4h"', 'duration = "4h", scheduler = "kernel"'), "case[0] (hplajw) params"),  # virtual time has one
 ])
 def test_bad_sim_scenarios_name_file_and_key(tmp_path, edit, key):
     path = tmp_path / "bad.toml"

@@ -131,22 +131,6 @@ def test_trace_cli_synth_then_stats(tmp_path, raidlab_cmd):
     assert s["idle"]["fraction"] > 0.7
 
 
-@pytest.mark.parametrize("arch, options", [("disk", {}), ("raid5", {}), ("dcd", {"cache": "logical"})])
-def test_jump_clock_gives_the_same_report_as_mockclock(monkeypatch, arch, options):
-    # raidlab.runners.clock.JumpClock jumps where MockClock(autojump_threshold=0) would.
-    from raidlab.engine.virtual import run_virtual
-    from raidlab.runners import clock
-
-    reqs = list(synth("cello", 300, seed=2, device_size=300 * MiB))
-    spec = SimSpec(arch, "hp-c2200a", disks=3 if arch == "raid5" else None, options=options)
-    fast = replay_requests(spec, reqs)
-    monkeypatch.setattr(clock, "run_replay", run_virtual)
-    mock = replay_requests(spec, reqs)
-    fast.pop("speed"), mock.pop("speed")
-    assert json.dumps(fast, sort_keys=True) == json.dumps(mock, sort_keys=True)
-    assert fast["response"]["write"]["count"] > 100
-
-
 def test_a_closed_loop_replay_issues_the_next_request_when_one_completes():
     """outstanding=1: requests that arrive together are served one after another, each
     timed from its own issue, so each takes about one service time; the open-loop replay

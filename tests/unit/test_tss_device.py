@@ -12,10 +12,10 @@ import os
 import random
 
 import pytest
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk
 from raidlab.disks.backend import MemoryBackend
 from raidlab.engine.layouts.xor import xor_blocks
@@ -271,7 +271,7 @@ def test_concurrent_writes_to_compressed_stripes_sharing_a_physical_stripe():
                 data = payload(rng, 2 * KiB, compressible=0.8)
                 writes.append((offset, data))
                 reference[offset:offset + len(data)] = data
-            async with trio.open_nursery() as inner:
+            async with sched.open_nursery() as inner:
                 for offset, data in writes:
                     inner.start_soon(device.write, offset, data)
         assert await device.read(0, device.size) == reference
@@ -467,7 +467,7 @@ class CrashWorkload:
     async def policy(self) -> None:
         prng = random.Random(self.seed)
         while True:
-            await trio.sleep(prng.uniform(0.01, 0.1))
+            await sched.sleep(prng.uniform(0.01, 0.1))
             ls = prng.randrange(self.device.table.logical_stripes)
             try:
                 await (self.device.victimize(ls) if prng.random() < 0.6 else self.device.promote(ls))
@@ -506,8 +506,8 @@ def test_a_crash_at_any_moment_keeps_every_acknowledged_write(seed):
         device = await create_tss("t", columns_over(backends, nursery, "hp-c2200a"), unit=UNIT,
                                   options=TSSOptions(logical_stripes=12))
         work = CrashWorkload(device, seed)
-        with trio.move_on_at(trio.current_time() + crash_at):
-            async with trio.open_nursery() as nursery_of_work:
+        with sched.CancelScope(deadline=sched.current_time() + crash_at):
+            async with sched.open_nursery() as nursery_of_work:
                 work.start(nursery_of_work)
         again = await assemble_tss(columns_over(backends, nursery))
         await work.check(again, crash_at)
@@ -532,7 +532,7 @@ def test_space_a_durable_record_points_at_is_not_reused_before_the_new_record_is
         old = payload(random.Random(1), stripe, 0.9)
         await device.write(0, old)
         held = device.table[0].compressed
-        never = trio.Event()
+        never = sched.Event()
         write_entry = device.store.write_entry
 
         async def stalled(ls, entry):
@@ -541,10 +541,10 @@ def test_space_a_durable_record_points_at_is_not_reused_before_the_new_record_is
             await write_entry(ls, entry)
 
         device.store.write_entry = stalled
-        with trio.move_on_after(5):
-            async with trio.open_nursery() as work:
+        with sched.move_on_after(5):
+            async with sched.open_nursery() as work:
                 work.start_soon(device.write, 0, payload(random.Random(2), stripe, 0.9))
-                await trio.sleep(1)
+                await sched.sleep(1)
                 for ls in range(1, 6):  # allocations that would like the lowest sub-stripes
                     await device.write(ls * stripe, payload(random.Random(ls + 10), stripe, 0.9))
         again = await assemble_tss(columns_over(backends, nursery))
@@ -616,9 +616,9 @@ def test_what_each_write_mode_waits_for():
             await device.write(5 * stripe, bytes(range(256)) * (stripe // 256))  # a whole stripe
             await device.drain()
             log_writes = device.log.statistics()["records"]
-            started = trio.current_time()
+            started = sched.current_time()
             await device.write(5 * stripe + 1024, b"x" * 1024)  # a partial stripe write
-            response = trio.current_time() - started
+            response = sched.current_time() - started
             await device.drain()
             assert await device.read(5 * stripe + 1024, 1024) == b"x" * 1024
             partial = device.counters["rmw_writes"] + device.counters["rcw_writes"]  # pre-reads either way
@@ -640,13 +640,13 @@ def test_an_asynchronous_write_is_acknowledged_before_its_stripe_is_written_with
                                      model="quantum-fireball-1280s", logical=40, writes=writes)
         device.start(nursery)
         stripe = device.geometry.data_bytes
-        started = trio.current_time()
-        async with trio.open_nursery() as writers:  # 20 writers at once, as a busy filesystem
+        started = sched.current_time()
+        async with sched.open_nursery() as writers:  # 20 writers at once, as a busy filesystem
             for ls in range(20):
                 writers.start_soon(device.write, ls * stripe, b"a" * 1024)
-        acknowledged = trio.current_time() - started
+        acknowledged = sched.current_time() - started
         await device.drain()
-        applied = trio.current_time() - started
+        applied = sched.current_time() - started
         assert await device.read(0, 20 * stripe) == b"".join(b"a" * 1024 + bytes(stripe - 1024) for _ in range(20))
         return device.counters["async_in_flight_max"], acknowledged, applied, device.counters["async_writes_applied"]
 
@@ -668,8 +668,8 @@ def test_with_the_log_a_crash_keeps_acknowledged_writes_and_the_parity(seed):
     crash_at = random.Random(seed).uniform(0.3, 3.0)
 
     async def body(nursery):
-        with trio.move_on_at(trio.current_time() + crash_at):
-            async with trio.open_nursery() as nursery_of_work:
+        with sched.CancelScope(deadline=sched.current_time() + crash_at):
+            async with sched.open_nursery() as nursery_of_work:
                 device = await logged_device(nursery_of_work, backends, log_backend, model="hp-c2200a", logical=12)
                 device.start(nursery_of_work)
                 work = CrashWorkload(device, seed)
@@ -717,8 +717,8 @@ def test_with_the_log_a_power_cut_keeps_every_acknowledged_write(writes, seed):
     box = {}
 
     async def body(nursery):
-        with trio.move_on_at(trio.current_time() + crash_at):
-            async with trio.open_nursery() as nursery_of_work:
+        with sched.CancelScope(deadline=sched.current_time() + crash_at):
+            async with sched.open_nursery() as nursery_of_work:
                 drives = volatile_columns(backends + [log_backend], nursery_of_work)
                 device = await create_tss("t", drives, unit=UNIT, options=TSSOptions(
                     mode="raid5", logical_stripes=12, log=True, writes=writes))
@@ -748,8 +748,8 @@ def test_a_power_cut_keeps_every_flushed_write_while_stripes_migrate(seed):
     box = {}
 
     async def body(nursery):
-        with trio.move_on_at(trio.current_time() + crash_at):
-            async with trio.open_nursery() as nursery_of_work:
+        with sched.CancelScope(deadline=sched.current_time() + crash_at):
+            async with sched.open_nursery() as nursery_of_work:
                 drives = volatile_columns(backends, nursery_of_work)
                 device = await create_tss("t", drives, unit=UNIT, options=TSSOptions(logical_stripes=12))
                 box["drives"] = drives
@@ -818,7 +818,7 @@ def test_a_failed_column_loses_nothing_and_a_rebuild_restores_the_redundancy(mod
                 await device.write(offset, data)
                 reference[offset:offset + length] = data
 
-        async with trio.open_nursery() as both:
+        async with sched.open_nursery() as both:
             both.start_soon(writer)
             both.start_soon(device.rebuild, column, replacement)
         assert device.failed == set()
@@ -953,7 +953,7 @@ def test_the_device_is_its_members_block_layer_and_clusters_their_requests():
         drives = columns_over([MemoryBackend(2 * 1024 * KiB) for _ in range(4)], nursery, "quantum-fireball-1280s")
         device = await create_tss("m", drives, unit=UNIT, options=TSSOptions(mode="raid5", logical_stripes=32))
         stripe = device.geometry.data_bytes
-        async with trio.open_nursery() as writers:  # consecutive whole stripes, all at once
+        async with sched.open_nursery() as writers:  # consecutive whole stripes, all at once
             for ls in range(16):
                 writers.start_soon(device.write, ls * stripe, bytes([ls]) * stripe)
         assert await device.read(0, 16 * stripe) == b"".join(bytes([ls]) * stripe for ls in range(16))

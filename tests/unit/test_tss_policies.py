@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.engine.tss.control import TSSControl
 from raidlab.engine.tss.maptable import CRAID5, INVALID, RAID1, RAID5
 from raidlab.errors import UsageError
@@ -93,7 +93,7 @@ def test_policies_run_on_the_virtual_clock_beside_a_workload():
         device, reference = await filled(nursery, stripes=96, logical=60, used=40)
         rng = random.Random(9)
         size = device.geometry.data_bytes
-        async with trio.open_nursery() as work:
+        async with sched.open_nursery() as work:
             work.start_soon(FiveMinutePolicy(raid1_raid5=2, raid5_craid5=7).run, TSSControl(device))
             for _ in range(300):
                 ls = rng.choice(range(8)) if rng.random() < 0.8 else rng.randrange(40)
@@ -104,7 +104,7 @@ def test_policies_run_on_the_virtual_clock_beside_a_workload():
                     reference[offset:offset + len(data)] = data
                 else:
                     assert await device.read(ls * size, size) == reference[ls * size:(ls + 1) * size]
-                await trio.sleep(0.1)
+                await sched.sleep(0.1)
             work.cancel_scope.cancel()
         check_redundancy(device)
         return device.table.counts

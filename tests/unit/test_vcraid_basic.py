@@ -4,8 +4,8 @@ synchronous writes, scd and mcd, bad configurations."""
 from __future__ import annotations
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_vcraid
 from raidlab.engine.caches.log import DEFAULT_LOG_START
@@ -52,7 +52,7 @@ def test_writes_pass_ram_buffer_cache_disk_and_array_and_read_back_from_each_lev
         assert s["ram_dirty_blocks"] == 0 and s["cache_disk_blocks_mapped"] == 8
         assert await vc.read(10 * KiB, 8 * KiB) == pattern(2, 8 * KiB)
         assert vc.statistics()["read_hits_cache_disk_blocks"] == 8
-        await trio.sleep(0.2)  # idle: level 2 to the array
+        await sched.sleep(0.2)  # idle: level 2 to the array
         s = vc.statistics()
         assert s["cache_disk_used_bytes"] == 0 and s["level2_destages"] >= 1 and s["idle_periods_found"] >= 1
         assert await vc.array.read(10 * KiB, 8 * KiB) == pattern(2, 8 * KiB)
@@ -86,12 +86,12 @@ def test_a_sync_write_is_acknowledged_only_once_on_the_cache_disk():
     async def body(nursery):
         vc = await create_vcraid("v", members, caches, ram_buffer=256 * KiB, idle_threshold=10.0)
         vc.start(nursery)
-        t0 = trio.current_time()
+        t0 = sched.current_time()
         await vc.write(0, pattern(1, 4 * KiB))
-        assert trio.current_time() == t0  # immediate report
+        assert sched.current_time() == t0  # immediate report
         before = caches[0].statistics()["writes"]
         await vc.write(64 * KiB, pattern(2, 4 * KiB), fua=True)
-        assert trio.current_time() > t0 + 0.005
+        assert sched.current_time() > t0 + 0.005
         assert caches[0].statistics()["writes"] > before
         assert 64 * KiB // 1024 in vc.store.mapping
         return True
@@ -119,7 +119,7 @@ def test_a_flush_waits_for_the_cache_disk_and_leaves_the_array_to_level_2():
         assert s["flushes"] == 8 and s["ram_dirty_blocks"] == 0
         assert all(i * 16 + j in vc.store.mapping for i in range(8) for j in range(4))
         assert array_flushes(vc) == before
-        await trio.sleep(2.0)  # idle: level 2 writes the blocks home and flushes the array
+        await sched.sleep(2.0)  # idle: level 2 writes the blocks home and flushes the array
         s = vc.statistics()
         assert s["level2_destages"] >= 1 and s["cache_disk_blocks_mapped"] == 0
         after = array_flushes(vc)
@@ -189,10 +189,10 @@ def test_level2_waits_for_idle_and_is_suspended_by_a_new_request():
         for i in range(60):
             await vc.write(i * 40 * KiB, pattern(i, 4 * KiB))
         await vc.flush()
-        last = trio.current_time()
-        await trio.sleep(0.051)
+        last = sched.current_time()
+        await sched.sleep(0.051)
         await vc.read(3 * MiB, 4 * KiB)  # arrives during the level-2 segment
-        await trio.sleep(5.0)
+        await sched.sleep(5.0)
         return last, vc.statistics(), list(vc.timeline)
 
     last, s, timeline = run(body, disks)
@@ -279,10 +279,10 @@ def test_a_log_write_into_a_range_being_read_waits_for_the_read():
 
         with log.pinned([(rec.block_offset(0), rec.block_offset(0) + 1 * KiB)]):
             nursery.start_soon(writer)
-            await trio.sleep(1.0)
+            await sched.sleep(1.0)
             order.append("read")
             assert await disk.read(rec.block_offset(0), 1 * KiB) == pattern(1, 1 * KiB)
-        await trio.sleep(0.1)
+        await sched.sleep(0.1)
         return log.pin_waits
 
     waits = run(body, [disk])
@@ -368,7 +368,7 @@ def mcd_sync_writes(n_writes, where, pause=None, **options):
         last = {}
         for i in range(n_writes):
             if pause and i % pause[0] == 0:
-                await trio.sleep(pause[1])
+                await sched.sleep(pause[1])
             block = where(i)
             await vc.write(block * 4 * KiB, pattern(i, 4 * KiB))
             await vc.flush()
@@ -439,7 +439,7 @@ def test_level1_goes_before_background_batches_while_the_log_has_room(ram_buffer
             await vc.write(i * 4 * KiB, pattern(i, 4 * KiB))
         await vc.flush()
         while vc.statistics()["level2_watermark_batches"] == 0:
-            await trio.sleep(0.001)
+            await sched.sleep(0.001)
         before = vc.statistics()
         for i in range(64):  # a 256 KiB burst: four 64 KiB log writes
             await vc.write((1000 + i) * 4 * KiB, pattern(1000 + i, 4 * KiB))
@@ -465,10 +465,10 @@ def test_paper_durability_reports_a_sync_write_once_the_cache_disk_has_it_in_its
                                      durability=durability)
             vc.start(nursery)
             await vc.write(0, pattern(0, 4 * KiB), fua=True)  # the arm is now at the log
-            start = trio.current_time()
+            start = sched.current_time()
             for i in range(1, 9):
                 await vc.write(i * 64 * KiB, pattern(i, 4 * KiB), fua=True)
-            took = trio.current_time() - start
+            took = sched.current_time() - start
             assert vc.statistics()["durability"] == durability and vc.statistics()["sync_writes"] == 9
             return took
 

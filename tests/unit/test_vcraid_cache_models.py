@@ -8,9 +8,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-import trio
 
-from raidlab import archs
+from raidlab import archs, sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.archs.caching import arch_options
 from raidlab.service.hosts.cache import CacheHost
@@ -129,7 +128,7 @@ def _host(options: dict, disks: int = 4) -> CacheHost:
 
 def _run(host: CacheHost, body):
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             host.session = SimpleNamespace(nursery=nursery)
             for d in host.drives:
                 d.start(nursery)

@@ -1,8 +1,8 @@
 """VC-RAID crash recovery (He & Yang §3.4) on the virtual clock, scd and mcd, with either
 destage order: LWFD (the paper's) or oldest-first (the ablation, whose log is circular).
 
-Same method as test_dcd_crash (its Oracle, workload and Rig): cut the trio run at a chosen
-virtual time, rebuild with `assemble_vcraid` over the same images (which writes everything
+Same method as test_dcd_crash (its Oracle, workload and Rig): cut the virtual-time run at a
+chosen instant, rebuild with `assemble_vcraid` over the same images (which writes everything
 not yet destaged from the cache disk headers to the raid5 before use), and check every
 sector against what was acknowledged as durable (FUA writes, writes before a completed
 flush). VC-RAID acknowledges other writes from its RAM buffer (immediate report).
@@ -13,8 +13,8 @@ from __future__ import annotations
 import collections
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.engine.caches import assemble_vcraid, create_vcraid
 from test_dcd_crash import Oracle, Rig, workload
@@ -63,18 +63,18 @@ def crash_and_check(config: str, fraction: float, seed: int, *, ops=100, region=
     async def work(disks, nursery):
         vc = await assemble_vcraid(*members_of(config, disks))
         vc.start(nursery)
-        times["start"] = trio.current_time()
+        times["start"] = sched.current_time()
         await workload(vc, oracle, seed, ops=ops, region=region, sync_writes=False)
-        times["end"] = trio.current_time()
+        times["end"] = sched.current_time()
         return vc.statistics()
 
-    stats = rig.run(work, seed=seed)
+    stats = rig.run(work)
     times["stats"] = stats
     for n, b in rig.backends.items():
         b.pwrite(0, image[n])
     oracle.__init__()
     cut = crash_at(times) if crash_at else times["start"] + fraction * (times["end"] - times["start"])
-    rig.run(work, crash_at=cut, seed=seed)
+    rig.run(work, crash_at=cut)
 
     async def verify(disks, nursery):
         vc = await assemble_vcraid(*members_of(config, disks))
@@ -144,7 +144,7 @@ def test_a_crash_between_the_logs_of_a_batch_destaged_together_loses_nothing(mon
     async def noted_forget(self, pop):
         await forget(self, pop)
         if len(taking[0]) > 1 and pop.log_index == taking[0][0]:
-            between.append(trio.current_time())
+            between.append(sched.current_time())
 
     monkeypatch.setattr(logmod.LogStore, "shares", noted_shares)
     monkeypatch.setattr(logmod.LogStore, "_forget_top", noted_forget)

@@ -12,8 +12,7 @@ recovery (two cache disks suffice)."""
 
 from __future__ import annotations
 
-import trio
-
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_vcraid
 from raidlab.engine.virtual import run_virtual
@@ -33,7 +32,7 @@ def test_a_block_is_in_one_log_write_at_a_time_and_reads_return_the_newest():
               for i, model in enumerate(("hdd-7200", "none", "hp-c2200a"))]
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in [*members, *caches]:
                 d.start(nursery)
             vc = await create_vcraid("v", members, caches, config="mcd", ram_buffer=64 * KiB,
@@ -43,13 +42,13 @@ def test_a_block_is_in_one_log_write_at_a_time_and_reads_return_the_newest():
             seen = set()
             for tag in (1, 2, 3):
                 await vc.write(where, block(tag))
-                await trio.sleep(0.0001)  # the other cache disks' writers are free now
+                await sched.sleep(0.0001)  # the other cache disks' writers are free now
                 seen.add(await vc.read(where, 1024))
             assert seen == {block(1), block(2), block(3)}
             seen = set()
             for _ in range(400):  # until every log write is done
                 seen.add(await vc.read(where, 1024))
-                await trio.sleep(0.0002)
+                await sched.sleep(0.0002)
             assert seen == {block(3)}
             await vc.flush()
             events = [(t, ev) for t, ev, d in vc.timeline if ev.startswith("level1_")]
@@ -80,7 +79,7 @@ def test_a_tombstone_on_one_cache_disk_does_not_hide_a_newer_log_write_in_flight
         disks = {name: EmulatedDisk(name, models.get(name, "none"), b) for name, b in media.items()}
 
         async def main():
-            async with trio.open_nursery() as nursery:
+            async with sched.open_nursery() as nursery:
                 for d in disks.values():
                     d.start(nursery)
                 result = await body([disks[f"d{i}"] for i in range(3)], [disks["c0"], disks["c1"]], nursery)
@@ -107,7 +106,7 @@ def test_a_tombstone_on_one_cache_disk_does_not_hide_a_newer_log_write_in_flight
             await vc.write(where, block(tag))
             await vc.flush()
         await vc.write(X, block(3))
-        await trio.sleep(0.0001)
+        await sched.sleep(0.0001)
         assert vc._inflight and vc._inflight[0].blocks.keys() == {X // 1024}  # X v3 in flight on disk 0
         await pop(1)  # Y home: a new tombstone on disk 1, X still superseded
         await vc.flush()  # X v3 on cache disk 0: durable

@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import assemble_vcraid, create_vcraid
 from raidlab.engine.caches.mirror import MIRROR_HEADER_OFFSET, MirroredCacheDisk
@@ -114,9 +114,9 @@ def test_a_replaced_side_is_refilled_while_writes_go_on_and_the_sides_then_agree
         async def writer():
             for k in range(40):
                 await mirror.write(1 * MiB + (k % 8) * 64 * KiB, pattern(200 + k, 64 * KiB))
-                await trio.sleep(0)
+                await sched.sleep(0)
 
-        async with trio.open_nursery() as inner:
+        async with sched.open_nursery() as inner:
             inner.start_soon(writer)
             await mirror.replace_side(1, fresh, segment=128 * KiB, progress=lambda d, t: seen.append((d, t)))
         with pytest.raises(OSError, match="has not failed"):
@@ -156,10 +156,10 @@ def test_a_side_that_vanishes_under_requests_in_flight_fails_none_of_them(op):
             except OSError as exc:
                 errors.append(exc)
 
-        async with trio.open_nursery() as inner:
+        async with sched.open_nursery() as inner:
             for k in range(8):
                 inner.start_soon(request, k)
-            await trio.sleep(0.002)          # the requests are queued on the drive
+            await sched.sleep(0.002)          # the requests are queued on the drive
             failing.failed = True            # it vanishes: what it has queued fails ...
             await mirror.fail_side(sides_index := [primary, backup].index(failing))  # ... and the array is told
         outcome.update(errors=errors, failed=sorted(mirror.failed), side=sides_index,
@@ -185,7 +185,7 @@ def test_a_check_under_writes_sees_no_difference_that_is_not_there():
 
     async def body(nursery):
         mirror = await MirroredCacheDisk.create("m", slow, backup)
-        stop = trio.Event()
+        stop = sched.Event()
 
         async def writer(seed):
             rng = random.Random(seed)
@@ -194,14 +194,14 @@ def test_a_check_under_writes_sees_no_difference_that_is_not_there():
                 await mirror.write(rng.randrange(1, 31) * 64 * KiB + rng.randrange(16) * 4 * KiB,
                                    pattern(k, 4 * KiB))
                 k += 1
-                await trio.sleep(rng.random() * 0.002)
+                await sched.sleep(rng.random() * 0.002)
             outcome["writes"] = outcome.get("writes", 0) + k
 
         for seed in range(4):
             nursery.start_soon(writer, seed)
         outcome["mismatches"] = [await mirror.compare(segment=64 * KiB) for _ in range(5)]
         stop.set()
-        await trio.sleep(1)
+        await sched.sleep(1)
 
     run(body, [primary, backup])
     assert outcome["writes"] > 10
@@ -218,9 +218,9 @@ class SlowSide:
         return getattr(self.disk, name)
 
     async def read(self, offset, length):
-        await trio.sleep(0.001)
+        await sched.sleep(0.001)
         return await self.disk.read(offset, length)
 
     async def write(self, offset, data, **kwargs):
-        await trio.sleep(0.001)
+        await sched.sleep(0.001)
         return await self.disk.write(offset, data, **kwargs)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import collections
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import metadata
@@ -51,7 +51,7 @@ def test_each_cache_disk_holds_its_own_data_disk_and_level2_goes_home_on_idle(co
         # 1c's routing / 1d's private caches: cache disk i holds only blocks of data disk i,
         # which is where level 2 writes them.
         before = [d.statistics()["bytes_written"] for d in data]
-        await trio.sleep(3.0)
+        await sched.sleep(3.0)
         s = vc.statistics()
         assert s["cache_disk_used_bytes"] == 0 and s["level2_destages"] > 0 and s["idle_periods_found"] > 0
         after = [d.statistics()["bytes_written"] for d in data]
@@ -86,7 +86,7 @@ def test_a_multi_sector_tombstone_goes_to_the_tombstone_area(config):
             for lba in lbas:
                 await cache.write(lba * bs, pattern(version * 10_000 + lba, bs))
             await cache.flush()
-        await trio.sleep(3.0)
+        await sched.sleep(3.0)
         counters = cache.store.counters
         area = await cache.logs[0].scan_area()
         sb = await metadata.read_superblock(caches[0])
@@ -121,16 +121,16 @@ def crash_and_check(config: str, fraction: float, seed: int, *, ops=80, region=1
 
     async def work(disks, nursery):
         vc = await assemble_perdisk(*split(disks), nursery=nursery)
-        times["start"] = trio.current_time()
+        times["start"] = sched.current_time()
         await workload(vc, oracle, seed, ops=ops, region=region, sync_writes=False)
-        times["end"] = trio.current_time()
+        times["end"] = sched.current_time()
         return vc.statistics()
 
-    stats = r.run(work, seed=seed)
+    stats = r.run(work)
     for n, b in r.backends.items():
         b.pwrite(0, image[n])
     oracle.__init__()
-    r.run(work, crash_at=times["start"] + fraction * (times["end"] - times["start"]), seed=seed)
+    r.run(work, crash_at=times["start"] + fraction * (times["end"] - times["start"]))
 
     async def verify(disks, nursery):
         vc = await assemble_perdisk(*split(disks), nursery=nursery)
@@ -171,7 +171,7 @@ def test_bad_per_disk_configurations_are_one_usage_error(config, n_caches, optio
     caches = [EmulatedDisk(f"c{i}", "none", MemoryBackend(CACHE)) for i in range(n_caches)]
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in [*data, *caches]:
                 d.start(nursery)
             with pytest.raises(UsageError, match=words):

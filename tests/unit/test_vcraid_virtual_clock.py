@@ -5,8 +5,8 @@ expected virtual times (the DCD's counterpart is in test_dcd_basic.py)."""
 from __future__ import annotations
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_vcraid
 from raidlab.engine.virtual import run_virtual
@@ -23,22 +23,22 @@ def test_burst_then_idle_shows_level1_idle_detection_and_level2_at_expected_time
     cache_disk = EmulatedDisk("cache", "hp-c2200a", MemoryBackend(4 * MiB))
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in [*array_disks, cache_disk]:
                 d.start(nursery)
             vc = await create_vcraid("v", array_disks, [cache_disk], ram_buffer=256 * KiB, idle_threshold=0.05)
             vc.start(nursery)
-            t0 = trio.current_time()
+            t0 = sched.current_time()
             for i in range(30):  # a burst: one 4 KiB write every 3 ms to scattered places
-                await trio.sleep_until(t0 + i * 0.003)
+                await sched.sleep_until(t0 + i * 0.003)
                 await vc.write((i * 53 % 900) * 16 * KiB, pattern(i, 4 * KiB))
-                assert trio.current_time() == t0 + i * 0.003  # acknowledged from the RAM buffer
-            last_request = trio.current_time()
-            await trio.sleep(2.0)
+                assert sched.current_time() == t0 + i * 0.003  # acknowledged from the RAM buffer
+            last_request = sched.current_time()
+            await sched.sleep(2.0)
             # Then one lone 1 KiB write: its level-1 write is done well within 50 ms.
-            lone = trio.current_time()
+            lone = sched.current_time()
             await vc.write(5 * MiB, pattern(99, 1 * KiB))
-            await trio.sleep(2.0)
+            await sched.sleep(2.0)
             timeline, stats = list(vc.timeline), vc.statistics()
             for i in range(30):
                 assert await vc.array.read((i * 53 % 900) * 16 * KiB, 4 * KiB) == pattern(i, 4 * KiB)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import random
 
 import pytest
-import trio
 
+from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.disks.volatile import UNTIMED_CACHE_BYTES, parse, power_cut
 from raidlab.engine import build
@@ -106,7 +106,7 @@ def test_a_timed_drive_loses_what_its_model_had_not_written_back():
 
     async def body():
         await disk.write(0, b"o" * 65536)
-        await trio.sleep(1.0)                    # the drive writes it back meanwhile
+        await sched.sleep(1.0)                    # the drive writes it back meanwhile
         await disk.write(32 * MiB, b"n" * 65536)  # the model retires the first write here
         return disk.volatile.log_bytes()
 
@@ -199,7 +199,7 @@ def test_vcraid_s_log_keeps_the_write_but_not_the_degraded_raid5_s_parity(parity
     box = {}
 
     async def body():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for disk in [*members, cache]:
                 disk.start(nursery)
             vc = await create_vcraid("v", members, [cache], ram_buffer=64 * KiB, idle_threshold=3600.0, chunk=chunk)
@@ -213,11 +213,11 @@ def test_vcraid_s_log_keeps_the_write_but_not_the_degraded_raid5_s_parity(parity
             await vc.flush()                       # in the log, durable (FUA)
 
             async def cut_before_flush():          # the destage's member flush never comes
-                await trio.sleep_forever()
+                await sched.Event().wait()  # never set
 
             for m in members:
                 m.flush = cut_before_flush
-            with trio.move_on_after(5):
+            with sched.move_on_after(5):
                 await vc.drain()
             box["stripe"] = stripe
             box["logs"] = [d.volatile.log_bytes() for d in [*members, cache]]
@@ -235,7 +235,7 @@ def test_vcraid_s_log_keeps_the_write_but_not_the_degraded_raid5_s_parity(parity
     fresh_cache = EmulatedDisk("cache", "none", cache.backend)
 
     async def read_back():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for disk in [*fresh, fresh_cache]:
                 disk.start(nursery)
             vc = await assemble_vcraid(fresh, [fresh_cache])

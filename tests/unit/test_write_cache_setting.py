@@ -8,9 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import trio
 
-from raidlab import scenarios
+from raidlab import scenarios, sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.disks.disk import write_cache_override
 from raidlab.engine.virtual import run_virtual
@@ -45,11 +44,11 @@ def _write_seconds(setting: str) -> tuple[float, bool]:
     """Seconds a 4 KiB write to a single SCSI drive takes, built by build_virtual with
     `setting`, and the drive's write_cache statistic."""
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             built = await build_virtual(SimSpec("disk", SCSI, disk_size=512 * MiB, write_cache=setting), nursery)
-            t0 = trio.current_time()
+            t0 = sched.current_time()
             await built.target.write(300 * MiB, bytes(4 * KiB))
-            took = trio.current_time() - t0
+            took = sched.current_time() - t0
             stats = built.members[0].statistics()
             nursery.cancel_scope.cancel()
         return took, stats["write_cache"]
@@ -70,7 +69,7 @@ def test_a_drive_with_the_cache_on_reports_a_write_before_the_media_and_off_does
                                                       ("off", False, False)])
 def test_a_vcraid_s_members_and_cache_disk_all_follow_the_setting(setting, members, cache):
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             built = await build_virtual(SimSpec("vcraid", SCSI, disks=3, chunk=64 * KiB, disk_size=64 * MiB,
                                                 options={"cache_model": IDE, "cache_size": 8 * MiB,
                                                          "ram_buffer": 512 * KiB},

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import trio
-
+from raidlab import sched
 from raidlab.engine.virtual import run_virtual
 
 
@@ -11,7 +10,7 @@ def run_on(disks, body):
     """Start `disks`, await `body()`, stop them; its result."""
     async def main():
         out = {}
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in disks:
                 d.start(nursery)
             out["result"] = await body()
@@ -21,16 +20,16 @@ def run_on(disks, body):
     return run_virtual(main)
 
 
-def run_in_nursery(body, disks=(), seed: int = 0):
+def run_in_nursery(body, disks=()):
     """Start `disks`, await `body(nursery)` in virtual time, then cancel the nursery: every
     background task the body started (destagers, image writers) dies where it stands, as in
     a crash. The body's result."""
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with sched.open_nursery() as nursery:
             for d in disks:
                 d.start(nursery)
             result = await body(nursery)
             nursery.cancel_scope.cancel()
         return result
 
-    return run_virtual(main, seed=seed)
+    return run_virtual(main)

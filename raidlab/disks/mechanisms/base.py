@@ -1,9 +1,10 @@
 """What every member-disk mechanism offers: a Plan per request, and the state around it.
 
-Why pure: the same arithmetic must give the same answer under trio's real clock and under
-MockClock, and the validation tests (tests/unit/test_disk_model.py) check it against closed
-forms. Nothing in a mechanism sleeps, reads a clock or touches data; `raidlab.disks.disk`
-calls `plan_*` with `trio.current_time()` and sleeps until the returned end time.
+Why pure: the same arithmetic must give the same answer under trio's real clock and on the
+virtual clock (raidlab's kernel), and the validation tests (tests/unit/test_disk_model.py)
+check it against closed forms. Nothing in a mechanism sleeps, reads a clock or touches data;
+`raidlab.disks.disk` calls `plan_*` with `sched.current_time()` and sleeps until the
+returned end time.
 
 Why one class per drive kind (hdd, ssd, none): a kind is a whole way of spending time, not
 a detail of one request; each class holds only the state its kind has (arm, platter and
