@@ -26,7 +26,7 @@ from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.disks.mechanisms import SERVICE_PARTS
 from raidlab.engine.array import Array
 from raidlab.engine.layouts.base import Layout
-from raidlab.runners.clock import run_replay
+from raidlab.engine.virtual import run_virtual
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +107,7 @@ def time_requests(layout: Layout, model: str, requests: list[tuple[int, int, boo
             nursery.cancel_scope.cancel()
         return elapsed
 
-    seconds = run_replay(main)
+    seconds = run_virtual(main)
     return Timing(model, seconds, tuple(sorted(ops, key=lambda o: (o.started, o.disk))), tuple(responses))
 
 
