@@ -270,8 +270,9 @@ def explain(layout_name, disks, chunk, disk_size, options, block, lba, length, o
         answers = answers or not reverse  # generated requests are shown with their plans
     else:
         requests = random_requests(layout, unit, count, seed or 0, op)
+    label = "Request" if workload is not None and not reverse else "Question"
     for number, (offset, nbytes, write) in enumerate(requests, 1):
-        click.echo(f"\nQuestion {number}:")
+        click.echo(f"\n{label} {number}:")
         click.echo("\n".join(request_lines(layout, offset, nbytes, write=write, failed=failed,
                                            show_answers=answers, reverse=reverse, block=unit)))
     if not answers:
