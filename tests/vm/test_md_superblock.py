@@ -68,7 +68,10 @@ def test_refuses_a_non_md_block():
 
 
 @pytest.mark.parametrize("level,layout,expect", [
-    (0, 0, ("raid0", {})), (1, 0, ("raid1", {})), (5, 2, ("raid5", {})),
+    (0, 0, ("raid0", {})), (1, 0, ("raid1", {})), (5, 2, ("raid5", {"algorithm": "left-symmetric"})),
+    (5, 0, ("raid5", {"algorithm": "left-asymmetric"})), (5, 1, ("raid5", {"algorithm": "right-asymmetric"})),
+    (5, 3, ("raid5", {"algorithm": "right-symmetric"})), (5, 4, ("raid5", {"algorithm": "parity-first"})),
+    (5, 5, ("raid5", {"algorithm": "parity-last"})), (4, 0, ("raid5", {"algorithm": "parity-last"})),
     (10, 0x102, ("raid10", {"layout": "n2"})), (10, 0x201, ("raid10", {"layout": "f2"})),
     (10, 0x10201, ("raid10", {"layout": "o2"})),
 ])
@@ -76,7 +79,7 @@ def test_md_layout_numbers_to_engine_layouts(level, layout, expect):
     assert engine_arch(parse_superblock(make_sb(level=level, layout=layout))) == expect
 
 
-@pytest.mark.parametrize("level,layout", [(5, 0), (6, 2), (10, 0x20102)])
+@pytest.mark.parametrize("level,layout", [(5, 16), (6, 2), (10, 0x20102)])
 def test_layouts_the_engine_cannot_map_are_refused(level, layout):
     with pytest.raises(UsageError):
         engine_arch(parse_superblock(make_sb(level=level, layout=layout)))
