@@ -406,9 +406,9 @@ class CrashRun:
                 if not result.allowed:
                     raise
                 # The papers' world: members whose superblock writes a power cut took
-                # disagree, and mdadm (or the engine) refuses an unclean start that Linux
-                # 2.x's md resynced without asking. `assemble --force` is the step an
-                # administrator then takes; the point is counted as forced (PROMISES).
+                # disagree, and mdadm (or the engine) refuses the unclean start.
+                # `assemble --force` is the step an administrator then takes; the point is
+                # counted as forced (PROMISES).
                 result.forced = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 self.phase("assemble --force (crash recovery, the refusal the papers' world allows)")
                 ready = self._start("assemble", force=True)
