@@ -114,7 +114,7 @@ class Signalled(KeyboardInterrupt):
     """SIGTERM/SIGHUP during a long command: unwinds exactly like Ctrl-C (a KeyboardInterrupt, so code
     that stops a half-started daemon on Ctrl-C, e.g. control.start_daemon, does it here too).
     raidlab.signals turns the signals into it; the virtual clock's runner
-    (raidlab.engine.virtual.run_virtual) raises it after a run it cancelled."""
+    (raidlab.sched.run_virtual) has it raised after a run it cancelled."""
 
     def __init__(self, signum: int):
         super().__init__(signum)

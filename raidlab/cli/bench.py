@@ -40,7 +40,7 @@ def _within(stream, seconds: float | None):
 def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_model: str,
               progress=None, seconds: float | None = None) -> dict:
     """Replay the first `requests` requests of a synthetic `profile` trace on each arch in
-    virtual time (raidlab.engine.virtual.run_virtual), each for at most `seconds` of wall time
+    virtual time (raidlab.sched.run_virtual), each for at most `seconds` of wall time
     (None: no limit); the trace is generated as a stream (never held in memory). Requests per
     second count the requests replayed."""
     import itertools

@@ -36,7 +36,7 @@ from raidlab.disks.backend import MemoryBackend
 from raidlab.disks.bench import default_size, random_qd1, sequential_rate, zone_ranges
 from raidlab.disks import catalog
 from raidlab.disks.disk import EmulatedDisk
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 
 ARCHS = tuple(arch.name for arch in archs.REGISTRY.values() if arch.peaks is not None)  # Table 3's columns

@@ -38,7 +38,7 @@ from raidlab.disks.backend import ImageBackend, MemoryBackend, check_size
 from raidlab.disks.disk import EmulatedDisk, percentile
 from raidlab.disks.geometry import DriveSpec, zone_sequential_rate
 from raidlab.disks.mechanisms import expected_random_read_s
-from raidlab.errors import UsageError, leaf_exceptions
+from raidlab.errors import UsageError
 from raidlab.outputs import new_file, output_dir
 
 SEQ_REQUEST = 64 * 1024
@@ -182,19 +182,6 @@ async def _bench(disk: EmulatedDisk, samples: int, seq_bytes: int, seed: int, li
     return out
 
 
-def _run_virtual(fn, *args) -> Any:
-    """fn(*args) on a fresh kernel. A Ctrl-C, or a stop signal that raidlab.signals raises
-    where the program is, that lands inside a task comes out of the nurseries' exception
-    groups: it is raised as itself, so the command stops with "interrupted"."""
-    try:
-        return sched.run_kernel(fn, *args)
-    except BaseExceptionGroup as group:
-        interrupt = next((e for e in leaf_exceptions(group) if isinstance(e, KeyboardInterrupt)), None)
-        if interrupt is None:
-            raise
-        raise interrupt from None
-
-
 def run_bench(
     model: str,
     *,
@@ -230,7 +217,7 @@ def run_bench(
         if live:
             result = trio.run(_bench, disk, samples, seq_bytes, seed, True)
         else:
-            result = _run_virtual(_bench, disk, samples, seq_bytes, seed, False)
+            result = sched.run_virtual(_bench, disk, samples, seq_bytes, seed, False)
     model_view: dict[str, Any] = {}
     if spec.kind != "none":
         model_view["random_read_4k_ms"] = expected_random_read_s(spec, size, 4096)["total"] * 1e3

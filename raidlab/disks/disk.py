@@ -6,7 +6,7 @@ Why built this way (docs/architecture.md, "Member disks and timing models", "Two
   and serves exactly one at a time, like a drive with one arm. The mechanism's arithmetic
   (raidlab.disks.mechanisms) says when each request would end on the modelled drive; the task
   sleeps until then with `sched.sleep_until`, so the same code is a discrete-event simulation
-  on raidlab's kernel (raidlab.engine.virtual.run_virtual) and a real-time emulation under
+  on raidlab's kernel (raidlab.sched.run_virtual) and a real-time emulation under
   trio's real clock (where the last 1.5 ms are waited with checkpoints, see SPIN_WINDOW).
 * Virtual mode (io_in_thread=False): the backend I/O is synchronous and happens when the
   request enters service, so the virtual clock cannot jump while data moves.

@@ -26,7 +26,7 @@ from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.disks.mechanisms import SERVICE_PARTS
 from raidlab.engine.array import Array
 from raidlab.engine.layouts.base import Layout
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 
 @dataclasses.dataclass(frozen=True)

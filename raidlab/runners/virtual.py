@@ -3,7 +3,7 @@
 Why built this way (the design's "one engine, two clocks"):
 
 * The replay drives the *same* engine code as the live volume (EmulatedDisk, Array) on the
-  virtual clock (raidlab.engine.virtual.run_virtual: raidlab's discrete-event kernel), so it
+  virtual clock (raidlab.sched.run_virtual: raidlab's discrete-event kernel), so it
   is a discrete-event simulation of the real code, byte-for-byte reproducible for a trace,
   seed and options.
 * Open loop, like the DCD simulator: request i is issued at t0 + time_i / compact
@@ -59,7 +59,7 @@ from raidlab.disks.bus import Bus, parse_bus
 from raidlab.disks import partitions
 from raidlab.disks.disk import EmulatedDisk, write_cache_override
 from raidlab.disks.host import Host
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import RaidlabError, UsageError, leaf_exceptions
 from raidlab.policies import make_policy
 from raidlab.traces.formats import FLUSH, READ, TRIM, WRITE, Request, TraceReader

@@ -7,8 +7,8 @@ is answered by whichever scheduler runs the code:
 
 * trio, under the real clock (a live array, the FUSE export, the daemons);
 * raidlab's discrete-event kernel (raidlab.sched.kernel) while `run_kernel` runs: virtual
-  time, for every replay, scenario run, disk bench and engine test (the engine's runner,
-  raidlab.engine.virtual.run_virtual, is `run_kernel` with stop signals deferred), at
+  time, for every replay, scenario run, disk bench and engine test (`run_virtual`, from
+  raidlab.sched.virtual, is `run_kernel` with stop signals deferred), at
   1-3 µs of scheduling per virtual instant (results/bench/sim-kernel/NOTES.md).
 
 So the engine stays one code path for both clocks; what differs is only who keeps the
@@ -119,3 +119,6 @@ def in_kernel() -> bool:
 def run_kernel(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """fn(*args) to its end on a fresh discrete-event kernel (virtual time from 0)."""
     return _k.Kernel().run(fn, *args)
+
+
+from raidlab.sched.virtual import run_virtual  # noqa: E402  (the kernel with stop signals deferred)

@@ -11,7 +11,7 @@ import random
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 KiB, MiB = 1024, 1 << 20
 CHUNK = 64 * KiB

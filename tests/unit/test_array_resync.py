@@ -12,7 +12,7 @@ import pytest
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 KiB, MiB = 1024, 1 << 20
 

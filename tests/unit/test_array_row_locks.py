@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from raidlab import sched
 from raidlab.engine.array import _StripeLocks
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 
 def test_waiters_get_a_row_in_the_order_they_asked_and_a_cancelled_waiter_takes_none():

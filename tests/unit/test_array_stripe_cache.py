@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.engine import virtual
+from raidlab.sched import virtual
 from raidlab.engine.array import Array
 from raidlab.engine.layouts.raid5 import Raid5Layout
 from raidlab.engine.stripecache import PAGE, StripeCache

@@ -13,7 +13,7 @@ import pytest
 
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.engine import virtual
+from raidlab.sched import virtual
 from raidlab.engine.array import Array
 from raidlab.engine.layouts.chained import ChainedLayout
 from raidlab.engine.layouts.raid0 import Raid0Layout

@@ -7,7 +7,7 @@ import pytest
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import build, metadata
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 
 MiB = 1 << 20

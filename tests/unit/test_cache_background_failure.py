@@ -14,7 +14,7 @@ import pytest
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_dcd, create_vcraid
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 KiB, MiB = 1024, 1 << 20
 

@@ -19,7 +19,7 @@ from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_dcd
 from raidlab.engine.caches.log import (ORDER_OLDEST, CacheDiskLog, LogStore, parse_first_sector,
                                        record_bytes)
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, replay_requests
 from raidlab.traces.formats import Request

@@ -15,7 +15,7 @@ from raidlab.cluster.twin import CLIENT, HEADER_BYTES, Network, NetworkParams, R
 from raidlab.disks import host as hosts
 from raidlab.disks.disk import EmulatedDisk
 from raidlab.disks.host import PROGRAM_SLICE_S, HostModel
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 from raidlab.runners import sim
 from raidlab.runners.parallel import run_parallel

@@ -13,7 +13,7 @@ import pytest
 from raidlab import scenarios, sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_vcraid
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.runners import live, speed
 from raidlab.service.daemon import Daemon
 from raidlab.service.hosts.cache import CacheHost

@@ -12,7 +12,7 @@ from raidlab.campaigns.crash import (PRESETS, PROMISES, PointResult, config_for,
 from raidlab.campaigns.document import crash_section
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_dcd, create_vcraid
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 KiB, MiB = 1024, 1 << 20
 

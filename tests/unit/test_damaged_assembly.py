@@ -47,7 +47,7 @@ from raidlab.engine.metadata import SLOT_SIZE, newest
 from raidlab.engine.tss import datalog as tsslog
 from raidlab.engine.tss.build import TSSOptions, assemble_tss, create_tss
 from raidlab.engine.tss.persist import PRIVATE_OFFSET
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import RaidlabError, leaf_exceptions
 
 from test_damaged_metadata import DAMAGES, damage_of, used_span

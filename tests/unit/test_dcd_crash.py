@@ -24,7 +24,7 @@ from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import assemble_dcd, create_dcd
 from raidlab.engine.caches.log import KIND_DATA, KIND_TOMBSTONE
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 KiB, MiB = 1024, 1 << 20
 

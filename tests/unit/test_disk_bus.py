@@ -12,7 +12,7 @@ import pytest
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.disks.bus import Bus, parse_bus
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 
 MiB = 1 << 20

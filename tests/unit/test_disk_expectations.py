@@ -19,7 +19,7 @@ from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend, catalog
 from raidlab.disks.bench import default_size, random_qd1, sequential_rate, zone_ranges
 from raidlab.disks.seek import manufacturer_average_seek_ms
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 RANDOM_SAMPLES = 1500
 

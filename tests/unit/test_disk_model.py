@@ -28,7 +28,7 @@ from raidlab.disks.geometry import MS, Geometry, zone_sequential_rate
 from raidlab.disks.mechanisms import expected_random_read_s
 from raidlab.disks.mechanisms import make_mechanism as DiskMechanism
 from raidlab.disks.seek import fit_seek_curve, manufacturer_average_seek_ms
-from raidlab.engine import virtual
+from raidlab.sched import virtual
 from raidlab.errors import UnknownModelError, UsageError
 
 GiB = 1 << 30

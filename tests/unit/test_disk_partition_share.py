@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 MiB = 1 << 20
 

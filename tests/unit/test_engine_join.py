@@ -12,7 +12,8 @@ import pytest
 from raidlab import sched
 from raidlab.disks.backend import MemoryBackend
 from raidlab.disks.disk import EmulatedDisk
-from raidlab.engine import build, metadata, virtual
+from raidlab.engine import build, metadata
+from raidlab.sched import virtual
 
 KiB, MiB = 1024, 1024 * 1024
 DISK, CHUNK, N = 8 * MiB, 16 * KiB, 4

@@ -9,7 +9,7 @@ import pytest
 
 from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, _drive_of, build_virtual
 

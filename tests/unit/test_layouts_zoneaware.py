@@ -10,7 +10,7 @@ from raidlab.disks import EmulatedDisk
 from raidlab.disks.backend import MemoryBackend
 from raidlab.engine.layouts import create_layout
 from raidlab.engine.layouts.zoneaware import ZoneAwareLayout, build_regions, curve_at
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 GEOMETRY = dict(n_disks=4, disk_size=4096 * 1000, chunk_bytes=4096, data_offset=0)
 

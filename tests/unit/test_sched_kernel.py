@@ -2,7 +2,7 @@
 events with their virtual times, and the log is the one trio's semantics give (sleeps end at
 their deadlines, FIFO locks handed to the first waiter, cancellation at checkpoints,
 nurseries that gather their children's errors). The kernel has no randomness, so a program
-logs the same events twice, wherever it runs (raidlab.engine.virtual.run_virtual too)."""
+logs the same events twice, wherever it runs (raidlab.sched.run_virtual too)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raidlab import sched
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 
 def log_of(fn, *args):

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from raidlab import scenarios, sched
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 from raidlab.export.serve import ServeRequest
 from raidlab.runners.virtual import SimSpec, build_virtual

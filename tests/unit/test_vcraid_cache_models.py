@@ -15,7 +15,7 @@ from raidlab.archs.caching import arch_options
 from raidlab.service.hosts.cache import CacheHost
 from raidlab.service.hosts.status import placement_line
 from raidlab.service.spec import ArraySpec
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UnknownModelError, UsageError
 
 KiB, MiB = 1024, 1 << 20

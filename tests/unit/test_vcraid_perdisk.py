@@ -14,7 +14,7 @@ from raidlab.blockdev import SECTOR
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine import metadata
 from raidlab.engine.caches.perdisk import assemble_perdisk, create_perdisk
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 from test_dcd_crash import Oracle, Rig, workload
 

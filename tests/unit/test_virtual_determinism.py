@@ -8,7 +8,7 @@ from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.array import Array
 from raidlab.engine.layouts.raid5 import Raid5Layout
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 KiB, MiB = 1024, 1 << 20
 

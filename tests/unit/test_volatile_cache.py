@@ -13,7 +13,7 @@ from raidlab import sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.disks.volatile import UNTIMED_CACHE_BYTES, parse, power_cut
 from raidlab.engine import build
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 from virtual_disks import run_on
 

@@ -12,7 +12,7 @@ import pytest
 from raidlab import scenarios, sched
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.disks.disk import write_cache_override
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 from raidlab.errors import UsageError
 from raidlab.runners.virtual import SimSpec, build_virtual
 from raidlab.service.hosts.status import write_cache_note

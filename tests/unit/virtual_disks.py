@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raidlab import sched
-from raidlab.engine.virtual import run_virtual
+from raidlab.sched import run_virtual
 
 
 def run_on(disks, body):

@@ -1,4 +1,4 @@
-"""Run engine code in virtual time: raidlab's discrete-event kernel, and stop signals.
+"""Run code in virtual time: raidlab's discrete-event kernel, and stop signals.
 
 Why: the virtual clock (docs/architecture.md, "Two clocks") is raidlab.sched.kernel, a heap
 of timers and a run queue of coroutines whose time jumps to the next deadline when nothing
@@ -11,10 +11,12 @@ belong to the code being run, not to the clock.
 
 Stop signals: while `run_virtual` runs in the main thread, Ctrl-C, SIGTERM and SIGHUP are
 only noted; the kernel then cancels every task at its next pass, the tasks unwind through
-their own cleanup, and the signal comes out after as KeyboardInterrupt (Ctrl-C) or
-raidlab.errors.Signalled (the others). A KeyboardInterrupt raised wherever Python happened
-to be could land in the kernel's own loop and leave tasks half-run, or inside a task and
-come out wrapped in its nurseries' exception groups.
+their own cleanup, and the signal is then raised again for the handler that was in place
+before the run: Python's own Ctrl-C handler raises KeyboardInterrupt, raidlab.signals'
+raises raidlab.errors.Signalled for SIGTERM and SIGHUP (so this bottom layer needs no
+error type of its own). A KeyboardInterrupt raised wherever Python happened to be could
+land in the kernel's own loop and leave tasks half-run, or inside a task and come out
+wrapped in its nurseries' exception groups.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from raidlab import sched
-from raidlab.errors import Signalled
+from raidlab.sched import kernel as _k
 
 T = TypeVar("T")
 
@@ -39,13 +40,13 @@ def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
 
     def handler(signum: int, _frame: Any) -> None:
         received.append(signum)
-        kernel = sched.running_kernel()
+        kernel = _k.running()
         if kernel is not None:
             kernel.stop_requested.append(signum)
 
     old = _install(handler)
     try:
-        result = sched.run_kernel(fn, *args)
+        result = _k.Kernel().run(fn, *args)
     except BaseException:
         if not received:
             raise
@@ -53,9 +54,8 @@ def run_virtual(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     finally:
         _restore(old)
     if received:
-        if received[0] == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise Signalled(received[0])
+        signal.raise_signal(received[0])  # now the handler in place before the run answers it
+        raise KeyboardInterrupt  # that handler returned: the run was stopped all the same
     return result
 
 
