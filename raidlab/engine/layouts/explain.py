@@ -74,9 +74,10 @@ def _decision(choice, block: int) -> str:
     stripe, each with its member reads."""
     costs = []
     for name, attr in (("RMW", "rmw"), ("RCW", "rcw")):
-        reads, nbytes = getattr(choice, f"{attr}_reads", None), getattr(choice, f"{attr}_read_bytes")
-        if nbytes is None or (reads is None and hasattr(choice, f"{attr}_reads")):
+        nbytes = getattr(choice, f"{attr}_read_bytes")  # None: impossible with the failed disk
+        if nbytes is None:
             continue
+        reads = getattr(choice, f"{attr}_reads", None)  # a whole stripe's also counts its member reads
         costs.append(f"{name} reads {_block_count(nbytes, block)}" + (f" in {_reads(reads)}" if reads is not None else ""))
     if not costs:
         return ""
