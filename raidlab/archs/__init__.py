@@ -9,7 +9,9 @@ says what a declaration holds):
     raidlab.archs.dcd       dcd
     raidlab.archs.vcraid    vcraid (raidlab.archs.caching: the options both caching ids share)
     raidlab.archs.tss       tss
-    raidlab.archs.md        md-raid0, md-raid1, md-raid5, md-raid10 (kernel md, the baselines)
+    raidlab.archs.md        md-raid0, md-raid1, md-raid5, md-raid10 (kernel md, the baselines),
+                            md-raid5-wb, md-raid5-ppl
+    raidlab.archs.kcache    dm-writecache, bcache, dm-cache (the kernel's caches, in the lab VM)
     raidlab.archs.disk      disk (one drive; virtual time only)
 
 Adding an architecture: its mechanism in raidlab.engine (a layout in engine/layouts needs
@@ -30,13 +32,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from raidlab.archs import dcd, disk, layouts, md, tss, vcraid
+from raidlab.archs import dcd, disk, kcache, layouts, md, tss, vcraid
 from raidlab.archs.base import (LIVE, RUNNERS, VIRTUAL, Architecture, BuildContext, Built, Config, CrashPreset,
                                 DamageTarget, Drive, Family, FaultCell, Option, Peaks, WriteHoleCase)
 from raidlab.errors import UsageError
 
 # In the order `raidlab archs` and `raidlab create --help` list them.
-FAMILIES = (layouts, dcd, vcraid, tss, md, disk)
+FAMILIES = (layouts, dcd, vcraid, tss, md, kcache, disk)
 
 REGISTRY: dict[str, Architecture] = {}
 for _family in FAMILIES:

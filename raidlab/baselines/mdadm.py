@@ -16,12 +16,14 @@ from pathlib import Path
 from raidlab.errors import UsageError
 
 MD_DEFAULT_CHUNK = 512 * 1024
-LEVELS = {"md-raid0": 0, "md-raid1": 1, "md-raid5": 5, "md-raid10": 10}
+LEVELS = {"md-raid0": 0, "md-raid1": 1, "md-raid5": 5, "md-raid10": 10, "md-raid5-wb": 5, "md-raid5-ppl": 5}
 MIN_DISKS = {0: 2, 1: 2, 5: 3, 10: 2}
 RAID5_LAYOUTS = ("left-asymmetric", "left-symmetric", "right-asymmetric", "right-symmetric",
                  "parity-first", "parity-last")
 RAID10_LAYOUT = re.compile(r"^[nof]([2-9])$")
-OPTIONS = ("layout", "assume_clean", "journal")
+OPTIONS = ("layout", "assume_clean", "journal", "journal_mode", "journal_model", "consistency_policy")
+JOURNAL_MODES = ("write-through", "write-back")
+CONSISTENCY_POLICIES = ("resync", "ppl")
 
 
 def kernel_has_md() -> bool:
@@ -57,8 +59,24 @@ def check_md_config(arch: str, disks: int, chunk: int, options: dict) -> None:
             raise UsageError(f"{arch} takes no layout option")
     if options.get("assume_clean") not in (None, True, False):
         raise UsageError("assume_clean is true or false")
-    if options.get("journal") not in (None, "off", False) and level != 5:
+    journal = options.get("journal") not in (None, "off", False)
+    if journal and level != 5:
         raise UsageError(f"{arch} takes no journal option", hint="md's write journal is raid5's (md-raid5)")
+    for key in ("journal_mode", "journal_model"):
+        if options.get(key) is not None and not journal:
+            raise UsageError(f"{arch}: {key} is an option of a write journal, and there is none",
+                             hint="give the journal's size too, e.g. -o journal=16M")
+    mode = options.get("journal_mode")
+    if mode is not None and mode not in JOURNAL_MODES:
+        raise UsageError(f"md's journal_mode is {' or '.join(JOURNAL_MODES)}, not {mode!r}")
+    policy = options.get("consistency_policy")
+    if policy is not None:
+        if level != 5 or policy not in CONSISTENCY_POLICIES:
+            raise UsageError(f"{arch}: consistency_policy={policy!r} is not one md raid5 takes here",
+                             hint=f"use one of: {', '.join(CONSISTENCY_POLICIES)} (on md-raid5)")
+        if policy == "ppl" and journal:
+            raise UsageError(f"{arch}: md keeps a partial parity log or a write journal, not both",
+                             hint="leave out the journal option, or consistency_policy")
 
 
 def create_argv(arch: str, md_device: str, members: list[str], chunk: int, options: dict,
@@ -78,6 +96,8 @@ def create_argv(arch: str, md_device: str, members: list[str], chunk: int, optio
         argv.append(f"--name={name}")
     if journal:
         argv += ["--write-journal", journal]
+    if options.get("consistency_policy"):
+        argv.append(f"--consistency-policy={options['consistency_policy']}")
     return argv + list(members)
 
 
@@ -124,3 +144,20 @@ def mdstat_progress(text: str, md_name: str) -> dict | None:
                 return {"action": pending.group(1), "percent": 0.0, "finish": None, "speed": None}
         return None
     return None
+
+
+# md's sysfs attributes (/sys/block/mdN/md/NAME) a status shows, where the array has them.
+MD_ATTRIBUTES = ("consistency_policy", "journal_mode", "stripe_cache_size", "stripe_cache_active")
+
+
+def md_attributes(text: str) -> dict[str, str]:
+    """`NAME=VALUE` lines (VALUE as md shows it) as a dict; of a list with one choice in
+    brackets ("[write-through] write-back"), the bracketed word."""
+    out = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if not sep or name not in MD_ATTRIBUTES or not value.strip():
+            continue
+        chosen = re.search(r"\[([^\]]+)\]", value)
+        out[name] = chosen.group(1) if chosen else value.strip()
+    return out

@@ -162,8 +162,10 @@ def config_for(name: str, *, disks: int | None, options: dict[str, Any], disk_mo
     if files < 2 * SYNC_EVERY:
         raise UsageError(f"a tree of {files} files is too small for a crash test", hint="use --files 8 or more")
     catalog.member_models(disk_model, n)  # one model, or one per member
-    # md natively where the kernel has it, else in the lab VM
-    runner = "vm" if archs.get(arch).family == "md" and not mdadm.kernel_has_md() else "native"
+    # md natively where the kernel has it, else in the lab VM, as is what runs only there
+    runs_on = archs.get(arch).runners
+    runner = "vm" if "native" not in runs_on or (archs.get(arch).family == "md" and not mdadm.kernel_has_md()) \
+        else "native"
     archs.validate(arch, n, disk_size, chunk, opts, disk_model=disk_model, runner=runner)
     return CrashConfig(name, arch, n, opts, disk_model, disk_size, chunk, files, mode=mode, runner=runner,
                        in_destage=in_destage, flushes=flushes)

@@ -8,11 +8,12 @@ disks are the only block devices and their timing is not polluted by a system di
 Contents:
 * busybox-static with its applet links (sh, dd, insmod, mount, poweroff, cp, rm, ...);
 * host programs the papers' workloads and md baselines need, with the exact shared
-  libraries they use on the host (elf.py): mdadm, e2fsprogs, GNU tar, fio, postmark,
-  bonnie++. The VM runs the *same binaries* as a native run would;
-* the kernel modules in WANTED_MODULES and their dependencies, ordered by modules.py, with
-  a module index made by `depmod -b` over the initramfs tree (so a guest `modprobe` works for
-  anything extra a user adds);
+  libraries they use on the host (elf.py): mdadm, dmsetup, bcache-tools, e2fsprogs, GNU
+  tar, fio, postmark, bonnie++. The VM runs the *same binaries* as a native run would;
+* the kernel modules in WANTED_MODULES and their dependencies, ordered by modules.py and
+  loaded at boot, and ON_DEMAND_MODULES (device mapper, bcache) with theirs, loaded by the
+  architectures that use them, with a module index made by `depmod -b` over the initramfs
+  tree (so a guest `modprobe` finds them, and anything extra a user adds);
 * /init: mounts, loads the modules in order, links each disk under /dev/raidlab/<serial>,
   then runs the command agent (protocol.py) on the virtio-serial port.
 
@@ -57,9 +58,16 @@ WANTED_MODULES: tuple[str, ...] = (
     "ext4",                                              # the papers' workloads run on ext4
 )
 
+# In the initramfs but loaded only by the architectures that use them (the guest's modprobe,
+# over the module index built here): the kernel's caches, descendants of the papers' ideas.
+ON_DEMAND_MODULES: tuple[str, ...] = ("dm_mod", "dm_writecache", "dm_cache", "dm_cache_smq", "bcache")
+
 # Host programs copied into the VM (name -> aliases created as links to it).
 HOST_PROGRAMS: dict[str, tuple[str, ...]] = {
     "mdadm": (),
+    "dmsetup": (),
+    "make-bcache": (),
+    "bcache-super-show": (),
     "mke2fs": ("mkfs.ext4", "mkfs.ext3", "mkfs.ext2"),
     "e2fsck": ("fsck.ext4", "fsck.ext3", "fsck.ext2"),
     "tune2fs": ("e2label",),
@@ -170,7 +178,8 @@ _PROGRAM_PACKAGES = {"mke2fs": "e2fsprogs", "tune2fs": "e2fsprogs", "dumpe2fs": 
 
 @dataclasses.dataclass
 class _Inputs:
-    plan: LoadPlan
+    plan: LoadPlan                    # loaded at boot
+    content: LoadPlan                 # in the archive: the boot plan and the on-demand modules
     busybox: str
     programs: dict[str, str]          # name -> host path (as found on PATH)
     libraries: list[str]
@@ -187,8 +196,9 @@ class _Inputs:
                 h.update(b"\0")
 
         add("format", str(FORMAT_VERSION), kernel.package.name, kernel.package.version, kernel.release)
-        for name in self.plan.order:
-            add("module", name, self.plan.paths[name], _sha256(kernel.modules_dir / self.plan.paths[name]))
+        for name in self.content.order:
+            add("module", name, self.content.paths[name], _sha256(kernel.modules_dir / self.content.paths[name]))
+        add("boot", *self.plan.order)
         add("busybox", _sha256(self.busybox))
         for name, path in sorted(self.programs.items()):
             add("program", name, path, _sha256(path), *HOST_PROGRAMS.get(name, ()))
@@ -202,8 +212,11 @@ class _Inputs:
         return h.hexdigest()
 
 
-def _gather(kernel: KernelTree, modules: Iterable[str], programs: Iterable[str]) -> _Inputs:
+def _gather(kernel: KernelTree, modules: Iterable[str], programs: Iterable[str],
+            on_demand: Iterable[str] = ON_DEMAND_MODULES) -> _Inputs:
+    modules = tuple(modules)
     plan = kernel.load_plan(modules)
+    content = kernel.load_plan(modules + tuple(m for m in on_demand if m not in modules))
     busybox = _host_program("busybox")
     if not elf.read_elf(busybox).is_static:
         raise VMError(f"{busybox} is not statically linked", hint="apt-get install busybox-static")
@@ -213,7 +226,7 @@ def _gather(kernel: KernelTree, modules: Iterable[str], programs: Iterable[str])
     except elf.ElfError as exc:
         raise VMError(f"cannot collect libraries for the lab VM: {exc}") from exc
     config = [p for p in HOST_CONFIG_FILES if os.path.exists(p)]
-    return _Inputs(plan, busybox, found, libraries, config, init_script(), workload_programs())
+    return _Inputs(plan, content, busybox, found, libraries, config, init_script(), workload_programs())
 
 
 def workload_programs() -> dict[str, str]:
@@ -284,7 +297,7 @@ def _entries(kernel: KernelTree, inputs: _Inputs, staging: Path, manifest: dict)
         add(CpioEntry(conf, "file", 0o644, source=conf))
     for guest, host in inputs.extra_programs.items():
         add(CpioEntry(guest, "file", 0o755, source=host))
-    for entry in _module_entries(kernel, inputs.plan, staging):
+    for entry in _module_entries(kernel, inputs.content, staging):
         add(entry)
     add(CpioEntry("etc/passwd", "file", 0o644, data=b"root:x:0:0:root:/root:/bin/sh\n"))
     add(CpioEntry("etc/group", "file", 0o644, data=b"root:x:0:\n"))
@@ -314,7 +327,7 @@ def build_initramfs(
     if target.exists() and manifest_path.exists() and not force:
         return VMImage(kernel, target, json.loads(manifest_path.read_text()))
 
-    progress(f"building the initramfs ({len(inputs.plan.order)} modules, "
+    progress(f"building the initramfs ({len(inputs.content.order)} modules, "
              f"{len(inputs.programs)} programs, {len(inputs.libraries)} libraries)")
     manifest = {
         "format": FORMAT_VERSION,
@@ -323,6 +336,7 @@ def build_initramfs(
                    "release": kernel.release},
         "modules": {"order": list(inputs.plan.order),
                     "paths": [inputs.plan.paths[n] for n in inputs.plan.order],
+                    "on_demand": [n for n in inputs.content.order if n not in inputs.plan.paths],
                     "builtin": list(inputs.plan.builtin),
                     "unresolved_soft": list(inputs.plan.unresolved_soft)},
         "programs": dict(sorted(inputs.programs.items())),
@@ -368,7 +382,7 @@ def build_vm_image(progress: Progress | None = None, force: bool = False,
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        kernel = prepare_kernel(modules, progress)
+        kernel = prepare_kernel(modules + ON_DEMAND_MODULES, progress)
         return build_initramfs(kernel, modules, progress=progress, force=force)
 
 

@@ -43,6 +43,8 @@ OWN_MODULES: dict[str, tuple[str, ...]] = {
     "md-raid1": ("raidlab/baselines/mdadm.py",),
     "md-raid5": ("raidlab/baselines/mdadm.py",),
     "md-raid10": ("raidlab/baselines/mdadm.py",),
+    "md-raid5-wb": ("raidlab/baselines/mdadm.py",),
+    "md-raid5-ppl": ("raidlab/baselines/mdadm.py",),
 }
 
 # Words that are an id and also mean something else there. "disk" is the word for a drive:

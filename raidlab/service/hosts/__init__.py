@@ -8,8 +8,10 @@ device, control socket); what it serves is built by the host of the architecture
 * cache (dcd, vcraid): RAM buffer + cache disk(s) in front of a data disk or an engine raid5;
 * tss: a TSS device (RAID1 / RAID5 / cRAID5 stripes under one map table), exported as
   `volume`, with the paper's ioctls as control operations;
-* md (md-raid0 ... md-raid10): mdadm over loop devices on the lab's `disks/dK` files,
-  natively or in the lab VM.
+* md (md-raid0 ... md-raid10, md-raid5-wb, md-raid5-ppl): mdadm over loop devices on the
+  lab's `disks/dK` files, natively or in the lab VM;
+* kcache (dm-writecache, bcache, dm-cache): the kernel's caches, built in the lab VM by
+  dmsetup, make-bcache and mdadm over the same files.
 
 Each host class provides
 
@@ -31,10 +33,11 @@ from raidlab import archs
 from raidlab.errors import UsageError
 from raidlab.service.hosts.cache import CacheHost
 from raidlab.service.hosts.engine import EngineHost
+from raidlab.service.hosts.kcache import KernelCacheHost
 from raidlab.service.hosts.md import MdHost
 from raidlab.service.hosts.tss import TSSHost
 
-HOSTS = {host.family: host for host in (EngineHost, CacheHost, TSSHost, MdHost)}  # family -> its host
+HOSTS = {host.family: host for host in (EngineHost, CacheHost, TSSHost, MdHost, KernelCacheHost)}  # family -> its host
 
 
 def host_class(arch: str):

@@ -35,6 +35,7 @@ from pathlib import Path
 import trio
 
 from raidlab.archs.layouts import journal_bytes
+from raidlab.archs.md import options_of as md_options
 from raidlab.baselines import mdadm
 from raidlab.disks import catalog
 from raidlab.errors import CapabilityError, RaidlabError, UsageError
@@ -54,6 +55,7 @@ RESYNC_POLL_SECONDS = 1.0
 
 class MdHost:
     family = "md"
+    command_log = COMMAND_LOG  # in the lab directory: every command run for the array, one JSON line each
 
     def __init__(self, daemon):
         self.daemon = daemon
@@ -67,6 +69,7 @@ class MdHost:
         self.resync: dict = {}
         self.members: list[str] = []
         self.disks: list = []  # the EmulatedDisks behind disks/dK, for their I/O statistics
+        self.options = md_options(self.spec.arch, dict(self.spec.options))
 
     # -- running mdadm here or in the VM, recorded -----------------------------------------
 
@@ -76,7 +79,7 @@ class MdHost:
         last = stderr.strip().splitlines()[-1:] if rc else []
         if last:
             entry["stderr"] = last[0]
-        with open(self.session.lab.path / COMMAND_LOG, "a") as fh:
+        with open(self.session.lab.path / self.command_log, "a") as fh:
             fh.write(json.dumps(entry) + "\n")
 
     async def _run(self, argv: list[str], timeout: float = 120.0, check: bool = True) -> tuple[int, str, str]:
@@ -93,7 +96,8 @@ class MdHost:
             hint = f"the command was: {shlex.join(argv)}"
             if "consider --force" in last[0]:   # a dirty degraded array (see raidlab assemble --force)
                 hint = f"`raidlab assemble {self.spec.name} --force` starts it anyway; {hint}"
-            raise UsageError(f"mdadm refused {self.spec.arch} over {self.spec.disks} disks: {last[0]}", hint=hint)
+            tool = "the kernel" if argv[0] == "sh" else argv[0]  # sh: a sysfs write
+            raise UsageError(f"{tool} refused {self.spec.arch} over {self.spec.disks} disks: {last[0]}", hint=hint)
         return rc, out, err
 
     async def _read(self, path: str) -> str:
@@ -113,11 +117,12 @@ class MdHost:
         if spec.runner == "native":
             require("mdadm")
         fs = BlockExportFS()
-        journal = journal_bytes(spec.options)
-        # md raid5's write journal: one more drive after the members, of the first member's model
+        journal = journal_bytes(self.options)
+        # md raid5's write journal: one more drive after the members, of journal_model or
+        # the first member's model
+        models = catalog.member_models(spec.disk_model, spec.disks)
         members = None if journal is None else [
-            *((model, spec.disk_size) for model in catalog.member_models(spec.disk_model, spec.disks)),
-            (catalog.member_models(spec.disk_model, spec.disks)[0], journal)]
+            *((model, spec.disk_size) for model in models), (self.options.get("journal_model") or models[0], journal)]
         req = ServeRequest(disks=spec.disks + (journal is not None), model=spec.disk_model, size=spec.disk_size,
                            name=spec.name, discipline=spec.discipline, keep_images=True, home=self.daemon.home,
                            members=members, partitions=spec.partitions, bus=spec.bus,
@@ -153,7 +158,7 @@ class MdHost:
         self.members = devices[:spec.disks]
         if mode == "create":
             argv = mdadm.create_argv(spec.arch, self.md_device, self.members, spec.chunk,
-                                     {k: v for k, v in spec.options.items() if k != "journal"}, journal=journal)
+                                     {k: v for k, v in self.options.items() if k != "journal"}, journal=journal)
         else:
             argv = mdadm.assemble_argv(self.md_device, devices, force=os.environ.get(FORCE_ENV) == "1")
         status(("creating " if mode == "create" else "assembling ") + f"{spec.arch} with mdadm ({self.where})")
@@ -170,19 +175,38 @@ class MdHost:
             return f"{self.md_device} stopped"
 
         self.session.push(f"md array {self.md_device}", stop)
+        if self.options.get("journal_mode"):
+            # md keeps the journal's mode in memory only (raid5-cache.c): set at every start
+            await self._run(["sh", "-c", f"echo {self.options['journal_mode']} > "
+                                         f"{md_sysfs(self.md_device)}/journal_mode"])
         if mode == "create":
             await self._settle_resync()
         capacity = int((await self._run(["blockdev", "--getsize64", self.md_device], check=True))[1].split()[0])
         detail = mdadm.detail_fields((await self._run(["mdadm", "--detail", self.md_device]))[1])
+        attributes = await self._md_attributes()
         return {"device": self.md_device, "capacity": capacity, "state": detail.get("State", "unknown"),
                 "md": {"level": detail.get("Raid Level"), "chunk": detail.get("Chunk Size"),
-                       "layout": detail.get("Layout"), "resync": self.resync.get("resync")}}
+                       "layout": detail.get("Layout"), "resync": self.resync.get("resync"),
+                       **{key: attributes[key] for key in ("consistency_policy", "journal_mode") if key in attributes}}}
+
+    async def _md_attributes(self) -> dict[str, str]:
+        """md's own view of the array from sysfs (mdadm.MD_ATTRIBUTES: its consistency policy,
+        the journal's mode, the stripe cache's size and use), the bracketed choice of a
+        list ("[write-through] write-back") as the chosen word."""
+        base = md_sysfs(self.md_device)
+        script = "; ".join(f"[ -r {base}/{name} ] && echo {name}=$(cat {base}/{name})"
+                           for name in mdadm.MD_ATTRIBUTES) + "; true"
+        if self.vm is not None:
+            text = (await self.vm.run_script(script, timeout=30, check=False)).stdout_text
+        else:
+            text = (await trio.to_thread.run_sync(lambda: run(["sh", "-c", script], check=False, timeout=30))).stdout
+        return mdadm.md_attributes(text)
 
     async def _settle_resync(self) -> None:
         """Wait for md's initial resync/recovery (or record that it was skipped)."""
         name = self.md_device.rsplit("/", 1)[-1]
         started = time.monotonic()
-        if self.spec.options.get("assume_clean"):
+        if self.options.get("assume_clean"):
             self.resync = {"resync": "skipped (--assume-clean)", "seconds": 0.0}
         else:
             # Generous: md's guaranteed minimum speed is 1 MB/s per device.
@@ -217,6 +241,7 @@ class MdHost:
                 f"drives: {write_cache_note(members)}")
         busy = self.vm.busy() if self.vm is not None else None
         block_stat: dict = {}
+        attributes: dict = {}
         redundancy = ""
         if busy:
             mdstat = ""
@@ -229,15 +254,17 @@ class MdHost:
             mdstat = await self._read("/proc/mdstat")
             detail = mdadm.detail_fields(detail_text)
             redundancy = md_survival(detail, detail_text)
-            md_lines = ["$ mdadm --detail " + self.md_device, *detail_text.rstrip().splitlines(),
+            attributes = await self._md_attributes()
+            md_lines = [f"md: {', '.join(f'{k} {v}' for k, v in attributes.items())}", "",
+                        "$ mdadm --detail " + self.md_device, *detail_text.rstrip().splitlines(),
                         "", "$ cat /proc/mdstat", *mdstat.rstrip().splitlines()]
         return {"kind": "md", "md_device": self.md_device, "where": self.where, "members": self.members,
-                "detail": detail, "mdstat": mdstat, "resync": self.resync, "vm_busy": busy,
+                "detail": detail, "mdstat": mdstat, "resync": self.resync, "vm_busy": busy, "md": attributes,
                 "block_stat": block_stat,
                 "redundancy": redundancy, "statistics": {"members": members},
                 "report": [head, *([f"redundancy: {redundancy}"] if redundancy else []), "", *md_lines],
                 "tables": [disks_table(self.disks)],
-                "commands_log": str(self.session.lab.path / COMMAND_LOG)}
+                "commands_log": str(self.session.lab.path / self.command_log)}
 
     async def settle(self) -> dict:
         """Cold start (the daemon's op_settle): md keeps no write-back cache of its own on
@@ -266,6 +293,11 @@ class MdHost:
             stats[name] = {"reads": f[0], "read_merges": f[1], "read_bytes": f[2] * 512,
                            "writes": f[4], "write_merges": f[5], "write_bytes": f[6] * 512}
         return stats
+
+
+def md_sysfs(md_device: str) -> str:
+    """/dev/md0 -> /sys/block/md0/md, where md shows and takes the array's settings."""
+    return f"/sys/block/{Path(md_device).name}/md"
 
 
 def free_md_device() -> str:
