@@ -161,12 +161,14 @@ def test_bad_md_configurations_refused_before_anything_starts(rl, args, words):
     assert not (rl.home / "labs" / "bad").exists()
 
 
-@pytest.mark.parametrize("world", ["dropped", "honoured"])
-def test_md_drives_live_in_the_durability_world_the_array_sets(rl, world):
+@pytest.mark.parametrize("world, span", [("dropped", "start"), ("honoured", None)])
+def test_md_drives_live_in_the_durability_world_the_array_sets(rl, world, span):
     """md's drives are the lab's emulated drives: with --flushes dropped the flushes md sends
-    for the guest's syncs never reach them; with honoured every member gets them."""
+    for the guest's syncs never reach them; with honoured every member gets them. They lie
+    where the array says (--span), as an engine array's drives do: a scenario that puts every
+    member at the start of its drive puts md's there too."""
     rl("create", "mw", "--arch", "md-raid5", "--disks", "3", "--disk-size", "48M", "--runner", "vm",
-       "--flushes", world)
+       "--disk-model", "ibm-dnes-318350", "--flushes", world, *(["--span", span] if span else []))
     from raidlab.lab import Lab
 
     session = open_session(Lab("mw", home=rl.home))
@@ -178,6 +180,7 @@ def test_md_drives_live_in_the_durability_world_the_array_sets(rl, world):
     session.exec(["umount", "/mnt"], timeout=60)
     after = json.loads(rl("status", "mw", "--json").stdout)["statistics"]["members"]
     assert all(m["flushes_setting"] == world for m in after)
+    assert [m["span"] for m in after] == [span or "full"] * 3, after
     if world == "dropped":
         assert all(m["flushes"] == 0 and m["fua_writes"] == 0 for m in after), after
         assert all(a["flushes_dropped"] + a["fua_dropped"] > b["flushes_dropped"] + b["fua_dropped"]

@@ -125,7 +125,7 @@ class MdHost:
             *((model, spec.disk_size) for model in models), (self.options.get("journal_model") or models[0], journal)]
         req = ServeRequest(disks=spec.disks + (journal is not None), model=spec.disk_model, size=spec.disk_size,
                            name=spec.name, discipline=spec.discipline, keep_images=True, home=self.daemon.home,
-                           members=members, partitions=spec.partitions, bus=spec.bus,
+                           members=members, partitions=spec.partitions, bus=spec.bus, span=spec.span,
                            write_cache=spec.write_cache, flushes=spec.flushes, power_loss=spec.power_loss)
         made = await build_disks(session, fs, req)
         self.disks = [disk for _relpath, disk, _image in made]
