@@ -26,6 +26,7 @@ _MODULES = {
     "fio": "raidlab.workloads.fio",
     "seqfile": "raidlab.workloads.seqfile",
     "andrew": "raidlab.workloads.andrew",
+    "replay": "raidlab.workloads.replay",
 }
 
 NAMES = tuple(_MODULES)

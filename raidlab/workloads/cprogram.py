@@ -1,4 +1,4 @@
-"""The toolkit's own static C programs (tps, seqfile): built on first use, cached by source.
+"""The toolkit's own static C programs (tps, seqfile, replay): built on first use, cached by source.
 
 Why static C: the lab VM has busybox and no Python or shared libraries to spare, and the
 same binary must run on the host and in the VM. Each program is built with `gcc -O2
@@ -19,7 +19,7 @@ from raidlab.tools.base import require, run as run_on_host
 
 GCC_FLAGS = ["-O2", "-static", "-Wall", "-Wextra"]
 HERE = Path(__file__).parent
-PROGRAMS = {"tps": HERE / "tps.c", "seqfile": HERE / "seqfile.c"}
+PROGRAMS = {"tps": HERE / "tps.c", "seqfile": HERE / "seqfile.c", "replay": HERE / "replay.c"}
 
 
 def _cache_root() -> Path:
