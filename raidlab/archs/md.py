@@ -96,7 +96,9 @@ RAID5_OPTIONS = (Option("journal", None, "a write journal of this size on one mo
                                          "e.g. journal=16M"),
                  Option("journal_model", None, "the journal drive's catalog model (default: the first member's)"),
                  Option("journal_mode", None, "the journal's mode: write-through (md's default) or write-back"),
-                 Option("consistency_policy", None, "resync (md's default) or ppl (mdadm --consistency-policy)"))
+                 Option("consistency_policy", None, "resync (md's default) or ppl (mdadm --consistency-policy)"),
+                 Option("stripe_cache_size", None, "md's stripe cache, in 4 KiB pages per drive (md: 256; "
+                                                   "md's documentation wants it large for a write-back journal)"))
 
 
 def _options(name: str, level: int) -> tuple[Option, ...]:

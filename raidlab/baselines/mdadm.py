@@ -21,7 +21,9 @@ MIN_DISKS = {0: 2, 1: 2, 5: 3, 10: 2}
 RAID5_LAYOUTS = ("left-asymmetric", "left-symmetric", "right-asymmetric", "right-symmetric",
                  "parity-first", "parity-last")
 RAID10_LAYOUT = re.compile(r"^[nof]([2-9])$")
-OPTIONS = ("layout", "assume_clean", "journal", "journal_mode", "journal_model", "consistency_policy")
+OPTIONS = ("layout", "assume_clean", "journal", "journal_mode", "journal_model", "consistency_policy",
+           "stripe_cache_size")
+STRIPE_CACHE = (17, 32768)  # what md takes for stripe_cache_size (raid5.c: raid5_set_cache_size)
 JOURNAL_MODES = ("write-through", "write-back")
 CONSISTENCY_POLICIES = ("resync", "ppl")
 
@@ -69,6 +71,13 @@ def check_md_config(arch: str, disks: int, chunk: int, options: dict) -> None:
     mode = options.get("journal_mode")
     if mode is not None and mode not in JOURNAL_MODES:
         raise UsageError(f"md's journal_mode is {' or '.join(JOURNAL_MODES)}, not {mode!r}")
+    size = options.get("stripe_cache_size")
+    if size is not None:
+        if level != 5:
+            raise UsageError(f"{arch} has no stripe cache", hint="stripe_cache_size is md raid5's")
+        if isinstance(size, bool) or not str(size).isdigit() or not STRIPE_CACHE[0] <= int(size) <= STRIPE_CACHE[1]:
+            raise UsageError(f"md's stripe_cache_size is a number of pages from {STRIPE_CACHE[0]} to "
+                             f"{STRIPE_CACHE[1]}, not {size!r}")
     policy = options.get("consistency_policy")
     if policy is not None:
         if level != 5 or policy not in CONSISTENCY_POLICIES:

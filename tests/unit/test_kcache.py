@@ -118,6 +118,9 @@ def test_descendants_run_in_the_lab_vm_only():
     ("md-raid1", {"consistency_policy": "ppl"}, "not one md raid5 takes"),
     ("md-raid5", {"journal": "4M", "consistency_policy": "ppl"}, "not both"),
     ("md-raid5", {"journal": "4M", "journal_model": "no-such-drive"}, "no-such-drive"),
+    ("md-raid5", {"stripe_cache_size": 16}, "from 17 to 32768"),
+    ("md-raid5-wb", {"stripe_cache_size": "lots"}, "from 17 to 32768"),
+    ("md-raid10", {"stripe_cache_size": 1024}, "no stripe cache"),
 ])
 def test_md_descendants_refuse_what_contradicts_them(arch, options, words):
     with pytest.raises(Exception, match=words):

@@ -30,6 +30,7 @@ def _counters_moved(arch: str, doc: dict) -> None:
     counters = doc["kcache"] if doc["kind"] == "kcache" else doc["md"]
     if arch == "md-raid5-wb":
         assert counters["consistency_policy"] == "journal" and counters["journal_mode"] == "write-back", counters
+        assert counters["stripe_cache_size"] == "1024", counters
     elif arch == "md-raid5-ppl":
         assert counters["consistency_policy"] == "ppl", counters
     elif arch == "dm-writecache":
@@ -42,7 +43,8 @@ def _counters_moved(arch: str, doc: dict) -> None:
 
 
 @pytest.mark.parametrize("arch, args, fs", [
-    ("md-raid5-wb", ["--disks", "3", "-o", "assume_clean=true", "-o", "journal=8M"], "ext4"),
+    ("md-raid5-wb", ["--disks", "3", "-o", "assume_clean=true", "-o", "journal=8M", "-o", "stripe_cache_size=1024"],
+     "ext4"),
     ("md-raid5-ppl", ["--disks", "3", "-o", "assume_clean=true"], "ext4"),
     ("dm-writecache", ["--disks", "1", "-o", "cache_size=16M"], "ext2"),
     ("bcache", ["--disks", "1", "-o", "cache_size=16M", "-o", "bucket=16K"], "ext4"),

@@ -34,7 +34,6 @@ from raidlab.export import mount_export
 from raidlab.service.hosts.md import MdHost
 from raidlab.service.hosts.status import disks_table, write_cache_note
 from raidlab.service.hosts.volume import arch_config, make_drives
-from raidlab.vm import guest_device
 
 ORIGIN_MD, FAST_MD = "/dev/md0", "/dev/md1"
 
@@ -57,12 +56,6 @@ class KernelCacheHost(MdHost):
         self.member_files = [export.mountpoint / relpath for relpath, _d, _i in made]
         return {"device": None, "capacity": 0, "state": "starting",
                 "members": [str(path) for path in self.member_files]}
-
-    async def vm_ready(self, hosted) -> dict:
-        self.vm = hosted
-        built = await self._build([guest_device(i) for i in range(len(self.member_files))], self.daemon.mode)
-        built["guest_device"] = built.pop("device")
-        return built
 
     def _cleanup(self, what: str, argv: list[str]) -> None:
         """Push a teardown step that runs `argv` in the guest, unless the VM is being killed."""

@@ -175,10 +175,10 @@ class MdHost:
             return f"{self.md_device} stopped"
 
         self.session.push(f"md array {self.md_device}", stop)
-        if self.options.get("journal_mode"):
-            # md keeps the journal's mode in memory only (raid5-cache.c): set at every start
-            await self._run(["sh", "-c", f"echo {self.options['journal_mode']} > "
-                                         f"{md_sysfs(self.md_device)}/journal_mode"])
+        # md keeps these in memory only (raid5.c, raid5-cache.c): set at every start
+        for setting in ("journal_mode", "stripe_cache_size"):
+            if self.options.get(setting) is not None:
+                await self._run(["sh", "-c", f"echo {self.options[setting]} > {md_sysfs(self.md_device)}/{setting}"])
         if mode == "create":
             await self._settle_resync()
         capacity = int((await self._run(["blockdev", "--getsize64", self.md_device], check=True))[1].split()[0])
