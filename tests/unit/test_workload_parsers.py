@@ -148,9 +148,9 @@ def test_tps_output_lines():
 
 # ------------------------------------------------------------------------- validation
 
-def test_registry_knows_the_seven_workloads():
+def test_registry_knows_the_eight_workloads():
     assert set(workloads.NAMES) == {"untar_copy_remove", "postmark", "bonnie", "tps", "fio", "seqfile",
-                                    "andrew"}
+                                    "andrew", "replay"}
     with pytest.raises(UsageError, match="unknown workload 'nfsstone'"):
         workloads.get("nfsstone")
 

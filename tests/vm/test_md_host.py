@@ -57,7 +57,7 @@ def test_md_raid5_in_the_lab_vm(rl):
                           "--runner", "vm", "--json").stdout)
     assert ready["guest_device"] == "/dev/md0" and ready["device"] is None
     assert ready["md"] == {"level": "raid5", "chunk": "512K", "layout": "left-symmetric",
-                           "resync": ready["md"]["resync"]}
+                           "resync": ready["md"]["resync"], "consistency_policy": "resync"}
     assert ready["md"]["resync"].startswith("waited")
     lab_dir = rl.home / "labs" / "m5"
     commands = [json.loads(l) for l in (lab_dir / "mdadm-commands.log").read_text().splitlines()]
