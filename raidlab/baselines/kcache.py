@@ -11,9 +11,9 @@ what it does not know as `extra`, so a newer kernel's added counters show up, no
 
 from __future__ import annotations
 
-import re
 import shlex
 
+from raidlab.baselines import sysfs
 from raidlab.errors import UsageError
 
 SECTOR = 512
@@ -203,21 +203,12 @@ def bcache_stop() -> list[str]:
 
 def bcache_read_script() -> str:
     """One shell line that prints `NAME=VALUE` for each of BCACHE_FILES the device has."""
-    return "; ".join(f"[ -r {BCACHE_SYSFS}/{name} ] && echo {name}=$(cat {BCACHE_SYSFS}/{name})"
-                     for name in BCACHE_FILES) + "; true"
+    return sysfs.read_script(BCACHE_SYSFS, BCACHE_FILES)
 
 
 def parse_bcache(text: str) -> dict:
-    """BCACHE_FILES as read by bcache_read_script; sysfs's choice list ("[writeback] ...") as
-    the chosen word."""
-    out = {}
-    for line in text.splitlines():
-        name, sep, value = line.partition("=")
-        if not sep or name not in BCACHE_FILES:
-            continue
-        chosen = re.search(r"\[([^\]]+)\]", value)
-        out[name.replace("stats_total/", "")] = chosen.group(1) if chosen else value.strip()
-    return out
+    """BCACHE_FILES as bcache_read_script printed them, the totals without their directory."""
+    return {name.replace("stats_total/", ""): value for name, value in sysfs.parse(text, BCACHE_FILES).items()}
 
 
 def wait_for(path: str, seconds: float = 30.0) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from raidlab.baselines import sysfs
 from raidlab.errors import UsageError
 
 MD_DEFAULT_CHUNK = 512 * 1024
@@ -160,13 +161,5 @@ MD_ATTRIBUTES = ("consistency_policy", "journal_mode", "stripe_cache_size", "str
 
 
 def md_attributes(text: str) -> dict[str, str]:
-    """`NAME=VALUE` lines (VALUE as md shows it) as a dict; of a list with one choice in
-    brackets ("[write-through] write-back"), the bracketed word."""
-    out = {}
-    for line in text.splitlines():
-        name, sep, value = line.partition("=")
-        if not sep or name not in MD_ATTRIBUTES or not value.strip():
-            continue
-        chosen = re.search(r"\[([^\]]+)\]", value)
-        out[name] = chosen.group(1) if chosen else value.strip()
-    return out
+    """MD_ATTRIBUTES as sysfs.read_script printed them (raidlab.baselines.sysfs.parse)."""
+    return sysfs.parse(text, MD_ATTRIBUTES)

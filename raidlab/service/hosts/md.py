@@ -36,7 +36,7 @@ import trio
 
 from raidlab.archs.layouts import journal_bytes
 from raidlab.archs.md import options_of as md_options
-from raidlab.baselines import mdadm
+from raidlab.baselines import mdadm, sysfs
 from raidlab.disks import catalog
 from raidlab.errors import CapabilityError, RaidlabError, UsageError
 from raidlab.export import BlockExportFS, attach_loop, mount_export
@@ -193,9 +193,7 @@ class MdHost:
         """md's own view of the array from sysfs (mdadm.MD_ATTRIBUTES: its consistency policy,
         the journal's mode, the stripe cache's size and use), the bracketed choice of a
         list ("[write-through] write-back") as the chosen word."""
-        base = md_sysfs(self.md_device)
-        script = "; ".join(f"[ -r {base}/{name} ] && echo {name}=$(cat {base}/{name})"
-                           for name in mdadm.MD_ATTRIBUTES) + "; true"
+        script = sysfs.read_script(md_sysfs(self.md_device), mdadm.MD_ATTRIBUTES)
         if self.vm is not None:
             text = (await self.vm.run_script(script, timeout=30, check=False)).stdout_text
         else:
