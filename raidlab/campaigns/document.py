@@ -119,11 +119,13 @@ def crash_section(summaries: list[dict[str, Any]]) -> list[str]:
         "  fsync'ed files lost and an unclean ext4 are then losses the promise allows, counted",
         "  apart (*allowed*). An assembly refused as unclean (members whose superblock writes the",
         "  cut took disagree, which mdadm refuses to start) is retried with `assemble --force`,",
-        "  the step an administrator takes, and counted apart (*forced*); a recovery that fails",
-        "  even so, a leak or a hang still fail the point.",
+        "  the step an administrator takes, and counted apart (*forced*); so is a file system that",
+        "  no longer mounts after recovery (the cut took journal or metadata writes the drives had",
+        "  reported): `e2fsck -fy` repairs it, and the files it cost are allowed losses",
+        "  (*unmountable*). A recovery that fails even so, a leak or a hang still fail the point.",
         "",
-        "| target | mode | promise | arch | options | disks | points | passed | fsync'ed files checked | lost | lost, allowed | writes cut | in-destage cuts | fsck unclean | fsck unclean, allowed | forced | errors | leaks | seed | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| target | mode | promise | arch | options | disks | points | passed | fsync'ed files checked | lost | lost, allowed | writes cut | in-destage cuts | fsck unclean | fsck unclean, allowed | forced | unmountable | errors | leaks | seed | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         cut = str(s.get("writes_lost_to_power_cuts", 0))
@@ -134,7 +136,7 @@ def crash_section(summaries: list[dict[str, Any]]) -> list[str]:
                      f"{s['fsynced_files_checked']} | {s['fsynced_files_lost']} | "
                      f"{s.get('fsynced_files_lost_allowed', 0)} | {cut} | {s.get('in_destage_cuts', 0)} | "
                      f"{s['fsck_unclean']} | {s.get('fsck_unclean_allowed', 0)} | {s.get('forced', 0)} | "
-                     f"{s['errors']} | {s['leaks']} | {s['seed']} | {s['seconds']:.0f} |")
+                     f"{s.get('unmountable', 0)} | {s['errors']} | {s['leaks']} | {s['seed']} | {s['seconds']:.0f} |")
     lines += ["", f"{sum(s['passed'] for s in summaries)} of {sum(s['points'] for s in summaries)} points passed."]
     failed = [(s["target"], s.get("mode", "kill"), r) for s in summaries for r in s["results"] if not r["ok"]]
     if failed:

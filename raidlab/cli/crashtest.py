@@ -73,14 +73,16 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
         click.echo(json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=2))
     else:
         table = Table(title=f"crash test ({mode})")
-        for col in ("target", "points", "passed", "failed", "fsync'ed files checked", "lost", "leaks",
+        for col in ("target", "points", "passed", "failed", "fsync'ed files checked", "lost", "lost, allowed",
+                    "forced / unmountable", "leaks",
                     "files written (mean)", "writes lost to the power cut", "seconds"):
             table.add_column(col)
         for s in summaries:
             written = sum(r["files_written"] for r in s["results"]) / max(len(s["results"]), 1)
             table.add_row(s["target"], str(s["points"]), str(s["passed"]),
                           f"[red]{s['failed']}[/]" if s["failed"] else "0", str(s["fsynced_files_checked"]),
-                          str(s["fsynced_files_lost"]), str(s["leaks"]), f"{written:.1f}",
+                          str(s["fsynced_files_lost"]), str(s.get("fsynced_files_lost_allowed", 0)),
+                          f"{s.get('forced', 0)} / {s.get('unmountable', 0)}", str(s["leaks"]), f"{written:.1f}",
                           str(s["writes_lost_to_power_cuts"]), f"{s['seconds']:.1f}")
         # Into a pipe or a log (no terminal, no COLUMNS) rich fits a table to 80 columns, which
         # cuts every name and number of this one short.

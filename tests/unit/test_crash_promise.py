@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from raidlab import sched
-from raidlab.campaigns.crash import (PRESETS, PROMISES, PointResult, config_for, kill_moment, promise_of,
-                                     writes_cut_reason)
+from raidlab.campaigns.crash import (PRESETS, PROMISES, PointResult, check_point, config_for, kill_moment,
+                                     promise_of, writes_cut_reason)
+from raidlab.errors import RaidlabError
 from raidlab.campaigns.document import crash_section
 from raidlab.disks import EmulatedDisk, MemoryBackend
 from raidlab.engine.caches import create_dcd, create_vcraid
@@ -95,7 +96,7 @@ def test_the_document_shows_the_promise_the_allowed_losses_and_the_reason():
                "options": {"durability": "paper"}, "disks": 3, "points": 3, "passed": 3,
                "fsynced_files_checked": 60, "fsynced_files_lost": 0, "fsynced_files_lost_allowed": 26,
                "writes_lost_to_power_cuts": 0, "writes_cut_reason": "because", "in_destage_cuts": 1,
-               "fsck_unclean": 0, "fsck_unclean_allowed": 1, "forced": 2, "errors": 0, "leaks": 0, "seed": 0,
+               "fsck_unclean": 0, "fsck_unclean_allowed": 1, "forced": 2, "unmountable": 1, "errors": 0, "leaks": 0, "seed": 0,
                "seconds": 30.0, "results": []}
     section = crash_section([summary])
     row = next(line for line in section if line.startswith("| vcraid-scd-paper"))
@@ -104,12 +105,51 @@ def test_the_document_shows_the_promise_the_allowed_losses_and_the_reason():
     assert len(cells) == len(header)
     assert cells[2] == "report" and cells[10] == "26" and cells[11] == "0 (because)" and cells[12] == "1"
     assert cells[14] == "1" and header[15] == "forced" and cells[15] == "2"
+    assert header[16] == "unmountable" and cells[16] == "1"
 
 
 def test_a_forced_assembly_passes_under_the_drives_report_and_is_kept_in_the_record():
     forced = "DaemonError: mdadm refused md-raid5 over 4 disks: not clean"
     assert _point("report", forced=forced).ok
     assert _point("report", forced=forced).as_json()["forced"] == forced
+
+
+class _Unmountable:
+    """A file system side whose mount fails with EIO; e2fsck -fy mends it only if `mends`."""
+
+    def __init__(self, mends: bool):
+        self.mends, self.repaired = mends, False
+
+    def check_fs(self):
+        raise RaidlabError("mount: mounting /dev/md0 on /mnt/crashtest failed: Input/output error")
+
+    def repair_fs(self):
+        self.repaired = True
+        return "e2fsck -fy exit 1\nFILE SYSTEM WAS MODIFIED"
+
+    def digests(self, rels):
+        if not self.mends:
+            raise RaidlabError("mount: mounting /dev/md0 on /mnt/crashtest failed: Input/output error")
+        return {rel: ("aa", "1 bytes") for rel in rels}
+
+
+@pytest.mark.parametrize("mends", [True, False])
+def test_a_file_system_that_no_longer_mounts_is_repaired_and_allowed_only_in_the_papers_world(mends):
+    synced = {"t/f1": "aa", "t/f2": "bb"}
+    side = _Unmountable(mends)
+    result = PointResult(point=0, seed=0, kill_after_files=4, kill_delay_ms=0.0, kill_moment="during-untar",
+                         promise="report")
+    check_point(side, result, synced)
+    assert side.repaired and result.unmountable.endswith("Input/output error")
+    assert result.fsck_clean is False and "FILE SYSTEM WAS MODIFIED" in result.fsck_output
+    assert (result.intact, result.lost) == ((1, 1) if mends else (0, 2))
+    assert result.ok and result.as_json()["unmountable"] == result.unmountable
+
+    flush = PointResult(point=0, seed=0, kill_after_files=4, kill_delay_ms=0.0, kill_moment="during-untar",
+                        promise="flush")
+    with pytest.raises(RaidlabError):
+        check_point(_Unmountable(mends), flush, synced)
+    assert flush.unmountable is None
 
 
 @pytest.mark.parametrize("kind", ["vcraid", "dcd"])
