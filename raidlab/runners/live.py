@@ -11,7 +11,9 @@ op (raidlab.service.daemon) destages VC-RAID's and DCD's RAM buffer and cache-di
 `sync; echo 3 > /proc/sys/vm/drop_caches` where the file system lives (this host, or the lab
 VM, where md runs too). The first mount and umount put the file system's first-mount writes
 before the settle. `[scenario] cold_start = false` leaves all this out (mkfs -> mount ->
-workload); the result's `cold_start` records what the settle did. For the same reason ext4
+workload); the result's `cold_start` records what the settle did. An [[arch]] that names a TSS
+`policy` has it manage the array from the workload's start to its end, through the control
+socket (raidlab.service.tss_control.PolicyBeside); the result's `policy` says what it moved. For the same reason ext4
 is made without lazy initialisation (raidlab.tools.mkfs.mkfs_argv): the kernel thread that
 would otherwise zero its inode tables after the first mount would write into the workload.
 
@@ -46,6 +48,7 @@ from raidlab.runners.session import SCRATCH_PREFIX, open_session
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, ArchEntry, PlannedRun, Scenario
 from raidlab.service import control
 from raidlab.service.spec import SPEC_FILE, ArraySpec
+from raidlab.service.tss_control import PolicyBeside
 from raidlab.tools.mkfs import mkfs_argv
 from raidlab.tools.mount import mounts_under
 from raidlab.vm.hosted import AVAILABLE_ENV
@@ -264,6 +267,8 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
         mounted = False
         mount_tried = False  # an interrupt may land after the kernel mounted, before exec returned
         cold_start: dict[str, Any] | None = None
+        policy: PolicyBeside | None = None
+        policy_record: dict[str, Any] | None = None
         mount_options = list(run.case.mount_options)
         if hasattr(workload, "mount_options"):  # e.g. the untar workload's sync mode
             resolved = workload.resolve(dict(run.case.params)) if hasattr(workload, "resolve") else run.case.params
@@ -309,11 +314,16 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
             # subtracted from the one after umount, it leaves what the workload itself did
             # (md's initial resync, mkfs, the settle and the mount are in both).
             status_before = _array_status(lab, "before the workload")
+            if run.arch.policy is not None:  # a TSS policy manages the array while the workload runs
+                status(f"{run.arch.policy} policy started")
+                policy = PolicyBeside(lab, run.arch.policy, run.arch.policy_options).start()
             status(f"{scenario.workload} running")
             result = workload.run(session, mountpoint, dict(run.case.params),
                                   progress=status)  # the step line names the workload already
             speed_record = speed.finish(speed_record)
         finally:
+            if policy is not None:
+                policy_record = policy.stop()
             # Interrupted in the lab VM, this umount re-raises the interrupt at once instead of
             # queueing behind the guest's running command (raidlab.runners.session.DaemonSession);
             # the array is destroyed next and its daemon kills the VM.
@@ -335,6 +345,10 @@ def run_case(run: PlannedRun, scenario: Scenario, runner: str, *, home: str | No
     result["cold_start"] = cold_start
     result["mount_options"] = mount_options if mounted else None
     result["runner_kernel"] = runner_kernel
+    if policy_record is not None:
+        if policy_record["error"] is not None:  # a policy that died left the workload unmanaged
+            raise RaidlabError(f"the {run.arch.policy} policy beside the workload failed: {policy_record['error']}")
+        result["policy"] = policy_record
     result["speed"] = speed_record
     result["array"] = {k: ready.get(k) for k in ("arch", "capacity", "state", "device", "guest_device")
                        if k in ready}

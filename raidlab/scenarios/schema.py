@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from raidlab import archs, units, workloads
+from raidlab.archs import REGISTRY as ARCHITECTURES
+from raidlab.archs.tss import FAMILY as TSS
 from raidlab.disks import catalog
 from raidlab.disks.bus import parse_bus
 from raidlab.disks.disk import FLUSH_SETTINGS, SPANS, WRITE_CACHE_SETTINGS
@@ -80,7 +82,7 @@ class ArchEntry:
     discipline: str = "fifo"
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     series: str = ""  # report line this arch belongs to (default: its label)
-    policy: str | None = None  # a TSS policy beside a replay (raidlab.policies), sim scenarios
+    policy: str | None = None  # a TSS policy beside the replay or the live workload (raidlab.policies)
     policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     bus: str | None = None  # one bus the drives share (raidlab.disks.bus.parse_bus)
     drives: int | None = None  # members are partitions of this many drives, sim scenarios
@@ -441,11 +443,13 @@ def load_doc(doc: dict[str, Any], text: str, path: Path | str = "<scenario>", *,
     archs = _load_archs(path, top.tables("arch"), check_references and kind == "live", runner, errors)
     if kind == "live":
         for i, entry in enumerate(archs):
-            for key, hint in (("policy", "a live array runs its policy with `raidlab tss policy`"),
-                              ("drives", "live members are whole drives, or partitions named by `partitions`")):
-                if getattr(entry, key) is not None:
-                    raise ScenarioError(path, f"arch[{i}].{key}", f"{key} is for sim scenarios (kind = \"sim\")",
-                                        hint=hint)
+            if entry.drives is not None:
+                raise ScenarioError(path, f"arch[{i}].drives", "drives is for sim scenarios (kind = \"sim\")",
+                                    hint="live members are whole drives, or partitions named by `partitions`")
+            declared = ARCHITECTURES.get(entry.arch)
+            if entry.policy is not None and declared is not None and declared.family != TSS.name:
+                raise ScenarioError(path, f"arch[{i}].policy", f"{entry.arch} has no control interface for a policy",
+                                    hint="policies manage arrays of the tss family")
     workload_name, cases = _load_workload(path, doc, top.tables("case"))
     # An [[arch]] with a problem keeps its label here, so what refers to it is not also refused.
     labels = {a.label for a in archs} | {t["label"] for t in top.tables("arch")

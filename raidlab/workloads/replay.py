@@ -2,7 +2,7 @@
 experiments on a real array, beside their replays in virtual time.
 
 The trace is one of raidlab's synthetic profiles (raidlab.traces.synth: hplajw, snake, cello,
-oltp), generated on the host for `duration` seconds with `trace_seed` over the smaller of
+oltp, cello-usr, cello-var), generated on the host for `duration` seconds with `trace_seed` over the smaller of
 the device and `device_size`, as a virtual-time case generates it. The program
 raidlab/workloads/replay.c (static, so it also runs in the lab VM) issues each request with
 O_DIRECT at its arrival time divided by `compact`, from a pool of `threads` workers, open
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from raidlab.errors import WorkloadError
-from raidlab.traces.synth import HP_C2200A_BYTES, profile, synth
+from raidlab.traces.synth import HP_C2200A_BYTES, PROFILES, profile, synth
 from raidlab.units import parse_size
 from raidlab.workloads.base import Commands, Outcome, Param, Progress, RunnerSession, Workload, join, text
 from raidlab.workloads.cprogram import program
@@ -46,7 +46,7 @@ class Replay(Workload):
     needs_mountpoint = False
     raw_device_only = True
     params = {
-        "profile": Param(str, "hplajw", "synthetic trace profile", choices=("hplajw", "snake", "cello", "oltp")),
+        "profile": Param(str, "hplajw", "synthetic trace profile", choices=tuple(PROFILES)),
         "duration": Param(str, "15m", "trace length (seconds, or 90s/15m/2h)"),
         "trace_seed": Param(int, 1, "seed of the synthetic trace", minimum=0),
         "compact": Param(float, 1.0, "divide inter-arrival times by this", minimum=0.001),

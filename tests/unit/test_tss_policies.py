@@ -229,3 +229,44 @@ params = { profile = "cello", duration = "5m" }
         load(text.replace("compressibility = 0.4", "compressibility = 1.4"))
     with pytest.raises(UsageError, match="need the data log"):
         load(text.replace('log = "on", ', ""))
+
+
+LIVE = """
+[scenario]
+id = "tss-live-policy"
+title = "a live policy"
+kind = "live"
+runner = "native"
+
+[[arch]]
+label = "tss"
+arch = "ARCH"
+disks = 3
+disk_size = "48M"
+chunk = "16K"
+policy = "five-minute"
+policy_options = { raid1_raid5 = 1, raid5_craid5 = 2 }
+
+[workload]
+name = "replay"
+params = { profile = "cello-var", duration = "20s" }
+filesystem = "none"
+
+[[case]]
+name = "var"
+"""
+
+
+def test_a_live_scenario_runs_a_policy_only_beside_an_array_with_the_control_interface(tmp_path):
+    from raidlab import scenarios
+
+    path = tmp_path / "live.toml"
+    path.write_text(LIVE.replace("ARCH", "tss"))
+    [arch] = scenarios.load(path).archs
+    assert arch.policy == "five-minute" and arch.policy_options == {"raid1_raid5": 1, "raid5_craid5": 2}
+    path.write_text(LIVE.replace("ARCH", "raid5"))
+    with pytest.raises(UsageError, match="raid5 has no control interface for a policy"):
+        scenarios.load(path)
+    path.write_text(LIVE.replace("ARCH", "tss").replace("raid1_raid5 = 1", "bogus = 1"))
+    with pytest.raises(UsageError, match="bogus"):
+        scenarios.load(path)
