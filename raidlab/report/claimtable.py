@@ -147,6 +147,22 @@ def rows(results_root: Path, scenario_dir: Path, chosen: dict[str, list[Path]] |
     return out
 
 
+def extras(results_root: Path, scenario_dir: Path) -> list[Row]:
+    """One row per scenario file without claims (an extra: a modern variant, the kernel's
+    descendants beside a paper's design, a live case beside a virtual-time one) that has a
+    complete run at the paper's sizes, read from its newest; in file order. Nothing is judged
+    (no verdicts): the site shows them beside the paper's claims."""
+    out: list[Row] = []
+    for path in sorted(scenario_dir.glob("*.toml")):
+        scn = scenarios.load(path, check_references=False)
+        if scn.claims:
+            continue
+        newest = _newest_complete(results_root, scn.id)
+        if newest is not None:
+            out.append(Row(scn.id, scn.paper, (str(newest.relative_to(results_root)),), (), None, None, None))
+    return out
+
+
 def system_of(paper: str) -> str:
     """The system a paper describes, as the table names it (controls have no paper)."""
     return scenarios.PAPERS[paper][0] if paper in scenarios.PAPERS else "controls (no paper)"

@@ -4,7 +4,9 @@ What a reader opens first is an index of the papers, each with its headline clai
 many of its claims hold; one page per paper then gives, per scenario, the conditions and
 assumptions its file states (the file's header), every claim with the paper's band, our
 value and the verdict, the figures, the full report, and the raw files each verdict was
-read from.
+read from; after them come the paper's extras, scenarios without claims (today's kernel's
+descendants of its design, "then and now", modern variants, live cases), each from its
+newest complete run and judged by nothing.
 
 Everything is generated from the same place as the claim table: the results that
 results/current.toml names (raidlab.report.claimtable), so the site, results/CLAIMS.md
@@ -103,6 +105,9 @@ def write_site(results_root: Path, scenario_dir: Path, out: Path,
     by_paper: dict[str, list[claimtable.Row]] = {}
     for row in table:
         by_paper.setdefault(row.paper, []).append(row)
+    extras: dict[str, list[claimtable.Row]] = {}
+    for row in claimtable.extras(results_root, scenario_dir):
+        extras.setdefault(row.paper, []).append(row)
 
     written: list[Path] = []
     index_rows = []
@@ -113,6 +118,13 @@ def write_site(results_root: Path, scenario_dir: Path, out: Path,
         for row in group:
             progress(f"{row.scenario}: report")
             sections.append(_scenario_section(row, loaded[row.scenario], results_root, out, slug(system)))
+        if extras.get(paper):
+            sections.append("<h2>Extras, without claims</h2><p>Cases beside the paper's: today's kernel's "
+                            "descendants of its design (then and now), modern variants and live runs. Each "
+                            "is read from its newest complete run; nothing here is judged.</p>")
+            for row in extras[paper]:
+                progress(f"{row.scenario}: report")
+                sections.append(_scenario_section(row, loaded[row.scenario], results_root, out, slug(system)))
         citation = scenarios.paper_citation(paper) if paper in scenarios.PAPERS else "no paper: controls"
         body = (f"<h1>{html.escape(system)}</h1><p>{html.escape(citation)}</p>" + "".join(sections))
         written.append(_write(out / page_name, _page(system, body, up="index.html")))
@@ -145,13 +157,17 @@ def _scenario_section(row: claimtable.Row, scn: scenarios.Scenario, results_root
     dirs = [results_root / s for s in row.sources]
     report_dir = out / here / "report"
     try:
-        write_report(dirs, formats=("html",), out_dir=report_dir, left_out=[results_root / p for p in row.left_out])
+        # An extra is drawn with its scenario file as it stands (its report settings, such as
+        # which way is better, may be newer than its run); a claim's report with the file it ran.
+        write_report(dirs, formats=("html",), out_dir=report_dir, left_out=[results_root / p for p in row.left_out],
+                     scenario_file=None if row.verdicts else Path(scn.path))
     except UsageError as exc:
         raise UsageError(f"{row.scenario}: its report cannot be written: {exc}") from None
     claim_rows = [f"<tr><td>{html.escape(v.claim.id)}</td><td>{html.escape(v.claim.text)}</td>"
                   f"<td>{html.escape(_band(v.claim))}</td><td>{html.escape(v.measured)}</td>{_verdict_cell(v)}</tr>"
                   for v in row.verdicts]
-    parts.append(_table(["claim", "the paper", "band", "ours", "verdict"], claim_rows))
+    if claim_rows:
+        parts.append(_table(["claim", "the paper", "band", "ours", "verdict"], claim_rows))
     for figure in sorted((report_dir / "figures").glob("*.png")):
         rel = figure.relative_to(out).as_posix()
         parts.append(f'<figure><img src="{html.escape(rel)}" alt="{html.escape(figure.stem)}"></figure>')

@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.live]
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "build" / "test-artifacts"
 SCENARIOS = ("dcd-table2", "tss-table3")  # one paper each, one with a headline and its sweep
+EXTRAS = ("dcd-then-and-now-replay",)  # a scenario without claims, shown on its paper's page
 
 
 def _driver():
@@ -65,6 +66,11 @@ def site(tmp_path_factory) -> Path:
             entry.append(f'sweep = "{row.sweep}"')
         entries.append("\n".join(entry))
     (results / "current.toml").write_text("\n\n".join(entries) + "\n")
+    for row in claimtable.extras(REPO / "results", REPO / "scenarios"):
+        if row.scenario in EXTRAS:
+            shutil.copy(REPO / "scenarios" / f"{row.scenario}.toml", scns / f"{row.scenario}.toml")
+            [source] = row.sources
+            shutil.copytree(REPO / "results" / source, results / source, ignore=shutil.ignore_patterns("report"))
     write_site(results, scns, root / "site")
     return root / "site"
 
@@ -78,8 +84,13 @@ def test_the_site_has_an_index_a_page_per_paper_and_a_report_per_scenario(site):
     pages = _pages(site)
     assert (site / "index.html") in pages
     assert len([p for p in site.glob("*.html") if p.name != "index.html"]) == len(SCENARIOS)
-    assert len(list(site.glob("*/*/report/report.html"))) == len(SCENARIOS)
+    assert len(list(site.glob("*/*/report/report.html"))) == len(SCENARIOS) + len(EXTRAS)
     assert list(site.glob("*/*/raw/**/runs/*.json")), "no raw run file copied"
+    # the extra sits on its paper's page, after the claims, under its own heading
+    dcd = (site / "dcd.html").read_text()
+    assert dcd.index("Extras, without claims") > dcd.index("dcd-table2")
+    assert "DCD then and now (extra)" in dcd
+    assert (site / "dcd" / "dcd-then-and-now-replay" / "report" / "report.html").is_file()
 
 
 def test_every_page_loads_every_figure_decodes_no_console_error_every_claim_judged(site):
