@@ -1,6 +1,7 @@
 """One planned run in a process of its own: `python -m raidlab.onerun`.
 
-A scale-out worker (raidlab.scaleout) starts this for each run it is given. The run reads
+A scale-out worker (raidlab.scaleout) starts this for each run it is given, one run ahead
+(the process imports raidlab, then waits for its run). The run reads
 (run, scenario, runner, home) pickled on stdin, goes through raidlab.run.execute_run, and
 writes the run file's document pickled on its own copy of the original stdout; whatever the
 run prints on stdout goes to stderr, so nothing can corrupt the document.
@@ -42,17 +43,21 @@ def main() -> int:
     result = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
-    run, scenario, runner, home = pickle.load(sys.stdin.buffer)
-
+    # Everything a run needs is imported before its run arrives: a worker starts this
+    # process ahead of the run, so the run does not wait for the imports.
     from raidlab.errors import Signalled
     from raidlab.run import execute_run
+    from raidlab.runners import live, sim  # noqa: F401 - imported ahead, as above
     from raidlab.signals import terminate_as_interrupt
+
+    try:
+        run, scenario, runner, home = pickle.load(sys.stdin.buffer)
+    except EOFError:  # a spare whose worker closed before giving it a run
+        return 0
 
     try:
         with terminate_as_interrupt():
             if scenario.kind == "live":  # what a run killed outright on this machine left
-                from raidlab.runners import live
-
                 for line in live.remove_abandoned_scratch_arrays(home):
                     print(line, file=sys.stderr)
             doc = execute_run(run, scenario, runner=runner, home=home)

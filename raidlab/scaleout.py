@@ -12,7 +12,8 @@ programs present; else 0). A virtual-time run's task needs {"cores": 1}, a live 
 {"live": 1}: so a machine runs one live run at a time, beside nothing else of that
 scenario, and as many virtual-time runs as it has cores. Every task runs its run in a
 process of its own (raidlab.onerun, which says why), started and awaited by the worker's
-event loop.
+event loop; the worker keeps one such process started ahead, raidlab imported, for its next
+run.
 
 Revisions. A result is only worth combining with others if the same code made it. Each
 worker carries a plugin (RaidlabWorker) that holds its code revision (raidlab.run.
@@ -148,6 +149,10 @@ class RaidlabWorker(WorkerPlugin):
         self.revision = revision
         self.ignore_sigint = ignore_sigint
         self.info: dict[str, Any] = {}
+        # Run processes started ahead, each with raidlab imported and waiting for its run
+        # on stdin (raidlab.onerun): a task takes one and starts the next, so a run does not
+        # wait for Python and raidlab to load (about half a second a run).
+        self.spares: list[asyncio.subprocess.Process] = []
 
     def setup(self, worker) -> None:
         if self.ignore_sigint and threading.current_thread() is threading.main_thread():
@@ -155,6 +160,30 @@ class RaidlabWorker(WorkerPlugin):
         self.info = {"host": socket.gethostname(), "kernel": platform.release(),
                      "python": platform.python_version(), "cpus": os.cpu_count(),
                      "revision": self.revision or worker_revision(), "speed": speed_probe()}
+
+    async def run_process(self) -> asyncio.subprocess.Process:
+        """A run's process: a spare that is still waiting (else a new one), and a new spare
+        started for the next run."""
+        proc = None
+        while self.spares and proc is None:
+            spare = self.spares.pop()
+            if spare.returncode is None:
+                proc = spare
+        if proc is None:
+            proc = await _start_run_process()
+        self.spares.append(await _start_run_process())
+        return proc
+
+    def teardown(self, worker) -> None:
+        for spare in self.spares:  # each waits on stdin; without its run it just ends
+            with contextlib.suppress(ProcessLookupError):
+                spare.kill()
+        self.spares.clear()
+
+
+async def _start_run_process() -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", "raidlab.onerun", stdin=subprocess.PIPE,
+                                                stdout=subprocess.PIPE)
 
 
 def describe_worker(dask_worker) -> dict[str, Any] | None:
@@ -205,8 +234,7 @@ async def run_task(run: PlannedRun, scenario: Scenario, runner: str, home: str |
     info = plugin.info
     begun = time.time()
     worker.log_event(STARTED, {"run": run.run_id, "host": info["host"], "worker": worker.address, "at": begun})
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "raidlab.onerun", stdin=subprocess.PIPE,
-                                                stdout=subprocess.PIPE)
+    proc = await plugin.run_process()
     talk = asyncio.ensure_future(proc.communicate(pickle.dumps((run, scenario, runner, home))))
     try:
         while not talk.done():

@@ -233,3 +233,24 @@ def test_live_runs_on_a_local_cluster_take_its_one_live_slot(tmp_path, raidlab_c
     assert manifest["status"] == "complete" and len(manifest["workers"]) == 1
     assert manifest["workers_refused"]  # the worker without a live slot, named
     _no_leftovers(home)
+
+
+def test_a_worker_starts_each_run_process_ahead_and_ends_its_spare_on_teardown():
+    """A task takes the process started for it ahead (raidlab imported, waiting for its run)
+    and starts the next; a spare left when the worker closes is ended."""
+    import asyncio
+
+    async def main():
+        plugin = RaidlabWorker()
+        first = await plugin.run_process()
+        [spare] = plugin.spares
+        second = await plugin.run_process()
+        assert second is spare and first is not spare
+        [third] = plugin.spares
+        for proc in (first, second):  # given no run, a run process just ends
+            proc.stdin.close()
+            assert await asyncio.wait_for(proc.wait(), 60) == 0
+        plugin.teardown(None)
+        assert plugin.spares == [] and await asyncio.wait_for(third.wait(), 60) != 0
+
+    asyncio.run(main())
