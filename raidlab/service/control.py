@@ -26,7 +26,11 @@ from raidlab.signals import deferred_signals
 from raidlab.tools.mount import mounts_under
 
 START_TIMEOUT = 600.0  # seconds: the SA-RAID probe on a slow drive model takes a while
-STOP_TIMEOUT = 120.0
+# A stopping daemon bounds each of its own cleanup steps (md's `mdadm --stop` is given 120 s,
+# the lab VM's poweroff 30 s before it is killed, then loop devices and mounts), so whoever
+# waits for it waits longer than their sum: a destroy that gave up first would leave the
+# daemon finishing on its own after the command had reported a failure.
+STOP_TIMEOUT = 300.0
 
 
 class DaemonError(RaidlabError):
