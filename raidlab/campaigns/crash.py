@@ -614,7 +614,6 @@ class _GuestSide:
         return out
 
 
-
 def check_point(side: "_HostSide | _GuestSide", result: PointResult, synced: dict[str, str],
                 phase: Callable[[str], None] = lambda s: None) -> None:
     """After recovery: replay ext4's journal, e2fsck -fn, and read back every fsync'ed file

@@ -11,11 +11,13 @@ op (raidlab.service.daemon) destages VC-RAID's and DCD's RAM buffer and cache-di
 `sync; echo 3 > /proc/sys/vm/drop_caches` where the file system lives (this host, or the lab
 VM, where md runs too). The first mount and umount put the file system's first-mount writes
 before the settle. `[scenario] cold_start = false` leaves all this out (mkfs -> mount ->
-workload); the result's `cold_start` records what the settle did. An [[arch]] that names a TSS
-`policy` has it manage the array from the workload's start to its end, through the control
-socket (raidlab.service.tss_control.PolicyBeside); the result's `policy` says what it moved. For the same reason ext4
+workload); the result's `cold_start` records what the settle did. For the same reason ext4
 is made without lazy initialisation (raidlab.tools.mkfs.mkfs_argv): the kernel thread that
 would otherwise zero its inode tables after the first mount would write into the workload.
+
+An [[arch]] that names a TSS `policy` has it manage the array from the workload's start to
+its end, through the control socket (raidlab.service.tss_control.PolicyBeside); the
+result's `policy` says what it moved.
 
 Arrays are made exactly as `raidlab create`/`destroy` make them (ArraySpec saved in a lab,
 raidlab.service.control.start_daemon, then stop_daemon / release_leftovers / remove_lab), and

@@ -2,8 +2,8 @@
 experiments on a real array, beside their replays in virtual time.
 
 The trace is one of raidlab's synthetic profiles (raidlab.traces.synth: hplajw, snake, cello,
-oltp, cello-usr, cello-var), generated on the host for `duration` seconds with `trace_seed` over the smaller of
-the device and `device_size`, as a virtual-time case generates it. The program
+oltp, cello-usr, cello-var), generated on the host for `duration` seconds with `trace_seed`
+over the smaller of the device and `device_size`, as a virtual-time case generates it. The program
 raidlab/workloads/replay.c (static, so it also runs in the lab VM) issues each request with
 O_DIRECT at its arrival time divided by `compact`, from a pool of `threads` workers, open
 loop: a request's response time runs from its arrival to its completion, waiting for a
