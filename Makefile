@@ -39,8 +39,9 @@ test: setup
 	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests collected" >&2; exit 1; fi; exit $$rc
 
+# A -m of its own replaces pyproject's `-m 'not slow'`, so it says `not slow` again.
 test-unit: venv
-	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal -m 'not root and not live and not vm' $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal -m 'not root and not live and not vm and not slow' $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
