@@ -852,20 +852,41 @@ class CacheDiskLog:
                 raise self.damaged(f"the chain ends at byte {pos}, but a newer end record (epoch "
                                    f"{end >> EPOCH_SHIFT}, number {end & ((1 << EPOCH_SHIFT) - 1)}) "
                                    f"follows at byte {pos + at}")
-            first = parse_first_sector(window[at:at + SECTOR], self.log_id, self.block_size)
-            if first is None or first[0] <= bar:
-                continue
-            newer = await self._summary_at(pos + at, limit, bar)
-            if newer is None:
-                continue
-            data_len = newer.n_blocks * self.block_size if newer.kind == KIND_DATA else 0
-            start = pos + at + newer.n_summary * SECTOR
-            if start + data_len > limit or (data_len and zlib.crc32(await self.target.read(start, data_len))
-                                             != newer.data_crc):
-                continue
-            raise self.damaged(f"the chain ends at byte {pos}, but a newer whole record (epoch "
-                               f"{newer.seq >> EPOCH_SHIFT}, number {newer.seq & ((1 << EPOCH_SHIFT) - 1)}) "
-                               f"follows at byte {pos + at}")
+            await self._refuse_newer_at(pos, pos + at, window[at:at + SECTOR], limit, bar)
+        # A failing record longer than the window: where its own length fields say it ends,
+        # the next record begins, past the window.
+        after = self._claimed_end(pos, window[:SECTOR], limit)
+        if after is not None and after >= pos + len(window) and after + SECTOR <= limit:
+            await self._refuse_newer_at(pos, after, await self.target.read(after, SECTOR), limit, bar)
+
+    def _claimed_end(self, pos: int, first: bytes, limit: int) -> int | None:
+        """Where the record at `pos` ends by its header's length fields (which may be damaged
+        too), if that is inside the log; None for a blank sector, a marker or no header."""
+        if len(first) < HEADER.size or first == BLANK_SECTOR:
+            return None
+        magic, _lid, _seq, kind, n_summary, _n_ext, n_blocks, _bs, _dcrc, _crc = HEADER.unpack_from(first)
+        if magic != MAGIC or not 1 <= n_summary:
+            return None
+        end = pos + n_summary * SECTOR + (n_blocks * self.block_size if kind == KIND_DATA else 0)
+        return end if end <= limit else None
+
+    async def _refuse_newer_at(self, pos: int, at: int, first: bytes, limit: int, bar: int) -> None:
+        """Refuse the log if a whole record of it numbered above `bar` starts at byte `at`
+        (its first sector `first`), past the chain's end at `pos`."""
+        parsed = parse_first_sector(first, self.log_id, self.block_size)
+        if parsed is None or parsed[0] <= bar:
+            return
+        newer = await self._summary_at(at, limit, bar)
+        if newer is None:
+            return
+        data_len = newer.n_blocks * self.block_size if newer.kind == KIND_DATA else 0
+        start = at + newer.n_summary * SECTOR
+        if start + data_len > limit or (data_len and zlib.crc32(await self.target.read(start, data_len))
+                                         != newer.data_crc):
+            return
+        raise self.damaged(f"the chain ends at byte {pos}, but a newer whole record (epoch "
+                           f"{newer.seq >> EPOCH_SHIFT}, number {newer.seq & ((1 << EPOCH_SHIFT) - 1)}) "
+                           f"follows at byte {at}")
 
     def _vouch(self, seq: int, word: int) -> None:
         if word and (self.vouched is None or seq > self.vouched[0]):
