@@ -823,8 +823,13 @@ class CacheDiskLog:
         number to bar the popped records above it, so there a blank sector, or a first
         sector no longer recognisable as this log's, ends the chain unchecked.
 
+        Past the window, the one place looked at is where the failing record's own length
+        fields say it ends, where the next record would begin.
+
         Not caught: damage to the newest record when nothing newer follows it (what a torn
-        last write leaves too)."""
+        last write leaves too), and a failing record whose first sector still reads as this
+        log's but names a larger sequence number than it was written with (a flipped bit of
+        the number): that number then excuses the newer records after it."""
         if not (self.data_fua or always_fua) or pos + SECTOR > limit:
             return
         window = await self.target.read(pos, (min(limit, pos + CHECK_WINDOW) - pos) // SECTOR * SECTOR)
