@@ -72,13 +72,13 @@ from raidlab import archs
 from raidlab.baselines import mdadm
 from raidlab.disks import catalog
 from raidlab.disks.volatile import power_cut_images
-from raidlab.errors import RaidlabError, UsageError
+from raidlab.errors import RaidlabError, ToolFailedError, UsageError
 from raidlab.export.serve import check_live_prerequisites
 from raidlab.lab import Lab, held_under
 from raidlab.service import control
 from raidlab.service.spec import FORCE_ENV, ArraySpec
 from raidlab.signals import terminate_as_interrupt
-from raidlab.tools.base import require, run
+from raidlab.tools.base import require
 from raidlab.tools.mkfs import FSCK_OPERATIONAL_ERROR, e2fsck, mkfs_ext4
 from raidlab.tools.mount import is_mount_point, mount, umount
 
@@ -494,8 +494,11 @@ class _HostSide:
 
     def repair_fs(self) -> str:
         """e2fsck -fy: what it said (it may not have made the file system mountable)."""
-        proc = run(["e2fsck", "-f", "-y", str(self.device)], check=False, timeout=600)
-        return f"e2fsck -fy exit {proc.returncode}\n{proc.stdout}{proc.stderr}"
+        try:
+            fsck = e2fsck(self.device, repair=True)
+        except ToolFailedError as exc:  # beyond repair: what the file check then finds
+            return f"e2fsck -fy: {exc}"
+        return f"e2fsck -fy exit {fsck.returncode}\n{fsck.output}"
 
     def digests(self, rels: list[str]) -> dict[str, tuple[str, str] | OSError]:
         """rel -> (sha256, what it is) or the OSError reading it."""

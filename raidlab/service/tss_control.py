@@ -73,8 +73,8 @@ class PolicyBeside:
     """A policy (raidlab.policies) managing live array `lab` from a thread of this process,
     as `raidlab tss policy` does from a process of its own: through the control socket only.
     A live run starts one beside its workload (`start`) and stops it after (`stop`, which
-    returns what it did); a policy that failed is reported by `stop`, not raised into the
-    workload. A context manager, so an interrupt stops and joins the thread."""
+    returns what it did, from a `finally`, so an interrupt stops and joins the thread too); a
+    policy that failed is reported by `stop`, not raised into the workload."""
 
     def __init__(self, lab: Lab, name: str, options: dict[str, Any] | None = None) -> None:
         from raidlab.policies import make_policy
@@ -127,9 +127,3 @@ class PolicyBeside:
             self._thread = None
         return {"name": self.name, **self.policy.describe(), "moves": dict(self.policy.moves),
                 "checks": self.turns, "error": self.error}
-
-    def __enter__(self) -> "PolicyBeside":
-        return self.start()
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()

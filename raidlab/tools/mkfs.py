@@ -210,13 +210,16 @@ class FsckResult:
         return self.returncode == FSCK_OK
 
 
-def e2fsck(device: str | os.PathLike, *, fix: bool = False, timeout: float = 600) -> FsckResult:
-    """Force a full check (-f). Read-only (-n) unless fix=True (then -p, preen).
+def e2fsck(device: str | os.PathLike, *, fix: bool = False, repair: bool = False,
+           timeout: float = 600) -> FsckResult:
+    """Force a full check (-f). Read-only (-n) unless fix=True (then -p, preen: only what is
+    safe without asking) or repair=True (-y: every repair e2fsck offers, as an administrator
+    answering yes to all).
 
     Returns the result for exit codes 0-4 (file system state); raises ToolFailedError for an
     operational error (8 and above: device missing, in use, ...).
     """
-    argv = ["e2fsck", "-f", "-p" if fix else "-n", str(device)]
+    argv = ["e2fsck", "-f", "-y" if repair else "-p" if fix else "-n", str(device)]
     proc = run(argv, check=False, timeout=timeout)
     if proc.returncode >= FSCK_OPERATIONAL_ERROR:
         raise ToolFailedError(argv, proc.returncode, proc.stderr or proc.stdout)
