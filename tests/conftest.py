@@ -6,6 +6,7 @@ one-line reason only when the process is not root; on the project's machines (ro
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -13,25 +14,66 @@ from pathlib import Path
 
 import pytest
 
+import start_order
+
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 
 
-def _start_order(item) -> int:
-    """VM tests first, then live ones, then the rest: the long tests start early, so that
-    parallel workers (`make test` runs pytest-xdist) end together instead of one of them
-    finishing a three-minute VM test alone while the others are idle."""
-    if "vm" in item.keywords:
-        return 0
-    return 1 if "live" in item.keywords else 2
+def _seconds(durations: dict[str, float]):
+    """A test's recorded seconds; a test of a recorded module that is not in the record took
+    under a second; a test of a module never recorded is estimated from its markers."""
+    recorded_modules = {nodeid.split("::")[0] for nodeid in durations}
+
+    def seconds(item) -> float:
+        if item.nodeid in durations:
+            return durations[item.nodeid]
+        if item.nodeid.split("::")[0] in recorded_modules:
+            return start_order.RECORD_BELOW / 2
+        kind = "vm" if "vm" in item.keywords else "live" if "live" in item.keywords else "other"
+        return start_order.ESTIMATE[kind]
+    return seconds
 
 
+def _shared_fixture_module(item) -> str | None:
+    """The module of a test that uses a module- or class-scoped fixture (a booted VM, an
+    array built once for several tests): such tests stay on one worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return item.nodeid.split("::")[0]
+    return None
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-durations", metavar="FILE", default=None,
+                     help="write each test's seconds (setup, call and teardown), where at least 1 s, to FILE "
+                          "as JSON: the start order reads tests/durations.json")
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     is_root = os.geteuid() == 0
     for item in items:
         if "root" in item.keywords and not is_root:
             item.add_marker(pytest.mark.skip(reason="needs root (loop devices, mounts)"))
-    items.sort(key=_start_order)  # stable: files and tests keep their order within a group
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = start_order.arrange(items, workers, _seconds(start_order.load_durations()),
+                                   _shared_fixture_module)
+
+
+_recorded: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--record-durations")
+    if path and not hasattr(session.config, "workerinput"):
+        Path(path).write_text(json.dumps({k: round(v, 1) for k, v in sorted(_recorded.items()) if v >= start_order.RECORD_BELOW},
+                                         indent=1) + "\n")
 
 
 @pytest.fixture
