@@ -827,9 +827,11 @@ class CacheDiskLog:
         fields say it ends, where the next record would begin.
 
         Not caught: damage to the newest record when nothing newer follows it (what a torn
-        last write leaves too), and a failing record whose first sector still reads as this
-        log's but names a larger sequence number than it was written with (a flipped bit of
-        the number): that number then excuses the newer records after it."""
+        last write leaves too), and a failing record of several summary sectors whose first
+        sector still reads as this log's but names a larger sequence number than it was
+        written with (a flipped bit of the number): a torn write may leave its first sector
+        new and the others old, so its number is taken, and it excuses the newer records
+        after it. A one-sector summary cannot be torn that way (_claimed_seq)."""
         if not (self.data_fua or always_fua) or pos + SECTOR > limit:
             return
         window = await self.target.read(pos, (min(limit, pos + CHECK_WINDOW) - pos) // SECTOR * SECTOR)
@@ -912,10 +914,18 @@ class CacheDiskLog:
 
     async def _claimed_seq(self, pos: int, first: bytes, limit: int) -> int | None:
         """The sequence number the (failing) record at `pos` names: its first sector's, if
-        it is one of this log's; or, if only its magic, log id, kind or block size is
-        damaged (its summary checksum holds with this log's values), that. Else None."""
+        it is one of this log's and could be the start of a torn write; or, if only its
+        magic, log id, kind or block size is damaged (its summary checksum holds with this
+        log's values), that. Else None.
+
+        A one-sector summary is written whole or not at all (a sector is the drive's unit of
+        atomicity), so a torn write leaves it either new, with its checksum holding, or as it
+        was. One that fails its checksum was damaged after it was written, its number with
+        it: a flipped bit of the number would otherwise excuse every newer record after it."""
         parsed = parse_first_sector(first, self.log_id, self.block_size)
         if parsed is not None:
+            if parsed[1] == 1 and parse_summary(first[:SECTOR], self.log_id, self.block_size) is None:
+                return None
             return parsed[0]
         _magic, _lid, seq, _kind, n_summary, n_ext, n_blocks, _bs, dcrc, crc = HEADER.unpack_from(first)
         if not 1 <= n_summary or pos + n_summary * SECTOR > limit:
