@@ -177,8 +177,15 @@ class MdHost:
         self.session.push(f"md array {self.md_device}", stop)
         # md keeps these in memory only (raid5.c, raid5-cache.c): set at every start
         for setting in ("journal_mode", "stripe_cache_size"):
-            if self.options.get(setting) is not None:
-                await self._run(["sh", "-c", f"echo {self.options[setting]} > {md_sysfs(self.md_device)}/{setting}"])
+            if self.options.get(setting) is None:
+                continue
+            if setting == "journal_mode" and self.options[setting] == "write-back" and await self._degraded():
+                # raid5-cache.c (r5c_journal_mode_set) refuses write-back while the array is
+                # degraded and leaves the journal writing through; `md.journal_mode` below
+                # says so, and the next start of the whole array sets write-back again.
+                status(f"{self.md_device} is degraded: md keeps its journal write-through until it is whole")
+                continue
+            await self._run(["sh", "-c", f"echo {self.options[setting]} > {md_sysfs(self.md_device)}/{setting}"])
         if mode == "create":
             await self._settle_resync()
         capacity = int((await self._run(["blockdev", "--getsize64", self.md_device], check=True))[1].split()[0])
@@ -188,6 +195,11 @@ class MdHost:
                 "md": {"level": detail.get("Raid Level"), "chunk": detail.get("Chunk Size"),
                        "layout": detail.get("Layout"), "resync": self.resync.get("resync"),
                        **{key: attributes[key] for key in ("consistency_policy", "journal_mode") if key in attributes}}}
+
+    async def _degraded(self) -> bool:
+        """Whether md counts a member of the running array missing (its sysfs `degraded`)."""
+        rc, out, _err = await self._run(["cat", f"{md_sysfs(self.md_device)}/degraded"], check=False)
+        return rc == 0 and out.strip().isdigit() and int(out.strip()) > 0
 
     async def _md_attributes(self) -> dict[str, str]:
         """md's own view of the array from sysfs (mdadm.MD_ATTRIBUTES: its consistency policy,
