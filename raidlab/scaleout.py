@@ -53,6 +53,7 @@ import platform
 import queue as queue_module
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -149,9 +150,10 @@ class RaidlabWorker(WorkerPlugin):
         self.revision = revision
         self.ignore_sigint = ignore_sigint
         self.info: dict[str, Any] = {}
-        # Run processes started ahead, each with raidlab imported and waiting for its run
-        # on stdin (raidlab.onerun): a task takes one and starts the next, so a run does not
-        # wait for Python and raidlab to load (about half a second a run).
+        # Run processes with raidlab imported, each waiting for a run on stdin
+        # (raidlab.onerun): a task takes one, and gives it back after a virtual-time run;
+        # a new one is started ahead only when none is left, so a run neither waits for
+        # Python and raidlab to load nor shares its core with another process's imports.
         self.spares: list[asyncio.subprocess.Process] = []
 
     def setup(self, worker) -> None:
@@ -162,8 +164,8 @@ class RaidlabWorker(WorkerPlugin):
                      "revision": self.revision or worker_revision(), "speed": speed_probe()}
 
     async def run_process(self) -> asyncio.subprocess.Process:
-        """A run's process: a spare that is still waiting (else a new one), and a new spare
-        started for the next run."""
+        """A run's process: a spare that is still waiting, else a new one; when that leaves
+        no spare, one is started ahead for the next run."""
         proc = None
         while self.spares and proc is None:
             spare = self.spares.pop()
@@ -171,14 +173,33 @@ class RaidlabWorker(WorkerPlugin):
                 proc = spare
         if proc is None:
             proc = await _start_run_process()
-        self.spares.append(await _start_run_process())
+        if not self.spares:
+            self.spares.append(await _start_run_process())
         return proc
+
+    def give_back(self, proc: asyncio.subprocess.Process) -> None:
+        """A process whose virtual-time run ended well waits for the next run."""
+        if proc.returncode is None:
+            self.spares.append(proc)
 
     def teardown(self, worker) -> None:
         for spare in self.spares:  # each waits on stdin; without its run it just ends
             with contextlib.suppress(ProcessLookupError):
                 spare.kill()
         self.spares.clear()
+
+
+async def _exchange(proc: asyncio.subprocess.Process, job: tuple) -> bytes | None:
+    """Hand a run process its run and read back its document (raidlab.onerun): the pickled
+    document after its 8-byte length, or None if the process ended without one."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(pickle.dumps(job))
+    await proc.stdin.drain()
+    try:
+        size = struct.unpack("<Q", await proc.stdout.readexactly(8))[0]
+        return await proc.stdout.readexactly(size)
+    except asyncio.IncompleteReadError:
+        return None
 
 
 async def _start_run_process() -> asyncio.subprocess.Process:
@@ -235,21 +256,26 @@ async def run_task(run: PlannedRun, scenario: Scenario, runner: str, home: str |
     begun = time.time()
     worker.log_event(STARTED, {"run": run.run_id, "host": info["host"], "worker": worker.address, "at": begun})
     proc = await plugin.run_process()
-    talk = asyncio.ensure_future(proc.communicate(pickle.dumps((run, scenario, runner, home))))
+    talk = asyncio.ensure_future(_exchange(proc, (run, scenario, runner, home)))
     try:
         while not talk.done():
             await asyncio.wait({talk}, timeout=0.5)
             if not talk.done() and _task_state(worker, key) in (None, "cancelled", "released"):
                 await _stop(proc)
                 raise RunCancelled(run.run_id)
-        out, _err = talk.result()
+        out = talk.result()
     except BaseException:
         await _stop(proc)
         talk.cancel()
         raise
-    if proc.returncode != 0 or not out:
+    if out is None:
+        await proc.wait()
         raise RuntimeError(f"the process of run {run.run_id} on {info['host']} ended with exit code "
                            f"{proc.returncode} and no result")
+    if scenario.kind == "live":
+        await proc.wait()
+    else:
+        plugin.give_back(proc)
     doc = pickle.loads(out)
     doc["worker"] = {"name": str(worker.name), "address": worker.address, "host": info["host"],
                      "kernel": info["kernel"], "speed": info["speed"]}

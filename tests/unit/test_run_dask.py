@@ -237,13 +237,16 @@ def test_live_runs_on_a_local_cluster_take_its_one_live_slot(tmp_path, raidlab_c
 
 def test_a_worker_starts_each_run_process_ahead_and_ends_its_spare_on_teardown():
     """A task takes the process started for it ahead (raidlab imported, waiting for its run)
-    and starts the next; a spare left when the worker closes is ended."""
+    and starts the next; a process given back after its run is the next one taken, and no
+    new one is started then; a spare left when the worker closes is ended."""
     import asyncio
 
     async def main():
         plugin = RaidlabWorker()
         first = await plugin.run_process()
         [spare] = plugin.spares
+        plugin.give_back(first)
+        assert await plugin.run_process() is first and plugin.spares == [spare]
         second = await plugin.run_process()
         assert second is spare and first is not spare
         [third] = plugin.spares
