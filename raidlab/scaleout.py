@@ -193,12 +193,12 @@ async def _exchange(proc: asyncio.subprocess.Process, job: tuple) -> bytes | Non
     """Hand a run process its run and read back its document (raidlab.onerun): the pickled
     document after its 8-byte length, or None if the process ended without one."""
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(pickle.dumps(job))
-    await proc.stdin.drain()
     try:
+        proc.stdin.write(pickle.dumps(job))
+        await proc.stdin.drain()
         size = struct.unpack("<Q", await proc.stdout.readexactly(8))[0]
         return await proc.stdout.readexactly(size)
-    except asyncio.IncompleteReadError:
+    except (asyncio.IncompleteReadError, BrokenPipeError, ConnectionResetError):
         return None
 
 

@@ -72,8 +72,8 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session):
     path = session.config.getoption("--record-durations")
     if path and not hasattr(session.config, "workerinput"):
-        Path(path).write_text(json.dumps({k: round(v, 1) for k, v in sorted(_recorded.items()) if v >= start_order.RECORD_BELOW},
-                                         indent=1) + "\n")
+        kept = {k: round(v, 1) for k, v in sorted(_recorded.items()) if v >= start_order.RECORD_BELOW}
+        Path(path).write_text(json.dumps(kept, indent=1) + "\n")
 
 
 @pytest.fixture
