@@ -56,9 +56,13 @@ def arrange(items: Sequence[T], workers: int, seconds: Callable[[T], float],
             group: Callable[[T], str | None]) -> list[T]:
     """Items reordered so that xdist's contiguous split into `workers` blocks gives blocks of
     about equal work, each starting with its longest tests. `group(item)` names items that
-    must stay on one worker (None: free); a group's work is the sum of its items'."""
+    must stay on one worker (None: free); a group's work is the sum of its items'.
+
+    One worker (a run without xdist), or no more items than workers: the collection's own
+    order, in which each module's tests are together and a module fixture (a booted VM) is
+    set up once."""
     if workers <= 1 or len(items) <= workers:
-        return sorted(items, key=seconds, reverse=True)
+        return list(items)
     groups: dict[str, list[T]] = {}
     free: list[T] = []
     for item in items:

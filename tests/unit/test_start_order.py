@@ -62,3 +62,9 @@ def test_every_item_once_and_groups_whole(raw, workers):
         for name in ("a", "b"):
             members = [k for k, it in enumerate(ordered) if it[2] == name]
             assert members == list(range(members[0], members[0] + len(members))) if members else True
+
+
+def test_a_run_without_workers_keeps_the_collection_order():
+    # sorted by duration, one process would tear a module's VM fixture down and boot it again
+    items = [("vm-a1", 1.0, "a"), ("live", 90.0, None), ("vm-a2", 60.0, "a")]
+    assert arrange(items, 1, seconds=lambda it: it[1], group=lambda it: it[2]) == items
