@@ -30,6 +30,7 @@ is used.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import lzma
 import os
@@ -139,8 +140,64 @@ def _no_kernel_error(reason: str) -> VMError:
     )
 
 
+# What apt's answer depends on: its package lists, its sources and preferences, and what
+# dpkg has installed. Each file's size and modification time stand for its content.
+APT_STATE = (Path("/var/lib/apt/lists"), Path("/etc/apt"), Path("/var/lib/dpkg/status"))
+
+
+def apt_state_key(paths: Iterable[Path] | None = None) -> str | None:
+    """A fingerprint of apt's state (names, sizes, modification times), or None without lists."""
+    entries = []
+    for base in APT_STATE if paths is None else paths:
+        if not base.exists():
+            if base.name == "lists":
+                return None
+            continue
+        try:
+            files = [base] if base.is_file() else sorted(
+                p for p in base.rglob("*") if p.is_file() and not p.is_symlink())
+        except OSError:  # a directory this user may not read (auth.conf.d)
+            files = [base]
+        for path in files:
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            entries.append(f"{path}\0{st.st_size}\0{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()
+
+
 def resolve_package(metapackage: str = METAPACKAGE) -> KernelPackage:
-    """Concrete package and candidate version behind `metapackage`, asked of apt."""
+    """Concrete package and candidate version behind `metapackage`, asked of apt.
+
+    apt-cache rebuilds its package cache in memory on each call where no pkgcache.bin is
+    kept (container images drop it): about a second of processor time, twice per VM boot.
+    The answer is kept in the VM cache beside a fingerprint of apt's state and asked again
+    only when that state changes (an `apt-get update`, a new source, an installed package).
+    """
+    key = apt_state_key()
+    memo = vm_cache_dir() / "kernel" / "resolved.json"
+    if key is not None:
+        try:
+            data = json.loads(memo.read_text())
+            if data["key"] == key and data["metapackage"] == metapackage:
+                return KernelPackage(data["name"], data["version"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    package = _ask_apt(metapackage)
+    if key is not None:
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"key": key, "metapackage": metapackage,
+                                       "name": package.name, "version": package.version}))
+            os.replace(tmp, memo)
+        except OSError:
+            pass  # a read-only cache asks apt each time
+    return package
+
+
+def _ask_apt(metapackage: str) -> KernelPackage:
     if which("apt-cache") is None:
         raise _no_kernel_error("apt-cache is not installed (not a Debian/Ubuntu host)")
     try:

@@ -495,3 +495,29 @@ def test_old_initramfs_images_are_pruned_per_kernel_release(tmp_path):
     _prune_old_images(tmp_path, "r1", keep=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "r1-bbbb.cpio", "r1-bbbb.json", "r1-cccc.cpio", "r1-cccc.json", "r2-dddd.cpio", "r2-dddd.json"]
+
+
+def test_apt_is_asked_again_only_when_its_state_changes(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "a_Packages").write_text("one")
+    monkeypatch.setattr(kernel, "APT_STATE", (lists,))
+    asked = []
+
+    def ask(metapackage):
+        asked.append(metapackage)
+        return kernel.KernelPackage(f"linux-image-6.1.0-{len(asked)}-amd64", f"6.1.{len(asked)}-1")
+
+    monkeypatch.setattr(kernel, "_ask_apt", ask)
+    first = kernel.resolve_package()
+    assert kernel.resolve_package() == first and len(asked) == 1
+    assert kernel.resolve_package("linux-image-cloud-amd64") != first and len(asked) == 2
+    assert kernel.resolve_package() == kernel.KernelPackage("linux-image-6.1.0-3-amd64", "6.1.3-1")
+    (lists / "b_Packages").write_text("two")  # apt-get update brought another list
+    assert kernel.resolve_package().name == "linux-image-6.1.0-4-amd64" and len(asked) == 4
+    assert kernel.resolve_package().name == "linux-image-6.1.0-4-amd64" and len(asked) == 4
+    monkeypatch.setattr(kernel, "APT_STATE", (tmp_path / "no" / "lists",))  # no lists: always asked
+    kernel.resolve_package()
+    kernel.resolve_package()
+    assert len(asked) == 6
