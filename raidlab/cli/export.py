@@ -12,7 +12,6 @@ import os
 import sys
 
 import click
-import trio
 from rich.console import Console
 from rich.table import Table
 
@@ -30,6 +29,8 @@ def _status(message: str) -> None:
 def run_trio(async_fn, *args):
     """trio.run, with a lone RaidlabError unwrapped from trio's exception groups so the
     CLI prints it as one line."""
+    import trio
+
     try:
         return trio.run(async_fn, *args)
     except BaseExceptionGroup as group:
