@@ -46,9 +46,21 @@ from raidlab.lab.cleanup import (StaleReport, cleanup_lab, cleanup_stale, detach
                                  release_link, release_netns, unmount_users_of)
 from raidlab.lab.private import create_private, private_dir, write_private
 from raidlab.lab.proc import process_cpu, process_start_time, same_process
-from raidlab.lab.session import (FAIL_AT_ENV, PAUSE_AT_ENV, SET_UP_POINTS, LabSession, ServerProcess,
-                                 open_lab)
 from raidlab.lab.state import RUN_TOKEN_ENV, Lab, Resource, check_lab_name, labs_dir, raidlab_home
+
+# The session (open_lab and its helpers) runs on trio; it is imported on first use, so that a
+# command that only reads a lab's state or talks to its daemon (`raidlab status`, `list`,
+# `destroy`) does not load trio (a tenth of a second of processor time per command).
+_SESSION_NAMES = frozenset({"FAIL_AT_ENV", "PAUSE_AT_ENV", "SET_UP_POINTS", "LabSession", "ServerProcess",
+                            "open_lab"})
+
+
+def __getattr__(name: str):
+    if name in _SESSION_NAMES:
+        from raidlab.lab import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "FAIL_AT_ENV", "PAUSE_AT_ENV", "RUN_TOKEN_ENV", "SET_UP_POINTS", "Lab", "LabSession",
