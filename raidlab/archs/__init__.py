@@ -52,7 +52,8 @@ FAMILY_OF: dict[str, Family] = {_family.FAMILY.name: _family.FAMILY for _family 
 
 def check_declarations(registry: dict[str, Architecture], families: dict[str, Family]) -> None:
     """Refuse (RuntimeError), naming it, an architecture whose family is not declared, a live
-    runner its family has no doctor runner for, a live architecture silent on the crash and
+    runner its family has no doctor runner for, a live architecture whose family names no
+    host, a live architecture silent on the crash and
     fault campaigns, and a campaign entry declared twice."""
     for arch in registry.values():
         family = families.get(arch.family)
@@ -64,6 +65,9 @@ def check_declarations(registry: dict[str, Architecture], families: dict[str, Fa
         if missing:
             raise RuntimeError(f"architecture {arch.name!r} runs on {missing[0]}, for which its family "
                                f"{family.name!r} names no doctor runner")
+        if live and family.host is None:
+            raise RuntimeError(f"architecture {arch.name!r} runs live, and its family {family.name!r} names no "
+                               f"host to serve it (raidlab.archs.base.Family)")
         if live and (arch.crash_presets is None or arch.fault_cells is None):
             what = "crash presets" if arch.crash_presets is None else "fault cells"
             raise RuntimeError(f"architecture {arch.name!r} runs live and declares no {what}: give them, or () "

@@ -139,12 +139,14 @@ def _flag(nbytes: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Family:
-    """A family of architectures: the service host that serves them live (the host class whose
-    `family` is this name, raidlab.service.hosts) and, for each live runner they run on, the
-    runner of `raidlab doctor` that must be usable for them to run there."""
+    """A family of architectures: the service host that serves them live ("module:Class", a
+    class of raidlab.service.hosts whose `family` is this name, imported when a daemon of the
+    family starts) and, for each live runner they run on, the runner of `raidlab doctor` that
+    must be usable for them to run there."""
 
     name: str
     doctor_runners: dict[str, str] = dataclasses.field(default_factory=dict)  # live runner -> doctor runner
+    host: str | None = None  # "module:Class" of the live host; None: virtual time only
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ from raidlab.units import parse_duration, parse_size
 KiB, MiB = 1024, 1 << 20
 
 # The cache family: served live by the cache host, natively over loop and FUSE.
-FAMILY = Family("cache", {"native": "native-engine", "vm": "vm"})
+FAMILY = Family("cache", {"native": "native-engine", "vm": "vm"}, host="raidlab.service.hosts.cache:CacheHost")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,7 +44,7 @@ from raidlab.disks import catalog
 from raidlab.errors import UsageError
 from raidlab.units import parse_size
 
-FAMILY = Family("kcache", {"vm": "vm"})
+FAMILY = Family("kcache", {"vm": "vm"}, host="raidlab.service.hosts.kcache:KernelCacheHost")
 MIN_DATA_BYTES = 8 << 20
 MIN_CACHE_BYTES = 16 << 20  # bcache's default 512 KiB buckets: it wants some dozens
 

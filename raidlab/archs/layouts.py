@@ -40,7 +40,7 @@ JOURNALLED = ("raid5",)  # layouts with a `journal` option (raidlab.engine.journ
 JOURNAL_MIN = 4 << 20  # at least twice the largest plan: a 1 MiB request and its parity
 
 # The engine family: served live by the engine host, natively over loop and FUSE.
-FAMILY = Family("engine", {"native": "native-engine", "vm": "vm"})
+FAMILY = Family("engine", {"native": "native-engine", "vm": "vm"}, host="raidlab.service.hosts.engine:EngineHost")
 
 # SA3's member bandwidths in its crash preset and damage target: an uneven mapping, persisted.
 UNEVEN_BANDWIDTHS = (40e6, 30e6, 20e6, 10e6)

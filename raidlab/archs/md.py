@@ -36,7 +36,7 @@ from raidlab.errors import CapabilityError, UsageError
 MIN_MEMBER_BYTES = 8 << 20
 
 # The md family: served by the md host, natively where the kernel has md and mdadm is there.
-FAMILY = Family("md", {"native": "native-md", "vm": "vm"})
+FAMILY = Family("md", {"native": "native-md", "vm": "vm"}, host="raidlab.service.hosts.md:MdHost")
 CLEAN = {"assume_clean": True}
 
 # The campaigns, by id: crash presets (name suffix, members, options, flush world) and write-hole cases.

@@ -58,7 +58,7 @@ from raidlab.errors import UsageError
 from raidlab.units import parse_size
 
 # The TSS family: served live by its own host, natively over loop and FUSE.
-FAMILY = Family("tss", {"native": "native-engine", "vm": "vm"})
+FAMILY = Family("tss", {"native": "native-engine", "vm": "vm"}, host="raidlab.service.hosts.tss:TSSHost")
 PERSONALITIES = (RAID1, RAID5, CRAID5)
 
 DEFAULT_UNIT_VIRTUAL = 16 * 1024

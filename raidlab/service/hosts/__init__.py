@@ -29,22 +29,22 @@ Each host class provides
 
 from __future__ import annotations
 
+import importlib
+
 from raidlab import archs
 from raidlab.errors import UsageError
-from raidlab.service.hosts.cache import CacheHost
-from raidlab.service.hosts.engine import EngineHost
-from raidlab.service.hosts.kcache import KernelCacheHost
-from raidlab.service.hosts.md import MdHost
-from raidlab.service.hosts.tss import TSSHost
-
-HOSTS = {host.family: host for host in (EngineHost, CacheHost, TSSHost, MdHost, KernelCacheHost)}  # family -> its host
 
 
 def host_class(arch: str):
-    """The host class that serves `arch` live, or UsageError naming the known ids (or saying
+    """The host class that serves `arch` live (its family's declared host, imported here: a
+    daemon loads its own family's host only), or UsageError naming the known ids (or saying
     that no host serves its family: one that runs in virtual time only)."""
-    family = archs.get(arch).family
-    if family not in HOSTS:
-        raise UsageError(f"{arch} has no live host: its family {family!r} runs in virtual time only",
+    family = archs.family(archs.get(arch).family)
+    if family.host is None:
+        raise UsageError(f"{arch} has no live host: its family {family.name!r} runs in virtual time only",
                          hint="run it with `raidlab sim`")
-    return HOSTS[family]
+    module, _, name = family.host.partition(":")
+    host = getattr(importlib.import_module(module), name)
+    if host.family != family.name:
+        raise AssertionError(f"{family.host} serves family {host.family!r}, not {family.name!r}")
+    return host
