@@ -53,8 +53,8 @@ FAMILY_OF: dict[str, Family] = {_family.FAMILY.name: _family.FAMILY for _family 
 def check_declarations(registry: dict[str, Architecture], families: dict[str, Family]) -> None:
     """Refuse (RuntimeError), naming it, an architecture whose family is not declared, a live
     runner its family has no doctor runner for, a live architecture whose family names no
-    host, a live architecture silent on the crash and
-    fault campaigns, and a campaign entry declared twice."""
+    host, a live architecture silent on the crash and fault campaigns, and a campaign entry
+    declared twice."""
     for arch in registry.values():
         family = families.get(arch.family)
         if family is None:
