@@ -41,7 +41,8 @@ import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from raidlab.errors import MissingToolError, ToolFailedError, VMError
+from raidlab.errors import MissingToolError, RaidlabError, ToolFailedError, VMError
+from raidlab.outputs import write_whole
 from raidlab.vm import elf
 from raidlab.vm import modules as kmod
 from raidlab.tools.base import run, which
@@ -186,14 +187,13 @@ def resolve_package(metapackage: str = METAPACKAGE) -> KernelPackage:
             pass
     package = _ask_apt(metapackage)
     if key is not None:
+        text = json.dumps({"key": key, "metapackage": metapackage, "name": package.name,
+                           "version": package.version})
         try:
             memo.parent.mkdir(parents=True, exist_ok=True)
-            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"key": key, "metapackage": metapackage,
-                                       "name": package.name, "version": package.version}))
-            os.replace(tmp, memo)
-        except OSError:
-            pass  # a read-only cache asks apt each time
+            write_whole(memo, lambda partial: partial.write_text(text))
+        except (OSError, RaidlabError):
+            pass  # a cache it cannot write asks apt each time
     return package
 
 

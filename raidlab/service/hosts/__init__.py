@@ -44,7 +44,4 @@ def host_class(arch: str):
         raise UsageError(f"{arch} has no live host: its family {family.name!r} runs in virtual time only",
                          hint="run it with `raidlab sim`")
     module, _, name = family.host.partition(":")
-    host = getattr(importlib.import_module(module), name)
-    if host.family != family.name:
-        raise AssertionError(f"{family.host} serves family {host.family!r}, not {family.name!r}")
-    return host
+    return getattr(importlib.import_module(module), name)
