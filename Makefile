@@ -22,12 +22,19 @@ setup: system venv
 system:
 	./scripts/setup-system.sh
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed $(VENV)/.compiled
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# The compiled modules (raidlab.compiled, setup.py): built by the editable install, and again
+# whenever one of their sources changes, so a compiled module never lags its .py file.
+COMPILED_SOURCES := setup.py $(wildcard raidlab/*.pxd raidlab/*/*.pxd raidlab/*/*/*.pxd)
+$(VENV)/.compiled: $(VENV)/.installed $(COMPILED_SOURCES) $(patsubst %.pxd,%.py,$(filter %.pxd,$(COMPILED_SOURCES)))
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 demo: setup

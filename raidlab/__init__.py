@@ -6,3 +6,11 @@ devices (raidlab.export).
 """
 
 __version__ = "0.1.0"
+
+import os as _os
+
+if _os.environ.get("RAIDLAB_PURE_PYTHON", "") not in ("", "0"):
+    # run the compiled modules from their Python source (raidlab.compiled)
+    from raidlab.compiled import install_source_finder as _install
+
+    _install()

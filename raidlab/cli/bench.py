@@ -37,6 +37,10 @@ def _within(stream, seconds: float | None):
         yield request
 
 
+# The replay speeds raidlab aims at, requests per wall second on an idle machine of two cores.
+SIM_AIMS = {"disk": 100_000, "raid5": 25_000, "dcd": 15_000, "vcraid": 10_000}
+
+
 def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_model: str,
               progress=None, seconds: float | None = None) -> dict:
     """Replay the first `requests` requests of a synthetic `profile` trace on each arch in
@@ -66,10 +70,32 @@ def bench_sim(requests: int, archs: list[str], profile: str, seed: int, disk_mod
             "mean_write_ms": report["response"]["write"].get("mean_ms"),
             "mean_read_ms": report["response"]["read"].get("mean_ms"),
             "peak_rss_mib_so_far": _peak_rss_mib(),
+            "aim_requests_per_wall_second": SIM_AIMS.get(arch),
         })
+    from raidlab import compiled
+
     return {"profile": profile, "seed": seed, "disk_model": disk_model, "requests": requests,
             "seconds_per_run": seconds, "runs": runs, "peak_rss_mib": _peak_rss_mib(),
-            "aim_requests_per_wall_second": 50_000}
+            "compiled": compiled.status()}
+
+
+def against_python(requests: int, arch: str, profile: str, seed: int, disk_model: str) -> dict:
+    """The same replay in a process that runs the compiled modules from their Python source
+    (RAIDLAB_PURE_PYTHON=1, raidlab.compiled): its run entry and that process's peak RSS."""
+    import os
+    import subprocess
+    import sys
+
+    from raidlab import compiled
+
+    code = ("import json; from raidlab.cli.bench import bench_sim; "
+            f"print(json.dumps(bench_sim({requests}, [{arch!r}], {profile!r}, {seed}, {disk_model!r})))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, compiled.ENV: "1"},
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"the Python reference replay failed: {out.stderr.strip().splitlines()[-1:]}")
+    doc = json.loads(out.stdout)
+    return {**doc["runs"][0], "peak_rss_mib": doc["peak_rss_mib"], "compiled": doc["compiled"]}
 
 
 def register(cli: click.Group) -> None:
@@ -92,22 +118,41 @@ def register(cli: click.Group) -> None:
     @click.option("--profile", default="cello", show_default=True, help="Synthetic trace profile.")
     @click.option("--seed", type=int, default=1, show_default=True)
     @click.option("--disk-model", default="hp-c2200a", show_default=True)
+    @click.option("--against-python", "against_python_", is_flag=True,
+                  help="After each architecture, replay the same requests with the compiled modules run "
+                       "from their Python source (needs --requests), and give the ratio.")
     @click.option("--json", "as_json", is_flag=True)
     def sim_bench(requests: int | None, seconds: float, archs: tuple[str, ...], profile: str, seed: int,
-                  disk_model: str, as_json: bool) -> int:
+                  disk_model: str, against_python_: bool, as_json: bool) -> int:
         """Replay speed of a synthetic trace per architecture (requests per wall second), and
         peak memory. By default about --seconds in all; --requests N replays N each."""
         from raidlab import archs as registry
+        from raidlab.errors import UsageError
 
         for arch in archs:
             registry.get(arch, "sim")  # UsageError naming the replayable ids
+        if against_python_ and requests is None:
+            raise UsageError("--against-python compares replays of the same requests", hint="give --requests N")
 
         def progress(arch: str, n: int) -> None:
             if not as_json:
                 click.echo(f"  {arch}: {n:,} requests issued", err=True)
 
         budget = None if requests is not None else seconds / len(archs)
-        result = bench_sim(requests or 1_000_000, list(archs), profile, seed, disk_model, progress, budget)
+        if not against_python_:
+            result = bench_sim(requests or 1_000_000, list(archs), profile, seed, disk_model, progress, budget)
+        else:  # each architecture compiled, then in Python, alternately, in this one run
+            result = {}
+            for arch in archs:
+                one = bench_sim(requests, [arch], profile, seed, disk_model, progress)
+                run = one["runs"][0]
+                reference = against_python(requests, arch, profile, seed, disk_model)
+                same = all(run[k] == reference[k] for k in ("requests", "virtual_seconds", "mean_read_ms", "mean_write_ms"))
+                if not same:
+                    raise RuntimeError(f"{arch}: the compiled and the Python replays differ")
+                run["python"] = {k: reference[k] for k in ("wall_seconds", "requests_per_wall_second", "peak_rss_mib")}
+                run["compiled_over_python"] = run["requests_per_wall_second"] / reference["requests_per_wall_second"]
+                result = {**one, "runs": result.get("runs", []) + [run]}
         if as_json:
             click.echo(json.dumps(result, indent=2))
             return 0
@@ -117,8 +162,13 @@ def register(cli: click.Group) -> None:
             click.echo(f"{run['arch']:<8} {run['requests']:>9,} requests "
                        f"{run['requests_per_wall_second']:>10,.0f} requests/s  "
                        f"{run['virtual_seconds_per_wall_second']:>10,.1f} virtual s/wall s  "
-                       f"wall {run['wall_seconds']:.1f} s  max in flight {run['max_in_flight']}")
-        click.echo(f"peak RSS {result['peak_rss_mib']:.0f} MiB (aim: 50,000 requests/s)")
+                       f"wall {run['wall_seconds']:.1f} s  max in flight {run['max_in_flight']}"
+                       + (f"  aim {run['aim_requests_per_wall_second']:,}" if run["aim_requests_per_wall_second"] else ""))
+            if "python" in run:
+                click.echo(f"{'':<8} {'in Python':>18} {run['python']['requests_per_wall_second']:>10,.0f} requests/s"
+                           f"  compiled / Python {run['compiled_over_python']:.2f}")
+        modules = ", ".join(f"{name.rpartition('.')[2]} {how}" for name, how in result["compiled"].items())
+        click.echo(f"peak RSS {result['peak_rss_mib']:.0f} MiB; modules: {modules}")
         return 0
 
 

@@ -164,13 +164,17 @@ def _build(name: str, entry: dict) -> DriveSpec:
 
 
 @functools.cache
-def _load() -> dict[str, DriveSpec]:
+def _entries() -> dict[str, dict]:
     text = resources.files("raidlab.disks").joinpath("data/catalog.toml").read_text()
-    data = tomllib.loads(text)
-    drives = {}
-    for name, entry in data.get("drives", {}).items():
-        drives[name] = _build(name, entry)
-    return drives
+    return tomllib.loads(text).get("drives", {})
+
+
+@functools.cache
+def _built(name: str) -> DriveSpec:
+    """One drive's DriveSpec, built when first asked for: fitting a seek curve sums over
+    every cylinder pair's distance (tens of milliseconds a drive), so a run pays it only
+    for the drives it uses."""
+    return _build(name, _entries()[name])
 
 
 def raw_entry(name: str) -> dict:
@@ -180,26 +184,24 @@ def raw_entry(name: str) -> dict:
 
 
 def names() -> list[str]:
-    return list(_load())
+    return list(_entries())
 
 
 def all_models() -> list[DriveSpec]:
-    return list(_load().values())
+    return [_built(name) for name in _entries()]
 
 
 def get(name: str) -> DriveSpec:
     """The DriveSpec called `name`, or UnknownModelError listing the known names."""
-    drives = _load()
-    try:
-        return drives[name]
-    except KeyError:
-        known = ", ".join(drives)
+    if name not in _entries():
+        known = ", ".join(_entries())
         raise UnknownModelError(
             f"unknown disk model {name!r}",
             hint=f"known models: {known} (see: raidlab disk models)",
             model=name,
-            known=list(drives),
-        ) from None
+            known=list(_entries()),
+        )
+    return _built(name)
 
 
 def member_models(spec: str, n: int) -> list[str]:

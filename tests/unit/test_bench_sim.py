@@ -52,3 +52,19 @@ def test_the_default_shares_its_seconds_among_the_four_architectures(capsys):
 def test_an_arch_that_cannot_replay_is_refused_in_one_line(capsys):
     rc, out, err = _bench(capsys, "--arch", "md-raid5", "--requests", "1000")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_against_python_replays_each_arch_both_ways_and_gives_the_ratio(capsys):
+    rc, out, err = _bench(capsys, "--requests", "1000", "--arch", "disk", "--arch", "raid5", "--against-python", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert set(doc["compiled"].values()) == {"compiled"}
+    assert [r["arch"] for r in doc["runs"]] == ["disk", "raid5"]
+    for run in doc["runs"]:
+        assert run["python"]["requests_per_wall_second"] > 0 and run["python"]["peak_rss_mib"] > 0
+        assert run["compiled_over_python"] == run["requests_per_wall_second"] / run["python"]["requests_per_wall_second"]
+
+
+def test_against_python_needs_a_request_count(capsys):
+    rc, _out, err = _bench(capsys, "--arch", "disk", "--against-python")
+    assert rc != 0 and "give --requests N" in err

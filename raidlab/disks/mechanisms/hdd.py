@@ -36,12 +36,13 @@ from collections.abc import Callable
 
 from raidlab.disks.geometry import MS, DriveSpec, Geometry, Location
 from raidlab.disks.mechanisms.base import Mechanism, Plan
+from raidlab.disks.mechanisms.hddcore import HddCore
 
 # A drive destages contiguous cached writes as one media write of at most this many bytes.
 DESTAGE_MAX_BYTES = 4 << 20
 # A rotational wait this close to a full revolution is float noise on "the sector is under
 # the head right now" (track skew is sized to make that happen); treat it as no wait.
-_ROTATION_EPSILON = 1e-9
+_ROTATION_EPSILON = 1e-9  # hddcore.ROTATION_EPSILON, a C constant where that module is compiled
 
 
 @dataclasses.dataclass
@@ -76,6 +77,7 @@ class HddMechanism(Mechanism):
                  write_cache: bool | None = None):
         super().__init__(spec, image_bytes)
         self.geometry = Geometry(spec, image_bytes, span)
+        self._core = HddCore(self.geometry)  # the media arithmetic (raidlab.compiled)
         self.head = 0
         self._stream: _Stream | None = None
         self.write_cache_enabled = (
@@ -88,7 +90,7 @@ class HddMechanism(Mechanism):
     # -- helpers ----------------------------------------------------------------------
 
     def cylinder_of(self, offset: int) -> int:
-        return self.geometry.cylinder_of(min(offset, self.image_bytes - 1))
+        return self._core.cylinder_of(min(offset, self.image_bytes - 1))
 
     def platter_angle(self, t: float) -> float:
         """Fraction of a revolution the platter has turned at time t (0 at t = 0)."""
@@ -121,27 +123,12 @@ class HddMechanism(Mechanism):
     def _media(self, plan: Plan, t: float, offset: int, length: int) -> float:
         """Position and transfer [offset, offset+length) starting at time t; arm moves.
         The move to the first track is the request's seek (or a head switch); the moves
-        between its tracks are switches."""
-        rev = self.spec.revolution_s
-        first = True
-        for loc, n in self.geometry.tracks(offset, length):
-            if loc.cylinder == self.cylinder and loc.head == self.head:
-                s = 0.0
-            else:
-                s = self._switch_s(self.cylinder, loc)
-            if first and loc.cylinder != self.cylinder:
-                plan.seek += s
-            else:
-                plan.switches += s
-            first = False
-            t += s
-            w = self._rotational_wait(t, loc)
-            plan.rotation += w
-            t += w
-            x = n / loc.track_bytes * rev
-            plan.transfer += x
-            t += x
-            self.cylinder, self.head = loc.cylinder, loc.head
+        between its tracks are switches (the arithmetic: raidlab.disks.mechanisms.hddcore)."""
+        core = self._core
+        t = core.media(t, offset, length, self.cylinder, self.head,
+                       plan.seek, plan.switches, plan.rotation, plan.transfer)
+        plan.seek, plan.switches, plan.rotation, plan.transfer = core.seek, core.switches, core.rotation, core.transfer
+        self.cylinder, self.head = core.cylinder, core.head
         return t
 
     # -- read-ahead stream ------------------------------------------------------------
