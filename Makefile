@@ -22,19 +22,15 @@ setup: system venv
 system:
 	./scripts/setup-system.sh
 
-venv: $(VENV)/.installed $(VENV)/.compiled
+venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The editable install also builds the compiled modules (raidlab.compiled, setup.py), so it
+# runs again whenever one of their sources changes: a compiled module never lags its .py file.
+COMPILED_PXD := $(wildcard raidlab/*.pxd raidlab/*/*.pxd raidlab/*/*/*.pxd)
+$(VENV)/.installed: pyproject.toml setup.py $(COMPILED_PXD) $(COMPILED_PXD:.pxd=.py)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
-	touch $@
-
-# The compiled modules (raidlab.compiled, setup.py): built by the editable install, and again
-# whenever one of their sources changes, so a compiled module never lags its .py file.
-COMPILED_SOURCES := setup.py $(wildcard raidlab/*.pxd raidlab/*/*.pxd raidlab/*/*/*.pxd)
-$(VENV)/.compiled: $(VENV)/.installed $(COMPILED_SOURCES) $(patsubst %.pxd,%.py,$(filter %.pxd,$(COMPILED_SOURCES)))
-	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 demo: setup
@@ -51,4 +47,5 @@ test-unit: venv
 	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal -m 'not root and not live and not vm and not slow' $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info raidlab/disks/mechanisms/hddcore.c
+	find raidlab -name "*.so" -delete
