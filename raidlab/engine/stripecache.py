@@ -26,16 +26,21 @@ from collections import OrderedDict
 
 PAGE = 4096          # md's STRIPE_SIZE
 DEFAULT_ROWS = 256   # md's default stripe_cache_size (stripe_heads)
+PIN_FACTOR = 16      # buffers kept alive by cached views: at most this many full caches of 4 members
 
 
 class StripeCache:
     """Whole member pages by (row, disk), LRU over rows."""
 
-    def __init__(self, rows: int = DEFAULT_ROWS) -> None:
+    def __init__(self, rows: int = DEFAULT_ROWS, pin_limit: int | None = None) -> None:
         if rows < 1:
             raise ValueError(f"stripe cache needs at least one row, not {rows}")
         self.rows = rows
-        self._rows: OrderedDict[int, dict[int, bytes]] = OrderedDict()
+        # a page: bytes (a copy) or a memoryview of an immutable bytes buffer (module doc)
+        self._rows: OrderedDict[int, dict[int, bytes | memoryview]] = OrderedDict()
+        self.pin_limit = PIN_FACTOR * self.bytes_for(4) if pin_limit is None else pin_limit
+        self._pins: dict[int, bytes] = {}   # id(buffer) -> buffer: those views may refer to
+        self.pinned_bytes = 0
         self.hits = 0         # pre-read ranges served whole from the cache
         self.hit_bytes = 0
         self.misses = 0       # pre-read ranges that went to a member
@@ -47,6 +52,27 @@ class StripeCache:
 
     def clear(self) -> None:
         self._rows.clear()
+        self._pins.clear()
+        self.pinned_bytes = 0
+
+    def _pin(self, buffer: bytes) -> bool:
+        """May the cache keep views of `buffer`? Yes while the buffers it may keep alive
+        stay within pin_limit. Those are counted when a view of a new one is first kept and
+        recounted from the cached pages only when the limit would be passed, so that
+        putting, replacing and evicting a page costs nothing extra: `pinned_bytes` is the
+        size of every buffer a view may still refer to, at least what the views keep alive."""
+        if id(buffer) in self._pins:
+            return True
+        if self.pinned_bytes + len(buffer) > self.pin_limit:
+            alive = {id(page.obj): page.obj for row in self._rows.values() for page in row.values()
+                     if type(page) is memoryview}
+            self._pins = alive
+            self.pinned_bytes = sum(len(b) for b in alive.values())
+            if self.pinned_bytes + len(buffer) > self.pin_limit:
+                return False
+        self._pins[id(buffer)] = buffer
+        self.pinned_bytes += len(buffer)
+        return True
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -76,7 +102,7 @@ class StripeCache:
         start = offset - first * PAGE
         self.hits += 1
         self.hit_bytes += length
-        return joined[start:start + length]
+        return bytes(joined[start:start + length])
 
     def put(self, disk: int, offset: int, data: bytes | bytearray | memoryview) -> None:
         """Member `disk` now holds `data` at `offset`: cache every whole page it covers,
@@ -89,10 +115,13 @@ class StripeCache:
             return
         if offset % PAGE:
             self._update_part(disk, first_whole - 1, offset, view[:first_whole * PAGE - offset])
-        # One pass, nothing called per page (a 1 MiB raid5 write puts some 340 pages): a
-        # new row evicts at most one, as the cache never holds more than `rows` before it.
+        # One pass, nothing called per page (a 1 MiB raid5 write puts some 340 pages): a new
+        # row evicts at most one, as the cache never holds more than `rows` before it. Views
+        # of an immutable buffer, else copies (module doc).
         rows, limit = self._rows, self.rows
-        source = data if type(data) is bytes else view   # slicing bytes copies once
+        buffer = data if type(data) is bytes else view.obj
+        views = end_whole > first_whole and type(buffer) is bytes and self._pin(buffer)
+        source = view if views or type(data) is not bytes else data   # slicing bytes copies once
         at = first_whole * PAGE - offset
         for page in range(first_whole, end_whole):
             row = rows.get(page)
@@ -103,7 +132,7 @@ class StripeCache:
                     self.evictions += 1
             else:
                 rows.move_to_end(page)
-            row[disk] = bytes(source[at:at + PAGE])
+            row[disk] = source[at:at + PAGE] if views else bytes(source[at:at + PAGE])
             at += PAGE
         if end % PAGE and end_whole * PAGE >= offset:
             self._update_part(disk, end_whole, end_whole * PAGE, view[end_whole * PAGE - offset:])
@@ -115,9 +144,10 @@ class StripeCache:
         if row is not None and disk in row:
             lo = offset - page * PAGE
             old = row[disk]
-            row[disk] = old[:lo] + bytes(piece) + old[lo + len(piece):]
+            row[disk] = bytes(old[:lo]) + bytes(piece) + bytes(old[lo + len(piece):])
             self._rows.move_to_end(page)
 
     def statistics(self) -> dict[str, int]:
         return {"rows": self.rows, "rows_used": len(self._rows), "hits": self.hits,
-                "hit_bytes": self.hit_bytes, "misses": self.misses, "evictions": self.evictions}
+                "hit_bytes": self.hit_bytes, "misses": self.misses, "evictions": self.evictions,
+                "pinned_bytes": self.pinned_bytes}

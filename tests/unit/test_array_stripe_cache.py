@@ -80,6 +80,46 @@ def test_every_cached_page_is_what_the_member_holds_and_whole_pages_are_cached(p
             assert all(cache.holds(disk, page * PAGE, PAGE) for page in whole)
 
 
+def _views_alive(cache: StripeCache) -> int:
+    """Bytes of the distinct buffers the cache's views keep alive, counted from its pages."""
+    buffers = {id(page.obj): page.obj for row in cache._rows.values() for page in row.values()
+               if type(page) is memoryview}
+    return sum(len(b) for b in buffers.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 63), st.integers(1, 40),
+                          st.sampled_from(["bytes", "view", "bytearray"])), min_size=1, max_size=30),
+       st.integers(2, 16), st.sampled_from([0, 3 * PAGE, 1 << 30]))
+def test_pages_kept_as_views_stay_the_members_bytes_within_the_pin_limit(puts, rows, pin_limit):
+    """Writes handed over as bytes, as views of bytes, or as a bytearray that the caller
+    changes afterwards: every cached page stays the member's bytes, the buffers kept alive
+    are counted and never pass the limit, and a cache emptied keeps none."""
+    cache = StripeCache(rows=rows, pin_limit=pin_limit)
+    members = [bytearray(64 * KiB) for _ in range(2)]
+    rng = random.Random(len(puts))
+    for disk, sector, sectors, kind in puts:
+        offset, length = sector * 512, min(sectors * 512, 64 * KiB - sector * 512)
+        data = rng.randbytes(length + 1024)
+        members[disk][offset:offset + length] = data[512:512 + length]
+        if kind == "bytes":
+            cache.put(disk, offset, data[512:512 + length])
+        elif kind == "view":
+            cache.put(disk, offset, memoryview(data)[512:512 + length])
+        else:
+            scratch = bytearray(data[512:512 + length])
+            cache.put(disk, offset, scratch)
+            scratch[:] = bytes(len(scratch))   # the caller reuses its buffer
+        for page in range(64 * KiB // PAGE):
+            for d in (0, 1):
+                if cache.holds(d, page * PAGE, PAGE):
+                    got = cache.get(d, page * PAGE, PAGE)
+                    assert type(got) is bytes and got == bytes(members[d][page * PAGE:(page + 1) * PAGE])
+        assert _views_alive(cache) <= cache.pinned_bytes <= pin_limit
+    cache.clear()
+    assert cache.pinned_bytes == 0 and not cache._pins
+
+
 def test_second_write_of_a_stripe_reads_nothing_the_first_read_or_wrote():
     async def body(array, disks):
         await array.write(0, b"x" * 4096)           # RCW: reads the other two data chunks
