@@ -137,6 +137,23 @@ def live_capable() -> tuple[bool, str]:
     return True, "root, with the lab's programs and FUSE"
 
 
+# Dask's own periodic work, made rarer in raidlab's clusters: a worker process here shares its
+# machine's cores with the runs it serves, which measure machine time. By default each of
+# the scheduler's and workers' event loops wakes every 20 ms to measure its own latency
+# (admin.tick), a nanny reads its worker's memory every 100 ms, every server samples its
+# process every 500 ms (system-monitor), and a worker samples its threads' stacks every 10 ms
+# for the dashboard's profile, which raidlab does not serve. An idle two-worker local cluster
+# used 2.8-3.6 CPU-seconds in 30 s with the defaults and 0.45-0.47 with these (2026-12-07,
+# results/bench/scaleout/NOTES.md). What they slow: a blocked event loop is reported after a
+# second instead of 20 ms, a worker over its memory limit is stopped up to a second later.
+QUIET_CONFIG = {
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.profile.enabled": False,
+}
+
+
 class RaidlabWorker(WorkerPlugin):
     """What a raidlab worker says about itself (module doc): set up when the worker starts.
 
@@ -381,7 +398,7 @@ def _local_cluster(n: int, live: bool):
     # no HTTP pages (task names, worker state, metrics) for other local users to read
     no_pages = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     try:
-        with dask.config.set(no_pages):
+        with dask.config.set({**QUIET_CONFIG, **no_pages}):
             return SpecCluster(scheduler=scheduler, workers=workers, security=security, silence_logs=quiet,
                                name=f"raidlab local:{n}")
     finally:

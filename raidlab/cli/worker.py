@@ -82,7 +82,10 @@ def worker_cmd(scheduler, cores, live, listen_host, name):
         finished.cancel()
         stopping.cancel()
 
-    asyncio.run(serve())
+    import dask
+
+    with dask.config.set(scaleout.QUIET_CONFIG):
+        asyncio.run(serve())
     return 0
 
 

@@ -257,3 +257,25 @@ def test_a_worker_starts_each_run_process_ahead_and_ends_its_spare_on_teardown()
         assert plugin.spares == [] and await asyncio.wait_for(third.wait(), 60) != 0
 
     asyncio.run(main())
+
+
+def test_a_local_cluster_runs_with_dask_s_periodic_work_made_rarer():
+    """The scheduler and every worker process of `--scheduler local:N` run with
+    QUIET_CONFIG (the event loops' ticks, the memory monitor, the system monitor, the
+    profiler): their periodic callbacks are set when each server is made."""
+    import dask
+
+    from raidlab.scaleout import connect
+
+    def periodic(dask_scheduler=None, dask_worker=None) -> dict:
+        server = dask_scheduler or dask_worker
+        found = {name: pc.callback_time for name, pc in server.periodic_callbacks.items()}
+        return {**found, "profile": dask.config.get("distributed.worker.profile.enabled")}
+
+    with connect("local:2", "virtual") as cluster:
+        on_workers = cluster.client.run(periodic)
+        on_scheduler = cluster.client.run_on_scheduler(periodic)
+    assert len(on_workers) == 2
+    for found in on_workers.values():
+        assert (found["tick"], found["monitor"], found["memory_monitor"], found["profile"]) == (1000, 5000, 1000, False)
+    assert (on_scheduler["tick"], on_scheduler["monitor"]) == (1000, 5000)
