@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 import os as _os
 
 if _os.environ.get("RAIDLAB_PURE_PYTHON", "") not in ("", "0"):
-    # run the compiled modules from their Python source (raidlab.compiled)
+    # run the compiled modules from their Python source (raidlab.compiled.ENV)
     from raidlab.compiled import install_source_finder as _install
 
     _install()

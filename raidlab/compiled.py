@@ -21,17 +21,11 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
 ENV = "RAIDLAB_PURE_PYTHON"
 MODULES = ("raidlab.disks.mechanisms.hddcore",)
-
-
-def pure_python() -> bool:
-    """Whether this process was asked to run the compiled modules from their source."""
-    return os.environ.get(ENV, "") not in ("", "0")
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder):
