@@ -25,7 +25,7 @@ from raidlab.disks.mechanisms.hdd import _ROTATION_EPSILON
 from raidlab.runners.virtual import SimSpec, replay_requests
 from raidlab.traces.synth import synth
 
-REQUESTS = 600
+REQUESTS = 300
 HDDS = [spec.name for spec in catalog.all_models() if spec.kind == "hdd"]
 
 

@@ -272,10 +272,10 @@ def test_a_local_cluster_runs_with_dask_s_periodic_work_made_rarer():
         found = {name: pc.callback_time for name, pc in server.periodic_callbacks.items()}
         return {**found, "profile": dask.config.get("distributed.worker.profile.enabled")}
 
-    with connect("local:2", "virtual") as cluster:
+    with connect("local:1", "virtual") as cluster:
         on_workers = cluster.client.run(periodic)
         on_scheduler = cluster.client.run_on_scheduler(periodic)
-    assert len(on_workers) == 2
+    assert len(on_workers) == 1
     for found in on_workers.values():
         assert (found["tick"], found["monitor"], found["memory_monitor"], found["profile"]) == (1000, 5000, 1000, False)
     assert (on_scheduler["tick"], on_scheduler["monitor"]) == (1000, 5000)
