@@ -18,9 +18,10 @@ cdef class HddCore:
     cdef public double seek, switches, rotation, transfer
 
     @cython.locals(i=Py_ssize_t)
+    cdef Py_ssize_t _zone(self, list starts, long long value)
+
     cpdef Py_ssize_t zone_of_byte(self, long long offset)
 
-    @cython.locals(i=Py_ssize_t)
     cpdef Py_ssize_t zone_of_cylinder(self, long long cylinder)
 
     @cython.locals(z=Py_ssize_t)

@@ -59,21 +59,20 @@ class HddCore:
         self.rotation = 0.0
         self.transfer = 0.0
 
-    def zone_of_byte(self, offset: int) -> int:
-        i = bisect_right(self.zone_starts, offset) - 1
+    def _zone(self, starts: list, value: int) -> int:
+        """The zone whose first byte or cylinder (`starts`) is the last at or below value."""
+        i = bisect_right(starts, value) - 1
         if i < 0:
             return 0
         if i > self.last_zone:
             return self.last_zone
         return i
 
+    def zone_of_byte(self, offset: int) -> int:
+        return self._zone(self.zone_starts, offset)
+
     def zone_of_cylinder(self, cylinder: int) -> int:
-        i = bisect_right(self.zone_first_cylinders, cylinder) - 1
-        if i < 0:
-            return 0
-        if i > self.last_zone:
-            return self.last_zone
-        return i
+        return self._zone(self.zone_first_cylinders, cylinder)
 
     def cylinder_of(self, offset: int) -> int:
         z = self.zone_of_byte(offset)
