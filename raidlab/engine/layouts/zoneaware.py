@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 from raidlab.blockdev import SECTOR
 from raidlab.engine.layouts.base import ChunkMappedLayout
-from raidlab.engine.layouts.sa import VIRTUAL_DEVICES, bandwidth_shares, build_sa3, probe_bandwidth
+from raidlab.engine.layouts.sa import VIRTUAL_DEVICES, bandwidth_shares, build_sa3, probe_members
 from raidlab.errors import UsageError
 
 MiB = 1 << 20
@@ -157,15 +157,17 @@ class ZoneAwareLayout(ChunkMappedLayout):
         data_offset, member_size = params["data_offset"], params["disk_size"]
         room = member_size - data_offset
         each = max(SECTOR, min(probe_bytes // probe_points, room // probe_points) // SECTOR * SECTOR)
+        places = []
+        for k in range(probe_points):
+            middle = data_offset + room * (2 * k + 1) // (2 * probe_points)
+            places.append(max(data_offset, min(middle - each // 2, member_size - each)) // SECTOR * SECTOR)
+        best = await probe_members([((index, k), member, where, each) for index, member in enumerate(members)
+                                    for k, where in enumerate(places)], status=status)
         curves, record = [], []
-        for index, member in enumerate(members):
-            if status:
-                status(f"probing bandwidth of member {index} at {probe_points} places")
+        for index in range(len(members)):
             curve = []
-            for k in range(probe_points):
-                middle = data_offset + room * (2 * k + 1) // (2 * probe_points)
-                where = max(data_offset, min(middle - each // 2, member_size - each)) // SECTOR * SECTOR
-                result = await probe_bandwidth(member, where, each, index)
+            for k, where in enumerate(places):
+                result = best[index, k]
                 if result.bandwidth == float("inf"):
                     raise UsageError("saz needs timed members: a disk model `none` member takes no time",
                                      hint="give every member a timed disk model, or pass bandwidth_curves")
