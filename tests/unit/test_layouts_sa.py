@@ -172,3 +172,55 @@ def test_bad_arrays_are_refused():
 def test_a_disk_too_slow_for_one_entry_is_refused():
     with pytest.raises(UsageError, match="disk 0 has 0.14% of the total bandwidth; its share .* rounds to 0"):
         bandwidth_shares([1.0] + [99.0] * 7)
+
+
+
+class _DisturbedMember:
+    """A member that moves a MiB in `seconds`, its `disturbed_write`-th write `extra` later;
+    `order` gets its name at the start of each 2 MiB probe."""
+
+    def __init__(self, name, seconds, order, disturbed_write=None, extra=0.0):
+        self.name, self.seconds, self.order = name, seconds, order
+        self.disturbed_write, self.extra, self.writes = disturbed_write, extra, 0
+
+    async def write(self, offset, data):
+        from raidlab import sched
+        self.writes += 1
+        if self.writes % 2 == 1:
+            self.order.append(self.name)
+        await sched.sleep(self.seconds + (self.extra if self.writes == self.disturbed_write else 0.0))
+
+    async def read(self, offset, n):
+        from raidlab import sched
+        await sched.sleep(self.seconds)
+
+    async def flush(self):
+        pass
+
+
+def test_the_live_probe_keeps_each_member_s_least_disturbed_round():
+    """Live, a moment of host load can only add time: the probe runs its rounds in alternating
+    order and keeps each member's fastest, so a member slowed in one round is not read as slow;
+    in virtual time one round is the measurement."""
+    import trio
+    import trio.testing
+
+    from raidlab import sched
+    from raidlab.engine.layouts.sa import LIVE_PROBE_ROUNDS, MiB, probe_members
+
+    async def probe(order):
+        # member 0's first write (in its first round) is held up by half a second
+        ms = [_DisturbedMember(0, 0.05, order, disturbed_write=1, extra=0.5), _DisturbedMember(1, 0.05, order)]
+        return await probe_members([(i, m, 0, 2 * MiB) for i, m in enumerate(ms)])
+
+    order = []
+    best = trio.run(probe, order, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert LIVE_PROBE_ROUNDS == 3
+    assert order == [0, 1, 1, 0, 0, 1]
+    assert best[0].bandwidth == pytest.approx(best[1].bandwidth) == pytest.approx(2 * 2 * MiB / 0.2)
+
+    order = []
+    best = sched.run_kernel(probe, order)
+    assert order == [0, 1]
+    assert best[0].bandwidth == pytest.approx(2 * 2 * MiB / 0.7)  # the one round, disturbance and all
+    assert best[1].bandwidth == pytest.approx(2 * 2 * MiB / 0.2)
