@@ -213,6 +213,11 @@ class Array:
         # Logical bytes of a parity stripe when writes are split and gathered by stripe (a
         # parity layout with its stripe cache), else None.
         self._stripe_bytes = layout.parity_stripe_bytes if self.stripe_cache is not None else None
+        # Whole member pages written, as md's stripe_heads (_page_edges): where the stripe
+        # cache is kept and the layout's member pages line up with its chunks.
+        self._whole_pages = (self._stripe_bytes is not None
+                             and getattr(layout, "chunk_bytes", 1) % ROW == 0
+                             and getattr(layout, "data_offset", 1) % ROW == 0)
         self._pending: list[_PendingWrite] = []  # parity writes not yet finished (_gather)
         self._full_writes: list[_PendingWrite] = []  # of them, those writing whole stripes only
         # The image hook (module doc): RAID-x's persistent buffer of pending images, attached
@@ -228,7 +233,7 @@ class Array:
             "member_read_bytes": 0, "member_write_bytes": 0,
             "degraded_reads": 0, "reconstructed_reads": 0, "degraded_writes": 0,
             "full_stripe_writes": 0, "rmw_stripes": 0, "rcw_stripes": 0, "gathered_bytes": 0,
-            "delayed_stripe_writes": 0,
+            "delayed_stripe_writes": 0, "partial_page_writes": 0,
             "member_errors": 0,
         }
 
@@ -416,12 +421,52 @@ class Array:
         for index, (offset, piece) in enumerate(pieces):
             if offset % stripe == 0 and len(piece) % stripe == 0:
                 continue  # whole stripes: no pre-read
-            plan = self.layout.write_plan(offset, len(piece), cached=cache.holds)
+            edges, plan = self._piece_plan(offset, len(piece), frozenset(), cache)
             if index == 0:
                 first_plan = plan
-            if any(not cache.holds(r.disk, r.disk_offset, r.length) for r in plan.reads):
+            if any(not cache.holds(r.disk, r.disk_offset, r.length) for r in (*plan.reads, *edges)):
                 return True, first_plan
         return False, first_plan
+
+    def _page_edges(self, offset: int, length: int) -> list[DiskRange]:
+        """The member pages a write of [offset, offset + length) covers only in part (at
+        most its first and last), when the array writes whole pages. md's stripe_head
+        holds a page of each member; a bio that covers part of one leaves it not
+        R5_OVERWRITE, so md reads the page (unless it is up to date in the stripe cache)
+        and writes all of it. The engine does the same: the write is widened to whole
+        pages, their other bytes read from the cache or the member."""
+        if not self._whole_pages or (offset % ROW == 0 and length % ROW == 0):
+            return []
+        edges = []
+        end = offset + length
+        for lo, hi in ((offset - offset % ROW, offset), (end, -(-end // ROW) * ROW)):
+            if hi > lo:
+                ext = self.layout.map(lo, hi - lo)[0]
+                page = DiskRange(ext.disk, ext.disk_offset - ext.disk_offset % ROW, ROW)
+                if page not in edges:
+                    edges.append(page)
+        return edges
+
+    def _piece_plan(self, offset: int, length: int, failed: frozenset[int], cache: StripeCache | None
+                    ) -> tuple[list[DiskRange], WritePlan]:
+        """The member pages a piece covers in part (_page_edges, with the cache usable) and
+        the plan of the piece widened to whole pages, weighing what the cache holds."""
+        if cache is None:
+            return [], self._write_plan(offset, length, failed)
+        edges = self._page_edges(offset, length)
+        if not edges:
+            return [], self._write_plan(offset, length, failed, cache.holds)
+        lo, hi = offset - offset % ROW, -(-(offset + length) // ROW) * ROW
+
+        def partial(disk: int, member_offset: int, n: int) -> int:
+            return sum(ROW for page in edges if page.disk == disk
+                       and member_offset < page.disk_offset + ROW and page.disk_offset < member_offset + n
+                       and not cache.holds(disk, page.disk_offset, ROW))
+
+        try:
+            return edges, self.layout.write_plan(lo, hi - lo, failed, cached=cache.holds, partial=partial)
+        except DataUnavailableError as exc:
+            raise OSError(errno.EIO, f"{self.name}: {exc.strerror}") from exc
 
     def _write_rows(self, offset: int, length: int) -> list[int]:
         """The rows (row_keys) a write of [offset, offset + length) takes: from the layout's
@@ -449,12 +494,25 @@ class Array:
         while True:  # again when a member fails meanwhile
             cache = self._usable_stripe_cache()
             # Under the row locks the cache cannot change: the plan weighs what it holds.
-            if plan is None or cache is None or plan.offset != offset or plan.length != length:
-                plan = self._write_plan(offset, length, self.failed, cache.holds if cache is not None else None)
+            edges = self._page_edges(offset, length) if cache is not None else []
+            lo = offset - offset % ROW if edges else offset
+            hi = -(-(offset + length) // ROW) * ROW if edges else offset + length
+            if plan is None or cache is None or plan.offset != lo or plan.length != hi - lo:
+                edges, plan = self._piece_plan(offset, length, self.failed, cache)
             try:
-                buffers = await self._pre_read(plan.reads, cache) if plan.reads else []
-                # Data payloads are views of `data` (the member copies what it keeps).
-                payloads = plan.payloads(data, buffers, data_views=True)
+                # The pages covered in part: read with the plan's pre-reads unless one of
+                # those holds them (RMW reads the old data of every written page).
+                extra = [page for page in edges if not any(
+                    r.disk == page.disk and r.disk_offset <= page.disk_offset
+                    and page.disk_offset + ROW <= r.disk_offset + r.length for r in plan.reads)]
+                ranges = [*plan.reads, *extra]
+                buffers = await self._pre_read(ranges, cache) if ranges else []
+                whole = data
+                if edges:
+                    whole = _fill_pages(offset, data, lo, hi, self.layout, ranges, buffers)
+                    self.counters["partial_page_writes"] += 1
+                # Data payloads are views of `whole` (the member copies what it keeps).
+                payloads = plan.payloads(whole, buffers[:len(plan.reads)], data_views=True)
                 writes = plan.writes
                 if self.image_buffer is not None and any(w.role == "image" for w in writes):
                     # RAID-x: images into the persistent buffer first, then the data copy.
@@ -857,6 +915,25 @@ class Array:
                 self.counters["rmw_stripes"] += 1
             elif stripe.method == "rcw":
                 self.counters["rcw_stripes"] += 1
+
+
+def _fill_pages(offset: int, data: bytes, lo: int, hi: int, layout: Layout,
+                ranges: Sequence[DiskRange], buffers: Sequence[bytes]) -> bytes:
+    """`data`, written at `offset`, widened to [lo, hi) with the old bytes of the pages it
+    covers in part, taken from the member ranges just read (or served by the cache)."""
+    def old(a: int, b: int) -> bytes:
+        if b <= a:
+            return b""
+        ext = layout.map(a, b - a)[0]
+        for rng, buf in zip(ranges, buffers):
+            if rng.disk == ext.disk and rng.disk_offset <= ext.disk_offset \
+                    and ext.disk_offset + ext.length <= rng.disk_offset + rng.length:
+                start = ext.disk_offset - rng.disk_offset
+                return bytes(buf[start:start + ext.length])
+        raise AssertionError(f"no read holds member {ext.disk} at {ext.disk_offset}")  # pragma: no cover
+
+    end = offset + len(data)
+    return old(lo, offset) + bytes(data) + old(end, hi)
 
 
 def coalesce_writes(writes: Sequence, payloads: Sequence[bytes | memoryview]) -> list[tuple[int, int, bytes | memoryview]]:

@@ -132,6 +132,56 @@ def test_second_write_of_a_stripe_reads_nothing_the_first_read_or_wrote():
     assert data[:4096] == b"x" * 4096 and data[CHUNK:CHUNK + 4096] == b"y" * 4096
 
 
+def _member_io(disks):
+    stats = [d.statistics() for d in disks]
+    return [(s["reads"], s["bytes_read"], s["writes"], s["bytes_written"]) for s in stats]
+
+
+def test_a_write_of_part_of_a_page_reads_and_writes_whole_pages_as_md_does():
+    """md's stripe_head holds a page of each member: a 1 KiB write leaves its page not
+    R5_OVERWRITE, which md counts as a read for reconstruct-write too (RMW 2 pages against
+    RCW 3 on four members), so it reads the old data and parity pages and writes both pages
+    whole; the next 1 KiB of the same page finds them up to date and reads nothing."""
+    async def body(array, disks):
+        await array.write(1024, b"a" * 1024)
+        first = _member_io(disks)
+        await array.write(2048, b"b" * 1024)
+        second = _member_io(disks)
+        return first, second, array.statistics(), await array.read(0, 4096)
+
+    first, second, stats, data = _run(body)
+    # stripe 0 of left-symmetric on 4: parity on member 3, data chunk 0 on member 0
+    assert first == [(1, 4096, 1, 4096), (0, 0, 0, 0), (0, 0, 0, 0), (1, 4096, 1, 4096)]
+    assert [(r, w) for r, _, w, _ in second] == [(1, 2), (0, 0), (0, 0), (1, 2)]
+    assert stats["rmw_stripes"] == 2 and stats["rcw_stripes"] == 0 and stats["partial_page_writes"] == 2
+    assert data == bytes(1024) + b"a" * 1024 + b"b" * 1024 + bytes(1024)
+
+
+def test_a_partial_page_rcw_reads_the_page_beside_the_other_data():
+    """On three members RCW of a page reads one page (the other data) against RMW's two, and
+    a write covering part of a page adds that page to RCW's count: a tie, which goes to RCW
+    as md's default rmw_level does; the written page is read with the other data."""
+    async def body(array, disks):
+        await array.write(512, b"c" * 512)
+        return _member_io(disks), array.statistics(), await array.read(0, 4096)
+
+    async def main():
+        async with sched.open_nursery() as nursery:
+            disks = [EmulatedDisk(f"d{i}", "none", MemoryBackend(DISK)) for i in range(3)]
+            for disk in disks:
+                disk.start(nursery)
+            layout = Raid5Layout(n_disks=3, disk_size=DISK, chunk_bytes=CHUNK, data_offset=64 * KiB)
+            result = await body(Array("t", layout, disks), disks)
+            nursery.cancel_scope.cancel()
+        return result
+
+    io, stats, data = virtual.run_virtual(main)
+    # stripe 0 of left-symmetric on 3: parity on member 2, data 0 on member 0, data 1 on member 1
+    assert io == [(1, 4096, 1, 4096), (1, 4096, 0, 0), (0, 0, 1, 4096)]
+    assert stats["rcw_stripes"] == 1 and stats["rmw_stripes"] == 0
+    assert data == bytes(512) + b"c" * 512 + bytes(3072)
+
+
 def test_without_the_cache_the_second_write_reads_again():
     async def body(array, disks):
         await array.write(0, b"x" * 4096)

@@ -198,10 +198,45 @@ def test_md_drives_live_in_the_durability_world_the_array_sets(rl, world, span):
 ROW_WRITES = [(0, 6), (2, 6), (0, 1), (2, 3), (8, 8), (2, 10), (0, 16), (6, 2)]
 
 
+# Writes of part of a page, one after another in one stripe: (KiB into the stripe, KiB), each
+# starting at a multiple of its length (busybox dd seeks in units of its block size). 5 disks,
+# 16 KiB chunks: chunk c of the stripe is member pages 0-3 of its data member. (1, 1) and
+# (2, 1) share page 0; (15, 3) ends one chunk's last page and starts the next chunk's first;
+# (48, 1) finds the rest of its row up to date.
+PAGE_WRITES = [(1, 1), (2, 1), (6, 2), (15, 3), (21, 3), (30, 6), (48, 1)]
+
+
+def _engine_reads(layout, start: int, writes) -> list[list[int]]:
+    """Each write's bytes read from each member by the engine's raid5 array (its stripe
+    cache and whole-page writes), the writes one after another, in virtual time."""
+    from raidlab import sched
+    from raidlab.disks import EmulatedDisk, MemoryBackend
+    from raidlab.engine.array import Array
+    from raidlab.sched import virtual
+
+    async def main():
+        out = []
+        async with sched.open_nursery() as nursery:
+            disks = [EmulatedDisk(f"d{i}", "none", MemoryBackend(layout.disk_size)) for i in range(layout.n_disks)]
+            for disk in disks:
+                disk.start(nursery)
+            array = Array("oracle", layout, disks)
+            for offset, length in writes:
+                before = [d.statistics()["bytes_read"] for d in disks]
+                await array.write(start + offset, bytes(length))
+                out.append([d.statistics()["bytes_read"] - b for d, b in zip(disks, before)])
+            nursery.cancel_scope.cancel()
+        return out
+
+    return virtual.run_virtual(main)
+
+
 def test_md_raid5_reads_each_member_what_the_engine_s_per_row_plan_reads(rl):
     """md raid5 in the lab VM (5 disks, 16 KiB chunks, no resync) takes one O_DIRECT write
     at a time; each member's bytes read over that write equal what the engine's raid5 plans
-    to read from it for the same write: RMW or RCW chosen per row, a tie to RCW. Then member
+    to read from it for the same write: RMW or RCW chosen per row, a tie to RCW. Writes of
+    part of a page read what the engine's array reads for them (whole pages, the pages its
+    stripe cache holds not again). Then member
     1 fails (mdadm --fail) and the same writes go to other stripes: each row's only method
     that avoids it, and where member 1 held the parity, the reads reconstruct-write makes."""
     from raidlab.engine.layouts.raid5 import Raid5Layout
@@ -224,6 +259,22 @@ def test_md_raid5_reads_each_member_what_the_engine_s_per_row_plan_reads(rl):
     first, second = member_reads(), member_reads()
     looking = [b - a for a, b in zip(first, second)]
     assert sum(looking) <= block, looking
+
+    # Part of a page at a time (ext2's 1 KiB blocks under mount -o sync): md reads and writes
+    # whole pages and keeps them in its stripe cache; the engine's array does the same.
+    page_stripe = 40
+    got_pages = []
+    for offset_k, length_k in PAGE_WRITES:
+        before = member_reads()
+        session.exec(["dd", "if=/dev/urandom", f"of={session.device}", f"bs={length_k * kib}", "count=1",
+                      f"seek={(page_stripe * stripe_blocks * block // kib + offset_k) // length_k}",
+                      "oflag=direct", "conv=notrunc"], timeout=120)
+        got_pages.append([after - was - look for after, was, look in zip(member_reads(), before, looking)])
+    wanted_pages = _engine_reads(layout, page_stripe * stripe_blocks * block,
+                                 [(o * kib, n * kib) for o, n in PAGE_WRITES])
+    assert got_pages == wanted_pages, list(zip(PAGE_WRITES, got_pages, wanted_pages))
+    assert all(n % block == 0 for reads in got_pages for n in reads)  # whole pages only
+    assert sum(got_pages[1]) == 0  # the page the first write read and wrote is up to date
 
     stripe = 1
     results = []

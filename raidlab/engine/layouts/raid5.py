@@ -55,8 +55,13 @@ Degraded (one failed member):
     computes the parity it cannot write), and the lab VM's md shows it member for member.
 Two failed members lose the array (any two members share every stripe).
 
-Sub-chunk granularity: ranges are planned at sector (512 B) granularity, not md's 4 KiB
-pages, because the engine's requests are sector-aligned.
+Sub-page writes: the layout plans at sector (512 B) granularity; the array (raidlab.engine.
+array) writes whole 4 KiB member pages where it keeps md's stripe cache, as md's stripe_heads
+do: a write that covers a page only in part is widened to the page, its other bytes the
+page's old contents. md counts such a page as a read for RCW as well as for RMW (it is not
+R5_OVERWRITE), so a one-block write on 4 disks reads the old data and parity pages (RMW, 2
+against RCW's 3) and the next blocks of the same page find it up to date. The array tells the
+planner those pages (`partial`).
 """
 
 from __future__ import annotations
@@ -262,22 +267,27 @@ class Raid5Layout(Layout):
     # ---- writes
 
     def write_plan(self, offset: int, length: int, failed: Iterable[int] = (),
-                   cached: Callable[[int, int, int], bool] | None = None) -> WritePlan:
+                   cached: Callable[[int, int, int], bool] | None = None,
+                   partial: Callable[[int, int, int], int] | None = None) -> WritePlan:
         """The plan of a write. `cached(disk, member_offset, length)` says which member bytes
         the caller holds already (the array's stripe cache): a pre-read it holds costs
         nothing when RMW and RCW are weighed, as md counts only pages not up to date. The
-        plan still lists such reads; the caller serves them from its cache."""
+        plan still lists such reads; the caller serves them from its cache.
+        `partial(disk, member_offset, length)`: the bytes of that written range that the
+        caller must read whatever the method, because its request covers their pages only
+        in part (the array writes whole pages, as md's stripe_heads do; module doc). RMW
+        reads them anyway (the old data), so they weigh on RCW only, as in md's count."""
         failed_set = self._check_failed(failed)
         if not failed_set:
             within = offset % self.chunk_bytes
             if within + length <= self.chunk_bytes:
                 self.check_range(offset, length)
-                return self._one_chunk_plan(offset, length, within, cached)
+                return self._one_chunk_plan(offset, length, within, cached, partial)
             stripe_bytes = self.data_disks * self.chunk_bytes
             if offset % stripe_bytes == 0 and length % stripe_bytes == 0:
                 self.check_range(offset, length)
                 return self._full_stripes_plan(offset, length, cached)
-        return self._write_plan(offset, length, failed_set, cached)
+        return self._write_plan(offset, length, failed_set, cached, partial)
 
     def _full_stripes_plan(self, offset: int, length: int,
                            cached: Callable[[int, int, int], bool] | None) -> WritePlan:
@@ -312,7 +322,8 @@ class Raid5Layout(Layout):
                          (*([None] * len(writes)), *recipes), tuple(summaries))
 
     def _one_chunk_plan(self, offset: int, length: int, within: int,
-                        cached: Callable[[int, int, int], bool] | None) -> WritePlan:
+                        cached: Callable[[int, int, int], bool] | None,
+                        partial: Callable[[int, int, int], int] | None = None) -> WritePlan:
         """write_plan of a write inside one data chunk of a healthy array (most small
         writes), built directly: the same plan as the general planner's (tests check it),
         without its per-stripe bookkeeping. RMW reads the old data and parity, RCW the
@@ -328,7 +339,11 @@ class Raid5Layout(Layout):
         else:
             rmw_reads = sum(1 for d in rmw if not cached(d, member_offset, length))
             rcw_reads = sum(1 for d in rcw if not cached(d, member_offset, length))
-        method = "rmw" if rmw_reads < rcw_reads else "rcw"
+        rmw_bytes, rcw_bytes = rmw_reads * length, rcw_reads * length
+        extra = partial(disk, member_offset, length) if partial is not None else 0
+        if extra:
+            rcw_reads, rcw_bytes = rcw_reads + 1, rcw_bytes + extra
+        method = "rmw" if rmw_bytes < rcw_bytes else "rcw"
         wants = rmw if method == "rmw" else rcw
         order = sorted(wants)
         reads = tuple(DiskRange(d, member_offset, length) for d in order)
@@ -338,13 +353,13 @@ class Raid5Layout(Layout):
         recipes = (None, (ParitySegment(0, length, (offset,), sources),))
         summary = StripeWrite(stripe=stripe, method=method, reads=len(wants), writes=2,
                               rmw_reads=rmw_reads, rcw_reads=rcw_reads,
-                              rmw_read_bytes=rmw_reads * length, rcw_read_bytes=rcw_reads * length,
-                              rows=(RowsWrite(within, within + length, method, rmw_reads * length,
-                                              rcw_reads * length),))
+                              rmw_read_bytes=rmw_bytes, rcw_read_bytes=rcw_bytes,
+                              rows=(RowsWrite(within, within + length, method, rmw_bytes, rcw_bytes),))
         return WritePlan(offset, length, writes, reads, (), recipes, (summary,))
 
     def _write_plan(self, offset: int, length: int, failed_set: frozenset[int],
-                    cached: Callable[[int, int, int], bool] | None) -> WritePlan:
+                    cached: Callable[[int, int, int], bool] | None,
+                    partial: Callable[[int, int, int], int] | None = None) -> WritePlan:
         """The general planner: any range, any stripes, degraded or not."""
         by_stripe: dict[int, dict[int, tuple[int, int, int]]] = {}
         for stripe, index, within, n, logical in self._pieces(offset, length):
@@ -380,9 +395,18 @@ class Raid5Layout(Layout):
                     probe.want(disk, member_offset, end - start)
                 return probe.count()
 
+            def partial_cost(segs):
+                """(ranges, bytes) RCW must also read: the written pages covered in part."""
+                if partial is None:
+                    return 0, 0
+                found = [partial(self.data_disk(stripe, d), self._member_offset(stripe, start), end - start)
+                         for start, end, writers in segs for d in writers]
+                return sum(1 for n in found if n), sum(found)
+
             full = all(written.get(d, (1, 0))[:2] == (0, self.chunk_bytes) for d in range(self.data_disks))
             rmw_cost = cost([w for seg in segments for w in rmw_wants(seg)])
-            rcw_cost = cost([w for seg in segments for w in rcw_wants(seg)])
+            rcw_cost = tuple(a + b for a, b in zip(cost([w for seg in segments for w in rcw_wants(seg)]),
+                                                   partial_cost(segments)))
             # With a failed data disk, RMW cannot read its old data and RCW cannot read its
             # unwritten data; with the parity disk failed neither applies (no parity written).
             if failed_disk is None:
@@ -396,7 +420,8 @@ class Raid5Layout(Layout):
             # Each segment's rows have the same data chunks written, so md's per-row choice
             # (handle_stripe_dirtying: RMW only where it reads strictly fewer pages) is the
             # same for all of them: decided here per segment, on the bytes each would read.
-            seg_costs = [(cost(rmw_wants(seg))[1], cost(rcw_wants(seg))[1]) for seg in segments]
+            seg_costs = [(cost(rmw_wants(seg))[1], cost(rcw_wants(seg))[1] + partial_cost([seg])[1])
+                         for seg in segments]
             if failed_disk == parity:
                 method, seg_methods = "no-parity", None
             elif full:
