@@ -438,8 +438,8 @@ class Array:
         if not self._whole_pages or (offset % ROW == 0 and length % ROW == 0):
             return []
         edges = []
-        end = offset + length
-        for lo, hi in ((offset - offset % ROW, offset), (end, -(-end // ROW) * ROW)):
+        first, last = _page_span(offset, length)
+        for lo, hi in ((first, offset), (offset + length, last)):
             if hi > lo:
                 ext = self.layout.map(lo, hi - lo)[0]
                 page = DiskRange(ext.disk, ext.disk_offset - ext.disk_offset % ROW, ROW)
@@ -456,7 +456,7 @@ class Array:
         edges = self._page_edges(offset, length)
         if not edges:
             return [], self._write_plan(offset, length, failed, cache.holds)
-        lo, hi = offset - offset % ROW, -(-(offset + length) // ROW) * ROW
+        lo, hi = _page_span(offset, length)
 
         def partial(disk: int, member_offset: int, n: int) -> int:
             return sum(ROW for page in edges if page.disk == disk
@@ -495,16 +495,14 @@ class Array:
             cache = self._usable_stripe_cache()
             # Under the row locks the cache cannot change: the plan weighs what it holds.
             edges = self._page_edges(offset, length) if cache is not None else []
-            lo = offset - offset % ROW if edges else offset
-            hi = -(-(offset + length) // ROW) * ROW if edges else offset + length
+            lo, hi = _page_span(offset, length) if edges else (offset, offset + length)
             if plan is None or cache is None or plan.offset != lo or plan.length != hi - lo:
                 edges, plan = self._piece_plan(offset, length, self.failed, cache)
             try:
                 # The pages covered in part: read with the plan's pre-reads unless one of
                 # those holds them (RMW reads the old data of every written page).
-                extra = [page for page in edges if not any(
-                    r.disk == page.disk and r.disk_offset <= page.disk_offset
-                    and page.disk_offset + ROW <= r.disk_offset + r.length for r in plan.reads)]
+                extra = [page for page in edges
+                         if not any(_within(r, page.disk, page.disk_offset, ROW) for r in plan.reads)]
                 ranges = [*plan.reads, *extra]
                 buffers = await self._pre_read(ranges, cache) if ranges else []
                 whole = data
@@ -917,6 +915,16 @@ class Array:
                 self.counters["rcw_stripes"] += 1
 
 
+def _page_span(offset: int, length: int) -> tuple[int, int]:
+    """[offset, offset + length) widened to whole pages (ROW)."""
+    return offset - offset % ROW, -(-(offset + length) // ROW) * ROW
+
+
+def _within(rng: DiskRange, disk: int, offset: int, length: int) -> bool:
+    """Does member range `rng` hold [offset, offset + length) of member `disk`?"""
+    return rng.disk == disk and rng.disk_offset <= offset and offset + length <= rng.disk_offset + rng.length
+
+
 def _fill_pages(offset: int, data: bytes, lo: int, hi: int, layout: Layout,
                 ranges: Sequence[DiskRange], buffers: Sequence[bytes]) -> bytes:
     """`data`, written at `offset`, widened to [lo, hi) with the old bytes of the pages it
@@ -926,8 +934,7 @@ def _fill_pages(offset: int, data: bytes, lo: int, hi: int, layout: Layout,
             return b""
         ext = layout.map(a, b - a)[0]
         for rng, buf in zip(ranges, buffers):
-            if rng.disk == ext.disk and rng.disk_offset <= ext.disk_offset \
-                    and ext.disk_offset + ext.length <= rng.disk_offset + rng.length:
+            if _within(rng, ext.disk, ext.disk_offset, ext.length):
                 start = ext.disk_offset - rng.disk_offset
                 return bytes(buf[start:start + ext.length])
         raise AssertionError(f"no read holds member {ext.disk} at {ext.disk_offset}")  # pragma: no cover
