@@ -60,8 +60,9 @@ array) writes whole 4 KiB member pages where it keeps md's stripe cache, as md's
 do: a write that covers a page only in part is widened to the page, its other bytes the
 page's old contents. md counts such a page as a read for RCW as well as for RMW (it is not
 R5_OVERWRITE), so a one-block write on 4 disks reads the old data and parity pages (RMW, 2
-against RCW's 3) and the next blocks of the same page find it up to date. The array tells the
-planner those pages (`partial`).
+against RCW's 3). The array tells the planner those pages (`partial`). Afterwards the
+engine's stripe cache holds both pages; md, measured in the lab VM, keeps the parity page up
+to date but reads the data page again on the next write to it (tests/vm/test_md_host.py).
 """
 
 from __future__ import annotations
