@@ -2,7 +2,9 @@
 raid5e: the engine's raid5, served to the same VM): each drive's counters after the run
 minus before, summed over the four members.
 
-    python results/vcraid-fig7-untar/20261206-232711/members.py
+    python results/vcraid-fig7-untar/20261206-232711/members.py [RESULTS_DIR]
+
+RESULTS_DIR: a results directory of this scenario (default: the one this file is in).
 
 Only reads the run files, so what ran beside it changes nothing.
 """
@@ -10,7 +12,9 @@ Only reads the run files, so what ran beside it changes nothing.
 import json
 import pathlib
 
-HERE = pathlib.Path(__file__).parent / "runs"
+import sys
+
+HERE = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent) / "runs"
 FIELDS = ("reads", "bytes_read", "writes", "bytes_written", "busy_time")
 
 
