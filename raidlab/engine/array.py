@@ -454,8 +454,14 @@ class Array:
         if cache is None:
             return [], self._write_plan(offset, length, failed)
         edges = self._page_edges(offset, length)
+        return edges, self._widened_plan(offset, length, failed, cache, edges)
+
+    def _widened_plan(self, offset: int, length: int, failed: frozenset[int], cache: StripeCache,
+                      edges: list[DiskRange]) -> WritePlan:
+        """The plan of [offset, offset + length) widened to the pages `edges` covers in part
+        (none: the piece as it is), weighing what the cache holds."""
         if not edges:
-            return [], self._write_plan(offset, length, failed, cache.holds)
+            return self._write_plan(offset, length, failed, cache.holds)
         lo, hi = _page_span(offset, length)
 
         def partial(disk: int, member_offset: int, n: int) -> int:
@@ -464,7 +470,7 @@ class Array:
                        and not cache.holds(disk, page.disk_offset, ROW))
 
         try:
-            return edges, self.layout.write_plan(lo, hi - lo, failed, cached=cache.holds, partial=partial)
+            return self.layout.write_plan(lo, hi - lo, failed, cached=cache.holds, partial=partial)
         except DataUnavailableError as exc:
             raise OSError(errno.EIO, f"{self.name}: {exc.strerror}") from exc
 
@@ -497,7 +503,8 @@ class Array:
             edges = self._page_edges(offset, length) if cache is not None else []
             lo, hi = _page_span(offset, length) if edges else (offset, offset + length)
             if plan is None or cache is None or plan.offset != lo or plan.length != hi - lo:
-                edges, plan = self._piece_plan(offset, length, self.failed, cache)
+                plan = (self._widened_plan(offset, length, self.failed, cache, edges) if cache is not None
+                        else self._write_plan(offset, length, self.failed))
             try:
                 # The pages covered in part: read with the plan's pre-reads unless one of
                 # those holds them (RMW reads the old data of every written page).
