@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from raidlab import archs
-from raidlab.baselines import mdadm
+from raidlab.baselines import md_journal, mdadm
 from raidlab.disks import catalog
 from raidlab.disks.volatile import power_cut_images
 from raidlab.errors import RaidlabError, ToolFailedError, UsageError
@@ -261,6 +261,7 @@ class PointResult:
     promise: str = "flush"    # PROMISES: what this point is held to
     forced: str | None = None  # the refusal that `assemble --force` then overcame (promise "report" only)
     unmountable: str | None = None  # the mount's refusal after recovery (promise "report" only): e2fsck -fy ran
+    journal: dict[str, Any] | None = None  # md's write journal as its recovery will read it (md_journal)
     error: str | None = None
     seconds: float = 0.0
     leaks: list[str] = dataclasses.field(default_factory=list)  # what the point left on the host
@@ -402,6 +403,12 @@ class CrashRun:
                 self.phase(f"power cut ({c.mode})")
                 result.power_cut = power_cut_images(sorted(self.lab.images_dir.glob("*.img")), MODES[c.mode],
                                                     point_seed)
+            # md's write journal, read before md's recovery rewrites it: where recovery will
+            # start and which log records it will not reach (raidlab.baselines.md_journal).
+            try:
+                result.journal = md_journal.describe_images(sorted(self.lab.images_dir.glob("*.img")))
+            except (OSError, UsageError) as exc:  # a reading, not the point's verdict
+                result.journal = {"summary": f"unreadable: {exc}"}
             self.phase("assemble (crash recovery)")
             try:
                 ready = self._start("assemble")

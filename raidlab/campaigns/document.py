@@ -145,7 +145,8 @@ def crash_section(summaries: list[dict[str, Any]]) -> list[str]:
             why = r["error"] or ("fsck not clean" if r["fsck_clean"] is False else
                                  f"lost {r['damaged'][:3]}" if r["damaged"] else f"left {r['leaks'][:3]}")
             lines.append(f"* {target} ({mode}) point {r['point']} (seed {r['seed']}, after file {r['kill_after_files']} "
-                         f"+ {r['kill_delay_ms']} ms, {r['kill_moment']}): {why}")
+                         f"+ {r['kill_delay_ms']} ms, {r['kill_moment']}): {why}"
+                         + (f"; md's journal after the cut: {r['journal']['summary']}" if r.get("journal") else ""))
     return lines
 
 

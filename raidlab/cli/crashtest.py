@@ -65,6 +65,8 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
                     progress.console.print(f"[red]{config.name} point {result.point} failed[/]: "
                                            + (result.error or ("fsck not clean" if not result.fsck_clean
                                                                else f"damaged {result.damaged}")))
+                if result.journal:
+                    progress.console.print(f"  md's journal after the cut: {result.journal['summary']}")
 
             summary = run_crashtest(config, points=points, seed=seed, home=home, phase=phase, done=done)
             progress.update(task, phase=f"{summary['passed']}/{summary['points']} passed")

@@ -108,6 +108,19 @@ def test_the_document_shows_the_promise_the_allowed_losses_and_the_reason():
     assert header[16] == "unmountable" and cells[16] == "1"
 
 
+def test_a_failed_point_names_what_md_s_journal_recovery_will_read():
+    journal = {"summary": "tail 0: not a meta block; recovery starts an empty log"}
+    failed = _point("flush", journal=journal).as_json()
+    summary = {"target": "md-raid5-wb", "mode": "power", "promise": "flush", "arch": "md-raid5-wb", "options": {},
+               "disks": 4, "points": 1, "passed": 0, "fsynced_files_checked": 4, "fsynced_files_lost": 2,
+               "writes_lost_to_power_cuts": 9, "in_destage_cuts": 0, "fsck_unclean": 1, "errors": 0, "leaks": 0,
+               "seed": 0, "seconds": 1.0, "results": [failed]}
+    line = next(line for line in crash_section([summary]) if line.startswith("* md-raid5-wb"))
+    assert line.endswith("; md's journal after the cut: tail 0: not a meta block; recovery starts an empty log")
+    assert "journal" not in next(line for line in crash_section([{**summary, "results": [
+        _point("flush").as_json()]}]) if line.startswith("* md-raid5-wb"))
+
+
 def test_a_forced_assembly_passes_under_the_drives_report_and_is_kept_in_the_record():
     forced = "DaemonError: mdadm refused md-raid5 over 4 disks: not clean"
     assert _point("report", forced=forced).ok

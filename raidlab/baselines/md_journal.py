@@ -1,0 +1,268 @@
+"""md raid5's write journal (raid5-cache), read from its device image as recovery would.
+
+Why: a power cut that loses acknowledged writes on md RAID 5 with a write journal in
+write-back mode (md-raid5-wb) leaves two questions the file check cannot answer: where did
+the kernel's recovery start, and did it see every log block the journal holds? This module
+answers both from the journal device's image, after the cut and before the array is
+assembled again, by following the steps of the kernel's recovery (drivers/md/raid5-cache.c):
+
+* `r5l_load_log`: the superblock's `journal_tail` (a sector offset inside the journal's data
+  area) must hold a valid meta block written *at that position*; otherwise the kernel starts
+  an empty log at position 0 and everything the journal held is dropped ("create_super").
+* `r5c_recovery_flush_log`: from the tail, each next meta block must carry the next sequence
+  number and its own position; the walk stops at the first block that does not. A data or
+  parity page whose checksum does not match its payload entry makes the kernel skip that
+  meta block's stripes, but the walk goes on.
+
+So `describe` reports the chain recovery would replay, and every valid meta block it would
+not reach that is *newer* than the chain's end (sequence numbers only grow, so such a block
+was written after the chain's last one): each is log content the kernel's recovery leaves
+out. Blocks older than the chain's first are either already written to the array (the tail
+moved past them) or, if the superblock's tail is stale and the log's head has since run over
+it, live content recovery skips; the image cannot tell the two apart, so `describe` reports
+the unbroken run of sequence numbers just before the chain ("before") and leaves the
+reading to the caller, with the tail the superblock holds.
+
+Format (include/uapi/linux/raid/md_p.h): struct r5l_meta_block {le32 magic 0x6433c509,
+le32 checksum, u8 version 1, u8 pad, le16 pad, le32 meta_size, le64 seq, le64 position}
+(32 bytes), then payloads while their offset is below meta_size: data (type 0) and parity
+(type 1) as {le16 type, le16 flags, le32 size in sectors, le64 location, le32 checksum per
+page}, flush (type 2) as {le16 type, le16 flags, le32 size in bytes, le64 stripes[]}. A data
+payload is followed in the log by its page, a parity payload by its one page (RAID 5). Blocks
+are 4 KiB (8 sectors). Checksums are the kernel's crc32c_le seeded with crc32c_le(~0, the
+array's uuid), over the 4 KiB page with the meta block's checksum field zeroed. The journal
+device's own md superblock has feature bit MD_FEATURE_JOURNAL (0x200) and role 0xfffd;
+`journal_tail` shares recovery_offset's place at byte 152.
+
+Pure reading: the only I/O is opening the images.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import uuid as uuidlib
+from typing import Any, Iterable
+
+from raidlab.baselines.md_superblock import SECTOR, SUPERBLOCK_1_2_OFFSET, parse_superblock
+from raidlab.errors import UsageError
+
+R5LOG_MAGIC = 0x6433C509
+R5LOG_VERSION = 1
+BLOCK = 4096
+BLOCK_SECTORS = BLOCK // SECTOR
+FEATURE_JOURNAL = 0x200
+ROLE_JOURNAL = 0xFFFD
+PAYLOAD_DATA, PAYLOAD_PARITY, PAYLOAD_FLUSH = 0, 1, 2
+META_HEADER = struct.Struct("<IIBBHIQQ")   # magic, checksum, version, pad, pad, meta_size, seq, position
+JOURNAL_TAIL_OFFSET = 152
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c_le(seed: int, data: bytes) -> int:
+    """The kernel's crc32c_le: CRC-32C (Castagnoli, reflected) from `seed`, no final inversion.
+
+    The usual CRC-32C of `data` is ``crc32c_le(0xFFFFFFFF, data) ^ 0xFFFFFFFF``."""
+    crc = seed & 0xFFFFFFFF
+    table = _TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaBlock:
+    position: int          # sectors into the journal's data area
+    seq: int
+    meta_size: int
+    data_pages: int
+    parity_pages: int
+    flushes: int           # stripes a flush payload says reached the array
+    bad_pages: int         # data or parity pages whose checksum does not match (None computed: -1)
+
+    @property
+    def blocks(self) -> int:
+        """4 KiB blocks the record takes in the log: itself and its pages."""
+        return 1 + self.data_pages + self.parity_pages
+
+
+@dataclasses.dataclass
+class JournalState:
+    image: str
+    tail: int                      # journal_tail from the journal device's superblock (sectors)
+    size: int                      # the log's size in sectors (rounded down to blocks)
+    tail_block: str                # what lies at the tail: "meta seq N", "meta written for position P", ...
+    starts_empty: bool             # the kernel would start an empty log (create_super)
+    chain: list[MetaBlock]         # what recovery walks, from the tail
+    stop: str                      # why the walk ends
+    newer: list[MetaBlock]         # valid meta blocks newer than the chain's end that it does not reach
+    metas: int                     # valid meta blocks anywhere in the log
+    before: list[MetaBlock] = dataclasses.field(default_factory=list)  # the unbroken run of seqs just before the chain
+
+    @property
+    def summary(self) -> str:
+        if self.starts_empty:
+            head = f"tail {self.tail}: {self.tail_block}; recovery starts an empty log"
+        elif self.chain:
+            head = (f"tail {self.tail}: recovery walks seq {self.chain[0].seq}..{self.chain[-1].seq} "
+                    f"({len(self.chain)} blocks, {sum(m.data_pages for m in self.chain)} data pages), {self.stop}")
+        else:
+            head = f"tail {self.tail}: {self.tail_block}"
+        if self.before:
+            head += f"; seq {self.before[0].seq}..{self.before[-1].seq} just before it are on the log too"
+        if self.newer:
+            head += (f"; {len(self.newer)} newer meta blocks it does not reach (seq {self.newer[0].seq}.."
+                     f"{self.newer[-1].seq}, {sum(m.data_pages for m in self.newer)} data pages)")
+        return head
+
+    def as_json(self) -> dict[str, Any]:
+        return {"image": self.image, "tail": self.tail, "size": self.size, "tail_block": self.tail_block,
+                "starts_empty": self.starts_empty, "chain_blocks": len(self.chain),
+                "chain_seq": [self.chain[0].seq, self.chain[-1].seq] if self.chain else None,
+                "chain_data_pages": sum(m.data_pages for m in self.chain),
+                "chain_bad_pages": sum(max(m.bad_pages, 0) for m in self.chain),
+                "stop": self.stop, "newer_blocks": len(self.newer),
+                "newer_seq": [self.newer[0].seq, self.newer[-1].seq] if self.newer else None,
+                "newer_data_pages": sum(m.data_pages for m in self.newer),
+                "before_blocks": len(self.before),
+                "before_seq": [self.before[0].seq, self.before[-1].seq] if self.before else None,
+                "metas": self.metas, "summary": self.summary}
+
+
+class _Log:
+    """The journal's data area of one image, read a 4 KiB block at a time."""
+
+    def __init__(self, f, data_offset: int, size: int, uuid_checksum: int):
+        self.f, self.data_offset, self.size, self.uuid_checksum = f, data_offset, size, uuid_checksum
+
+    def block(self, position: int) -> bytes:
+        self.f.seek((self.data_offset + position) * SECTOR)
+        raw = self.f.read(BLOCK)
+        return raw + bytes(BLOCK - len(raw))
+
+    def add(self, position: int, sectors: int) -> int:
+        """r5l_ring_add."""
+        return (position + sectors) % self.size
+
+    def meta(self, position: int, *, check_pages: bool = True) -> MetaBlock | str:
+        """The valid meta block at `position`, or why there is none."""
+        raw = self.block(position)
+        if not any(raw):
+            return "zeros"
+        magic, checksum, version, _, _, meta_size, seq, written_at = META_HEADER.unpack_from(raw)
+        if magic != R5LOG_MAGIC or version != R5LOG_VERSION:
+            return "not a meta block"
+        zeroed = raw[:4] + b"\0\0\0\0" + raw[8:]
+        if crc32c_le(self.uuid_checksum, zeroed) != checksum:
+            return "a meta block with a bad checksum"
+        if written_at != position:
+            return f"a meta block (seq {seq}) written for position {written_at}"
+        if meta_size > BLOCK or meta_size < META_HEADER.size:
+            return f"a meta block (seq {seq}) with meta_size {meta_size}"
+        data = parity = flushes = bad = 0
+        page_at = self.add(position, BLOCK_SECTORS)
+        offset = META_HEADER.size
+        while offset < meta_size:
+            kind, _flags, size = struct.unpack_from("<HHI", raw, offset)
+            if kind == PAYLOAD_FLUSH:
+                flushes += size // 8
+                offset += 8 + size
+                continue
+            if kind not in (PAYLOAD_DATA, PAYLOAD_PARITY):
+                return f"a meta block (seq {seq}) with payload type {kind}"
+            pages = size // BLOCK_SECTORS
+            sums = struct.unpack_from(f"<{pages}I", raw, offset + 16) if offset + 16 + 4 * pages <= BLOCK else ()
+            for k in range(pages):
+                if check_pages and k < len(sums) and crc32c_le(self.uuid_checksum, self.block(page_at)) != sums[k]:
+                    bad += 1
+                page_at = self.add(page_at, BLOCK_SECTORS)
+            if kind == PAYLOAD_DATA:
+                data += pages
+            else:
+                parity += pages
+            offset += 16 + 4 * pages
+        return MetaBlock(position, seq, meta_size, data, parity, flushes, bad if check_pages else -1)
+
+
+def journal_tail(raw_superblock: bytes) -> int:
+    return struct.unpack_from("<Q", raw_superblock, JOURNAL_TAIL_OFFSET)[0]
+
+
+def is_journal(path: str | os.PathLike) -> bool:
+    """Does `path` hold an md 1.2 superblock of a write-journal device?"""
+    try:
+        with open(path, "rb") as f:
+            f.seek(SUPERBLOCK_1_2_OFFSET)
+            sb = parse_superblock(f.read(BLOCK))
+    except (OSError, UsageError):
+        return False
+    return bool(sb.feature_map & FEATURE_JOURNAL) and sb.role == ROLE_JOURNAL
+
+
+def describe(path: str | os.PathLike) -> JournalState:
+    """Follow md's journal recovery over the journal device image `path` (module doc)."""
+    with open(path, "rb") as f:
+        f.seek(SUPERBLOCK_1_2_OFFSET)
+        raw_sb = f.read(BLOCK)
+        sb = parse_superblock(raw_sb)
+        if not sb.feature_map & FEATURE_JOURNAL or sb.role != ROLE_JOURNAL:
+            raise UsageError(f"{path}: not an md write-journal device (role {sb.role:#x})")
+        size = sb.data_size_sectors - sb.data_size_sectors % BLOCK_SECTORS
+        uuid_checksum = crc32c_le(0xFFFFFFFF, uuidlib.UUID(sb.set_uuid).bytes)
+        log = _Log(f, sb.data_offset_sectors, size, uuid_checksum)
+        tail = journal_tail(raw_sb)
+        if tail >= size or tail % BLOCK_SECTORS:
+            tail = 0  # r5l_load_log: an impossible tail reads as 0
+        found = [m for p in range(0, size, BLOCK_SECTORS)
+                 if isinstance(m := log.meta(p, check_pages=False), MetaBlock)]
+        first = log.meta(tail)
+        chain: list[MetaBlock] = []
+        if isinstance(first, str):
+            return JournalState(str(path), tail, size, first, True, [], "no meta block at the tail",
+                                sorted(found, key=lambda m: m.seq), len(found))
+        position, seq, stop = tail, first.seq, ""
+        while len(chain) <= len(found):
+            block = log.meta(position)
+            if isinstance(block, str):
+                stop = f"stops at {position}: {block}"
+                break
+            if block.seq != seq:
+                stop = f"stops at {position}: seq {block.seq}, not {seq}"
+                break
+            chain.append(block)
+            seq += 1
+            position = log.add(position, block.blocks * BLOCK_SECTORS)
+        last = chain[-1].seq
+        newer = sorted((m for m in found if m.seq > last), key=lambda m: m.seq)
+        by_seq = {m.seq: m for m in found}
+        before, seq = [], first.seq - 1
+        while seq in by_seq and len(before) < len(found):
+            before.insert(0, by_seq[seq])
+            seq -= 1
+        return JournalState(str(path), tail, size, f"meta seq {first.seq}", False, chain, stop, newer,
+                            len(found), before)
+
+
+def describe_images(images: Iterable[str | os.PathLike]) -> dict[str, Any] | None:
+    """`describe` the first write-journal device among `images`, as JSON; None if there is none."""
+    for image in images:
+        if is_journal(image):
+            return describe(image).as_json()
+    return None
+
+
+__all__ = ["JournalState", "MetaBlock", "crc32c_le", "describe", "describe_images", "is_journal",
+           "journal_tail"]
