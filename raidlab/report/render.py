@@ -303,6 +303,7 @@ def _caveats(results: Results, out: Path, quick: bool, notes: dict[str, list[str
                      f"(see the runner-fairness control below: the engine and md ran the same array "
                      f"differently there).")
     found += [f"**Machine speed**: {flag}" for flag in timing.speed_flags(results.runs)]
+    found += [f"**Durability world**: {line}" for line in _worlds(results)]
     mixed = _mixed_hosts(results)
     if mixed:
         found.append("**Hosts**: " + "; ".join(f"claim `{cid}` compares runs made on {', '.join(hosts)}"
@@ -320,6 +321,38 @@ def _caveats(results: Results, out: Path, quick: bool, notes: dict[str, list[str
         found.append("What ran beside these runs and the counters that explain them: "
                      + ", ".join(_link(_short(p, out), p, out) for p in written) + ".")
     return found
+
+
+# Before run files recorded a drive-level flush setting, every drive honoured the host's flushes.
+UNRECORDED = "; not recorded: made before run files kept the setting"
+
+
+def _world(run: dict[str, Any]) -> tuple[str, bool] | None:
+    """The run's drives' flush setting and whether its run file recorded it, from its array
+    spec; None where the run kept no spec (virtual-time runs)."""
+    spec = (run.get("array_status") or {}).get("spec")
+    if not isinstance(spec, dict):
+        return None
+    return str(spec.get("flushes", "honoured")), "flushes" in spec
+
+
+def _worlds(results: Results) -> list[str]:
+    """Each architecture whose runs' drives did not all live in the durability world the
+    scenario sets for it (its `flushes`): the runs are pooled under one label, so the report
+    says how many ran in which world, from each run file's array spec."""
+    out = []
+    for entry in results.scenario.archs:
+        cases: dict[tuple[str, bool], list[str]] = {}
+        for run in results.ok_runs:
+            world = _world(run) if run.get("arch") == entry.label else None
+            if world is not None:
+                cases.setdefault(world, []).append(str(run.get("case")))
+        if cases and {flushes for flushes, _ in cases} != {entry.flushes}:
+            said = ", ".join(f"{len(runs)} with flushes {flushes} (case {', '.join(sorted(set(runs)))}"
+                             f"{'' if recorded else UNRECORDED})" for (flushes, recorded), runs in sorted(cases.items()))
+            out.append(f"`{entry.label}` is set to flushes {entry.flushes}; its {sum(map(len, cases.values()))} runs here "
+                       f"ran {said}. A comparison with it mixes durability worlds where they differ.")
+    return out
 
 
 # A run without a `worker` field ran in `raidlab run`'s own loop, on the machine of its manifest.

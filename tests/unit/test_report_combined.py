@@ -151,3 +151,26 @@ def test_a_resumed_directory_names_the_kernel_and_commit_of_each_part(tmp_path):
     rows = {line.split(" | ")[0]: line for line in md.read_text().splitlines() if line.startswith("| `")}
     assert "| k1, then k2 | 0.1.0 | c1, then c2 |" in rows[f"| `{a}`"]
     assert "| k | 0.1.0 | b |" in rows[f"| `{b}`"]
+
+
+def test_runs_pooled_from_another_durability_world_are_named(tmp_path):
+    """A label whose runs' drives lived in another flush world than the scenario now sets
+    (a run file from before the setting was kept counts as honoured) gets a caveat."""
+    fig7 = REPO / "scenarios" / "vcraid-fig7-untar.toml"
+    runs = {("raid0", "sync"): 1.0, ("raid5", "sync"): 2.0, ("raid5-today", "sync"): 3.0}
+    old = _results_dir(tmp_path, "old", runs, scenario=fig7)
+    new = _results_dir(tmp_path, "new", {("raid0", "sync"): 1.0}, scenario=fig7, started="2026-11-22T02:00:00")
+    for path, spec in ((old / "runs" / "raid0--sync--r1.json", {"arch": "md-raid0"}),
+                       (old / "runs" / "raid5--sync--r1.json", {"arch": "md-raid5", "flushes": "dropped"}),
+                       (old / "runs" / "raid5-today--sync--r1.json", {"arch": "md-raid5", "flushes": "honoured"}),
+                       (new / "runs" / "raid0--sync--r1.json", {"arch": "md-raid0", "flushes": "dropped"})):
+        doc = json.loads(path.read_text())
+        doc["array_status"] = {"spec": spec}
+        path.write_text(json.dumps(doc))
+    [md] = write_report([old, new], formats=("md",), out_dir=tmp_path / "o")
+    lines = [line for line in md.read_text().splitlines() if "**Durability world**" in line]
+    assert len(lines) == 1, lines
+    assert ("`raid0` is set to flushes dropped; its 2 runs here ran 1 with flushes dropped (case sync), 1 with "
+            "flushes honoured (case sync; not recorded: made before run files kept the setting)") in lines[0]
+    [md] = write_report([new], formats=("md",), out_dir=tmp_path / "p")
+    assert "**Durability world**" not in md.read_text()
