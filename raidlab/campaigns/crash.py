@@ -55,6 +55,7 @@ import dataclasses
 import errno
 import hashlib
 import io
+import json
 import os
 import random
 import shutil
@@ -262,6 +263,7 @@ class PointResult:
     forced: str | None = None  # the refusal that `assemble --force` then overcame (promise "report" only)
     unmountable: str | None = None  # the mount's refusal after recovery (promise "report" only): e2fsck -fy ran
     journal: dict[str, Any] | None = None  # md's write journal as its recovery will read it (md_journal)
+    kept: str | None = None   # where the images after the cut were kept (run_crashtest's keep_failed)
     error: str | None = None
     seconds: float = 0.0
     leaks: list[str] = dataclasses.field(default_factory=list)  # what the point left on the host
@@ -290,8 +292,9 @@ class CrashRun:
     """Runs the points of one CrashConfig in its own home directory; `close()` releases."""
 
     def __init__(self, config: CrashConfig, *, home: str | None, seed: int,
-                 phase: Callable[[str], None] = lambda s: None):
+                 phase: Callable[[str], None] = lambda s: None, keep_failed: Path | None = None):
         self.config, self.home, self.seed, self.phase = config, home, seed, phase
+        self.keep_failed = keep_failed
         self.lab_name = f"crashtest-{config.name}"
         self.lab = Lab(self.lab_name, home=home, create=True)
         # Scratch (the tree's tar file, the ext4 mount point) beside the labs of this home,
@@ -409,6 +412,10 @@ class CrashRun:
                 result.journal = md_journal.describe_images(sorted(self.lab.images_dir.glob("*.img")))
             except (OSError, UsageError) as exc:  # a reading, not the point's verdict
                 result.journal = {"summary": f"unreadable: {exc}"}
+            if self.keep_failed is not None:
+                self.phase("keep the images as the cut left them")
+                result.kept = str(keep_images(sorted(self.lab.images_dir.glob("*.img")),
+                                              self.keep_failed / f"{c.name}-{c.mode}-point-{point}"))
             self.phase("assemble (crash recovery)")
             try:
                 ready = self._start("assemble")
@@ -435,6 +442,12 @@ class CrashRun:
             self._teardown()
             # Checked without the lab's own records: loops, mounts, processes naming it.
             result.leaks = held_under(self.lab.path) + held_under(self.mountpoint)
+            if result.kept is not None:
+                if result.ok:
+                    shutil.rmtree(result.kept, ignore_errors=True)
+                    result.kept = None
+                else:
+                    (Path(result.kept) / "point.json").write_text(json.dumps(result.as_json(), indent=2) + "\n")
         return result
 
     def _side(self, ready: dict[str, Any]) -> "_HostSide | _GuestSide":
@@ -680,11 +693,23 @@ def writes_cut_reason(mode: str, results: list[PointResult]) -> str | None:
     return "each write a drive held at a cut was kept by the drawn cut (power-random/power-model)"
 
 
+def keep_images(images: list[Path], dest: Path) -> Path:
+    """Copy `images` (sparse: holes stay holes) into the new directory `dest`; return it."""
+    dest.mkdir(parents=True, exist_ok=False)
+    for image in images:
+        subprocess.run(["cp", "--sparse=always", str(image), str(dest / image.name)], check=True,
+                       stdin=subprocess.DEVNULL, capture_output=True)
+    return dest
+
+
 def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | None,
                   phase: Callable[[int, str], None] = lambda k, s: None,
-                  done: Callable[[PointResult], None] = lambda r: None) -> dict[str, Any]:
+                  done: Callable[[PointResult], None] = lambda r: None,
+                  keep_failed: Path | None = None) -> dict[str, Any]:
     """Run `points` crash points; return the summary document. SIGTERM acts as Ctrl-C;
-    either way everything is released before KeyboardInterrupt propagates."""
+    either way everything is released before KeyboardInterrupt propagates. With
+    `keep_failed`, each failed point leaves its drive images as the cut left them (before
+    recovery touched them) and its result in `keep_failed`/TARGET-MODE-point-K/."""
     check_live_prerequisites("raidlab crashtest")
     for prog in ("mkfs.ext4", "e2fsck"):
         require(prog)
@@ -692,7 +717,7 @@ def run_crashtest(config: CrashConfig, *, points: int, seed: int, home: str | No
     started = time.monotonic()
     results: list[PointResult] = []
     with terminate_as_interrupt():
-        run = CrashRun(config, home=home, seed=seed, phase=lambda s: phase(current[0], s))
+        run = CrashRun(config, home=home, seed=seed, phase=lambda s: phase(current[0], s), keep_failed=keep_failed)
         try:
             for k in range(points):
                 current[0] = k

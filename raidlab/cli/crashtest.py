@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from raidlab.errors import UsageError
 from raidlab.units import parse_size
 
 _out = Console(highlight=False)
@@ -37,7 +39,11 @@ _err = Console(stderr=True, highlight=False)
                                        "subset of them")
 @click.option("--home", envvar="RAIDLAB_HOME", help="where labs live (default ~/.local/state/raidlab)")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
-def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, mode, home, as_json):
+@click.option("--keep-failed", type=click.Path(file_okay=False, path_type=Path),
+              help="keep each failed point's drive images as the cut left them (before recovery) and its "
+                   "result in DIR/TARGET-MODE-point-K/")
+def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, mode, home, as_json,
+              keep_failed):
     """Crash-test TARGET: a preset (dcd-immediate, dcd-after-complete, vcraid-scd,
     vcraid-mcd, vcraid-1c, vcraid-1d, tss, tss-log-sync, tss-log-async, raidx,
     raidx-memory, sa3, raid1, raid5, raid10, chained; md's md-raid1, md-raid5, md-raid10,
@@ -46,6 +52,9 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
     from raidlab.cli.array import _parse_options
     from raidlab.campaigns.crash import PRESETS, config_for, run_crashtest
 
+    if keep_failed is not None and keep_failed.exists() and any(keep_failed.iterdir()):
+        raise UsageError(f"--keep-failed {keep_failed}: the directory is not empty",
+                         hint="name a new or empty directory; a failed point's images go in a subdirectory of it")
     names = list(PRESETS) if target == "all" else [target]
     opts = _parse_options(options)
     configs = [config_for(name, disks=disks, options=opts, disk_model=disk_model, disk_size=parse_size(disk_size, "--disk-size"),
@@ -67,8 +76,11 @@ def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, 
                                                                else f"damaged {result.damaged}")))
                 if result.journal:
                     progress.console.print(f"  md's journal after the cut: {result.journal['summary']}")
+                if result.kept:
+                    progress.console.print(f"  its images as the cut left them: {result.kept}")
 
-            summary = run_crashtest(config, points=points, seed=seed, home=home, phase=phase, done=done)
+            summary = run_crashtest(config, points=points, seed=seed, home=home, phase=phase, done=done,
+                                    keep_failed=keep_failed)
             progress.update(task, phase=f"{summary['passed']}/{summary['points']} passed")
             summaries.append(summary)
     if as_json:

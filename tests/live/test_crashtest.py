@@ -160,3 +160,17 @@ def test_the_summary_table_into_a_pipe_keeps_whole_names(raidlab_cmd, tmp_path):
                           text=True, env=env, timeout=3600)
     assert proc.returncode == 0, proc.stderr
     assert "dcd-after-complete" in proc.stdout and "writes lost to the power cut" in proc.stdout, proc.stdout
+
+
+def test_kept_images_of_a_passing_point_are_removed(raidlab_cmd, tmp_path):
+    """--keep-failed copies the images as the cut left them, and drops the copy of a point
+    that passed: after passing points the directory holds nothing."""
+    home, keep = tmp_path / "home", tmp_path / "kept"
+    proc, summary = crashtest(raidlab_cmd, home, "raid5", "--points", "2", "--seed", "5", "--mode", "power",
+                              "--keep-failed", str(keep))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary["passed"] == 2 and all(r["kept"] is None for r in summary["results"])
+    assert list(keep.iterdir()) == []
+    (keep / "something").write_text("x")
+    proc, _ = crashtest(raidlab_cmd, home, "raid5", "--points", "1", "--keep-failed", str(keep))
+    assert proc.returncode == 2 and "the directory is not empty" in proc.stderr and "Traceback" not in proc.stderr

@@ -215,3 +215,19 @@ def test_the_damage_section_counts_outcomes_and_names_failed_trials():
     assert [c.strip() for c in row.strip("|").split("|")][3:9] == ["3", "2", "1", "1", "1", "0"]
     assert "2 of 3 trials passed, 1 read back wrong." in lines
     assert any("trial 2" in line and "differs at byte 4096" in line for line in lines)
+
+
+def test_kept_images_are_sparse_copies(tmp_path):
+    from raidlab.campaigns.crash import keep_images
+
+    image = tmp_path / "d0.img"
+    with open(image, "wb") as f:
+        f.truncate(64 << 20)
+        f.seek(1 << 20)
+        f.write(b"written" * 100)
+    dest = keep_images([image], tmp_path / "kept" / "point-0")
+    copy = dest / "d0.img"
+    assert copy.read_bytes() == image.read_bytes()
+    assert copy.stat().st_blocks * 512 < 1 << 20    # the holes stayed holes
+    with pytest.raises(FileExistsError):
+        keep_images([image], dest)
