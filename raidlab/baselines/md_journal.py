@@ -91,7 +91,8 @@ class MetaBlock:
     data_pages: int
     parity_pages: int
     flushes: int           # stripes a flush payload says reached the array
-    bad_pages: int         # data or parity pages whose checksum does not match (None computed: -1)
+    bad_pages: int         # data or parity pages whose checksum does not match (not checked: -1)
+    locations: tuple[int, ...] = ()  # each data page's place in the array (sectors), as its payload says
 
     @property
     def blocks(self) -> int:
@@ -127,6 +128,13 @@ class JournalState:
             head += (f"; {len(self.newer)} newer meta blocks it does not reach (seq {self.newer[0].seq}.."
                      f"{self.newer[-1].seq}, {sum(m.data_pages for m in self.newer)} data pages)")
         return head
+
+    def records_of(self, sector: int) -> dict[str, list[int]]:
+        """The seqs of the records holding the data page of array sector `sector`, by where
+        they lie: in the chain recovery replays, just before it, or newer than its end."""
+        page = sector - sector % BLOCK_SECTORS
+        return {part: [m.seq for m in blocks if page in m.locations]
+                for part, blocks in (("chain", self.chain), ("before", self.before), ("newer", self.newer))}
 
     def as_json(self) -> dict[str, Any]:
         return {"image": self.image, "tail": self.tail, "size": self.size, "tail_block": self.tail_block,
@@ -173,6 +181,7 @@ class _Log:
         if meta_size > BLOCK or meta_size < META_HEADER.size:
             return f"a meta block (seq {seq}) with meta_size {meta_size}"
         data = parity = flushes = bad = 0
+        locations: list[int] = []
         page_at = self.add(position, BLOCK_SECTORS)
         offset = META_HEADER.size
         while offset < meta_size:
@@ -191,10 +200,13 @@ class _Log:
                 page_at = self.add(page_at, BLOCK_SECTORS)
             if kind == PAYLOAD_DATA:
                 data += pages
+                location = struct.unpack_from("<Q", raw, offset + 8)[0]
+                locations.extend(location + k * BLOCK_SECTORS for k in range(pages))
             else:
                 parity += pages
             offset += 16 + 4 * pages
-        return MetaBlock(position, seq, meta_size, data, parity, flushes, bad if check_pages else -1)
+        return MetaBlock(position, seq, meta_size, data, parity, flushes, bad if check_pages else -1,
+                         tuple(locations))
 
 
 def journal_tail(raw_superblock: bytes) -> int:

@@ -102,6 +102,9 @@ def test_recovery_walks_from_the_tail_to_the_newest_record(tmp_path):
     assert state.newer == [] and state.before == []
     assert state.stop == f"stops at {at}: zeros"
     assert "seq 40..43 (4 blocks, 8 data pages)" in state.summary
+    assert state.chain[1].locations == (1000, 1008)      # each data payload's place in the array
+    assert state.records_of(1012) == {"chain": [40, 41, 42, 43], "before": [], "newer": []}
+    assert state.records_of(2000) == {"chain": [], "before": [], "newer": []}
 
 
 def test_the_log_wraps_at_its_end(tmp_path):
