@@ -45,7 +45,7 @@ import struct
 import uuid as uuidlib
 from typing import Any, Iterable
 
-from raidlab.baselines.md_superblock import SECTOR, SUPERBLOCK_1_2_OFFSET, parse_superblock
+from raidlab.baselines.md_superblock import SECTOR, SUPERBLOCK_1_2_OFFSET, MdSuperblock, parse_superblock
 from raidlab.errors import UsageError
 
 R5LOG_MAGIC = 0x6433C509
@@ -213,25 +213,31 @@ def journal_tail(raw_superblock: bytes) -> int:
     return struct.unpack_from("<Q", raw_superblock, JOURNAL_TAIL_OFFSET)[0]
 
 
+def _journal_superblock(f) -> tuple[bytes, MdSuperblock]:
+    """The raw md 1.2 superblock of the open image `f` and its decoding; UsageError unless it
+    is a write-journal device's."""
+    f.seek(SUPERBLOCK_1_2_OFFSET)
+    raw = f.read(BLOCK)
+    sb = parse_superblock(raw)
+    if not sb.feature_map & FEATURE_JOURNAL or sb.role != ROLE_JOURNAL:
+        raise UsageError(f"{f.name}: not an md write-journal device (role {sb.role:#x})")
+    return raw, sb
+
+
 def is_journal(path: str | os.PathLike) -> bool:
     """Does `path` hold an md 1.2 superblock of a write-journal device?"""
     try:
         with open(path, "rb") as f:
-            f.seek(SUPERBLOCK_1_2_OFFSET)
-            sb = parse_superblock(f.read(BLOCK))
+            _journal_superblock(f)
     except (OSError, UsageError):
         return False
-    return bool(sb.feature_map & FEATURE_JOURNAL) and sb.role == ROLE_JOURNAL
+    return True
 
 
 def describe(path: str | os.PathLike) -> JournalState:
     """Follow md's journal recovery over the journal device image `path` (module doc)."""
     with open(path, "rb") as f:
-        f.seek(SUPERBLOCK_1_2_OFFSET)
-        raw_sb = f.read(BLOCK)
-        sb = parse_superblock(raw_sb)
-        if not sb.feature_map & FEATURE_JOURNAL or sb.role != ROLE_JOURNAL:
-            raise UsageError(f"{path}: not an md write-journal device (role {sb.role:#x})")
+        raw_sb, sb = _journal_superblock(f)
         size = sb.data_size_sectors - sb.data_size_sectors % BLOCK_SECTORS
         uuid_checksum = crc32c_le(0xFFFFFFFF, uuidlib.UUID(sb.set_uuid).bytes)
         log = _Log(f, sb.data_offset_sectors, size, uuid_checksum)

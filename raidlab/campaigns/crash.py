@@ -402,20 +402,19 @@ class CrashRun:
             self.phase("release the killed daemon's leftovers")
             self._unmount()
             control.release_leftovers(self.lab)
+            images = sorted(self.lab.images_dir.glob("*.img"))
             if MODES[c.mode] is not None:
                 self.phase(f"power cut ({c.mode})")
-                result.power_cut = power_cut_images(sorted(self.lab.images_dir.glob("*.img")), MODES[c.mode],
-                                                    point_seed)
+                result.power_cut = power_cut_images(images, MODES[c.mode], point_seed)
             # md's write journal, read before md's recovery rewrites it: where recovery will
             # start and which log records it will not reach (raidlab.baselines.md_journal).
             try:
-                result.journal = md_journal.describe_images(sorted(self.lab.images_dir.glob("*.img")))
+                result.journal = md_journal.describe_images(images)
             except (OSError, UsageError) as exc:  # a reading, not the point's verdict
                 result.journal = {"summary": f"unreadable: {exc}"}
             if self.keep_failed is not None:
                 self.phase("keep the images as the cut left them")
-                result.kept = str(keep_images(sorted(self.lab.images_dir.glob("*.img")),
-                                              self.keep_failed / f"{c.name}-{c.mode}-point-{point}"))
+                result.kept = str(keep_images(images, self.keep_failed / f"{c.name}-{c.mode}-point-{point}"))
             self.phase("assemble (crash recovery)")
             try:
                 ready = self._start("assemble")
