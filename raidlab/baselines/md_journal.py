@@ -43,7 +43,7 @@ import dataclasses
 import os
 import struct
 import uuid as uuidlib
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from raidlab.baselines.md_superblock import SECTOR, SUPERBLOCK_1_2_OFFSET, MdSuperblock, parse_superblock
 from raidlab.errors import UsageError
@@ -93,6 +93,7 @@ class MetaBlock:
     flushes: int           # stripes a flush payload says reached the array
     bad_pages: int         # data or parity pages whose checksum does not match (not checked: -1)
     locations: tuple[int, ...] = ()  # each data page's place in the array (sectors), as its payload says
+    pages_at: tuple[int, ...] = ()   # where each data page lies in the log (sectors into its data area)
 
     @property
     def blocks(self) -> int:
@@ -165,6 +166,11 @@ class _Log:
         """r5l_ring_add."""
         return (position + sectors) % self.size
 
+    def metas(self) -> list[MetaBlock]:
+        """Every valid meta block anywhere in the log (pages unchecked), by position."""
+        return [m for p in range(0, self.size, BLOCK_SECTORS)
+                if isinstance(m := self.meta(p, check_pages=False), MetaBlock)]
+
     def meta(self, position: int, *, check_pages: bool = True) -> MetaBlock | str:
         """The valid meta block at `position`, or why there is none."""
         raw = self.block(position)
@@ -182,6 +188,7 @@ class _Log:
             return f"a meta block (seq {seq}) with meta_size {meta_size}"
         data = parity = flushes = bad = 0
         locations: list[int] = []
+        pages_at: list[int] = []
         page_at = self.add(position, BLOCK_SECTORS)
         offset = META_HEADER.size
         while offset < meta_size:
@@ -197,6 +204,8 @@ class _Log:
             for k in range(pages):
                 if check_pages and k < len(sums) and crc32c_le(self.uuid_checksum, self.block(page_at)) != sums[k]:
                     bad += 1
+                if kind == PAYLOAD_DATA:
+                    pages_at.append(page_at)
                 page_at = self.add(page_at, BLOCK_SECTORS)
             if kind == PAYLOAD_DATA:
                 data += pages
@@ -206,7 +215,7 @@ class _Log:
                 parity += pages
             offset += 16 + 4 * pages
         return MetaBlock(position, seq, meta_size, data, parity, flushes, bad if check_pages else -1,
-                         tuple(locations))
+                         tuple(locations), tuple(pages_at))
 
 
 def journal_tail(raw_superblock: bytes) -> int:
@@ -224,6 +233,13 @@ def _journal_superblock(f) -> tuple[bytes, MdSuperblock]:
     return raw, sb
 
 
+def _open_log(f) -> tuple[bytes, _Log]:
+    """The journal superblock of the open image `f` (raw) and its log's data area."""
+    raw, sb = _journal_superblock(f)
+    size = sb.data_size_sectors - sb.data_size_sectors % BLOCK_SECTORS
+    return raw, _Log(f, sb.data_offset_sectors, size, crc32c_le(0xFFFFFFFF, uuidlib.UUID(sb.set_uuid).bytes))
+
+
 def is_journal(path: str | os.PathLike) -> bool:
     """Does `path` hold an md 1.2 superblock of a write-journal device?"""
     try:
@@ -237,15 +253,12 @@ def is_journal(path: str | os.PathLike) -> bool:
 def describe(path: str | os.PathLike) -> JournalState:
     """Follow md's journal recovery over the journal device image `path` (module doc)."""
     with open(path, "rb") as f:
-        raw_sb, sb = _journal_superblock(f)
-        size = sb.data_size_sectors - sb.data_size_sectors % BLOCK_SECTORS
-        uuid_checksum = crc32c_le(0xFFFFFFFF, uuidlib.UUID(sb.set_uuid).bytes)
-        log = _Log(f, sb.data_offset_sectors, size, uuid_checksum)
+        raw_sb, log = _open_log(f)
+        size = log.size
         tail = journal_tail(raw_sb)
         if tail >= size or tail % BLOCK_SECTORS:
             tail = 0  # r5l_load_log: an impossible tail reads as 0
-        found = [m for p in range(0, size, BLOCK_SECTORS)
-                 if isinstance(m := log.meta(p, check_pages=False), MetaBlock)]
+        found = log.metas()
         first = log.meta(tail)
         chain: list[MetaBlock] = []
         if isinstance(first, str):
@@ -274,6 +287,16 @@ def describe(path: str | os.PathLike) -> JournalState:
                             len(found), before)
 
 
+def data_pages(path: str | os.PathLike) -> Iterator[tuple[MetaBlock, int, bytes]]:
+    """Every data page of every valid meta block anywhere in the journal image `path`, in
+    order of seq: (its meta block, its place in the array in sectors, its 4 KiB)."""
+    with open(path, "rb") as f:
+        _, log = _open_log(f)
+        for meta in sorted(log.metas(), key=lambda m: m.seq):
+            for location, at in zip(meta.locations, meta.pages_at):
+                yield meta, location, log.block(at)
+
+
 def describe_images(images: Iterable[str | os.PathLike]) -> dict[str, Any] | None:
     """`describe` the first write-journal device among `images`, as JSON; None if there is none."""
     for image in images:
@@ -282,5 +305,5 @@ def describe_images(images: Iterable[str | os.PathLike]) -> dict[str, Any] | Non
     return None
 
 
-__all__ = ["JournalState", "MetaBlock", "crc32c_le", "describe", "describe_images", "is_journal",
+__all__ = ["JournalState", "MetaBlock", "crc32c_le", "data_pages", "describe", "describe_images", "is_journal",
            "journal_tail"]
