@@ -7,7 +7,7 @@ the drive images as the power cut left them (before md's recovery touched them) 
 point.json. The script builds, on the host and without md, the array as md's documented
 recovery should leave it: every data page as the members hold it, then every data page of
 the journal records recovery walks from the superblock's tail, in order of sequence number
-(raidlab.baselines.md_journal; left-symmetric mapping from the members' superblocks). It then
+(raidlab.baselines.md_journal; the members mapped as raidlab.baselines.md_oracle maps them). It then
 replays ext4's journal on that image (e2fsck -fy) and reads each file the crash point lost
 (debugfs), comparing it with the file the untar wrote (rebuilt from the point's seed,
 raidlab.campaigns.crash.make_tree).
@@ -28,72 +28,39 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+import trio
+
 from raidlab.baselines import md_journal
-from raidlab.baselines.md_superblock import SUPERBLOCK_1_2_OFFSET, parse_superblock
+from raidlab.baselines.md_oracle import open_md_members
+from raidlab.baselines.md_superblock import read_superblock
 from raidlab.campaigns.crash import make_tree
-from raidlab.engine.layouts.raid5 import ALGORITHMS, Raid5Layout
-from raidlab.errors import UsageError
 
-PAGE = 4096
 SECTOR = 512
+CHUNK = 1 << 20
 
 
-def _superblocks(images: list[Path]) -> dict[Path, object]:
-    """Each image's md superblock (images without one left out)."""
-    out = {}
-    for image in images:
-        with open(image, "rb") as f:
-            f.seek(SUPERBLOCK_1_2_OFFSET)
-            try:
-                out[image] = parse_superblock(f.read(PAGE))
-            except UsageError:
-                pass
-    return out
+def write_recovered(path: Path, members: list[Path], journal: Path, chain: set[int]) -> int:
+    """The array as md's recovery should leave it: the array md's members hold (read through
+    the engine's mapping of md's superblocks, raidlab.baselines.md_oracle), then every data page
+    of the records recovery walks, in order of seq. Returns the pages replayed."""
+    array, _, opened = open_md_members(members)
 
+    async def copy(out) -> None:
+        for offset in range(0, array.size, CHUNK):
+            out.write(await array.read(offset, min(CHUNK, array.size - offset)))
 
-def _members(images: list[Path]) -> tuple[Raid5Layout, dict[int, tuple[Path, int]]]:
-    """The array's layout and each slot's image and data offset (bytes), from the superblocks."""
-    slots: dict[int, tuple[Path, int]] = {}
-    sb = None
-    for image, one in _superblocks(images).items():
-        if one.role < one.raid_disks:
-            slots[one.role] = (image, one.data_offset)
-            sb = one
-    if sb is None or sb.level != 5:
-        raise SystemExit("no md RAID 5 member among the images")
-    algorithm = {v: k for k, v in ALGORITHMS.items()}[sb.layout]
-    layout = Raid5Layout(n_disks=sb.raid_disks, disk_size=sb.size_sectors * SECTOR, chunk_bytes=sb.chunk_bytes,
-                         data_offset=0, algorithm=algorithm)
-    return layout, slots
-
-
-def _array_pages(layout: Raid5Layout, slots: dict[int, tuple[Path, int]]):
-    """(array sector, 4 KiB) for every data page of the array, read from the members."""
-    files = {slot: open(image, "rb") for slot, (image, _) in slots.items()}
     try:
-        for offset in range(0, layout.capacity, PAGE):
-            extent = layout.map(offset, PAGE)[0]
-            f = files[extent.disk]
-            f.seek(slots[extent.disk][1] + extent.disk_offset)
-            yield offset // SECTOR, f.read(PAGE)
+        with open(path, "wb") as out:
+            trio.run(copy, out)
+            replayed = 0
+            for meta, location, page in md_journal.data_pages(journal):
+                if meta.seq in chain:
+                    out.seek(location * SECTOR)
+                    out.write(page)
+                    replayed += 1
     finally:
-        for f in files.values():
-            f.close()
-
-
-def write_recovered(path: Path, layout: Raid5Layout, slots: dict[int, tuple[Path, int]], journal: Path,
-                    chain: set[int]) -> int:
-    """The array as md's recovery should leave it: the members' data pages, then every data
-    page of the records recovery walks, in order of seq. Returns the pages replayed."""
-    with open(path, "wb") as out:
-        for sector, page in _array_pages(layout, slots):
-            out.write(page)
-        replayed = 0
-        for meta, location, page in md_journal.data_pages(journal):
-            if meta.seq in chain:
-                out.seek(location * SECTOR)
-                out.write(page)
-                replayed += 1
+        for image in opened:
+            image.close()
     return replayed
 
 
@@ -111,7 +78,6 @@ def main() -> int:
     if journal is None:
         raise SystemExit("no md write-journal image in the point directory")
     state = md_journal.describe(journal)
-    layout, slots = _members([i for i in images if i != journal])
 
     with tarfile.open(fileobj=io.BytesIO(make_tree(point["seed"], args.files))) as tar:
         content = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
@@ -119,10 +85,11 @@ def main() -> int:
     # md's superblock writes carry the same event count on every device: counts that differ
     # mean the cut fell inside one superblock update.
     events = {image.name: {"role": "journal" if image == journal else sb.role, "events": sb.events}
-              for image, sb in _superblocks(images).items()}
+              for image, sb in ((i, read_superblock(i)) for i in images)}
     recovered = args.recovered or Path(tempfile.mkstemp(suffix=".img", dir=args.point_dir)[1])
     try:
-        replayed = write_recovered(recovered, layout, slots, journal, {m.seq for m in state.chain})
+        replayed = write_recovered(recovered, [i for i in images if i != journal], journal,
+                                   {m.seq for m in state.chain})
         fsck = subprocess.run(["e2fsck", "-fy", str(recovered)], capture_output=True, text=True)
         files = []
         for rel in lost:
