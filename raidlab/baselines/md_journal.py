@@ -34,7 +34,7 @@ array's uuid), over the 4 KiB page with the meta block's checksum field zeroed. 
 device's own md superblock has feature bit MD_FEATURE_JOURNAL (0x200) and role 0xfffd;
 `journal_tail` shares recovery_offset's place at byte 152.
 
-Pure reading: the only I/O is opening the images.
+Pure reading: the only I/O is reading the images.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ import struct
 import uuid as uuidlib
 from typing import Any, Iterable, Iterator
 
-from raidlab.baselines.md_superblock import SECTOR, SUPERBLOCK_1_2_OFFSET, MdSuperblock, parse_superblock
+from raidlab.baselines.md_superblock import (SECTOR, SUPERBLOCK_1_2_OFFSET, MdSuperblock, parse_superblock,
+                                             read_superblock)
 from raidlab.errors import UsageError
 
 R5LOG_MAGIC = 0x6433C509
@@ -94,6 +95,10 @@ class MetaBlock:
     bad_pages: int         # data or parity pages whose checksum does not match (not checked: -1)
     locations: tuple[int, ...] = ()  # each data page's place in the array (sectors), as its payload says
     pages_at: tuple[int, ...] = ()   # where each data page lies in the log (sectors into its data area)
+    # its parity and flush payloads in order, each (PAYLOAD_PARITY or PAYLOAD_FLUSH, the stripe
+    # it names: a stripe_head's sector on the members, the number of this record's data pages
+    # whose payloads come before it)
+    marks: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def blocks(self) -> int:
@@ -189,12 +194,15 @@ class _Log:
         data = parity = flushes = bad = 0
         locations: list[int] = []
         pages_at: list[int] = []
+        marks: list[tuple[int, int, int]] = []
         page_at = self.add(position, BLOCK_SECTORS)
         offset = META_HEADER.size
         while offset < meta_size:
             kind, _flags, size = struct.unpack_from("<HHI", raw, offset)
             if kind == PAYLOAD_FLUSH:
                 flushes += size // 8
+                count = min(size, BLOCK - offset - 8) // 8
+                marks.extend((kind, stripe, data) for stripe in struct.unpack_from(f"<{count}Q", raw, offset + 8))
                 offset += 8 + size
                 continue
             if kind not in (PAYLOAD_DATA, PAYLOAD_PARITY):
@@ -213,9 +221,10 @@ class _Log:
                 locations.extend(location + k * BLOCK_SECTORS for k in range(pages))
             else:
                 parity += pages
+                marks.append((kind, struct.unpack_from("<Q", raw, offset + 8)[0], data))
             offset += 16 + 4 * pages
         return MetaBlock(position, seq, meta_size, data, parity, flushes, bad if check_pages else -1,
-                         tuple(locations), tuple(pages_at))
+                         tuple(locations), tuple(pages_at), tuple(marks))
 
 
 def journal_tail(raw_superblock: bytes) -> int:
@@ -297,13 +306,105 @@ def data_pages(path: str | os.PathLike) -> Iterator[tuple[MetaBlock, int, bytes]
                 yield meta, location, log.block(at)
 
 
+def log_blocks(path: str | os.PathLike, positions: Iterable[int]) -> list[bytes]:
+    """The 4 KiB blocks at `positions` (sectors into the log's data area) of the journal image `path`."""
+    with open(path, "rb") as f:
+        _, log = _open_log(f)
+        return [log.block(at) for at in positions]
+
+
+def stripe_of(location: int, chunk_sectors: int, data_disks: int) -> int:
+    """The stripe_head sector (on every member) that holds array sector `location` of an md
+    RAID 5 with `data_disks` data chunks per stripe (raid5_compute_sector; the same for each
+    of md's RAID 5 layouts, which differ only in which member holds which chunk)."""
+    chunk, offset = divmod(location, chunk_sectors)
+    sector = chunk // data_disks * chunk_sectors + offset
+    return sector - sector % BLOCK_SECTORS
+
+
+def replay_split(chain: Iterable[MetaBlock], chunk_sectors: int,
+                 data_disks: int) -> tuple[list[tuple[MetaBlock, int, int]], list[tuple[MetaBlock, int, int]]]:
+    """The data pages of the records recovery walks (`chain`, in order), split as
+    r5c_recovery_analyze_meta_block splits them: (written, dropped), each a list of (record,
+    array sector, place in the log).
+
+    Recovery loads each stripe's pages as it meets them. A flush payload naming a stripe says
+    its writes reached the members, so every page of that stripe loaded so far is dropped
+    (never written again). A data page for a stripe whose parity is loaded first replays
+    what is loaded (data and parity to the members) and starts the stripe anew. At the end,
+    stripes with parity are replayed and data-only stripes go through the stripe cache, which
+    writes their data and computes their parity: written either way."""
+    loaded: dict[int, list[tuple[MetaBlock, int, int]]] = {}
+    with_parity: set[int] = set()
+    dropped: list[tuple[MetaBlock, int, int]] = []
+    written: list[tuple[MetaBlock, int, int]] = []
+    for meta in chain:
+        pages = list(zip(meta.locations, meta.pages_at))
+        done = 0
+        for kind, stripe, before in (*meta.marks, (None, 0, len(pages))):
+            for location, at in pages[done:before]:
+                home = stripe_of(location, chunk_sectors, data_disks)
+                if home in with_parity:
+                    written.extend(loaded.pop(home, ()))
+                    with_parity.discard(home)
+                loaded.setdefault(home, []).append((meta, location, at))
+            done = before
+            if kind == PAYLOAD_FLUSH:
+                dropped.extend(loaded.pop(stripe, ()))
+                with_parity.discard(stripe)
+            elif kind == PAYLOAD_PARITY:
+                with_parity.add(stripe)
+    for pages in loaded.values():
+        written.extend(pages)
+    written.sort(key=lambda entry: entry[0].seq)
+    return written, dropped
+
+
+def flush_drops(journal: str | os.PathLike, members: list[str | os.PathLike],
+                state: JournalState | None = None) -> dict[str, Any]:
+    """What md's recovery of `journal` drops on the strength of flush payloads, checked
+    against the member images: the array pages whose walked writes it drops (`replay_split`)
+    and how many of them the members do not hold as the walk last wrote them. md appends a stripe's flush
+    payload once the stripe's member writes have completed, and sends the members no flush
+    before it; a member that completed a write from its volatile cache can still lose it
+    to a power cut, and recovery will then neither find it on the member nor replay it."""
+    from raidlab.baselines.md_oracle import read_pages  # the engine's map of md's placement
+
+    state = state or describe(journal)
+    sb = read_superblock(members[0])
+    written, dropped = replay_split(state.chain, sb.chunk_sectors, sb.raid_disks - 1)
+    if not dropped:
+        return {"dropped_pages": 0, "dropped_pages_the_members_lack": 0, "dropped_stripes_lacking": []}
+    last_at: dict[int, int] = {}
+    for meta, location, at in sorted(written + dropped, key=lambda entry: entry[0].seq):
+        last_at[location] = at
+    places = sorted({location for _, location, _ in dropped})
+    on_members = dict(zip(places, read_pages(members, [p * SECTOR for p in places], BLOCK)))
+    journal_pages = dict(zip(places, log_blocks(journal, [last_at[p] for p in places])))
+    lacking = [p for p in places if on_members[p] != journal_pages[p]]
+    return {"dropped_pages": len(places), "dropped_pages_the_members_lack": len(lacking),
+            "dropped_stripes_lacking": sorted({stripe_of(p, sb.chunk_sectors, sb.raid_disks - 1) for p in lacking})}
+
+
 def describe_images(images: Iterable[str | os.PathLike]) -> dict[str, Any] | None:
-    """`describe` the first write-journal device among `images`, as JSON; None if there is none."""
+    """`describe` the first write-journal device among `images`, as JSON, with what its
+    recovery drops on the strength of flush payloads (`flush_drops`, over the other images
+    as md's members); None if there is none."""
+    images = list(images)
     for image in images:
         if is_journal(image):
-            return describe(image).as_json()
+            state = describe(image)
+            found = state.as_json()
+            members = [i for i in images if i != image]
+            if members and not state.starts_empty:
+                drops = flush_drops(image, members, state)
+                found.update(drops)
+                found["summary"] += (f"; recovery drops {drops['dropped_pages']} walked data pages that a later "
+                                     f"flush payload says reached the members, which lack "
+                                     f"{drops['dropped_pages_the_members_lack']} of them")
+            return found
     return None
 
 
-__all__ = ["JournalState", "MetaBlock", "crc32c_le", "data_pages", "describe", "describe_images", "is_journal",
-           "journal_tail"]
+__all__ = ["JournalState", "MetaBlock", "crc32c_le", "data_pages", "describe", "describe_images", "flush_drops",
+           "is_journal", "journal_tail", "log_blocks", "replay_split", "stripe_of"]

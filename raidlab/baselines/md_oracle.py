@@ -90,3 +90,21 @@ def open_md_members(paths: list[str | os.PathLike], missing: set[int] = frozense
             members.append(image)
     array = Array(f"md-{arch}", layout, members, failed=failed)
     return array, [supers[i] for i in order], opened
+
+
+def read_pages(paths: list[str | os.PathLike], offsets: list[int], length: int = 4096) -> list[bytes]:
+    """`length` bytes at each array byte offset in `offsets`, as md's member images `paths`
+    hold them (no member missing), read synchronously through the engine layout's map of
+    md's placement: for callers outside an event loop that want a few pages, not an Array."""
+    supers = [read_superblock(p) for p in paths]
+    order = order_members(supers)
+    disk_size = min(os.path.getsize(p) for p in paths)
+    arch, params = engine_layout_params(supers[order[0]], disk_size)
+    layout = create_layout(arch, **params)
+    fds = [os.open(paths[index], os.O_RDONLY | os.O_CLOEXEC) for index in order]
+    try:
+        return [b"".join(os.pread(fds[extent.disk], extent.length, extent.disk_offset)
+                         for extent in layout.map(offset, length)) for offset in offsets]
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -188,3 +188,87 @@ def test_members_are_not_journals(tmp_path):
     assert md_journal.describe_images([path]) is None
     with pytest.raises(UsageError, match="not an md write-journal device"):
         md_journal.describe(path)
+
+
+def _payloads_record(image: _Image, position: int, seq: int, payloads: list[tuple[str, int]]) -> int:
+    """A meta block whose payloads come in the order given: ("data", array sector), ("parity",
+    stripe) or ("flush", stripe); its pages follow it. The next position."""
+    body, pages = b"", []
+    for kind, where in payloads:
+        if kind == "flush":
+            body += struct.pack("<HHIQ", md_journal.PAYLOAD_FLUSH, 0, 8, where)
+            continue
+        page = _page((seq * 7 + len(pages)) % 251)
+        pages.append(page)
+        code = md_journal.PAYLOAD_DATA if kind == "data" else md_journal.PAYLOAD_PARITY
+        body += struct.pack("<HHIQI", code, 0, 8, where, md_journal.crc32c_le(SEED, page))
+    raw = bytearray(4096)
+    struct.pack_into("<IIBBHIQQ", raw, 0, md_journal.R5LOG_MAGIC, 0, 1, 0, 0, 32 + len(body), seq, position)
+    raw[32:32 + len(body)] = body
+    struct.pack_into("<I", raw, 4, md_journal.crc32c_le(SEED, bytes(raw)))
+    image.block(position, bytes(raw))
+    for page in pages:
+        position = (position + 8) % LOG_SECTORS
+        image.block(position, page)
+    return (position + 8) % LOG_SECTORS
+
+
+def test_stripe_of_is_the_stripe_head_sector_on_the_members():
+    # 64 KiB chunks (128 sectors), 3 data chunks per stripe: array sector 1000 lies in chunk 7
+    # (stripe 2), 104 sectors into it, so on each member at 2 * 128 + 104, in the row at 360.
+    assert md_journal.stripe_of(1000, 128, 3) == 360
+    assert md_journal.stripe_of(1007, 128, 3) == 360
+    assert md_journal.stripe_of(1008, 128, 3) == 368
+    assert md_journal.stripe_of(2000, 128, 3) == 720
+
+
+def test_recovery_drops_what_a_flush_payload_says_reached_the_members_and_keeps_the_rest(tmp_path):
+    image = _Image(tmp_path / "j.img", tail=0)
+    at = _payloads_record(image, 0, 1, [("data", 1000), ("data", 1008)])
+    at = _payloads_record(image, at, 2, [("flush", 360), ("data", 1000)])       # written out, then written again
+    at = _payloads_record(image, at, 3, [("data", 2000), ("parity", 720)])      # a stripe with its parity
+    at = _payloads_record(image, at, 4, [("data", 2000)])                       # replays seq 3's first
+    _payloads_record(image, at, 5, [("flush", 720)])
+    chain = md_journal.describe(image.path).chain
+    assert [m.seq for m in chain] == [1, 2, 3, 4, 5]
+    assert chain[1].marks == ((md_journal.PAYLOAD_FLUSH, 360, 0),)
+    assert chain[2].marks == ((md_journal.PAYLOAD_PARITY, 720, 1),)
+    written, dropped = md_journal.replay_split(chain, 128, 3)
+    assert [(m.seq, location) for m, location, _ in written] == [(1, 1008), (2, 1000), (3, 2000)]
+    assert [(m.seq, location) for m, location, _ in dropped] == [(1, 1000), (4, 2000)]
+    assert written[0][2] == 16                 # seq 1's second data page, right after its first
+
+
+def test_flush_drops_counts_the_dropped_pages_the_members_do_not_hold(tmp_path):
+    # Four members (3 data chunks of 128 sectors per stripe, md's left-symmetric layout) and
+    # the journal: seq 1 logs array pages 1000 and 1008, seq 2 says both stripes reached the
+    # members. The members hold page 1000 as logged, and not page 1008 (the cut took it).
+    from raidlab.baselines.md_oracle import read_pages
+    from raidlab.baselines.md_superblock import engine_layout_params, read_superblock
+    from raidlab.engine.layouts import create_layout
+
+    members = []
+    for slot in range(4):
+        path = tmp_path / f"d{slot}.img"
+        with open(path, "wb") as f:
+            f.truncate((DATA_OFFSET + 100000) * 512)
+            f.seek(SUPERBLOCK_1_2_OFFSET)
+            f.write(_superblock(0, role=slot, feature=0))
+        members.append(path)
+    image = _Image(tmp_path / "j.img", tail=0)
+    at = _payloads_record(image, 0, 1, [("data", 1000), ("data", 1008)])
+    _payloads_record(image, at, 2, [("flush", 360), ("flush", 368)])
+    logged = md_journal.log_blocks(image.path, [8, 16])
+    arch, params = engine_layout_params(read_superblock(members[0]), (DATA_OFFSET + 100000) * 512)
+    for extent in create_layout(arch, **params).map(1000 * 512, 4096):
+        with open(members[extent.disk], "r+b") as f:   # slots are in file order here
+            f.seek(extent.disk_offset)
+            f.write(logged[0])
+    assert read_pages(members, [1000 * 512, 1008 * 512]) == [logged[0], bytes(4096)]
+
+    drops = md_journal.flush_drops(image.path, members)
+    assert drops == {"dropped_pages": 2, "dropped_pages_the_members_lack": 1, "dropped_stripes_lacking": [368]}
+    found = md_journal.describe_images([*members, image.path])
+    assert found["dropped_pages_the_members_lack"] == 1
+    assert "recovery drops 2 walked data pages that a later flush payload says reached the members, " \
+           "which lack 1 of them" in found["summary"]
