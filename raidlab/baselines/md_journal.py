@@ -333,12 +333,15 @@ def replay_split(chain: Iterable[MetaBlock], chunk_sectors: int,
     (never written again). A data page for a stripe whose parity is loaded first replays
     what is loaded (data and parity to the members) and starts the stripe anew. At the end,
     stripes with parity are replayed and data-only stripes go through the stripe cache, which
-    writes their data and computes their parity: written either way."""
+    writes their data and computes their parity: written either way. A record with a page
+    whose checksum fails is skipped whole (r5l_recovery_verify_data_checksum_for_mb)."""
     loaded: dict[int, list[tuple[MetaBlock, int, int]]] = {}
     with_parity: set[int] = set()
     dropped: list[tuple[MetaBlock, int, int]] = []
     written: list[tuple[MetaBlock, int, int]] = []
     for meta in chain:
+        if meta.bad_pages > 0:
+            continue  # a page's checksum fails: recovery skips the whole record, flushes included
         pages = list(zip(meta.locations, meta.pages_at))
         done = 0
         for kind, stripe, before in (*meta.marks, (None, 0, len(pages))):

@@ -272,3 +272,15 @@ def test_flush_drops_counts_the_dropped_pages_the_members_do_not_hold(tmp_path):
     assert found["dropped_pages_the_members_lack"] == 1
     assert "recovery drops 2 walked data pages that a later flush payload says reached the members, " \
            "which lack 1 of them" in found["summary"]
+
+
+def test_recovery_skips_a_record_with_a_torn_page_flush_payloads_and_all(tmp_path):
+    image = _Image(tmp_path / "j.img", tail=0)
+    at = _payloads_record(image, 0, 1, [("data", 1000)])
+    second = at
+    at = _payloads_record(image, at, 2, [("flush", 360), ("data", 2000)])
+    image.block(second + 8, _page(0x55))          # seq 2's data page, as a cut left it
+    chain = md_journal.describe(image.path).chain
+    assert [(m.seq, m.bad_pages) for m in chain] == [(1, 0), (2, 1)]
+    written, dropped = md_journal.replay_split(chain, 128, 3)
+    assert [(m.seq, location) for m, location, _ in written] == [(1, 1000)] and dropped == []
