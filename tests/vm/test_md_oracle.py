@@ -1,18 +1,23 @@
 """md as the engine's oracle: md writes, the engine reads the same member images.
 
 One lab VM for the module: md raid0 over 2, raid5 (left-symmetric, md's default) over 3,
-raid10 (near=2, md's default) over 4, all created with mdadm's defaults, and on smaller
-members md's other RAID 5 layouts and its RAID 4, each over 4 members with a 64 KiB chunk. md fills each whole array with random data (from the guest's /dev/urandom) and
-reports a SHA-256 per MiB of the array, read back through md with O_DIRECT. After the arrays
-are stopped and the VM is gone, the engine opens the images read-only, maps them from md's
-1.2 superblocks (data offset, chunk, level, layout, slots), and must produce the same
-per-MiB digests over the whole array -- every byte -- and again with one member image
-removed (raid5: parity reconstruction; raid10: the other copy).
+raid10 (near=2, md's default) over 4, all created with mdadm's defaults for placement, and on
+smaller members md's other RAID 5 layouts and its RAID 4, each over 4 members with a 64 KiB
+chunk. Every redundant array is created with --assume-clean: the members are fresh zeroed
+images, whose parity and copies already agree, so md's initial resync would only rewrite what
+is there; placement does not depend on it. md fills each whole array with random data (made
+on the host, read by the guest from one more disk) and reads it all back onto another disk,
+with O_DIRECT both ways (dd in the guest; the bytes are moved by QEMU, not by the emulated
+processor); the host checks that md read back what it was given and keeps a SHA-256 per MiB. After the arrays are stopped and the VM is gone, the engine opens the images
+read-only, maps them from md's 1.2 superblocks (data offset, chunk, level, layout, slots), and
+must produce the same per-MiB digests over the whole array -- every byte -- and again with
+one member image removed (raid5: parity reconstruction; raid10: the other copy).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 
 import pytest
@@ -26,6 +31,7 @@ pytestmark = [pytest.mark.vm, pytest.mark.md]
 
 MEMBER_MIB = 24
 SMALL_MEMBER_MIB = 8
+PATTERN_MIB = 3 * MEMBER_MIB  # at least the largest array (md2: raid10 over 4 members)
 MiB = 1 << 20
 ARRAYS = {  # md device: (level, first disk index, disks, extra mdadm options)
     "md0": (0, 0, 2, ""),
@@ -56,44 +62,58 @@ def md_written(tmp_path_factory):
         with open(path, "wb") as f:
             f.truncate((MEMBER_MIB if i < FIRST_SMALL else SMALL_MEMBER_MIB) * MiB)
         images.append(path)
+    # The data md writes: random bytes made on the host (the guest's /dev/urandom and
+    # sha256sum would run on the emulated processor), given to the guest as one more disk.
+    pattern = base / "pattern.img"
+    pattern.write_bytes(os.urandom(PATTERN_MIB * MiB))
     out = {}
     # The lab VM takes at most 26 disks: the default arrays in one boot, the others in a second.
     for group in ({md: a for md, a in ARRAYS.items() if a[1] < FIRST_SMALL},
                   {md: a for md, a in ARRAYS.items() if a[1] >= FIRST_SMALL}):
-        out.update(_write_arrays(image, images, group))
+        out.update(_write_arrays(image, images, pattern, group))
     return out
 
 
-def _write_arrays(image, images, arrays) -> dict:
-    """Boot a VM over the images `arrays` use, create each array, fill it with random data,
-    and return each one's size, per-MiB digests (read back through md), mdadm --detail and
-    member images."""
+def _write_arrays(image, images, pattern, arrays) -> dict:
+    """Boot a VM over the images `arrays` use, the pattern disk and a read-back disk; create
+    each array, write the pattern's first bytes over all of it, and read the whole array back
+    through md (O_DIRECT both ways) onto the read-back disk. Return each array's size, the
+    per-MiB digests of what md read back, mdadm --detail and member images."""
     first_image = min(first for _l, first, _n, _o in arrays.values())
     last_image = max(first + n for _l, first, n, _o in arrays.values())
-    out = {}
-    with LabVM(image, [VMDisk(str(p)) for p in images[first_image:last_image]]) as vm:
+    disks = [VMDisk(str(p)) for p in images[first_image:last_image]]
+    readback = pattern.with_name(f"readback-{first_image}.img")
+    with open(readback, "wb") as f:
+        f.truncate(sum(os.path.getsize(images[first]) * n for _l, first, n, _o in arrays.values()))
+    source, target = guest_device(len(disks)), guest_device(len(disks) + 1)
+    places = {}
+    with LabVM(image, [*disks, VMDisk(str(pattern), read_only=True), VMDisk(str(readback))]) as vm:
         for md, (level, first, n, options) in arrays.items():
             members = " ".join(guest_device(first - first_image + k) for k in range(n))
-            vm.run(f"mdadm --create /dev/{md} --run --level={level} --raid-devices={n} {options} {members} "
-                   f"< /dev/null", timeout=120, check=True)
-        for md in arrays:
-            vm.run(f"mdadm --wait /dev/{md}; true", timeout=600)
+            clean = "--assume-clean" if level != 0 else ""
+            vm.run(f"mdadm --create /dev/{md} --run --level={level} --raid-devices={n} {clean} {options} "
+                   f"{members} < /dev/null", timeout=120, check=True)
+        at = 0
         for md, (level, first, n, _options) in arrays.items():
             size = int(vm.run(f"blockdev --getsize64 /dev/{md}", check=True).stdout_text)
-            assert size % MiB == 0
-            vm.run(f"dd if=/dev/urandom of=/dev/{md} bs=1M count={size // MiB} oflag=direct conv=fsync 2>/dev/null",
-                   timeout=600, check=True)
-            vm.run("echo 3 > /proc/sys/vm/drop_caches", check=True)
-            digests = vm.run(
-                f"i=0; while [ $i -lt {size // MiB} ]; do dd if=/dev/{md} bs=1M skip=$i count=1 iflag=direct "
-                f"2>/dev/null | sha256sum | cut -d' ' -f1; i=$((i + 1)); done", timeout=600, check=True
-            ).stdout_text.split()
+            assert size % MiB == 0 and size <= os.path.getsize(pattern)
+            vm.run(f"dd if={source} of=/dev/{md} bs=1M count={size // MiB} iflag=direct oflag=direct conv=fsync "
+                   f"2>/dev/null", timeout=600, check=True)
+            vm.run(f"dd if=/dev/{md} of={target} bs=1M seek={at // MiB} count={size // MiB} iflag=direct "
+                   f"oflag=direct conv=fsync 2>/dev/null", timeout=600, check=True)
             detail = vm.run(f"mdadm --detail /dev/{md}", check=True).stdout_text
-            out[md] = {"size": size, "digests": digests, "detail": detail,
-                       "images": images[first:first + n]}
+            places[md] = (at, size, detail, images[first:first + n])
+            at += size
         for md in arrays:
             vm.run(f"mdadm --stop /dev/{md}", timeout=120, check=True)
     assert not vm.running
+    data, back = pattern.read_bytes(), readback.read_bytes()
+    out = {}
+    for md, (at, size, detail, members) in places.items():
+        assert back[at:at + size] == data[:size], f"{md}: md did not read back what was written to it"
+        out[md] = {"size": size, "detail": detail, "images": members,
+                   "digests": [hashlib.sha256(back[at + offset:at + offset + MiB]).hexdigest()
+                               for offset in range(0, size, MiB)]}
     return out
 
 
