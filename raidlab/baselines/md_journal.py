@@ -367,10 +367,11 @@ def flush_drops(journal: str | os.PathLike, members: list[str | os.PathLike],
                 state: JournalState | None = None) -> dict[str, Any]:
     """What md's recovery of `journal` drops on the strength of flush payloads, checked
     against the member images: the array pages whose walked writes it drops (`replay_split`)
-    and how many of them the members do not hold as the walk last wrote them. md appends a stripe's flush
-    payload once the stripe's member writes have completed, and sends the members no flush
-    before it; a member that completed a write from its volatile cache can still lose it
-    to a power cut, and recovery will then neither find it on the member nor replay it."""
+    and how many of them the members do not hold as the walk last wrote them. md appends a
+    stripe's flush payload once the stripe's member writes have completed, and sends the
+    members no flush before it; a member that completed a write from its volatile cache can
+    still lose it to a power cut, and recovery will then neither find it on the member nor
+    replay it."""
     from raidlab.baselines.md_oracle import read_pages  # the engine's map of md's placement
 
     state = state or describe(journal)

@@ -70,15 +70,21 @@ class _Missing:
         return {}
 
 
-def open_md_members(paths: list[str | os.PathLike], missing: set[int] = frozenset()):
-    """Engine Array over md member images `paths` (any order); images whose index (in
-    `paths`) is in `missing` are treated as removed. Returns (array, superblocks by slot,
-    images to close). Their superblocks are still read, to know the slot they leave empty."""
+def _md_layout(paths: list[str | os.PathLike]):
+    """md's superblocks of the member images `paths`, their slot order, the members' size and
+    the engine layout those superblocks describe."""
     supers = [read_superblock(p) for p in paths]
     order = order_members(supers)
     disk_size = min(os.path.getsize(p) for p in paths)
     arch, params = engine_layout_params(supers[order[0]], disk_size)
-    layout = create_layout(arch, **params)
+    return supers, order, disk_size, create_layout(arch, **params)
+
+
+def open_md_members(paths: list[str | os.PathLike], missing: set[int] = frozenset()):
+    """Engine Array over md member images `paths` (any order); images whose index (in
+    `paths`) is in `missing` are treated as removed. Returns (array, superblocks by slot,
+    images to close). Their superblocks are still read, to know the slot they leave empty."""
+    supers, order, disk_size, layout = _md_layout(paths)
     members, opened, failed = [], [], []
     for slot, index in enumerate(order):
         if index in missing:
@@ -88,7 +94,7 @@ def open_md_members(paths: list[str | os.PathLike], missing: set[int] = frozense
             image = ReadOnlyImage(paths[index])
             opened.append(image)
             members.append(image)
-    array = Array(f"md-{arch}", layout, members, failed=failed)
+    array = Array(f"md-{layout.name}", layout, members, failed=failed)
     return array, [supers[i] for i in order], opened
 
 
@@ -96,11 +102,7 @@ def read_pages(paths: list[str | os.PathLike], offsets: list[int], length: int =
     """`length` bytes at each array byte offset in `offsets`, as md's member images `paths`
     hold them (no member missing), read synchronously through the engine layout's map of
     md's placement: for callers outside an event loop that want a few pages, not an Array."""
-    supers = [read_superblock(p) for p in paths]
-    order = order_members(supers)
-    disk_size = min(os.path.getsize(p) for p in paths)
-    arch, params = engine_layout_params(supers[order[0]], disk_size)
-    layout = create_layout(arch, **params)
+    _, order, _, layout = _md_layout(paths)
     fds = [os.open(paths[index], os.O_RDONLY | os.O_CLOEXEC) for index in order]
     try:
         return [b"".join(os.pread(fds[extent.disk], extent.length, extent.disk_offset)
