@@ -43,7 +43,7 @@ import dataclasses
 import os
 import struct
 import uuid as uuidlib
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from raidlab.baselines.md_superblock import (SECTOR, SUPERBLOCK_1_2_OFFSET, MdSuperblock, parse_superblock,
                                              read_superblock)
@@ -91,7 +91,6 @@ class MetaBlock:
     meta_size: int
     data_pages: int
     parity_pages: int
-    flushes: int           # stripes a flush payload says reached the array
     bad_pages: int         # data or parity pages whose checksum does not match (not checked: -1)
     locations: tuple[int, ...] = ()  # each data page's place in the array (sectors), as its payload says
     pages_at: tuple[int, ...] = ()   # where each data page lies in the log (sectors into its data area)
@@ -99,6 +98,11 @@ class MetaBlock:
     # it names: a stripe_head's sector on the members, the number of this record's data pages
     # whose payloads come before it)
     marks: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def flushes(self) -> int:
+        """Stripes its flush payloads say reached the array."""
+        return sum(kind == PAYLOAD_FLUSH for kind, _, _ in self.marks)
 
     @property
     def blocks(self) -> int:
@@ -191,7 +195,7 @@ class _Log:
             return f"a meta block (seq {seq}) written for position {written_at}"
         if meta_size > BLOCK or meta_size < META_HEADER.size:
             return f"a meta block (seq {seq}) with meta_size {meta_size}"
-        data = parity = flushes = bad = 0
+        data = parity = bad = 0
         locations: list[int] = []
         pages_at: list[int] = []
         marks: list[tuple[int, int, int]] = []
@@ -200,7 +204,6 @@ class _Log:
         while offset < meta_size:
             kind, _flags, size = struct.unpack_from("<HHI", raw, offset)
             if kind == PAYLOAD_FLUSH:
-                flushes += size // 8
                 count = min(size, BLOCK - offset - 8) // 8
                 marks.extend((kind, stripe, data) for stripe in struct.unpack_from(f"<{count}Q", raw, offset + 8))
                 offset += 8 + size
@@ -223,7 +226,7 @@ class _Log:
                 parity += pages
                 marks.append((kind, struct.unpack_from("<Q", raw, offset + 8)[0], data))
             offset += 16 + 4 * pages
-        return MetaBlock(position, seq, meta_size, data, parity, flushes, bad if check_pages else -1,
+        return MetaBlock(position, seq, meta_size, data, parity, bad if check_pages else -1,
                          tuple(locations), tuple(pages_at), tuple(marks))
 
 
@@ -294,16 +297,6 @@ def describe(path: str | os.PathLike) -> JournalState:
             seq -= 1
         return JournalState(str(path), tail, size, f"meta seq {first.seq}", False, chain, stop, newer,
                             len(found), before)
-
-
-def data_pages(path: str | os.PathLike) -> Iterator[tuple[MetaBlock, int, bytes]]:
-    """Every data page of every valid meta block anywhere in the journal image `path`, in
-    order of seq: (its meta block, its place in the array in sectors, its 4 KiB)."""
-    with open(path, "rb") as f:
-        _, log = _open_log(f)
-        for meta in sorted(log.metas(), key=lambda m: m.seq):
-            for location, at in zip(meta.locations, meta.pages_at):
-                yield meta, location, log.block(at)
 
 
 def log_blocks(path: str | os.PathLike, positions: Iterable[int]) -> list[bytes]:
@@ -410,5 +403,5 @@ def describe_images(images: Iterable[str | os.PathLike]) -> dict[str, Any] | Non
     return None
 
 
-__all__ = ["JournalState", "MetaBlock", "crc32c_le", "data_pages", "describe", "describe_images", "flush_drops",
+__all__ = ["JournalState", "MetaBlock", "crc32c_le", "describe", "describe_images", "flush_drops",
            "is_journal", "journal_tail", "log_blocks", "replay_split", "stripe_of"]

@@ -115,16 +115,16 @@ def test_the_log_wraps_at_its_end(tmp_path):
     assert [m.seq for m in md_journal.describe(image.path).chain] == [7, 8]
 
 
-def test_data_pages_gives_each_record_s_pages_with_their_array_places_also_across_the_wrap(tmp_path):
+def test_each_walked_record_s_pages_are_read_with_their_array_places_also_across_the_wrap(tmp_path):
     image = _Image(tmp_path / "j.img", tail=LOG_SECTORS - 16)
     at = image.record(LOG_SECTORS - 16, 7, pages=3)        # its second and third page wrap to 0, 8
     image.record(at, 8, pages=1)
-    image.record(200, 3, pages=2)                          # an older record, outside the chain
-    got = [(meta.seq, location, page) for meta, location, page in md_journal.data_pages(image.path)]
-    assert got == [(3, 1000, _page(3)), (3, 1008, _page(4)),
-                   (7, 1000, _page(7)), (7, 1008, _page(8)), (7, 1016, _page(9)),
-                   (8, 1000, _page(8))]
-    assert md_journal.describe(image.path).chain[0].pages_at == (LOG_SECTORS - 8, 0, 8)
+    chain = md_journal.describe(image.path).chain
+    assert chain[0].pages_at == (LOG_SECTORS - 8, 0, 8)
+    places = [(meta.seq, location, at) for meta in chain for location, at in zip(meta.locations, meta.pages_at)]
+    pages = md_journal.log_blocks(image.path, [at for _, _, at in places])
+    assert [(seq, location, page) for (seq, location, _), page in zip(places, pages)] == [
+        (7, 1000, _page(7)), (7, 1008, _page(8)), (7, 1016, _page(9)), (8, 1000, _page(8))]
 
 
 def test_a_stale_tail_run_over_by_data_starts_an_empty_log_and_leaves_every_record_out(tmp_path):
