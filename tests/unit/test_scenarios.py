@@ -363,7 +363,8 @@ def test_vcraid_ram_buffer_comes_out_of_the_guest_memory():
     assert left == {"1M": 49, "2M": 48, "4M": 46, "8M": 42, "16M": 34}
     table2 = scenarios.load(REPO / "scenarios" / "vcraid-table2-postmark.toml")
     assert {a.label: guest_available_mib(a, 50) for a in table2.archs} == {"raid0": 50, "scd": 46, "raid5": 50,
-                                                                           "scd-strict": 46, "raid5e": 50}
+                                                                           "scd-strict": 46, "raid5e": 50,
+                                                                           "raid0-today": 50, "raid5-today": 50}
     default = dataclasses.replace(table2.arch("scd"), options={"config": "scd"})
     assert guest_available_mib(default, 50) == 46  # the 4 MB default buffer
 
