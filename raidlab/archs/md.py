@@ -40,7 +40,10 @@ FAMILY = Family("md", {"native": "native-md", "vm": "vm"}, host="raidlab.service
 CLEAN = {"assume_clean": True}
 
 # The campaigns, by id: crash presets (name suffix, members, options, flush world) and write-hole cases.
+# md RAID 0 and RAID 5 are the baselines of VC-RAID's claims, so both are tested in both flush
+# worlds: today's (every flush honoured) and the papers' (no drive gets a flush or FUA).
 CRASH = {
+    "md-raid0": (("", 4, {}, "honoured"), ("-paper-world", 4, {}, "dropped")),
     "md-raid1": (("", 2, CLEAN, "honoured"),),
     "md-raid5": (("", 4, CLEAN, "honoured"), ("-paper-world", 4, CLEAN, "dropped"),
                  ("-journal", 4, {**CLEAN, "journal": "4M"}, "honoured")),

@@ -44,11 +44,10 @@ _err = Console(stderr=True, highlight=False)
                    "result in DIR/TARGET-MODE-point-K/")
 def crashtest(target, points, seed, disks, disk_model, disk_size, chunk, files, options, mode, home, as_json,
               keep_failed):
-    """Crash-test TARGET: a preset (dcd-immediate, dcd-after-complete, vcraid-scd,
-    vcraid-mcd, vcraid-1c, vcraid-1d, tss, tss-log-sync, tss-log-async, raidx,
-    raidx-memory, sa3, raid1, raid5, raid10, chained; md's md-raid1, md-raid5, md-raid10,
-    md-raid5-journal in the lab VM), `all` (every preset), or any architecture id. Exit 1
-    if a point fails."""
+    """Crash-test TARGET: a crash preset that an architecture declares (for example
+    vcraid-scd, vcraid-scd-paper, dcd-immediate, raid5-paper-world, and md's in the lab VM:
+    md-raid5, md-raid5-wb, md-raid0-paper-world; docs/reliability.md's crash table names
+    them all), `all` (every preset), or any architecture id. Exit 1 if a point fails."""
     from raidlab.cli.array import _parse_options
     from raidlab.campaigns.crash import PRESETS, config_for, run_crashtest
 

@@ -54,9 +54,10 @@ def test_the_promise_of_a_point(arch, options, mode, promise):
 
 @pytest.mark.parametrize("mode, promise", [("power", "report"), ("power-random", "report"), ("kill", "flush")])
 def test_in_the_papers_world_every_architecture_is_held_to_the_drives_report(mode, promise):
-    for arch in ("raid5", "md-raid5", "vcraid"):
+    for arch in ("raid5", "md-raid0", "md-raid5", "vcraid"):
         assert promise_of(arch, {}, mode, "dropped") == promise
-    for name in ("raid5-paper-world", "md-raid5-paper-world", "vcraid-scd-paper", "vcraid-mcd-paper"):
+    for name in ("raid5-paper-world", "md-raid0-paper-world", "md-raid5-paper-world", "vcraid-scd-paper",
+                 "vcraid-mcd-paper"):
         assert PRESETS[name]["flushes"] == "dropped"
     config = config_for("raid5-paper-world", disks=None, options={}, disk_model="none", disk_size=64 * MiB,
                         chunk=64 * KiB, files=120, mode=mode)
