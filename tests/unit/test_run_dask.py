@@ -235,6 +235,43 @@ def test_live_runs_on_a_local_cluster_take_its_one_live_slot(tmp_path, raidlab_c
     _no_leftovers(home)
 
 
+@pytest.mark.root
+@pytest.mark.live
+def test_a_live_run_cancelled_on_a_local_cluster_leaves_no_lab_loop_device_or_mount(tmp_path, raidlab_cmd):
+    """SIGTERM at the client while a worker's live run has its array mounted: the task is
+    cancelled, the run process destroys its array, and nothing of the lab is left."""
+    from test_run_report import _no_leftovers, _workload_mounts
+    from test_run_report import _scenario as live_scenario
+
+    path = live_scenario(tmp_path, repeat=2, files=2000, transactions=40000, tiny=False)
+    home, results = tmp_path / "home", tmp_path / "r"
+    proc = subprocess.Popen([*raidlab_cmd, "run", str(path), "--home", str(home), "--results", str(results),
+                             "--scheduler", "local:2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        seen: set[str] = set()
+        while not seen and time.monotonic() < deadline and proc.poll() is None:
+            seen = _workload_mounts(home) if home.exists() else set()
+            time.sleep(0.2)
+        assert seen, proc.stderr.read() if proc.poll() is not None else "the first run never mounted its array"
+        time.sleep(2)  # PostMark is running on it
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0, err
+    (directory,) = results.glob("*/*")
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted", err
+    assert all(doc["status"] == "ok" for doc in _runs(directory).values())  # no partial run kept
+    time.sleep(0.5)
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _in_session(int(pid), proc.pid)]
+    _no_leftovers(home, seen)
+
+
 def test_a_worker_starts_each_run_process_ahead_and_ends_its_spare_on_teardown():
     """A task takes the process started for it ahead (raidlab imported, waiting for its run)
     and starts the next; a process given back after its run is the next one taken, and no
