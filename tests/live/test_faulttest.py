@@ -108,12 +108,13 @@ def test_without_redundancy_the_fault_reaches_fio_as_eio(raidlab_cmd, tmp_path):
 
 
 def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
-    doc = tmp_path / "reliability.md"
-    proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "2", "--crash", "raid5",
-               "--crash-mode", "kill", "--crash-mode", "power", "--write-hole-trials", "1",
+    doc, store = tmp_path / "reliability.md", tmp_path / "cells"
+    params = ["--points", "2", "--write-hole-trials", "1", "--damage-trials", "2", "--interrupt-points", "1",
+              "--cells", str(store)]
+    proc = run(raidlab_cmd, tmp_path / "home", "reliability", *params, "--crash", "raid5",
+               "--crash-mode", "kill", "--crash-mode", "power",
                "--write-hole-case", "raid5", "--write-hole-case", "raid5-journal",
-               "--fault", "raid0", "--damage", "raid5", "--damage-trials", "2",
-               "--interrupt-points", "1", "--interrupt", "create", "--interrupt", "crashtest",
+               "--fault", "raid0", "--damage", "raid5", "--interrupt", "create", "--interrupt", "crashtest",
                "--interrupt", "report", "--write", str(doc))
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = doc.read_text()
@@ -144,9 +145,14 @@ def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
                                                                     "| report | SIG"))]
     assert len(rows) == 9 and "9 of 9 points passed" in text
     assert not (tmp_path / "home" / "labs").exists() or not any((tmp_path / "home" / "labs").iterdir())
-    # written again over its own earlier self
-    proc = run(raidlab_cmd, tmp_path / "home", "reliability", "--points", "1", "--crash", "raid5",
-               "--crash-mode", "kill", "--write-hole-trials", "0", "--damage-trials", "0",
-               "--fault", "raid0", "--interrupt-points", "0", "--write", str(doc))
+    # written again over its own earlier self, from a part of the same campaign: every cell
+    # it names is taken from the store the first run filled, none is run again
+    before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
+    proc = run(raidlab_cmd, tmp_path / "home", "reliability", *params, "--crash", "raid5", "--crash-mode", "kill",
+               "--write-hole-case", "raid5", "--fault", "raid0", "--damage", "raid5", "--interrupt", "create",
+               "--interrupt", "crashtest", "--interrupt", "report", "--write", str(doc), timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "1 of 1 points passed." in doc.read_text()
+    again = doc.read_text()
+    assert "2 of 2 points passed." in again and "| raid5 | power |" not in again
+    assert "| raid5-journal |" not in again and "9 of 9 points passed" in again
+    assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == before
