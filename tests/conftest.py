@@ -1,7 +1,8 @@
 """Shared test set-up.
 
-Markers (pyproject.toml): root, live, vm, md, slow. A test marked `root` is skipped with a
-one-line reason only when the process is not root; on the project's machines (root) it runs.
+Markers (pyproject.toml): root, live, vm, md, slow; and `long`, registered below: the tests
+`make test` leaves to `make test-long`. A test marked `root` is skipped with a one-line
+reason only when the process is not root; on the project's machines (root) it runs.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ def _shared_fixture_module(item) -> str | None:
         if defs and defs[-1].scope in ("module", "class", "package"):
             return item.nodeid.split("::")[0]
     return None
+
+
+def pytest_configure(config):
+    # Registered here beside the suite's start order rather than in pyproject.toml's list:
+    # it says how `make test` and `make test-long` divide the suite, not what a test needs.
+    config.addinivalue_line(
+        "markers", "long: a whole-system check of a minute or more (the labs as written, the demo, "
+                   "the campaigns' documents, cluster and lab-VM failures and rebuilds): run by "
+                   "`make test-long`, left out of `make test`")
 
 
 def pytest_addoption(parser):

@@ -123,6 +123,7 @@ def test_an_array_over_the_cluster_serves_verified_data(rl, cluster, arch):
         assert '"mismatches": []' in rl("check", "x", "--json").stdout
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("arch", [arch if arch == "raidx" else pytest.param(arch, marks=SLOW) for arch in REDUNDANT])
 def test_a_cut_node_fails_its_member_in_bounded_time_and_is_rebuilt_after_heal(rl, cluster, arch):
     device = rl("create", "x", "--arch", arch, "--cluster", cluster, "--chunk", "32K").stdout.strip()
@@ -172,6 +173,7 @@ def test_a_cut_node_fails_its_member_in_bounded_time_and_is_rebuilt_after_heal(r
     assert len([p for p in _nbdfuse_of(rl.home / "labs" / "x")]) == 3
 
 
+@pytest.mark.long
 def test_a_member_failed_by_hand_waits_for_its_node_before_it_is_rebuilt(rl, cluster):
     device = rl("create", "x", "--arch", "raid10", "--cluster", cluster, "--chunk", "32K").stdout.strip()
     fio_verify(device, seed=4)

@@ -159,6 +159,7 @@ def node_list(tmp_path: Path, net: Network, extra: str = "") -> Path:
     return path
 
 
+@pytest.mark.long
 def test_an_array_over_listed_hosts_survives_a_pulled_cable_and_is_rebuilt(rl, net, tmp_path):
     hosts = serve_all(rl, net)
     listed = json.loads(rl("cluster", "up", "c", "--node-list", str(node_list(tmp_path, net)),

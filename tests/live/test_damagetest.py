@@ -12,7 +12,7 @@ import pytest
 
 from lab_leftovers import loops_of
 
-pytestmark = [pytest.mark.root, pytest.mark.live]
+pytestmark = [pytest.mark.root, pytest.mark.live, pytest.mark.long]
 
 
 def test_damaged_metadata_is_refused_or_recovered_never_read_wrong(raidlab_cmd, tmp_path):

@@ -24,6 +24,7 @@ def run(raidlab_cmd, home, *args: str, timeout: float = 1200) -> subprocess.Comp
     return subprocess.run([*raidlab_cmd, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("arch, disks", [("raid5", 4), ("raid1", 2), pytest.param("raidx", 4, marks=pytest.mark.slow),
                                          pytest.param("raid10", 4, marks=pytest.mark.slow),
                                          pytest.param("chained", 4, marks=pytest.mark.slow)])
@@ -107,6 +108,7 @@ def test_without_redundancy_the_fault_reaches_fio_as_eio(raidlab_cmd, tmp_path):
     assert all(r["leaks"] == [] for r in results.values())
 
 
+@pytest.mark.long
 def test_the_document_written_is_the_runs_it_reports(raidlab_cmd, tmp_path):
     doc, store = tmp_path / "reliability.md", tmp_path / "cells"
     params = ["--points", "2", "--write-hole-trials", "1", "--damage-trials", "2", "--interrupt-points", "1",

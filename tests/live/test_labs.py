@@ -238,6 +238,7 @@ def _lab(number: str) -> Path:
     return path
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("number", [p.name[:2] for p in lab_paths()])
 @pytest.mark.root
 @pytest.mark.live

@@ -29,6 +29,7 @@ from trees import remount, verify_tree
 pytestmark = [pytest.mark.root, pytest.mark.live]
 
 
+@pytest.mark.long
 def test_tss_serves_ext4_and_fio_verify_while_a_policy_process_migrates(rl, mnt):
     device = rl("create", "t", "--arch", "tss", "--disks", "4", "--disk-size", "48M", "--chunk", "16K",
                 "-o", "logical_stripes=1200", "-o", "log=on", "-o", "writes=async").stdout.strip()

@@ -24,7 +24,7 @@ import pytest
 
 from lab_leftovers import loops_of, mounts_of, processes_of
 
-pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md]
+pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md, pytest.mark.long]
 
 
 def test_demo_measures_md_raid5_and_scd_and_ends_with_the_report_path(tmp_path, raidlab_cmd):

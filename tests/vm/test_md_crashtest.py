@@ -17,6 +17,7 @@ from lab_leftovers import leftovers
 pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.md]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("target, mode", [("md-raid5", "power-random"),
                                           pytest.param("md-raid5-journal", "power", marks=pytest.mark.slow)])
 def test_md_keeps_every_fsynced_file_across_power_cuts(raidlab_cmd, tmp_path, target, mode):

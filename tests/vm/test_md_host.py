@@ -52,6 +52,7 @@ def rl(raidlab_cmd, tmp_path):
         r("destroy", entry.name, check=False)
 
 
+@pytest.mark.long
 def test_md_raid5_in_the_lab_vm(rl):
     ready = json.loads(rl("create", "m5", "--arch", "md-raid5", "--disks", "3", "--disk-size", "48M",
                           "--runner", "vm", "--json").stdout)
@@ -231,6 +232,7 @@ def _engine_reads(layout, start: int, writes) -> list[list[int]]:
     return virtual.run_virtual(main)
 
 
+@pytest.mark.long
 def test_md_raid5_reads_each_member_what_the_engine_s_per_row_plan_reads(rl):
     """md raid5 in the lab VM (5 disks, 16 KiB chunks, no resync) takes one O_DIRECT write
     at a time; each member's bytes read over that write equal what the engine's raid5 plans

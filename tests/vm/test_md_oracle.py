@@ -27,7 +27,7 @@ from raidlab.baselines.md_oracle import open_md_members
 from raidlab.errors import VMError
 from raidlab.vm import LabVM, VMDisk, build_vm_image, guest_device
 
-pytestmark = [pytest.mark.vm, pytest.mark.md]
+pytestmark = [pytest.mark.vm, pytest.mark.md, pytest.mark.long]
 
 MEMBER_MIB = 24
 SMALL_MEMBER_MIB = 8

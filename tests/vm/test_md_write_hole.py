@@ -22,6 +22,7 @@ def _qemu():
         pytest.skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
 
 
+@pytest.mark.long
 def test_md_refuses_a_dirty_degraded_raid5_and_forced_shows_the_write_hole(tmp_path):
     # 32 stripes: about a quarter of the written stripes come back wrong in a trial
     trial = run_trial("md-raid5", 7, 32, str(tmp_path / "home"))

@@ -126,6 +126,7 @@ def test_sigterm_during_a_guest_workload_stops_the_run_promptly(vm_run, raidlab_
     assert not list((out / "runs").glob("*.json"))  # the cut-short run is not a result
 
 
+@pytest.mark.long
 def test_the_sa_raid_live_scenario_runs_quick_on_partitions_in_the_vm(vm_run, raidlab_cmd):
     """scenarios/sa-raid-live.toml at quick size: engine raid0 and SA3 and md's RAID0 over the
     same partitions of whole drives on one bus (b8-c1-d1-e1), the seqfile program on ext2 in

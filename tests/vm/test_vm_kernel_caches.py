@@ -19,7 +19,7 @@ from test_md_host import Raidlab
 from raidlab.lab import Lab
 from raidlab.runners.session import open_session
 
-pytestmark = [pytest.mark.root, pytest.mark.vm]
+pytestmark = [pytest.mark.root, pytest.mark.vm, pytest.mark.long]
 
 FIO_VERIFY = ["fio", "--name=verify", "--filename=/mnt/f", "--size=12M", "--rw=randwrite", "--bs=4k", "--direct=1",
               "--ioengine=psync", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--output-format=json"]
