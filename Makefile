@@ -38,9 +38,8 @@ demo: setup
 
 # pytest exits 5 when it collected no test: treat that as a failure, not a pass. The 25
 # slowest tests are listed at the end, so a log shows where the suite's time goes.
-# `make test` is the suite without the whole-system checks marked `long` (the labs as written,
-# the demo, the campaigns' documents, cluster and lab-VM failures): about half the suite's
-# machine time in about forty tests. `make test-long` runs those; .ci/run runs both.
+# `make test` is the suite without the tests marked `long` (tests/conftest.py says which);
+# `make test-long` runs those; .ci/run runs both.
 define run_pytest
 	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal --durations=25 -m $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make $@: no tests collected" >&2; exit 1; fi; exit $$rc
