@@ -235,6 +235,24 @@ def make_dirs(path: str | os.PathLike, option: str) -> Path:
     return path
 
 
+def new_stamped_dir(base: str | os.PathLike, stamp: str, option: str) -> Path:
+    """A new directory <base>/<stamp> (base made by `make_dirs`), or <stamp>-2, -3, ... when
+    that name is taken (a second run in the same second); os.mkdir makes it, so a name that
+    another process takes meanwhile is never shared. Checked as the caller's (`owned_dir`)."""
+    base = make_dirs(base, option)
+    out, n = base / stamp, 1
+    while True:
+        try:
+            os.mkdir(out)
+            break
+        except FileExistsError:
+            n += 1
+            out = base / f"{stamp}-{n}"
+        except OSError as exc:
+            raise UsageError(f"{option} {out}: {exc.strerror}") from None
+    return owned_dir(out, option)
+
+
 def regular_or_absent(path: str | os.PathLike, option: str) -> Path:
     """A file raidlab writes by its own name inside an output directory (a report's
     report.md, its figures): refused only if something other than a regular file is there."""
@@ -345,5 +363,5 @@ def remove_partials(directory: str | os.PathLike) -> list[Path]:
     return gone
 
 
-__all__ = ["PARTIAL", "READ_LIMIT", "make_dirs", "new_file", "output_dir", "owned_dir", "read_regular",
-           "regular_or_absent", "remove_partials", "writable_file", "write_whole"]
+__all__ = ["PARTIAL", "READ_LIMIT", "make_dirs", "new_file", "new_stamped_dir", "output_dir", "owned_dir",
+           "read_regular", "regular_or_absent", "remove_partials", "writable_file", "write_whole"]

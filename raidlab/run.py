@@ -45,7 +45,7 @@ from raidlab.disks import catalog
 from raidlab.errors import LabInterrupted, MissingToolError, RaidlabError, UsageError
 from raidlab.lab import process_start_time, same_process
 from raidlab.lab.proc import boot_id
-from raidlab.outputs import PARTIAL, make_dirs, owned_dir, read_regular, remove_partials, write_whole
+from raidlab.outputs import PARTIAL, make_dirs, new_stamped_dir, owned_dir, read_regular, remove_partials, write_whole
 from raidlab.signals import Signalled, terminate_as_interrupt
 from raidlab.runners import live
 from raidlab.scenarios import MOUNTED_FILESYSTEMS, PlannedRun, Scenario, validate_arch
@@ -61,20 +61,7 @@ def results_dir(root: Path, scenario: Scenario) -> Path:
     """A new <root>/<scenario>/<time>/ with its runs/ (raidlab.outputs.make_dirs: made one
     directory at a time, never through someone else's link); a second run in the same second
     gets <time>-2, -3, ..."""
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = make_dirs(root / scenario.id, "--results")
-    out = base / stamp
-    n = 1
-    while True:
-        try:
-            os.mkdir(out)
-            break
-        except FileExistsError:
-            n += 1
-            out = base / f"{stamp}-{n}"
-        except OSError as exc:
-            raise UsageError(f"--results {out}: {exc.strerror}") from None
-    owned_dir(out, "--results")
+    out = new_stamped_dir(root / scenario.id, dt.datetime.now().strftime("%Y%m%d-%H%M%S"), "--results")
     make_dirs(out / RUNS_DIR, "--results")
     return out
 

@@ -70,7 +70,7 @@ from raidlab import scenarios
 from raidlab.errors import RaidlabError, UsageError
 from raidlab.lab import process_start_time
 from raidlab.lab.proc import boot_id
-from raidlab.outputs import make_dirs, output_dir, owned_dir, read_regular, write_whole
+from raidlab.outputs import make_dirs, new_stamped_dir, output_dir, owned_dir, read_regular, write_whole
 from raidlab.scenarios import Claim, PlannedRun, Scenario, ScenarioError
 from raidlab.signals import deferred_signals
 
@@ -471,19 +471,7 @@ def read_plan(out: Path) -> dict:
 
 def sweep_dir(root: Path, scenario: Scenario) -> Path:
     """A new <root>/sweeps/<scenario>/<time>/ (a second one in the same second gets -2, ...)."""
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = make_dirs(root / "sweeps" / scenario.id, "--results")
-    n, out = 1, base / stamp
-    while True:
-        try:
-            os.mkdir(out)
-            break
-        except FileExistsError:
-            n += 1
-            out = base / f"{stamp}-{n}"
-        except OSError as exc:
-            raise UsageError(f"--results {out}: {exc.strerror}") from None
-    return owned_dir(out, "--results")
+    return new_stamped_dir(root / "sweeps" / scenario.id, dt.datetime.now().strftime("%Y%m%d-%H%M%S"), "--results")
 
 
 def prepare(sweep: SweepPlan, out: Path | None, results_root: Path, *, runner: str, jobs: int,
