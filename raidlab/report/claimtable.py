@@ -51,7 +51,9 @@ class Row:
         return self.count(claimsmod.HOLDS) + self.count(claimsmod.FAILS)
 
 
-def _entries(root: Path) -> dict[str, dict[str, Any]]:
+def current_entries(root: Path) -> dict[str, dict[str, Any]]:
+    """results/current.toml's entries by scenario id ({} without the file): which result
+    directories each scenario's claims come from and which run files they leave out."""
     path = root / CURRENT
     if not path.is_file():
         return {}
@@ -104,7 +106,7 @@ def rows(results_root: Path, scenario_dir: Path, chosen: dict[str, list[Path]] |
     `chosen` (scenario id -> its result directories), only those scenarios, read from those
     directories instead of the ones current.toml names (`raidlab reproduce`); their
     headlines and sweeps are still current.toml's."""
-    entries = _entries(results_root)
+    entries = current_entries(results_root)
     if chosen is not None:
         entries = {sid: {k: v for k, v in entries.get(sid, {}).items() if k in ("headline", "sweep")}
                    | {"results": [str(Path(d).relative_to(results_root)) for d in dirs]}

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from raidlab.report import flushes
-from raidlab.report.claimtable import _entries
+from raidlab.report.claimtable import current_entries
 from raidlab.report.results import leave_out, load_combined
 
 RESULTS = Path("results")
@@ -26,7 +26,7 @@ says what the tables show.
 
 def main() -> int:
     parts = [HEAD]
-    for scenario, entry in _entries(RESULTS).items():
+    for scenario, entry in current_entries(RESULTS).items():
         if not scenario.startswith("vcraid-") or "results" not in entry:
             continue
         dirs = entry["results"] if isinstance(entry["results"], list) else [entry["results"]]
