@@ -47,6 +47,7 @@ import os
 import pwd
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -235,10 +236,12 @@ def make_dirs(path: str | os.PathLike, option: str) -> Path:
     return path
 
 
-def new_stamped_dir(base: str | os.PathLike, stamp: str, option: str) -> Path:
-    """A new directory <base>/<stamp> (base made by `make_dirs`), or <stamp>-2, -3, ... when
-    that name is taken (a second run in the same second); os.mkdir makes it, so a name that
-    another process takes meanwhile is never shared. Checked as the caller's (`owned_dir`)."""
+def new_stamped_dir(base: str | os.PathLike, option: str) -> Path:
+    """A new directory <base>/<local time, YYYYmmdd-HHMMSS> (base made by `make_dirs`), or
+    <time>-2, -3, ... when that name is taken (a second run in the same second); os.mkdir
+    makes it, so a name that another process takes meanwhile is never shared. Checked as the
+    caller's (`owned_dir`)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
     base = make_dirs(base, option)
     out, n = base / stamp, 1
     while True:

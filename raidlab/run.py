@@ -61,7 +61,7 @@ def results_dir(root: Path, scenario: Scenario) -> Path:
     """A new <root>/<scenario>/<time>/ with its runs/ (raidlab.outputs.make_dirs: made one
     directory at a time, never through someone else's link); a second run in the same second
     gets <time>-2, -3, ..."""
-    out = new_stamped_dir(root / scenario.id, dt.datetime.now().strftime("%Y%m%d-%H%M%S"), "--results")
+    out = new_stamped_dir(root / scenario.id, "--results")
     make_dirs(out / RUNS_DIR, "--results")
     return out
 

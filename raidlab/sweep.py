@@ -471,7 +471,7 @@ def read_plan(out: Path) -> dict:
 
 def sweep_dir(root: Path, scenario: Scenario) -> Path:
     """A new <root>/sweeps/<scenario>/<time>/ (a second one in the same second gets -2, ...)."""
-    return new_stamped_dir(root / "sweeps" / scenario.id, dt.datetime.now().strftime("%Y%m%d-%H%M%S"), "--results")
+    return new_stamped_dir(root / "sweeps" / scenario.id, "--results")
 
 
 def prepare(sweep: SweepPlan, out: Path | None, results_root: Path, *, runner: str, jobs: int,
